@@ -1,0 +1,33 @@
+/* cdynamo.h: common includes for every engine file.
+ *
+ * Every engine file includes this first. It pulls in CPython 3.11's public API and the
+ * internal frame layout (struct _PyInterpreterFrame), which the hook and the translator
+ * read directly (see shared notes, section 1 and 3).
+ *
+ * Ownership vocabulary used in every header: "new" = the caller owns the returned
+ * reference; "borrowed" = valid while the owner lives, do not DECREF; "stolen" = the callee
+ * takes over the caller's reference even on failure.
+ */
+#ifndef CDYN_CDYNAMO_H
+#define CDYN_CDYNAMO_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
+#error "cdynamo's engine targets CPython 3.11 only"
+#endif
+
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Log through Python's logging under the "cdynamo" logger (slow path only).
+ * level: 10 debug, 20 info, 30 warning. Never raises: a logging failure is swallowed. */
+void cdyn_log(int level, const char *fmt, ...);
+
+#endif

@@ -1,0 +1,57 @@
+/* guards.h: guards built while tracing and checked in C on every call.
+ *
+ * A guard set is a flat list of checks on sources (source.h) plus global state. It is
+ * owned by one cache entry (cache.h) and freed with it. Kinds, as torch._dynamo names them:
+ *   TENSOR_MATCH   Python type, dtype, device, requires_grad, ndim, sizes, strides
+ *   EQUALS_MATCH   exact type and == of a Python constant (int, float, bool, str, None,
+ *                  tuples of them)
+ *   TYPE_MATCH     exact type
+ *   ID_MATCH       object identity (modules, nn.Modules, other objects)
+ *   FUNCTION_MATCH object identity of a function or Python module (printed as such)
+ *   GRAD_MODE      torch.is_grad_enabled() as at trace time
+ * Identical (source, kind) pairs are added once. Checks run in insertion order.
+ */
+#ifndef CDYN_GUARDS_H
+#define CDYN_GUARDS_H
+#include "cdynamo.h"
+
+typedef struct cdyn_guards cdyn_guards;
+
+/* New empty guard set (owned by the caller; free with cdyn_guards_free), NULL + MemoryError. */
+cdyn_guards *cdyn_guards_new(void);
+void cdyn_guards_free(cdyn_guards *g);
+
+/* Adders. source: borrowed cdyn_source; value/obj: borrowed (the guard keeps what it needs:
+ * for ID/FUNCTION_MATCH a strong reference to obj, so ids cannot be reused).
+ * Return 0, or -1 with an exception set. */
+int cdyn_guards_add_tensor(cdyn_guards *g, PyObject *source, PyObject *tensor);
+int cdyn_guards_add_equals(cdyn_guards *g, PyObject *source, PyObject *value);
+int cdyn_guards_add_type(cdyn_guards *g, PyObject *source, PyTypeObject *type);
+int cdyn_guards_add_id(cdyn_guards *g, PyObject *source, PyObject *obj, int is_function);
+int cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled);
+
+/* Check every guard against a frame about to run (arguments borrowed, see
+ * cdyn_source_eval). Returns 1 when all pass, 0 when one fails, -1 with an exception
+ * set only on an internal error (a missing attribute or name is a failure, not an error). */
+int cdyn_guards_check(const cdyn_guards *g, PyObject *const *localsplus,
+                      PyFunctionObject *func, PyObject *globals, PyObject *builtins);
+
+/* New str naming the first failing guard (e.g. "L['a'] TENSOR_MATCH: dtype
+ * torch.float32 != torch.float64"), or Py_None (new ref) when all pass; NULL on error. */
+PyObject *cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
+                                    PyFunctionObject *func, PyObject *globals,
+                                    PyObject *builtins);
+
+/* New list of str, one per guard, in the seeds' form: "local 'a' TENSOR_MATCH",
+ * "global 'torch' FUNCTION_MATCH", "L['self'].training EQUALS_MATCH True",
+ * "GRAD_MODE enabled". NULL on error. */
+PyObject *cdyn_guards_describe(const cdyn_guards *g);
+
+/* Number of guards in the set. */
+Py_ssize_t cdyn_guards_len(const cdyn_guards *g);
+
+/* Module-level set-up: caches torch.Tensor, torch.is_grad_enabled and attribute names.
+ * Called once from module init after torch is importable; 0 or -1. */
+int cdyn_guards_init(void);
+
+#endif

@@ -1,0 +1,58 @@
+/* source.h: access paths ("sources") from a frame to a value.
+ *
+ * A source names where a traced value came from, e.g. L['x'], G['torch'],
+ * L['self'].linear, L['xs'][0], C['scale'] (closure cell contents). One abstraction serves
+ * both guards (evaluate the path on every call) and code generation (emit bytecode that
+ * loads the value). Sources are immutable Python objects of type cdynamo._C.Source, so they
+ * are shared and reference counted like any PyObject.
+ */
+#ifndef CDYN_SOURCE_H
+#define CDYN_SOURCE_H
+#include "cdynamo.h"
+
+typedef enum {
+    CDYN_SRC_LOCAL = 0,   /* f->localsplus[index]; name = the variable name */
+    CDYN_SRC_GLOBAL,      /* f_globals[name], then f_builtins[name] */
+    CDYN_SRC_CLOSURE,     /* f_func->func_closure[index].cell_contents; name = free var name */
+    CDYN_SRC_ATTR,        /* getattr(base, name) */
+    CDYN_SRC_ITEM,        /* base[key]; key is a constant int or str held in name */
+} cdyn_source_kind;
+
+typedef struct cdyn_source {
+    PyObject_HEAD
+    cdyn_source_kind kind;
+    int index;                  /* LOCAL, CLOSURE: slot index; -1 otherwise */
+    PyObject *name;             /* strong; see cdyn_source_kind */
+    struct cdyn_source *base;   /* strong; ATTR and ITEM only, else NULL */
+    PyObject *repr;             /* strong; cached readable form, e.g. "L['self'].linear" */
+} cdyn_source;
+
+extern PyTypeObject cdyn_SourceType;
+#define cdyn_Source_Check(o) (Py_TYPE(o) == &cdyn_SourceType)
+
+/* Constructors. name/key/base are borrowed (the source takes its own references).
+ * All return a new reference, or NULL with an exception set. */
+PyObject *cdyn_source_local(int index, PyObject *name);
+PyObject *cdyn_source_global(PyObject *name);
+PyObject *cdyn_source_closure(int index, PyObject *name);
+PyObject *cdyn_source_attr(PyObject *base, PyObject *name);
+PyObject *cdyn_source_item(PyObject *base, PyObject *key);
+
+/* Evaluate a source against a frame that is about to run (prefix not yet executed:
+ * argument slots filled, cells not yet made, free vars not yet copied, so CLOSURE reads
+ * func->func_closure). localsplus, func, globals, builtins: borrowed.
+ * Returns a new reference, or NULL with an exception (NameError, AttributeError,
+ * KeyError, IndexError, ValueError for an empty cell or an unbound local). */
+PyObject *cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus,
+                           PyFunctionObject *func, PyObject *globals, PyObject *builtins);
+
+/* Borrowed: the cached readable form of a source. */
+static inline PyObject *cdyn_source_repr(PyObject *s) { return ((cdyn_source *)s)->repr; }
+
+/* 1 when two sources denote the same path (compared by their readable form). */
+int cdyn_source_equal(PyObject *a, PyObject *b);
+
+/* Registers the type on the module; 0 or -1. */
+int cdyn_source_init(PyObject *module);
+
+#endif
