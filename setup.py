@@ -13,8 +13,7 @@ ext = Extension(
     sources=sorted(glob.glob(os.path.join(CSRC, "*.c"))),
     depends=sorted(glob.glob(os.path.join(CSRC, "*.h"))),
     include_dirs=[CSRC],
-    extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
-                        "-Wno-missing-field-initializers"]
+    extra_compile_args=["-std=c11", "-Wall", "-Wextra"]
     + (["-O0", "-g", "-UNDEBUG"] if debug else ["-O2"]),
 )
 
