@@ -79,4 +79,41 @@ int cdyn_is_unconditional_jump(int opcode);
  * unconditional jumps). */
 int cdyn_is_terminator(int opcode);
 
+/* Notes on the implementation (bytecode.c), added by the bytecode layer's author:
+ * - cdyn_assemble turns each jump to the direction of its target (target index <= own
+ *   index: backward form, else forward form); FOR_ITER, SEND and JUMP_IF_*_OR_POP have no
+ *   backward form and give ValueError when pointed backwards.
+ * - The line table gets entries per instruction (split at 8 units), as CPython 3.11.7's
+ *   compiler writes it; a round trip reproduces co_linetable byte for byte.
+ * - cdyn_stack_effect is CPython's compiler table (PyCompile_OpcodeStackEffectWithJump)
+ *   except RETURN_GENERATOR = +1 (the value sent on first resume, popped by the POP_TOP
+ *   that follows it).
+ * - A PRECALL must stay immediately followed by its CALL (specialised PRECALLs skip the
+ *   CALL), and a YIELD_VALUE by its RESUME: do not insert instructions between them.
+ * - Opcode names, cache sizes and the known-opcode test come from opcodes.h
+ *   (cdyn_opname, cdyn_opcode_known, cdyn_opcode_deopt). */
+
+/* Python-facing test helpers (bytecode_py.c), NULL-terminated; module.c adds them to
+ * cdynamo._C with PyModule_AddFunctions. All take borrowed arguments and return new
+ * references:
+ *   _bytecode_roundtrip(code) -> code        decode, then assemble with spec.base = code
+ *   _bytecode_decode(code) -> [(opname, oparg, target_index or -1, offset in code units,
+ *                               lineno or None), ...]
+ *   _bytecode_decode_full(code) -> [(opname, oparg, target, offset, lineno, end_lineno,
+ *                                    col, end_col, exc_handler, exc_depth, exc_lasti)]
+ *                                            every cdyn_instr field, -1 kept as -1
+ *   _bytecode_assemble(code, instrs) -> code cdyn_assemble of instrs given in
+ *                                            _bytecode_decode_full's format (offset is
+ *                                            ignored), spec.base = code
+ *   _stackdepth(code) -> int                 cdyn_stackdepth of the decoded code
+ *   _bytecode_insert_nops(code, n, stride=0) -> code
+ *                                            n NOPs before instruction 0 and, when
+ *                                            stride > 0, before every stride-th one (never
+ *                                            before RESUME); jumps and handlers follow.
+ *   _live_locals(code, index) -> tuple       cdyn_live_locals (analysis.h) at instruction
+ *                                            index of the decoded list, nlocals =
+ *                                            co_nlocalsplus: the live slot numbers
+ *   _has_backward_jump(code, index) -> bool  cdyn_has_backward_jump (analysis.h) */
+extern PyMethodDef cdyn_bytecode_methods[];
+
 #endif
