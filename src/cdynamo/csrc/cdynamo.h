@@ -20,6 +20,7 @@
 
 #define Py_BUILD_CORE 1
 #include <internal/pycore_frame.h>
+#include <internal/pycore_code.h>
 #undef Py_BUILD_CORE
 
 #include <assert.h>

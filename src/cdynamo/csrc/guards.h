@@ -29,6 +29,9 @@ int cdyn_guards_add_equals(cdyn_guards *g, PyObject *source, PyObject *value);
 int cdyn_guards_add_type(cdyn_guards *g, PyObject *source, PyTypeObject *type);
 int cdyn_guards_add_id(cdyn_guards *g, PyObject *source, PyObject *obj, int is_function);
 int cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled);
+/* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
+ * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
+int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
 
 /* Check every guard against a frame about to run (arguments borrowed, see
  * cdyn_source_eval). Returns 1 when all pass, 0 when one fails, -1 with an exception

@@ -16,6 +16,8 @@ typedef enum {
     CDYN_SRC_CLOSURE,     /* f_func->func_closure[index].cell_contents; name = free var name */
     CDYN_SRC_ATTR,        /* getattr(base, name) */
     CDYN_SRC_ITEM,        /* base[key]; key is a constant int or str held in name */
+    CDYN_SRC_CONST,       /* a fixed object held in name (e.g. the globals dict of another
+                             module, for globals read by inlined functions); repr given */
 } cdyn_source_kind;
 
 typedef struct cdyn_source {
@@ -37,6 +39,9 @@ PyObject *cdyn_source_global(PyObject *name);
 PyObject *cdyn_source_closure(int index, PyObject *name);
 PyObject *cdyn_source_attr(PyObject *base, PyObject *name);
 PyObject *cdyn_source_item(PyObject *base, PyObject *key);
+/* A source that always evaluates to obj (borrowed; the source keeps a strong reference);
+ * label (borrowed str or None) names it in the repr: G@label (added by the lead). */
+PyObject *cdyn_source_const(PyObject *obj, PyObject *label);
 
 /* Evaluate a source against a frame that is about to run (prefix not yet executed:
  * argument slots filled, cells not yet made, free vars not yet copied, so CLOSURE reads

@@ -1,0 +1,81 @@
+"""Glue between the C translator and torch's Python libraries (internal).
+
+The C engine (src/cdynamo/csrc/translate.c, codegen.c) calls these functions on the slow
+path only (while tracing a frame): torch.fx for the graph, FakeTensorMode for tensor
+metadata, the chosen backend to compile the graph, and the output_code report. Nothing
+here runs on a cache hit.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+log = logging.getLogger("cdynamo")
+_graph_counter = itertools.count()
+
+
+def new_trace():
+    """Return a fresh (torch.fx.Graph, FakeTensorMode) pair for one traced frame."""
+    return torch.fx.Graph(), FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def fake_from_tensor(mode, tensor):
+    """Return a FakeTensor with the metadata of `tensor` (static shapes)."""
+    return mode.from_tensor(tensor, static_shapes=True)
+
+
+def fake_call(mode, fn, args, kwargs):
+    """Run fn(*args, **kwargs) on fake tensors under `mode`; returns the fake result."""
+    with mode:
+        return fn(*args, **kwargs)
+
+
+def fake_call_method(mode, name, args, kwargs):
+    """Run args[0].<name>(*args[1:], **kwargs) under `mode` (a Tensor method call)."""
+    with mode:
+        return getattr(args[0], name)(*args[1:], **kwargs)
+
+
+def set_example(node, value):
+    """Attach the fake example value to an FX node, as torch._dynamo does."""
+    node.meta["example_value"] = value
+
+
+def compile_graph(options, graph, root, example_inputs, outputs):
+    """Finish `graph` with `outputs` (a tuple of FX nodes), hand it to the backend.
+
+    Args:
+        options: cdynamo's CompileOptions (backend callable, backend_name, fullgraph).
+        graph: the torch.fx.Graph recorded by the C translator.
+        root: dict mapping get_attr / call_module targets to parameters and submodules.
+        example_inputs: list of the real input tensors, in placeholder order.
+        outputs: tuple of torch.fx.Node, the graph outputs.
+
+    Returns (name, compiled_callable, graph_module). The callable is wrapped by
+    cdynamo._C.disable so that frames the compiled graph runs are never traced.
+    """
+    from cdynamo import _C
+
+    graph.output(tuple(outputs))
+    gm = torch.fx.GraphModule(root, graph)
+    name = f"__compiled_fn_{next(_graph_counter)}"
+    gm._cdynamo_name = name
+    compiled = options.backend(gm, list(example_inputs))
+    if not callable(compiled):
+        raise TypeError(
+            f"backend {options.backend_name!r} returned {type(compiled).__name__}, "
+            "expected a callable")
+    return name, _C.disable(compiled), gm
+
+
+def report(name, gm, orig_code, new_code, guards):
+    """Print the output_code report for one compiled frame when config.output_code."""
+    from cdynamo import config
+    if not config.output_code:
+        return
+    from cdynamo._report import format_output_code
+    print(format_output_code(name, gm, orig_code, new_code, list(guards)), flush=True)

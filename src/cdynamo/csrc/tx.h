@@ -1,0 +1,115 @@
+/* tx.h: state shared by the translator's files (translate.c: the interpreter loop and
+ * opcode handlers; tcall.c: calls; codegen.c: graph output and transformed code).
+ * Internal to the engine; not part of any Python-facing API.
+ */
+#ifndef CDYN_TX_H
+#define CDYN_TX_H
+#include "cdynamo.h"
+#include "bytecode.h"
+#include "guards.h"
+#include "source.h"
+#include "value.h"
+
+/* Result of a translator step. Unsupported code is not an error: it sets tx->reason and
+ * makes the frame run unmodified. */
+typedef enum { TR_OK = 0, TR_UNSUPPORTED = 1, TR_ERROR = -1 } tr_status;
+
+/* Whole-trace state (one per traced top-level frame). All PyObject fields strong. */
+typedef struct cdyn_tx {
+    PyObject *options;      /* borrowed: compile options (backend, backend_name, fullgraph) */
+    PyObject *glue;         /* the cdynamo._glue module */
+    PyObject *graph;        /* torch.fx.Graph */
+    PyObject *fake_mode;    /* FakeTensorMode */
+    PyObject *root;         /* dict: fx attribute target -> module or tensor */
+    PyObject *input_sources;/* list of sources of the graph inputs, in placeholder order */
+    PyObject *input_values; /* list of the real input objects, same order */
+    PyObject *by_source;    /* dict: source repr -> value (each source wrapped once) */
+    PyObject *by_id;        /* dict: id(real tensor) -> value (aliases share a placeholder) */
+    cdyn_guards *guards;    /* owned until handed to the translation result */
+    PyObject *reason;       /* str: why the frame is unsupported (set with TR_UNSUPPORTED) */
+    int n_call_nodes;       /* call_function / call_method / call_module nodes */
+    int grad_enabled;       /* symbolic grad mode at the current instruction */
+    int grad_enabled_at_start;
+    long steps;             /* instructions interpreted, all frames */
+    int depth;              /* inlining depth */
+    /* top frame facts needed by code generation */
+    struct _PyInterpreterFrame *frame;  /* borrowed */
+    PyCodeObject *code;     /* borrowed: the top frame's code */
+} cdyn_tx;
+
+/* Per-function interpreter state (the top frame or an inlined call). */
+typedef struct cdyn_fs {
+    PyCodeObject *code;     /* strong */
+    cdyn_instr_list instrs;
+    PyObject **locals;      /* co_nlocalsplus slots, strong or NULL */
+    int nlocals;
+    PyObject **stack;       /* strong */
+    int sp, stack_cap;
+    PyObject *globals;      /* strong: the function's globals dict */
+    PyObject *builtins;     /* strong */
+    PyObject *globals_source; /* strong source of the globals dict's owner function, or NULL
+                                 when these globals are the top frame's (G[...] sources) */
+    int top_globals;        /* 1: globals are the top frame's globals */
+    PyObject *kw_names;     /* strong tuple from KW_NAMES, consumed by CALL */
+    PyObject *retval;       /* strong, set by RETURN_VALUE */
+    Py_ssize_t pc;          /* index of the next instruction */
+    int is_top;
+} cdyn_fs;
+
+/* Set tx->reason from a printf-style message; returns TR_UNSUPPORTED. When a Python
+ * exception is pending, its text is appended and it is cleared. */
+tr_status cdyn_tx_unsupported(cdyn_tx *tx, const char *fmt, ...);
+
+/* Wrap a real object read through `source` (borrowed, may be NULL) into a value, adding
+ * the guards it needs (TENSOR_MATCH, EQUALS_MATCH, ID/FUNCTION_MATCH). *out: new ref. */
+tr_status cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+
+/* Record a graph call: op is "call_function", "call_method" or "call_module"; target the
+ * callable / method name / attribute name; args a list of values, kwnames a tuple of str
+ * or NULL naming the last len(kwnames) args; module: the nn.Module for call_module (else
+ * NULL). Runs the call on fake tensors for metadata. *out: new value. */
+tr_status cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *module,
+                             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                             PyObject **out);
+
+/* Call a value with arguments (values, borrowed), kwnames as above. *out: new value. */
+tr_status cdyn_tx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
+                       Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+
+/* Interpret an inlined function: code (borrowed), the bound argument values already in
+ * locals order (array of nlocalsplus strong-or-NULL, stolen), closure cells (a list of
+ * VK_CELL values or NULL), globals (borrowed). *out: the return value (new). */
+tr_status cdyn_tx_inline(cdyn_tx *tx, PyCodeObject *code, PyObject **locals,
+                         PyObject *closure_cells, PyObject *globals, PyObject *builtins,
+                         PyObject *globals_source, int top_globals, PyObject **out);
+
+/* Run an interpreter frame state until RETURN_VALUE (fs->retval set). */
+tr_status cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs);
+
+/* The items of an iterable value as a new list of values (tuple, list, dict keys, iterator
+ * rest (consumed), constant tuple/list/range/str, ModuleList/Sequential children, tensor
+ * rows). */
+tr_status cdyn_tx_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list);
+
+/* Truth value of a value for a jump: 0/1 in *out. */
+tr_status cdyn_tx_truth(cdyn_tx *tx, PyObject *v, int *out);
+
+/* Attribute load on a value (LOAD_ATTR); *out new value. */
+tr_status cdyn_tx_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
+
+/* Finish: compile the graph with the return value `ret` and generate the transformed
+ * code. On TR_OK *code_out is a new code object. */
+tr_status cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out);
+
+/* Cached Python objects used by the translator (borrowed after init). */
+typedef struct {
+    PyObject *torch, *torch_tensor_type, *torch_size_type, *torch_dtype_type,
+        *torch_device_type, *nn_module_type, *nn_parameter_type, *fx_graph_type,
+        *operator_mod, *builtins_mod, *math_mod, *glue, *getattr_fn, *getitem_fn,
+        *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
+        *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
+        *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains;
+} cdyn_tx_globals;
+extern cdyn_tx_globals cdyn_G;
+
+#endif
