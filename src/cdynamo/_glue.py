@@ -40,6 +40,37 @@ def fake_call_method(mode, name, args, kwargs):
         return getattr(args[0], name)(*args[1:], **kwargs)
 
 
+def placeholder(graph, name):
+    """Add a graph input named `name` after the existing inputs (FX wants them first)."""
+    first = next((n for n in graph.nodes if n.op != "placeholder"), None)
+    if first is None:
+        return graph.placeholder(name)
+    with graph.inserting_before(first):
+        return graph.placeholder(name)
+
+
+def checkpoint(graph):
+    """The nodes of `graph` now, to undo a failed call with rollback()."""
+    return set(graph.nodes)
+
+
+def rollback(graph, before):
+    """Erase the non-input nodes added to `graph` since checkpoint() returned `before`."""
+    for node in reversed(list(graph.nodes)):
+        if node not in before and node.op != "placeholder" and not node.users:
+            graph.erase_node(node)
+
+
+def fullgraph_error(reason, qualname, filename, lineno):
+    """Raise the fullgraph=True error naming the reason and the user's source line."""
+    import linecache
+    text = linecache.getline(filename, lineno).strip()
+    raise RuntimeError(
+        f"cdynamo (fullgraph=True): graph break in {qualname} at {filename}:{lineno}\n"
+        f"    {text}\n"
+        f"reason: {reason}")
+
+
 def set_example(node, value):
     """Attach the fake example value to an FX node, as torch._dynamo does."""
     node.meta["example_value"] = value

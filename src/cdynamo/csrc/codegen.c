@@ -14,15 +14,33 @@
  * (translate.h), has no cell variables, and keeps the original free variables.
  */
 #include "tx.h"
+#include "analysis.h"
+#include "resume.h"
 
 typedef struct {
     cdyn_instr_list out;
     PyObject *consts;     /* list */
     PyObject *names;      /* list of str */
     PyObject *outputs;    /* dict: node -> output index */
+    PyObject *memo;       /* dict: id(container value) -> temp slot (int); aliasing kept */
+    PyObject *varnames;   /* list of str: the new code's varnames (temps appended) */
     int first_free;       /* localsplus index of the first free variable in the new code */
     int lineno;
 } cg_state;
+
+/* A new temporary local slot named prefix_N; returns its index or -1. */
+static int
+new_temp(cg_state *cg, const char *prefix)
+{
+    Py_ssize_t n = PyList_GET_SIZE(cg->varnames);
+    PyObject *nm = PyUnicode_FromFormat("___%s_%zd", prefix, n);
+    if (nm == NULL || PyList_Append(cg->varnames, nm) < 0) {
+        Py_XDECREF(nm);
+        return -1;
+    }
+    Py_DECREF(nm);
+    return (int)n;
+}
 
 static int
 emit(cg_state *cg, int opcode, int oparg)
@@ -133,11 +151,23 @@ collect(cdyn_tx *tx, PyObject *v, PyObject *outputs, PyObject *out_nodes)
             }
         }
         return TR_OK;
+    case VK_NULL:
+        return TR_OK;
+    case VK_METHOD:
+        if (x->flag && !PyFunction_Check(x->obj)) {
+            return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
+        }
+        return collect(tx, PyList_GET_ITEM(x->items, 0), outputs, out_nodes);
+    case VK_CALLABLE:
+    case VK_PYMODULE:
+    case VK_NNMODULE:
+    case VK_OBJECT:
+        return TR_OK;   /* from its source, or as a constant of the code object */
     default:
         if (x->source != NULL) {
             return TR_OK;
         }
-        return cdyn_tx_unsupported(tx, "cannot rebuild a returned %S", v);
+        return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
     }
 }
 
@@ -167,28 +197,97 @@ emit_value(cg_state *cg, int first_tmp, PyObject *v)
             return emit(cg, LOAD_FAST, first_tmp + (int)PyLong_AsLong(idx));
         }
     case VK_TUPLE:
-    case VK_LIST:
         n = PyList_GET_SIZE(x->items);
         for (Py_ssize_t k = 0; k < n; k++) {
             if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
                 return -1;
             }
         }
-        return emit(cg, x->kind == VK_TUPLE ? BUILD_TUPLE : BUILD_LIST, (int)n);
-    case VK_DICT:
+        return emit(cg, BUILD_TUPLE, (int)n);
+    case VK_LIST:
+    case VK_DICT: {
+        /* Mutable: built once into a temporary so every use sees the same object. */
+        PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
+        int tmp;
+        if (key == NULL) {
+            return -1;
+        }
+        slot = PyDict_GetItemWithError(cg->memo, key);
+        if (slot != NULL) {
+            Py_DECREF(key);
+            return emit(cg, LOAD_FAST, (int)PyLong_AsLong(slot));
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            return -1;
+        }
         n = PyList_GET_SIZE(x->items);
         for (Py_ssize_t k = 0; k < n; k++) {
-            i = const_index(cg, PyList_GET_ITEM(x->obj, k));
-            if (i < 0 || emit(cg, LOAD_CONST, i) < 0 ||
-                emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
+            if (x->kind == VK_DICT) {
+                i = const_index(cg, PyList_GET_ITEM(x->obj, k));
+                if (i < 0 || emit(cg, LOAD_CONST, i) < 0) {
+                    Py_DECREF(key);
+                    return -1;
+                }
+            }
+            if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
+                Py_DECREF(key);
                 return -1;
             }
         }
-        return emit(cg, BUILD_MAP, (int)n);
-    default:
-        assert(x->source != NULL);
-        return emit_source(cg, x->source);
+        tmp = new_temp(cg, "obj");
+        slot = tmp < 0 ? NULL : PyLong_FromLong(tmp);
+        if (slot == NULL || PyDict_SetItem(cg->memo, key, slot) < 0 ||
+            emit(cg, x->kind == VK_LIST ? BUILD_LIST : BUILD_MAP, (int)n) < 0 ||
+            emit(cg, COPY, 1) < 0 || emit(cg, STORE_FAST, tmp) < 0) {
+            Py_XDECREF(slot);
+            Py_DECREF(key);
+            return -1;
+        }
+        Py_DECREF(slot);
+        Py_DECREF(key);
+        return 0;
     }
+    case VK_NULL:
+        return emit(cg, PUSH_NULL, 0);
+    case VK_METHOD: {
+        PyObject *name = x->flag ? ((PyFunctionObject *)x->obj)->func_name : x->obj;
+        if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, 0)) < 0) {
+            return -1;
+        }
+        i = name_index(cg, name);
+        return i < 0 ? -1 : emit(cg, LOAD_ATTR, i);
+    }
+    default:
+        if (x->source != NULL) {
+            return emit_source(cg, x->source);
+        }
+        assert(x->obj != NULL);
+        i = const_index(cg, x->obj);
+        return i < 0 ? -1 : emit(cg, LOAD_CONST, i);
+    }
+}
+
+/* Pre-build every mutable container reachable from v (so branches can share them). */
+static int
+emit_containers(cg_state *cg, int first_tmp, PyObject *v)
+{
+    cdyn_value *x = V(v);
+    if (x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT) {
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(x->items); k++) {
+            if (emit_containers(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
+                return -1;
+            }
+        }
+        if (x->kind != VK_TUPLE &&
+            (emit_value(cg, first_tmp, v) < 0 || emit(cg, POP_TOP, 0) < 0)) {
+            return -1;
+        }
+    }
+    else if (x->kind == VK_METHOD) {
+        return emit_containers(cg, first_tmp, PyList_GET_ITEM(x->items, 0));
+    }
+    return 0;
 }
 
 /* Number of argument slots of code: positional, keyword-only, *args, **kwargs. */
@@ -199,181 +298,557 @@ n_arg_slots(PyCodeObject *co)
            ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
 }
 
+static void
+cg_clear(cg_state *cg)
+{
+    cdyn_instrs_clear(&cg->out);
+    Py_CLEAR(cg->consts);
+    Py_CLEAR(cg->names);
+    Py_CLEAR(cg->outputs);
+    Py_CLEAR(cg->memo);
+    Py_CLEAR(cg->varnames);
+}
+
+/* Start the transformed code: state, varnames, prefix. 0 / -1. */
+static int
+cg_open(cg_state *cg, PyCodeObject *co)
+{
+    PyObject *orig = NULL;
+    memset(cg, 0, sizeof(*cg));
+    cdyn_instrs_init(&cg->out);
+    cg->lineno = co->co_firstlineno;
+    cg->consts = PyList_New(0);
+    cg->names = PyList_New(0);
+    cg->outputs = PyDict_New();
+    cg->memo = PyDict_New();
+    orig = PyCode_GetVarnames(co);
+    if (!cg->consts || !cg->names || !cg->outputs || !cg->memo || !orig) {
+        Py_XDECREF(orig);
+        return -1;
+    }
+    cg->varnames = PySequence_List(orig);
+    Py_DECREF(orig);
+    /* None first, as CPython's compiler does (co_consts[0] is the docstring or None). */
+    if (cg->varnames == NULL || PyList_Append(cg->consts, Py_None) < 0) {
+        return -1;
+    }
+    if (co->co_nfreevars > 0 && emit(cg, COPY_FREE_VARS, co->co_nfreevars) < 0) {
+        return -1;
+    }
+    return emit(cg, RESUME, 0);
+}
+
+/* Compile the graph (when it has operations or outputs) and emit its call, storing the
+ * outputs in temporaries; *first_tmp gets the first temporary's slot. */
+static tr_status
+cg_graph_call(cdyn_tx *tx, cg_state *cg, PyObject *out_nodes, int *first_tmp,
+              PyObject **gname, PyObject **gm)
+{
+    Py_ssize_t nin = PyList_GET_SIZE(tx->input_sources), nout = PyList_GET_SIZE(out_nodes);
+    PyObject *outs = NULL, *res = NULL;
+    int gi;
+    *first_tmp = (int)PyList_GET_SIZE(cg->varnames);
+    for (Py_ssize_t i = 0; i < nout; i++) {
+        if (new_temp(cg, "graph_out") < 0) {
+            return TR_ERROR;
+        }
+    }
+    if (tx->n_call_nodes == 0 && nout == 0) {
+        return TR_OK;
+    }
+    outs = PyList_AsTuple(out_nodes);
+    if (outs == NULL) {
+        return TR_ERROR;
+    }
+    res = PyObject_CallMethod(tx->glue, "compile_graph", "OOOON", tx->options, tx->graph,
+                              tx->root, tx->input_values, outs);
+    if (res == NULL) {
+        return TR_ERROR;   /* a backend failure reaches the user */
+    }
+    *gname = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+    *gm = Py_NewRef(PyTuple_GET_ITEM(res, 2));
+    if (PyDict_SetItem(tx->frame->f_globals, *gname, PyTuple_GET_ITEM(res, 1)) < 0) {
+        Py_DECREF(res);
+        return TR_ERROR;
+    }
+    Py_DECREF(res);
+    gi = name_index(cg, *gname);
+    if (gi < 0 || emit(cg, LOAD_GLOBAL, (gi << 1) | 1) < 0) {
+        return TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; i < nin; i++) {
+        if (emit_source(cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
+            return TR_ERROR;
+        }
+    }
+    if (emit(cg, PRECALL, (int)nin) < 0 || emit(cg, CALL, (int)nin) < 0) {
+        return TR_ERROR;
+    }
+    if (nout == 0) {
+        return emit(cg, POP_TOP, 0) < 0 ? TR_ERROR : TR_OK;
+    }
+    if (emit(cg, UNPACK_SEQUENCE, (int)nout) < 0) {
+        return TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; i < nout; i++) {
+        if (emit(cg, STORE_FAST, *first_tmp + (int)i) < 0) {
+            return TR_ERROR;
+        }
+    }
+    return TR_OK;
+}
+
+/* Assemble the transformed code and print the output_code report. New ref or NULL. */
+static PyObject *
+cg_close(cdyn_tx *tx, cg_state *cg, PyObject *gname, PyObject *gm)
+{
+    PyCodeObject *co = tx->code;
+    PyObject *consts = NULL, *names = NULL, *varnames = NULL, *empty = NULL,
+             *freevars = NULL, *newcode = NULL, *guard_strs = NULL, *rep = NULL;
+    cdyn_code_spec spec;
+    consts = PyList_AsTuple(cg->consts);
+    names = PyList_AsTuple(cg->names);
+    varnames = PyList_AsTuple(cg->varnames);
+    empty = PyTuple_New(0);
+    freevars = PyCode_GetFreevars(co);
+    if (!consts || !names || !varnames || !empty || !freevars) {
+        goto done;
+    }
+    memset(&spec, 0, sizeof(spec));
+    spec.base = co;
+    spec.argcount = n_arg_slots(co);
+    spec.posonlyargcount = 0;
+    spec.kwonlyargcount = 0;
+    spec.flags = co->co_flags & ~(CO_VARARGS | CO_VARKEYWORDS);
+    spec.consts = consts;
+    spec.names = names;
+    spec.varnames = varnames;
+    spec.cellvars = empty;
+    spec.freevars = freevars;
+    spec.firstlineno = -1;
+    newcode = cdyn_assemble(&cg->out, &spec);
+    if (newcode == NULL) {
+        goto done;
+    }
+    guard_strs = cdyn_guards_describe(tx->guards);
+    if (guard_strs == NULL) {
+        Py_CLEAR(newcode);
+        goto done;
+    }
+    rep = PyObject_CallMethod(tx->glue, "report", "OOOOO", gname ? gname : Py_None,
+                              gm ? gm : Py_None, (PyObject *)co, newcode, guard_strs);
+    if (rep == NULL) {
+        Py_CLEAR(newcode);
+        goto done;
+    }
+    cdyn_log(20, "done tracing %U (%d ops, %zd inputs)", co->co_qualname, tx->n_call_nodes,
+             PyList_GET_SIZE(tx->input_sources));
+done:
+    Py_XDECREF(consts);
+    Py_XDECREF(names);
+    Py_XDECREF(varnames);
+    Py_XDECREF(empty);
+    Py_XDECREF(freevars);
+    Py_XDECREF(guard_strs);
+    Py_XDECREF(rep);
+    return newcode;
+}
+
 tr_status
 cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
 {
-    PyCodeObject *co = tx->code;
     cg_state cg;
-    PyObject *out_nodes = NULL, *res = NULL, *gname = NULL, *gm = NULL, *varnames = NULL,
-             *consts = NULL, *names = NULL, *empty = NULL, *newcode = NULL, *guard_strs = NULL,
-             *rep = NULL;
+    PyObject *out_nodes = NULL, *gname = NULL, *gm = NULL;
     tr_status st = TR_ERROR;
-    int nargs = n_arg_slots(co), first_tmp, ntmp = 0;
-
-    memset(&cg, 0, sizeof(cg));
-    cdyn_instrs_init(&cg.out);
-    cg.lineno = co->co_firstlineno;
-    cg.consts = PyList_New(0);
-    cg.names = PyList_New(0);
-    cg.outputs = PyDict_New();
-    out_nodes = PyList_New(0);
-    if (!cg.consts || !cg.names || !cg.outputs || !out_nodes) {
+    int first_tmp = 0;
+    if (cg_open(&cg, tx->code) < 0) {
         goto done;
     }
-    /* None first, as CPython's compiler does for functions (co_consts[0] is the docstring
-       or None). */
-    if (PyList_Append(cg.consts, Py_None) < 0) {
+    out_nodes = PyList_New(0);
+    if (out_nodes == NULL) {
         goto done;
     }
     st = collect(tx, ret, cg.outputs, out_nodes);
     if (st != TR_OK) {
         goto done;
     }
+    st = cg_graph_call(tx, &cg, out_nodes, &first_tmp, &gname, &gm);
+    if (st != TR_OK) {
+        goto done;
+    }
     st = TR_ERROR;
-    ntmp = (int)PyList_GET_SIZE(out_nodes);
-    /* varnames: the original ones, then the graph-output temporaries */
-    {
-        PyObject *orig = PyCode_GetVarnames(co);
-        if (orig == NULL) {
-            goto done;
-        }
-        varnames = PyList_New(0);
-        if (varnames == NULL) {
-            Py_DECREF(orig);
-            goto done;
-        }
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(orig); i++) {
-            PyList_Append(varnames, PyTuple_GET_ITEM(orig, i));
-        }
-        Py_DECREF(orig);
-        first_tmp = (int)PyList_GET_SIZE(varnames);
-        for (int i = 0; i < ntmp; i++) {
-            PyObject *nm = PyUnicode_FromFormat("___graph_out_%d", i);
-            if (nm == NULL || PyList_Append(varnames, nm) < 0) {
-                Py_XDECREF(nm);
-                goto done;
-            }
-            Py_DECREF(nm);
-        }
-        cg.first_free = (int)PyList_GET_SIZE(varnames);   /* no cell variables */
-    }
-    /* prefix */
-    if (co->co_nfreevars > 0 && emit(&cg, COPY_FREE_VARS, co->co_nfreevars) < 0) {
-        goto done;
-    }
-    if (emit(&cg, RESUME, 0) < 0) {
-        goto done;
-    }
-    if (tx->n_call_nodes > 0 || ntmp > 0) {
-        Py_ssize_t nin = PyList_GET_SIZE(tx->input_sources);
-        PyObject *outs = PyList_AsTuple(out_nodes);
-        if (outs == NULL) {
-            goto done;
-        }
-        res = PyObject_CallMethod(tx->glue, "compile_graph", "OOOON", tx->options, tx->graph,
-                                  tx->root, tx->input_values, outs);
-        if (res == NULL) {
-            goto done;   /* backend failure reaches the user */
-        }
-        gname = Py_NewRef(PyTuple_GET_ITEM(res, 0));
-        gm = Py_NewRef(PyTuple_GET_ITEM(res, 2));
-        if (PyDict_SetItem(tx->frame->f_globals, gname, PyTuple_GET_ITEM(res, 1)) < 0) {
-            goto done;
-        }
-        int gi = name_index(&cg, gname);
-        if (gi < 0 || emit(&cg, LOAD_GLOBAL, (gi << 1) | 1) < 0) {
-            goto done;
-        }
-        for (Py_ssize_t i = 0; i < nin; i++) {
-            if (emit_source(&cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
-                goto done;
-            }
-        }
-        if (emit(&cg, PRECALL, (int)nin) < 0 || emit(&cg, CALL, (int)nin) < 0) {
-            goto done;
-        }
-        if (ntmp > 0) {
-            if (emit(&cg, UNPACK_SEQUENCE, ntmp) < 0) {
-                goto done;
-            }
-            for (int i = 0; i < ntmp; i++) {
-                if (emit(&cg, STORE_FAST, first_tmp + i) < 0) {
-                    goto done;
-                }
-            }
-        }
-        else if (emit(&cg, POP_TOP, 0) < 0) {
-            goto done;
-        }
-    }
     if (emit_value(&cg, first_tmp, ret) < 0 || emit(&cg, RETURN_VALUE, 0) < 0) {
         goto done;
     }
-    consts = PyList_AsTuple(cg.consts);
-    names = PyList_AsTuple(cg.names);
-    {
-        PyObject *vt = PyList_AsTuple(varnames);
-        Py_SETREF(varnames, vt);
-    }
-    empty = PyTuple_New(0);
-    if (!consts || !names || !varnames || !empty) {
-        goto done;
-    }
-    {
-        cdyn_code_spec spec;
-        PyObject *freevars = PyCode_GetFreevars(co);
-        if (freevars == NULL) {
-            goto done;
-        }
-        memset(&spec, 0, sizeof(spec));
-        spec.base = co;
-        spec.argcount = nargs;
-        spec.posonlyargcount = 0;
-        spec.kwonlyargcount = 0;
-        spec.flags = co->co_flags & ~(CO_VARARGS | CO_VARKEYWORDS);
-        spec.consts = consts;
-        spec.names = names;
-        spec.varnames = varnames;
-        spec.cellvars = empty;
-        spec.freevars = freevars;
-        spec.name = NULL;
-        spec.qualname = NULL;
-        spec.firstlineno = -1;
-        newcode = cdyn_assemble(&cg.out, &spec);
-        Py_DECREF(freevars);
-        if (newcode == NULL) {
-            goto done;
-        }
-    }
-    guard_strs = cdyn_guards_describe(tx->guards);
-    if (guard_strs == NULL) {
-        goto done;
-    }
-    rep = PyObject_CallMethod(tx->glue, "report", "OOOOO", gname ? gname : Py_None,
-                              gm ? gm : Py_None, (PyObject *)co, newcode, guard_strs);
-    if (rep == NULL) {
-        goto done;
-    }
-    cdyn_log(20, "done tracing %U (%d ops, %zd inputs)", co->co_qualname, tx->n_call_nodes,
-             PyList_GET_SIZE(tx->input_sources));
-    *code_out = newcode;
-    newcode = NULL;
-    st = TR_OK;
+    *code_out = cg_close(tx, &cg, gname, gm);
+    st = *code_out ? TR_OK : TR_ERROR;
 done:
-    cdyn_instrs_clear(&cg.out);
-    Py_XDECREF(cg.consts);
-    Py_XDECREF(cg.names);
-    Py_XDECREF(cg.outputs);
+    cg_clear(&cg);
     Py_XDECREF(out_nodes);
-    Py_XDECREF(res);
     Py_XDECREF(gname);
     Py_XDECREF(gm);
-    Py_XDECREF(varnames);
-    Py_XDECREF(consts);
+    return st;
+}
+
+/* ---- graph breaks -------------------------------------------------------------------- */
+
+static PyObject *resume_names;   /* dict: resume code -> global name (str) */
+static long resume_serial;
+
+/* Live locals at instruction `target` of the top frame: a new list of slot indices
+ * (bound in the symbolic state, or untouched arguments), free variables excluded. */
+static PyObject *
+live_slots(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t target)
+{
+    PyCodeObject *co = tx->code;
+    int n = co->co_nlocalsplus, nfree = co->co_nfreevars;
+    unsigned char *live = PyMem_Calloc(n + 1, 1);
+    PyObject *out = NULL;
+    if (live == NULL) {
+        return PyErr_NoMemory();
+    }
+    if (cdyn_live_locals(&fs->instrs, target, n, live) < 0) {
+        goto done;
+    }
+    out = PyList_New(0);
+    for (int i = 0; out != NULL && i < n - nfree; i++) {
+        int bound = fs->locals[i] != NULL || (i < n_arg_slots(co) && tx->frame->localsplus[i]);
+        if (live[i] && bound) {
+            PyObject *k = PyLong_FromLong(i);
+            if (k == NULL || PyList_Append(out, k) < 0) {
+                Py_XDECREF(k);
+                Py_CLEAR(out);
+            }
+            Py_XDECREF(k);
+        }
+    }
+done:
+    PyMem_Free(live);
+    return out;
+}
+
+/* The value of live local slot i (borrowed), or NULL for an argument never loaded (it is
+ * passed through from the transformed code's own parameter). */
+static PyObject *
+live_value(cdyn_fs *fs, int i)
+{
+    PyObject *v = fs->locals[i];
+    if (v != NULL && V(v)->kind == VK_CELL) {
+        return PyList_GET_SIZE(V(v)->items) ? PyList_GET_ITEM(V(v)->items, 0) : NULL;
+    }
+    return v;
+}
+
+/* Emit a call of the resume function for (target, stack) and RETURN_VALUE. stack: list of
+ * values (VK_NULL for NULL slots); result_tmp >= 0 stands for a final stack slot held in
+ * that temporary (the result of the breaking call). */
+static tr_status
+emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize_t target,
+                 PyObject *stack, int result_tmp)
+{
+    PyCodeObject *co = tx->code;
+    Py_ssize_t nstack = PyList_GET_SIZE(stack) + (result_tmp >= 0 ? 1 : 0);
+    unsigned char *mask = PyMem_Calloc(nstack + 1, 1);
+    PyObject *slots = NULL, *names = NULL, *code = NULL, *gname = NULL, *fn = NULL;
+    tr_status st = TR_ERROR;
+    int nparams = 0, i;
+    if (mask == NULL) {
+        PyErr_NoMemory();
+        return TR_ERROR;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(stack); k++) {
+        mask[k] = V(PyList_GET_ITEM(stack, k))->kind == VK_NULL;
+    }
+    slots = live_slots(tx, fs, target);
+    if (slots == NULL) {
+        goto done;
+    }
+    names = PyTuple_New(PyList_GET_SIZE(slots));
+    if (names == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(slots); k++) {
+        int idx = (int)PyLong_AsLong(PyList_GET_ITEM(slots, k));
+        PyTuple_SET_ITEM(names, k, Py_NewRef(PyTuple_GET_ITEM(co->co_localsplusnames, idx)));
+    }
+    code = cdyn_resume_code(co, (int)target, (int)nstack, mask, names);
+    if (code == NULL) {
+        goto done;
+    }
+    if (co->co_nfreevars == 0) {
+        gname = PyDict_GetItemWithError(resume_names, code);
+        if (gname == NULL) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            gname = PyUnicode_FromFormat("__resume_at_%d_%ld",
+                                         fs->instrs.items[target].offset * 2, resume_serial++);
+            if (gname == NULL || PyDict_SetItem(resume_names, code, gname) < 0) {
+                goto done;
+            }
+        }
+        else {
+            Py_INCREF(gname);
+        }
+        fn = PyFunction_New(code, tx->frame->f_globals);
+        if (fn == NULL || PyDict_SetItem(tx->frame->f_globals, gname, fn) < 0) {
+            goto done;
+        }
+        i = name_index(cg, gname);
+        if (i < 0 || emit(cg, LOAD_GLOBAL, (i << 1) | 1) < 0) {
+            goto done;
+        }
+    }
+    else {
+        if (emit(cg, PUSH_NULL, 0) < 0) {
+            goto done;
+        }
+        for (int k = 0; k < co->co_nfreevars; k++) {
+            if (emit(cg, LOAD_CLOSURE, cg->first_free + k) < 0) {
+                goto done;
+            }
+        }
+        i = const_index(cg, code);
+        if (emit(cg, BUILD_TUPLE, co->co_nfreevars) < 0 || i < 0 ||
+            emit(cg, LOAD_CONST, i) < 0 || emit(cg, MAKE_FUNCTION, 0x08) < 0) {
+            goto done;
+        }
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(stack); k++) {
+        PyObject *v = PyList_GET_ITEM(stack, k);
+        if (V(v)->kind == VK_NULL) {
+            continue;
+        }
+        if (emit_value(cg, first_tmp, v) < 0) {
+            goto done;
+        }
+        nparams++;
+    }
+    if (result_tmp >= 0) {
+        if (emit(cg, LOAD_FAST, result_tmp) < 0) {
+            goto done;
+        }
+        nparams++;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(slots); k++) {
+        int idx = (int)PyLong_AsLong(PyList_GET_ITEM(slots, k));
+        PyObject *v = live_value(fs, idx);
+        if (v == NULL) {
+            if (fs->locals[idx] != NULL) {   /* an empty cell */
+                PyErr_SetString(PyExc_SystemError, "cdynamo: live empty cell");
+                goto done;
+            }
+            if (emit(cg, LOAD_FAST, idx) < 0) {   /* an argument never loaded */
+                goto done;
+            }
+        }
+        else if (emit_value(cg, first_tmp, v) < 0) {
+            goto done;
+        }
+        nparams++;
+    }
+    if (emit(cg, PRECALL, nparams) < 0 || emit(cg, CALL, nparams) < 0 ||
+        emit(cg, RETURN_VALUE, 0) < 0) {
+        goto done;
+    }
+    st = TR_OK;
+done:
+    PyMem_Free(mask);
+    Py_XDECREF(slots);
     Py_XDECREF(names);
-    Py_XDECREF(empty);
-    Py_XDECREF(newcode);
-    Py_XDECREF(guard_strs);
-    Py_XDECREF(rep);
+    Py_XDECREF(code);
+    Py_XDECREF(gname);
+    Py_XDECREF(fn);
+    return st;
+}
+
+/* Values the break code must rebuild: the stack and the live locals of every target. */
+static tr_status
+collect_break(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, PyObject *out_nodes,
+              Py_ssize_t t1, Py_ssize_t t2)
+{
+    tr_status st;
+    Py_ssize_t targets[2] = {t1, t2};
+    for (int k = 0; k < fs->sp; k++) {
+        st = collect(tx, fs->stack[k], cg->outputs, out_nodes);
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    for (int t = 0; t < 2; t++) {
+        PyObject *slots = NULL;
+        if (targets[t] < 0) {
+            continue;
+        }
+        slots = live_slots(tx, fs, targets[t]);
+        if (slots == NULL) {
+            return TR_ERROR;
+        }
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(slots); k++) {
+            int idx = (int)PyLong_AsLong(PyList_GET_ITEM(slots, k));
+            PyObject *v = live_value(fs, idx);
+            if (fs->locals[idx] != NULL && V(fs->locals[idx])->kind == VK_CELL &&
+                V(fs->locals[idx])->obj != NULL) {
+                Py_DECREF(slots);
+                return cdyn_tx_unsupported(tx, "graph break with a live free variable cell");
+            }
+            if (v != NULL) {
+                st = collect(tx, v, cg->outputs, out_nodes);
+                if (st != TR_OK) {
+                    Py_DECREF(slots);
+                    return st;
+                }
+            }
+        }
+        Py_DECREF(slots);
+    }
+    return TR_OK;
+}
+
+tr_status
+cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
+{
+    cg_state cg;
+    PyObject *out_nodes = NULL, *gname = NULL, *gm = NULL, *below = NULL, *with_cond = NULL;
+    const cdyn_instr *ins = &fs->instrs.items[tx->break_pc];
+    Py_ssize_t next = tx->break_pc + 1, jump_to = -1;
+    tr_status st = TR_ERROR;
+    int first_tmp = 0, ncall = 0;
+    if (resume_names == NULL && (resume_names = PyDict_New()) == NULL) {
+        return TR_ERROR;
+    }
+    if (tx->code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+        return cdyn_tx_unsupported(tx, "graph break in a generator");
+    }
+    if (cg_open(&cg, tx->code) < 0) {
+        goto done;
+    }
+    cg.lineno = ins->lineno >= 0 ? ins->lineno : tx->code->co_firstlineno;
+    out_nodes = PyList_New(0);
+    if (out_nodes == NULL) {
+        goto done;
+    }
+    if (tx->break_kind == BRK_JUMP) {
+        jump_to = ins->target;
+    }
+    st = collect_break(tx, fs, &cg, out_nodes, next, jump_to);
+    if (st != TR_OK) {
+        goto done;
+    }
+    st = cg_graph_call(tx, &cg, out_nodes, &first_tmp, &gname, &gm);
+    if (st != TR_OK) {
+        goto done;
+    }
+    st = TR_ERROR;
+    for (int k = 0; k < fs->sp; k++) {
+        if (emit_containers(&cg, first_tmp, fs->stack[k]) < 0) {
+            goto done;
+        }
+    }
+    {
+        PyObject *slots = live_slots(tx, fs, next);
+        if (slots == NULL) {
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(slots); k++) {
+            PyObject *v = live_value(fs, (int)PyLong_AsLong(PyList_GET_ITEM(slots, k)));
+            if (v != NULL && emit_containers(&cg, first_tmp, v) < 0) {
+                Py_DECREF(slots);
+                goto done;
+            }
+        }
+        Py_DECREF(slots);
+    }
+    if (tx->break_kind == BRK_JUMP) {
+        PyObject *cond = fs->stack[fs->sp - 1];
+        int op = ins->opcode, jump_if_true, keep;
+        Py_ssize_t b_label;
+        cdyn_instr *jmp;
+        jump_if_true = op == POP_JUMP_FORWARD_IF_TRUE || op == POP_JUMP_BACKWARD_IF_TRUE ||
+                       op == JUMP_IF_TRUE_OR_POP;
+        keep = op == JUMP_IF_TRUE_OR_POP || op == JUMP_IF_FALSE_OR_POP;
+        below = PyList_New(fs->sp - 1);
+        if (below == NULL) {
+            goto done;
+        }
+        for (int k = 0; k < fs->sp - 1; k++) {
+            PyList_SET_ITEM(below, k, Py_NewRef(fs->stack[k]));
+        }
+        if (emit_value(&cg, first_tmp, cond) < 0 ||
+            emit(&cg, jump_if_true ? POP_JUMP_FORWARD_IF_TRUE : POP_JUMP_FORWARD_IF_FALSE, 0) < 0) {
+            goto done;
+        }
+        b_label = cg.out.len - 1;
+        if (emit_resume_call(tx, fs, &cg, first_tmp, next, below, -1) != TR_OK) {
+            goto done;
+        }
+        jmp = &cg.out.items[b_label];
+        jmp->target = (int)cg.out.len;
+        if (keep) {
+            with_cond = PyList_GetSlice(below, 0, PyList_GET_SIZE(below));
+            if (with_cond == NULL || PyList_Append(with_cond, cond) < 0) {
+                goto done;
+            }
+        }
+        if (emit_resume_call(tx, fs, &cg, first_tmp, jump_to, keep ? with_cond : below, -1) !=
+            TR_OK) {
+            goto done;
+        }
+    }
+    else {
+        int nslots, result_tmp;
+        if (tx->break_kind == BRK_CALL) {
+            nslots = tx->break_arg + 2;
+        }
+        else {
+            nslots = 2 + (tx->break_arg & 1);
+            if (fs->sp - nslots - 1 >= 0 && V(fs->stack[fs->sp - nslots - 1])->kind == VK_NULL) {
+                nslots++;
+            }
+        }
+        ncall = nslots;
+        below = PyList_New(fs->sp - ncall);
+        if (below == NULL) {
+            goto done;
+        }
+        for (int k = 0; k < fs->sp - ncall; k++) {
+            PyList_SET_ITEM(below, k, Py_NewRef(fs->stack[k]));
+        }
+        for (int k = fs->sp - ncall; k < fs->sp; k++) {
+            if (emit_value(&cg, first_tmp, fs->stack[k]) < 0) {
+                goto done;
+            }
+        }
+        if (tx->break_kind == BRK_CALL) {
+            if (tx->break_kwnames != NULL) {
+                int ki = const_index(&cg, tx->break_kwnames);
+                if (ki < 0 || emit(&cg, KW_NAMES, ki) < 0) {
+                    goto done;
+                }
+            }
+            if (emit(&cg, PRECALL, tx->break_arg) < 0 || emit(&cg, CALL, tx->break_arg) < 0) {
+                goto done;
+            }
+        }
+        else if (emit(&cg, CALL_FUNCTION_EX, tx->break_arg) < 0) {
+            goto done;
+        }
+        result_tmp = new_temp(&cg, "call_result");
+        if (result_tmp < 0 || emit(&cg, STORE_FAST, result_tmp) < 0) {
+            goto done;
+        }
+        if (emit_resume_call(tx, fs, &cg, first_tmp, next, below, result_tmp) != TR_OK) {
+            goto done;
+        }
+    }
+    *code_out = cg_close(tx, &cg, gname, gm);
+    st = *code_out ? TR_OK : TR_ERROR;
+done:
+    cg_clear(&cg);
+    Py_XDECREF(out_nodes);
+    Py_XDECREF(gname);
+    Py_XDECREF(gm);
+    Py_XDECREF(below);
+    Py_XDECREF(with_cond);
     return st;
 }

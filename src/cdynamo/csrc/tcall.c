@@ -241,7 +241,7 @@ wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     if (name == NULL) {
         goto done;
     }
-    node = PyObject_CallMethodOneArg(tx->graph, str_placeholder, name);
+    node = PyObject_CallMethodObjArgs(tx->glue, str_placeholder, tx->graph, name, NULL);
     if (node == NULL) {
         goto done;
     }
@@ -943,6 +943,7 @@ cdyn_tx_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
         return *out_list ? TR_OK : TR_ERROR;
     case VK_ITER: {
         Py_ssize_t n = PyList_GET_SIZE(x->items);
+        cdyn_tx_mutated(tx, v);
         *out_list = PyList_GetSlice(x->items, x->pos, n);
         x->pos = n;
         return *out_list ? TR_OK : TR_ERROR;
@@ -1630,6 +1631,7 @@ call_builtin(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
         if (it->pos >= PyList_GET_SIZE(it->items)) {
             return cdyn_tx_unsupported(tx, "next() on an exhausted iterator");
         }
+        cdyn_tx_mutated(tx, args[0]);
         *out = Py_NewRef(PyList_GET_ITEM(it->items, it->pos++));
         return TR_OK;
     }
@@ -1740,6 +1742,7 @@ call_container_method(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *con
         if (x->source != NULL) {
             return cdyn_tx_unsupported(tx, "mutation of an input list (side effect)");
         }
+        cdyn_tx_mutated(tx, self);
         if (name_is(name, "append") && nargs == 1) {
             if (PyList_Append(x->items, args[0]) < 0) {
                 return TR_ERROR;
@@ -2020,6 +2023,10 @@ cdyn_tx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
     }
     case VK_CALLABLE: {
         PyObject *obj = f->obj;
+        if (module_startswith(obj, "torch._dynamo") || module_startswith(obj, "cdynamo")) {
+            return cdyn_tx_unsupported(tx, "call to %R (an explicit graph break or a "
+                                           "compiler function)", obj);
+        }
         st = call_builtin(tx, fs, obj, args, nargs, kwnames, out, &handled);
         if (handled || st != TR_OK) {
             return st;

@@ -8,6 +8,7 @@
  * fullgraph errors and backend failures.
  */
 #include "translate.h"
+#include "analysis.h"
 #include "tx.h"
 
 cdyn_tx_globals cdyn_G;
@@ -294,6 +295,7 @@ binary_op(cdyn_tx *tx, int oparg, PyObject *a, PyObject *b, PyObject **out)
                 Py_DECREF(lb);
                 return cdyn_tx_unsupported(tx, "mutation of an input list");
             }
+            cdyn_tx_mutated(tx, a);
             Py_ssize_t n = PyList_GET_SIZE(va->items);
             if (PyList_SetSlice(va->items, n, n, lb) < 0) {
                 Py_DECREF(lb);
@@ -539,6 +541,7 @@ store_subscr(cdyn_tx *tx, PyObject *c, PyObject *k, PyObject *v)
     if (vk->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "STORE_SUBSCR with a non-constant key");
     }
+    cdyn_tx_mutated(tx, c);
     if (vc->kind == VK_LIST && PyLong_Check(vk->obj)) {
         Py_ssize_t n = PyList_GET_SIZE(vc->items), i = PyLong_AsSsize_t(vk->obj);
         if (i < 0) {
@@ -640,6 +643,74 @@ done:
     return st;
 }
 
+/* A checkpoint of the graph taken before a top-frame call, so that a call that turns
+ * out unsupported (e.g. a failed inlining) can be undone and become a graph break. */
+typedef struct {
+    PyObject *nodes;     /* number of graph nodes (int), strong */
+    long mutations;
+    int n_call_nodes;
+} ckpt_t;
+
+static int
+ckpt_take(cdyn_tx *tx, ckpt_t *ck)
+{
+    ck->nodes = PyObject_CallMethod(tx->glue, "checkpoint", "O", tx->graph);
+    ck->mutations = tx->mutations;
+    ck->n_call_nodes = tx->n_call_nodes;
+    tx->ckpt_serial = cdyn_value_serial;
+    return ck->nodes == NULL ? -1 : 0;
+}
+
+/* Line of instruction index pc of fs (or the first line). */
+static int
+instr_line(cdyn_fs *fs, Py_ssize_t pc)
+{
+    int line = fs->instrs.items[pc].lineno;
+    return line >= 0 ? line : fs->code->co_firstlineno;
+}
+
+/* Turn the pending unsupported reason into a graph break at instruction pc of the top
+ * frame (stack intact), or keep it unsupported when that is impossible: a break inside
+ * a loop skips the frame, as torch._dynamo does. ck: NULL when nothing must be undone. */
+static tr_status
+begin_break(cdyn_tx *tx, cdyn_fs *fs, brk_kind kind, Py_ssize_t pc, int arg,
+            PyObject *kwnames, ckpt_t *ck)
+{
+    int loop;
+    if (ck != NULL) {
+        PyObject *r = NULL;
+        if (tx->mutations != ck->mutations) {
+            return TR_UNSUPPORTED;   /* the failed call changed traced state: give up */
+        }
+        r = PyObject_CallMethod(tx->glue, "rollback", "OO", tx->graph, ck->nodes);
+        if (r == NULL) {
+            return TR_ERROR;
+        }
+        Py_DECREF(r);
+        tx->n_call_nodes = ck->n_call_nodes;
+    }
+    loop = cdyn_has_backward_jump(&fs->instrs, pc);
+    if (loop < 0) {
+        return TR_ERROR;
+    }
+    if (loop) {
+        PyObject *msg = PyUnicode_FromFormat("graph break in a for/while loop, skipping the "
+                                             "frame (%U)", tx->reason ? tx->reason : Py_None);
+        if (msg == NULL) {
+            return TR_ERROR;
+        }
+        Py_XSETREF(tx->reason, msg);
+        return TR_UNSUPPORTED;
+    }
+    tx->break_kind = kind;
+    tx->break_pc = pc;
+    tx->break_arg = arg;
+    Py_XSETREF(tx->break_kwnames, Py_XNewRef(kwnames));
+    cdyn_log(20, "Graph break in %U at %U:%d: %U", fs->code->co_qualname, fs->code->co_filename,
+             instr_line(fs, pc), tx->reason ? tx->reason : Py_None);
+    return TR_BREAK;
+}
+
 /* CALL n: [.., X, Y, args(n)] with X NULL -> Y(args) else X(Y, args). */
 static tr_status
 do_call(cdyn_tx *tx, cdyn_fs *fs, int n)
@@ -650,7 +721,12 @@ do_call(cdyn_tx *tx, cdyn_fs *fs, int n)
     PyObject *const *args;
     Py_ssize_t nargs;
     tr_status st;
+    ckpt_t ck = {NULL, 0, 0};
     fs->kw_names = NULL;
+    if (fs->is_top && ckpt_take(tx, &ck) < 0) {
+        Py_XDECREF(kwn);
+        return TR_ERROR;
+    }
     if (V(base[0])->kind == VK_NULL) {
         fn = base[1];
         args = base + 2;
@@ -662,7 +738,14 @@ do_call(cdyn_tx *tx, cdyn_fs *fs, int n)
         nargs = n + 1;
     }
     st = cdyn_tx_call(tx, fs, fn, args, nargs, kwn, &res);
+    if (st == TR_UNSUPPORTED && fs->is_top) {
+        st = begin_break(tx, fs, BRK_CALL, fs->pc - 1, n, kwn, &ck);
+    }
+    Py_XDECREF(ck.nodes);
     Py_XDECREF(kwn);
+    if (st == TR_BREAK) {
+        return st;   /* the stack stays as it was before the call */
+    }
     for (int i = 0; i < n + 2; i++) {
         Py_DECREF(pop(fs));
     }
@@ -679,6 +762,64 @@ call_function_ex(cdyn_tx *tx, cdyn_fs *fs, int flags)
     PyObject *kw = NULL, *args = NULL, *fn = NULL, *nul = NULL, *argl = NULL, *kwnames = NULL,
              *all = NULL, *res = NULL;
     tr_status st = TR_ERROR;
+    ckpt_t ck = {NULL, 0, 0};
+    int depth = 2 + (flags & 1);
+    if (fs->is_top) {
+        /* Trace on copies of the stack slots so a break leaves the stack intact. */
+        PyObject *ckw = (flags & 1) ? peek(fs, 0) : NULL;
+        PyObject *cargs = peek(fs, (flags & 1) ? 1 : 0);
+        PyObject *cfn = peek(fs, (flags & 1) ? 2 : 1);
+        (void)depth;
+        if (ckpt_take(tx, &ck) < 0) {
+            return TR_ERROR;
+        }
+        st = cdyn_tx_unpack(tx, cargs, &argl);
+        if (st == TR_OK) {
+            st = TR_ERROR;
+            all = PyList_GetSlice(argl, 0, PyList_GET_SIZE(argl));
+            if (all == NULL) {
+                goto early;
+            }
+            if (ckw != NULL) {
+                if (V(ckw)->kind != VK_DICT) {
+                    st = cdyn_tx_unsupported(tx, "**kwargs that is not a dict");
+                    goto early;
+                }
+                kwnames = PyList_AsTuple(V(ckw)->obj);
+                if (kwnames == NULL) {
+                    goto early;
+                }
+                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+                    if (PyList_Append(all, PyList_GET_ITEM(V(ckw)->items, i)) < 0) {
+                        goto early;
+                    }
+                }
+                if (PyTuple_GET_SIZE(kwnames) == 0) {
+                    Py_CLEAR(kwnames);
+                }
+            }
+            st = cdyn_tx_call(tx, fs, cfn, &PyList_GET_ITEM(all, 0), PyList_GET_SIZE(all),
+                              kwnames, &res);
+        }
+    early:
+        if (st == TR_UNSUPPORTED) {
+            st = begin_break(tx, fs, BRK_CALL_EX, fs->pc - 1, flags, NULL, &ck);
+        }
+        Py_XDECREF(ck.nodes);
+        Py_XDECREF(argl);
+        Py_XDECREF(all);
+        Py_XDECREF(kwnames);
+        if (st != TR_OK) {
+            return st;
+        }
+        for (int i = 0; i < 2 + (flags & 1); i++) {
+            Py_DECREF(pop(fs));
+        }
+        if (fs->sp > 0 && V(peek(fs, 0))->kind == VK_NULL) {
+            Py_DECREF(pop(fs));
+        }
+        return push(fs, res);
+    }
     if (flags & 1) {
         kw = pop(fs);
     }
@@ -850,6 +991,7 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
                                                "(side effect)");
             }
             a = pop(fs);
+            cdyn_tx_mutated(tx, fs->locals[arg]);
             if (PyList_GET_SIZE(cell->items) == 0) {
                 st = PyList_Append(cell->items, a) < 0 ? TR_ERROR : TR_OK;
                 Py_DECREF(a);
@@ -931,6 +1073,7 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
                 Py_DECREF(a);
                 return cdyn_tx_unsupported(tx, "LIST_APPEND to a non-list");
             }
+            cdyn_tx_mutated(tx, lst);
             if (ins->opcode == LIST_APPEND) {
                 st = PyList_Append(V(lst)->items, a) < 0 ? TR_ERROR : TR_OK;
             }
@@ -1262,6 +1405,7 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
             if (it->kind != VK_ITER) {
                 return cdyn_tx_unsupported(tx, "FOR_ITER over a non-iterator");
             }
+            cdyn_tx_mutated(tx, peek(fs, 0));
             if (it->pos < PyList_GET_SIZE(it->items)) {
                 st = push(fs, Py_NewRef(PyList_GET_ITEM(it->items, it->pos)));
                 it->pos++;
@@ -1283,12 +1427,15 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
         case POP_JUMP_BACKWARD_IF_TRUE: {
             int want = ins->opcode == POP_JUMP_FORWARD_IF_TRUE ||
                        ins->opcode == POP_JUMP_BACKWARD_IF_TRUE;
-            a = pop(fs);
-            if (V(a)->kind == VK_TENSOR) {
-                Py_DECREF(a);
-                return cdyn_tx_unsupported(tx, "data-dependent jump: branch on a tensor value "
-                                               "(graph breaks come in a later issue)");
+            if (V(peek(fs, 0))->kind == VK_TENSOR) {
+                cdyn_tx_unsupported(tx, "generic_jump on a tensor value (data-dependent "
+                                        "control flow)");
+                if (!fs->is_top) {
+                    return TR_UNSUPPORTED;
+                }
+                return begin_break(tx, fs, BRK_JUMP, fs->pc - 1, arg, NULL, NULL);
             }
+            a = pop(fs);
             st = cdyn_tx_truth(tx, a, &truth);
             Py_DECREF(a);
             if (st == TR_OK && truth == want) {
@@ -1315,8 +1462,12 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
             int want = ins->opcode == JUMP_IF_TRUE_OR_POP;
             a = peek(fs, 0);
             if (V(a)->kind == VK_TENSOR) {
-                return cdyn_tx_unsupported(tx, "data-dependent jump: branch on a tensor value "
-                                               "(graph breaks come in a later issue)");
+                cdyn_tx_unsupported(tx, "generic_jump on a tensor value (data-dependent "
+                                        "control flow)");
+                if (!fs->is_top) {
+                    return TR_UNSUPPORTED;
+                }
+                return begin_break(tx, fs, BRK_JUMP, fs->pc - 1, arg, NULL, NULL);
             }
             st = cdyn_tx_truth(tx, a, &truth);
             if (st == TR_OK) {
@@ -1460,6 +1611,7 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->by_source);
     Py_CLEAR(tx->by_id);
     Py_CLEAR(tx->reason);
+    Py_CLEAR(tx->break_kwnames);
     if (tx->guards != NULL) {
         cdyn_guards_free(tx->guards);
         tx->guards = NULL;
@@ -1552,24 +1704,34 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
         }
     }
     st = cdyn_tx_run(&tx, &fs);
-    if (st == TR_OK) {
-        st = cdyn_tx_finish(&tx, fs.retval, &code_out);
-    }
-    if (st == TR_ERROR) {
-        goto done;
-    }
-    if (st == TR_UNSUPPORTED) {
+    if (st == TR_UNSUPPORTED || st == TR_BREAK) {
         fullgraph = PyObject_GetAttrString(options, "fullgraph");
         if (fullgraph == NULL) {
             goto done;
         }
         if (PyObject_IsTrue(fullgraph)) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "cdynamo (fullgraph=True): cannot compile %U (%U:%d) into one graph: %U",
-                         co->co_qualname, co->co_filename, co->co_firstlineno,
-                         tx.reason ? tx.reason : Py_None);
-            goto done;
+            Py_ssize_t pc = st == TR_BREAK ? tx.break_pc : fs.pc - 1;
+            PyObject *r = NULL;
+            if (pc < 0 || pc >= fs.instrs.len) {
+                pc = 0;
+            }
+            r = PyObject_CallMethod(tx.glue, "fullgraph_error", "OOOi",
+                                    tx.reason ? tx.reason : Py_None, co->co_qualname,
+                                    co->co_filename, instr_line(&fs, pc));
+            Py_XDECREF(r);
+            goto done;   /* fullgraph_error raised */
         }
+    }
+    if (st == TR_OK) {
+        st = cdyn_tx_finish(&tx, fs.retval, &code_out);
+    }
+    else if (st == TR_BREAK) {
+        st = cdyn_tx_finish_break(&tx, &fs, &code_out);
+    }
+    if (st == TR_ERROR) {
+        goto done;
+    }
+    if (st == TR_UNSUPPORTED) {
         cdyn_log(10, "running %U (%U:%d) unmodified: %U", co->co_qualname, co->co_filename,
                  co->co_firstlineno, tx.reason ? tx.reason : Py_None);
         rc = 0;

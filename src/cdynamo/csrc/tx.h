@@ -12,7 +12,10 @@
 
 /* Result of a translator step. Unsupported code is not an error: it sets tx->reason and
  * makes the frame run unmodified. */
-typedef enum { TR_OK = 0, TR_UNSUPPORTED = 1, TR_ERROR = -1 } tr_status;
+typedef enum { TR_OK = 0, TR_UNSUPPORTED = 1, TR_BREAK = 2, TR_ERROR = -1 } tr_status;
+
+/* Kinds of graph break (the top frame stops at tx->break_pc with its stack intact). */
+typedef enum { BRK_NONE = 0, BRK_JUMP, BRK_CALL, BRK_CALL_EX } brk_kind;
 
 /* Whole-trace state (one per traced top-level frame). All PyObject fields strong. */
 typedef struct cdyn_tx {
@@ -31,6 +34,12 @@ typedef struct cdyn_tx {
     int grad_enabled;       /* symbolic grad mode at the current instruction */
     int grad_enabled_at_start;
     long steps;             /* instructions interpreted, all frames */
+    long mutations;         /* mutations of values older than ckpt_serial (rollback check) */
+    long long ckpt_serial;  /* values created before this serial predate the checkpoint */
+    brk_kind break_kind;    /* set with TR_BREAK */
+    Py_ssize_t break_pc;    /* index of the instruction the top frame breaks at */
+    int break_arg;          /* its oparg */
+    PyObject *break_kwnames;/* KW_NAMES tuple of a breaking CALL, or NULL */
     int depth;              /* inlining depth */
     /* top frame facts needed by code generation */
     struct _PyInterpreterFrame *frame;  /* borrowed */
@@ -97,9 +106,24 @@ tr_status cdyn_tx_truth(cdyn_tx *tx, PyObject *v, int *out);
 /* Attribute load on a value (LOAD_ATTR); *out new value. */
 tr_status cdyn_tx_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
 
+/* Finish at a graph break (tx->break_kind at tx->break_pc of fs, the top frame): compile
+ * the graph so far, run the breaking instruction in plain Python, and call resume
+ * functions. On TR_OK *code_out is a new code object. */
+struct cdyn_fs;
+tr_status cdyn_tx_finish_break(cdyn_tx *tx, struct cdyn_fs *fs, PyObject **code_out);
+
 /* Finish: compile the graph with the return value `ret` and generate the transformed
  * code. On TR_OK *code_out is a new code object. */
 tr_status cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out);
+
+/* Note a mutation of value v (list/dict store, iterator advance, cell store). */
+static inline void
+cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
+{
+    if (V(v)->serial < tx->ckpt_serial) {
+        tx->mutations++;
+    }
+}
 
 /* Cached Python objects used by the translator (borrowed after init). */
 typedef struct {

@@ -53,6 +53,8 @@ PyTypeObject cdyn_ValueType = {
     .tp_doc = "A symbolic value of cdynamo's translator (internal).",
 };
 
+long long cdyn_value_serial = 0;
+
 PyObject *
 cdyn_value_new(cdyn_vkind kind, PyObject *obj, PyObject *node, PyObject *items,
                PyObject *source)
@@ -68,6 +70,7 @@ cdyn_value_new(cdyn_vkind kind, PyObject *obj, PyObject *node, PyObject *items,
     v->source = Py_XNewRef(source);
     v->flag = 0;
     v->pos = 0;
+    v->serial = cdyn_value_serial++;
     return (PyObject *)v;
 }
 

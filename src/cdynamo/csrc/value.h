@@ -52,7 +52,11 @@ typedef struct {
     PyObject *source;   /* strong cdyn_source or NULL */
     int flag;
     Py_ssize_t pos;
+    long long serial;   /* creation order, for rollback checks (cdyn_value_serial) */
 } cdyn_value;
+
+/* Serial number the next value will get (increases monotonically). */
+extern long long cdyn_value_serial;
 
 extern PyTypeObject cdyn_ValueType;
 #define V(o) ((cdyn_value *)(o))
