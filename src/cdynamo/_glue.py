@@ -18,6 +18,24 @@ log = logging.getLogger("cdynamo")
 _graph_counter = itertools.count()
 
 
+class GradModeExit:
+    """The __exit__ of a `with torch.no_grad()/enable_grad()` block that a graph break
+    split: resume functions receive it on their stack and call it at the end of the block
+    (with three Nones, or with the exception), restoring grad mode `prev`."""
+
+    __slots__ = ("prev",)
+
+    def __init__(self, prev):
+        self.prev = bool(prev)
+
+    def __call__(self, *exc_info):
+        torch._C._set_grad_enabled(self.prev)
+        return None
+
+    def __repr__(self):
+        return f"GradModeExit(prev={self.prev})"
+
+
 def new_trace():
     """Return a fresh (torch.fx.Graph, FakeTensorMode) pair for one traced frame."""
     return torch.fx.Graph(), FakeTensorMode(allow_non_fake_inputs=True)

@@ -144,6 +144,9 @@ collect(cdyn_tx *tx, PyObject *v, PyObject *outputs, PyObject *out_nodes)
     case VK_TUPLE:
     case VK_LIST:
     case VK_DICT:
+        if (x->source != NULL) {
+            return TR_OK;   /* rebuilt from its source */
+        }
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(x->items); i++) {
             tr_status st = collect(tx, PyList_GET_ITEM(x->items, i), outputs, out_nodes);
             if (st != TR_OK) {
@@ -162,6 +165,7 @@ collect(cdyn_tx *tx, PyObject *v, PyObject *outputs, PyObject *out_nodes)
     case VK_PYMODULE:
     case VK_NNMODULE:
     case VK_OBJECT:
+    case VK_GRADEXIT:
         return TR_OK;   /* from its source, or as a constant of the code object */
     default:
         if (x->source != NULL) {
@@ -197,6 +201,9 @@ emit_value(cg_state *cg, int first_tmp, PyObject *v)
             return emit(cg, LOAD_FAST, first_tmp + (int)PyLong_AsLong(idx));
         }
     case VK_TUPLE:
+        if (x->source != NULL) {
+            return emit_source(cg, x->source);
+        }
         n = PyList_GET_SIZE(x->items);
         for (Py_ssize_t k = 0; k < n; k++) {
             if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
@@ -207,8 +214,12 @@ emit_value(cg_state *cg, int first_tmp, PyObject *v)
     case VK_LIST:
     case VK_DICT: {
         /* Mutable: built once into a temporary so every use sees the same object. */
-        PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
+        PyObject *key = NULL, *slot = NULL;
         int tmp;
+        if (x->source != NULL) {   /* the real container (side effects replayed on it) */
+            return emit_source(cg, x->source);
+        }
+        key = PyLong_FromVoidPtr(v);
         if (key == NULL) {
             return -1;
         }
@@ -250,6 +261,17 @@ emit_value(cg_state *cg, int first_tmp, PyObject *v)
     }
     case VK_NULL:
         return emit(cg, PUSH_NULL, 0);
+    case VK_GRADEXIT:
+        /* GradModeExit(prev): restores grad mode at the end of a block split by a break */
+        i = const_index(cg, cdyn_G.grad_mode_exit_type);
+        if (i < 0 || emit(cg, PUSH_NULL, 0) < 0 || emit(cg, LOAD_CONST, i) < 0) {
+            return -1;
+        }
+        i = const_index(cg, x->flag ? Py_True : Py_False);
+        if (i < 0 || emit(cg, LOAD_CONST, i) < 0 || emit(cg, PRECALL, 1) < 0) {
+            return -1;
+        }
+        return emit(cg, CALL, 1);
     case VK_METHOD: {
         PyObject *name = x->flag ? ((PyFunctionObject *)x->obj)->func_name : x->obj;
         if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, 0)) < 0) {
@@ -273,19 +295,84 @@ static int
 emit_containers(cg_state *cg, int first_tmp, PyObject *v)
 {
     cdyn_value *x = V(v);
-    if (x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT) {
+    if ((x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT) && x->source == NULL) {
         for (Py_ssize_t k = 0; k < PyList_GET_SIZE(x->items); k++) {
             if (emit_containers(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
                 return -1;
             }
         }
-        if (x->kind != VK_TUPLE &&
+        if (x->kind != VK_TUPLE && x->source == NULL &&
             (emit_value(cg, first_tmp, v) < 0 || emit(cg, POP_TOP, 0) < 0)) {
             return -1;
         }
     }
     else if (x->kind == VK_METHOD) {
         return emit_containers(cg, first_tmp, PyList_GET_ITEM(x->items, 0));
+    }
+    return 0;
+}
+
+/* Collect graph outputs needed by the recorded side effects. */
+static tr_status
+collect_effects(cdyn_tx *tx, PyObject *outputs, PyObject *out_nodes)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->effects); i++) {
+        PyObject *e = PyList_GET_ITEM(tx->effects, i);
+        PyObject *target = PyTuple_GET_ITEM(e, 1);
+        tr_status st = collect(tx, PyTuple_GET_ITEM(e, 3), outputs, out_nodes);
+        if (st == TR_OK && target != Py_None) {
+            st = collect(tx, target, outputs, out_nodes);
+        }
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    return TR_OK;
+}
+
+/* Replay the side effects in program order. 0 / -1. */
+static int
+emit_effects(cdyn_tx *tx, cg_state *cg, int first_tmp)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->effects); i++) {
+        PyObject *e = PyList_GET_ITEM(tx->effects, i);
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(e, 0));
+        PyObject *target = PyTuple_GET_ITEM(e, 1), *key = PyTuple_GET_ITEM(e, 2);
+        PyObject *value = PyTuple_GET_ITEM(e, 3);
+        int k;
+        if (kind == EFF_APPEND) {
+            k = name_index(cg, key);
+            if (emit_value(cg, first_tmp, target) < 0 || k < 0 || emit(cg, LOAD_METHOD, k) < 0 ||
+                emit_value(cg, first_tmp, value) < 0 || emit(cg, PRECALL, 1) < 0 ||
+                emit(cg, CALL, 1) < 0 || emit(cg, POP_TOP, 0) < 0) {
+                return -1;
+            }
+            continue;
+        }
+        if (emit_value(cg, first_tmp, value) < 0) {
+            return -1;
+        }
+        switch (kind) {
+        case EFF_STORE_SUBSCR:
+            k = const_index(cg, key);
+            if (emit_value(cg, first_tmp, target) < 0 || k < 0 || emit(cg, LOAD_CONST, k) < 0 ||
+                emit(cg, STORE_SUBSCR, 0) < 0) {
+                return -1;
+            }
+            break;
+        case EFF_STORE_ATTR:
+            k = name_index(cg, key);
+            if (emit_value(cg, first_tmp, target) < 0 || k < 0 || emit(cg, STORE_ATTR, k) < 0) {
+                return -1;
+            }
+            break;
+        default:
+            k = name_index(cg, key);
+            if (k < 0 || emit(cg, STORE_GLOBAL, k) < 0) {
+                return -1;
+            }
+            break;
+        }
     }
     return 0;
 }
@@ -469,6 +556,9 @@ cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
         goto done;
     }
     st = collect(tx, ret, cg.outputs, out_nodes);
+    if (st == TR_OK) {
+        st = collect_effects(tx, cg.outputs, out_nodes);
+    }
     if (st != TR_OK) {
         goto done;
     }
@@ -477,7 +567,8 @@ cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
         goto done;
     }
     st = TR_ERROR;
-    if (emit_value(&cg, first_tmp, ret) < 0 || emit(&cg, RETURN_VALUE, 0) < 0) {
+    if (emit_effects(tx, &cg, first_tmp) < 0 || emit_value(&cg, first_tmp, ret) < 0 ||
+        emit(&cg, RETURN_VALUE, 0) < 0) {
         goto done;
     }
     *code_out = cg_close(tx, &cg, gname, gm);
@@ -732,6 +823,9 @@ cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
         jump_to = ins->target;
     }
     st = collect_break(tx, fs, &cg, out_nodes, next, jump_to);
+    if (st == TR_OK) {
+        st = collect_effects(tx, cg.outputs, out_nodes);
+    }
     if (st != TR_OK) {
         goto done;
     }
@@ -740,6 +834,20 @@ cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
         goto done;
     }
     st = TR_ERROR;
+    if (tx->grad_enabled != tx->grad_enabled_at_start) {
+        /* The break sits inside a grad-mode block: set the mode the block runs under (the
+           compiled graph need not leave global state behind). */
+        int fi = const_index(&cg, cdyn_G.set_grad_enabled);
+        int bi = const_index(&cg, tx->grad_enabled ? Py_True : Py_False);
+        if (fi < 0 || bi < 0 || emit(&cg, PUSH_NULL, 0) < 0 || emit(&cg, LOAD_CONST, fi) < 0 ||
+            emit(&cg, LOAD_CONST, bi) < 0 || emit(&cg, PRECALL, 1) < 0 ||
+            emit(&cg, CALL, 1) < 0 || emit(&cg, POP_TOP, 0) < 0) {
+            goto done;
+        }
+    }
+    if (emit_effects(tx, &cg, first_tmp) < 0) {
+        goto done;
+    }
     for (int k = 0; k < fs->sp; k++) {
         if (emit_containers(&cg, first_tmp, fs->stack[k]) < 0) {
             goto done;

@@ -363,6 +363,28 @@ cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     if (is_tensor(obj)) {
         st = wrap_tensor_input(tx, obj, source, out);
     }
+    else if ((PyObject *)Py_TYPE(obj) == cdyn_G.grad_mode_exit_type) {
+        /* the exit of a grad-mode block split by a graph break (codegen.c) */
+        PyObject *prev = PyObject_GetAttrString(obj, "prev"), *psrc = NULL;
+        if (prev == NULL) {
+            return TR_ERROR;
+        }
+        if (source != NULL) {
+            psrc = cdyn_source_attr(source, PyUnicode_InternFromString("prev"));
+            if (psrc == NULL || cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0 ||
+                cdyn_guards_add_equals(tx->guards, psrc, prev) < 0) {
+                Py_XDECREF(psrc);
+                Py_DECREF(prev);
+                return TR_ERROR;
+            }
+            Py_DECREF(psrc);
+        }
+        *out = cdyn_value_new(VK_GRADEXIT, NULL, NULL, NULL, source);
+        if (*out != NULL) {
+            V(*out)->flag = prev == Py_True;
+        }
+        Py_DECREF(prev);
+    }
     else if (is_constant(obj)) {
         if (source != NULL && cdyn_guards_add_equals(tx->guards, source, obj) < 0) {
             return TR_ERROR;
@@ -381,23 +403,24 @@ cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         }
         *out = cdyn_value_new(VK_PYMODULE, obj, NULL, NULL, source);
     }
-    else if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
-        if (source != NULL) {
-            if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0 ||
-                cdyn_guards_add_len(tx->guards, source, PySequence_Size(obj)) < 0) {
+    else if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj) || PyDict_CheckExact(obj)) {
+        cdyn_vkind k = PyTuple_CheckExact(obj) ? VK_TUPLE : PyList_CheckExact(obj) ? VK_LIST
+                                                                                   : VK_DICT;
+        if (source == NULL) {
+            st = k == VK_DICT ? wrap_dict(tx, obj, NULL, out)
+                              : wrap_sequence(tx, obj, NULL, k, out);
+        }
+        else {
+            /* Lazy: the items (and the LENGTH_CHECK) are wrapped on first use, so a list
+               that is only appended to is not specialised on its contents. */
+            if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
                 return TR_ERROR;
             }
-        }
-        st = wrap_sequence(tx, obj, source, PyTuple_CheckExact(obj) ? VK_TUPLE : VK_LIST, out);
-    }
-    else if (PyDict_CheckExact(obj)) {
-        if (source != NULL) {
-            if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0 ||
-                cdyn_guards_add_len(tx->guards, source, PyDict_GET_SIZE(obj)) < 0) {
-                return TR_ERROR;
+            *out = cdyn_value_new(k, obj, NULL, NULL, source);
+            if (*out != NULL) {
+                V(*out)->flag = 2;
             }
         }
-        st = wrap_dict(tx, obj, source, out);
     }
     else if (PyMethod_Check(obj)) {
         PyObject *self = PyMethod_GET_SELF(obj), *func = PyMethod_GET_FUNCTION(obj);
@@ -450,6 +473,41 @@ cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     return TR_OK;
 }
 
+tr_status
+cdyn_tx_materialize(cdyn_tx *tx, PyObject *v)
+{
+    cdyn_value *x = V(v), *w = NULL;
+    PyObject *tmp = NULL, *real = NULL;
+    tr_status st;
+    if (!((x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT) && x->flag >= 2)) {
+        return TR_OK;
+    }
+    if (x->flag == 3) {
+        return cdyn_tx_unsupported(tx, "read of an input list after an append to it");
+    }
+    real = x->obj;   /* the real container, owned by x until swapped below */
+    if (cdyn_guards_add_len(tx->guards, x->source, PyObject_Length(real)) < 0) {
+        return TR_ERROR;
+    }
+    st = x->kind == VK_DICT ? wrap_dict(tx, real, x->source, &tmp)
+                            : wrap_sequence(tx, real, x->source, x->kind, &tmp);
+    if (st != TR_OK) {
+        return st;
+    }
+    w = V(tmp);
+    /* take over the wrapped items (and dict keys) */
+    Py_XSETREF(x->items, Py_XNewRef(w->items));
+    if (x->kind == VK_DICT) {
+        Py_XSETREF(x->obj, Py_XNewRef(w->obj));
+    }
+    else {
+        Py_CLEAR(x->obj);
+    }
+    x->flag = 0;
+    Py_DECREF(tmp);
+    return TR_OK;
+}
+
 /* ---- the FX graph ------------------------------------------------------------------- */
 
 /* Map a value to (fake object, node argument). Both new refs. */
@@ -458,6 +516,9 @@ to_args(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
 {
     cdyn_value *x = V(v);
     *fake = *node = NULL;
+    if (cdyn_tx_materialize(tx, v) != TR_OK) {
+        return PyErr_Occurred() ? TR_ERROR : TR_UNSUPPORTED;
+    }
     switch (x->kind) {
     case VK_TENSOR:
         *fake = Py_NewRef(x->obj);
@@ -897,6 +958,9 @@ cdyn_tx_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     case VK_CALLABLE:
     case VK_OBJECT: {
         int trusted = 0;
+        if (x->kind == VK_OBJECT && x->flag == 1) {
+            return cdyn_tx_unsupported(tx, "attribute of an object mutated while tracing");
+        }
         if (x->kind == VK_PYMODULE) {
             const char *m = pymodule_name(x->obj);
             trusted = startswith(m, "torch") || strcmp(m, "math") == 0 ||
@@ -936,6 +1000,10 @@ tr_status
 cdyn_tx_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 {
     cdyn_value *x = V(v);
+    tr_status mst = cdyn_tx_materialize(tx, v);
+    if (mst != TR_OK) {
+        return mst;
+    }
     switch (x->kind) {
     case VK_TUPLE:
     case VK_LIST:
@@ -1075,6 +1143,9 @@ cdyn_tx_truth(cdyn_tx *tx, PyObject *v, int *out)
 {
     cdyn_value *x = V(v);
     int r;
+    if (cdyn_tx_materialize(tx, v) != TR_OK) {
+        return PyErr_Occurred() ? TR_ERROR : TR_UNSUPPORTED;
+    }
     switch (x->kind) {
     case VK_CONST:
     case VK_NNMODULE:
@@ -1501,6 +1572,10 @@ call_builtin(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
     if (strcmp(name, "len") == 0 && nargs == 1) {
         cdyn_value *x = V(args[0]);
         Py_ssize_t n = -1;
+        st = cdyn_tx_materialize(tx, args[0]);
+        if (st != TR_OK) {
+            return st;
+        }
         if (x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT) {
             n = PyList_GET_SIZE(x->items);
         }
@@ -1535,7 +1610,12 @@ call_builtin(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
             cls = Py_NewRef(c->obj);
         }
         else if (c->kind == VK_TUPLE) {
-            Py_ssize_t n = PyList_GET_SIZE(c->items);
+            Py_ssize_t n;
+            st = cdyn_tx_materialize(tx, args[1]);
+            if (st != TR_OK) {
+                return st;
+            }
+            n = PyList_GET_SIZE(c->items);
             cls = PyTuple_New(n);
             for (Py_ssize_t i = 0; cls && i < n; i++) {
                 cdyn_value *e = V(PyList_GET_ITEM(c->items, i));
@@ -1688,6 +1768,21 @@ call_container_method(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *con
                       Py_ssize_t nargs, PyObject **out)
 {
     cdyn_value *x = V(self);
+    if (x->kind == VK_LIST && x->flag >= 2 && x->source != NULL && name_is(name, "append") &&
+        nargs == 1) {
+        /* append to an input list whose items were never read: replay it, and keep the
+           list unread (flag 3: its items can no longer be traced) */
+        if (cdyn_tx_effect(tx, EFF_APPEND, self, name, args[0]) != TR_OK) {
+            return TR_ERROR;
+        }
+        x->flag = 3;
+        cdyn_tx_mutated(tx, self);
+        *out = cdyn_value_const(Py_None);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_tx_materialize(tx, self) != TR_OK) {
+        return PyErr_Occurred() ? TR_ERROR : TR_UNSUPPORTED;
+    }
     if (x->kind == VK_DICT) {
         Py_ssize_t n = PyList_GET_SIZE(x->obj);
         if (name_is(name, "items") || name_is(name, "keys") || name_is(name, "values")) {
@@ -1740,7 +1835,12 @@ call_container_method(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *con
     }
     if (x->kind == VK_LIST) {
         if (x->source != NULL) {
-            return cdyn_tx_unsupported(tx, "mutation of an input list (side effect)");
+            if (!name_is(name, "append") || nargs != 1) {
+                return cdyn_tx_unsupported(tx, "list.%U on an input list (side effect)", name);
+            }
+            if (cdyn_tx_effect(tx, EFF_APPEND, self, name, args[0]) != TR_OK) {
+                return TR_ERROR;
+            }
         }
         cdyn_tx_mutated(tx, self);
         if (name_is(name, "append") && nargs == 1) {

@@ -45,6 +45,20 @@ cdyn_tx_unsupported(cdyn_tx *tx, const char *fmt, ...)
     return TR_UNSUPPORTED;
 }
 
+tr_status
+cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value)
+{
+    PyObject *t = Py_BuildValue("(iOOO)", kind, target ? target : Py_None,
+                                key ? key : Py_None, value);
+    int e;
+    if (t == NULL) {
+        return TR_ERROR;
+    }
+    e = PyList_Append(tx->effects, t);
+    Py_DECREF(t);
+    return e < 0 ? TR_ERROR : TR_OK;
+}
+
 /* ---- stack helpers --------------------------------------------------------------- */
 
 /* Push a value (stolen). TR_ERROR on NULL v (exception set) or overflow. */
@@ -219,6 +233,21 @@ load_global(cdyn_tx *tx, cdyn_fs *fs, PyObject *name, PyObject **out)
     PyObject *obj = NULL, *src = NULL;
     tr_status st = TR_ERROR;
     int in_globals = 1;
+    if (fs->top_globals) {
+        PyObject *memo = NULL, *gsrc = cdyn_source_global(name);
+        if (gsrc == NULL) {
+            return TR_ERROR;
+        }
+        memo = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(gsrc));
+        Py_DECREF(gsrc);
+        if (memo != NULL) {
+            *out = Py_NewRef(memo);
+            return TR_OK;
+        }
+        if (PyErr_Occurred()) {
+            return TR_ERROR;
+        }
+    }
     obj = PyDict_GetItemWithError(fs->globals, name);   /* borrowed */
     if (obj == NULL) {
         if (PyErr_Occurred()) {
@@ -401,6 +430,9 @@ static tr_status
 contains_op(cdyn_tx *tx, PyObject *item, PyObject *container, int *res)
 {
     cdyn_value *vi = V(item), *vc = V(container);
+    if (cdyn_tx_materialize(tx, container) != TR_OK) {
+        return PyErr_Occurred() ? TR_ERROR : TR_UNSUPPORTED;
+    }
     if (vi->kind == VK_CONST && vc->kind == VK_CONST) {
         int r = PySequence_Contains(vc->obj, vi->obj);
         if (r < 0) {
@@ -443,6 +475,9 @@ static tr_status
 subscr(cdyn_tx *tx, PyObject *c, PyObject *k, PyObject **out)
 {
     cdyn_value *vc = V(c), *vk = V(k);
+    if (cdyn_tx_materialize(tx, c) != TR_OK) {
+        return PyErr_Occurred() ? TR_ERROR : TR_UNSUPPORTED;
+    }
     if (vc->kind == VK_TENSOR) {
         PyObject *args[2] = {c, k};
         return cdyn_tx_graph_call(tx, "call_function", cdyn_G.getitem_fn, NULL, args, 2, NULL,
@@ -527,6 +562,9 @@ static tr_status
 store_subscr(cdyn_tx *tx, PyObject *c, PyObject *k, PyObject *v)
 {
     cdyn_value *vc = V(c), *vk = V(k);
+    if (cdyn_tx_materialize(tx, c) != TR_OK) {
+        return PyErr_Occurred() ? TR_ERROR : TR_UNSUPPORTED;
+    }
     if (vc->kind == VK_TENSOR) {
         PyObject *args[3] = {c, k, v};
         PyObject *res = NULL;
@@ -535,11 +573,22 @@ store_subscr(cdyn_tx *tx, PyObject *c, PyObject *k, PyObject *v)
         Py_XDECREF(res);
         return st;
     }
-    if (vc->source != NULL) {
-        return cdyn_tx_unsupported(tx, "STORE_SUBSCR into an input container (side effect)");
-    }
     if (vk->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "STORE_SUBSCR with a non-constant key");
+    }
+    if (vc->source != NULL) {
+        /* A container that outlives the frame: replay the store in the transformed code. */
+        if (cdyn_tx_effect(tx, EFF_STORE_SUBSCR, c, vk->obj, v) != TR_OK) {
+            return TR_ERROR;
+        }
+        if (vc->kind == VK_OBJECT || vc->kind == VK_NNMODULE) {
+            vc->flag = 1;   /* mutated: later reads through it are not traced */
+            cdyn_tx_mutated(tx, c);
+            return TR_OK;
+        }
+        if (vc->kind != VK_LIST && vc->kind != VK_DICT) {
+            return cdyn_tx_unsupported(tx, "STORE_SUBSCR into %S", c);
+        }
     }
     cdyn_tx_mutated(tx, c);
     if (vc->kind == VK_LIST && PyLong_Check(vk->obj)) {
@@ -1038,9 +1087,46 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
                 }
             }
             break;
-        case STORE_ATTR:
+        case STORE_ATTR: {
+            PyObject *name = PyTuple_GET_ITEM(co->co_names, arg), *src = NULL;
+            a = pop(fs);   /* object */
+            b = pop(fs);   /* value */
+            if ((V(a)->kind == VK_NNMODULE || V(a)->kind == VK_OBJECT) && V(a)->source != NULL) {
+                src = cdyn_source_attr(V(a)->source, name);
+                st = src ? cdyn_tx_effect(tx, EFF_STORE_ATTR, a, name, b) : TR_ERROR;
+                if (st == TR_OK) {
+                    /* later loads of the attribute see the stored value */
+                    st = PyDict_SetItem(tx->by_source, cdyn_source_repr(src), b) < 0 ? TR_ERROR
+                                                                                    : TR_OK;
+                    cdyn_tx_mutated(tx, a);
+                }
+                Py_XDECREF(src);
+            }
+            else {
+                st = cdyn_tx_unsupported(tx, "STORE_ATTR on %S (side effect)", a);
+            }
+            Py_DECREF(a);
+            Py_DECREF(b);
+            break;
+        }
+        case STORE_GLOBAL: {
+            PyObject *name = PyTuple_GET_ITEM(co->co_names, arg), *src = NULL;
+            if (!fs->top_globals) {
+                return cdyn_tx_unsupported(tx, "STORE_GLOBAL in another module (side effect)");
+            }
+            a = pop(fs);
+            src = cdyn_source_global(name);
+            st = src ? cdyn_tx_effect(tx, EFF_STORE_GLOBAL, NULL, name, a) : TR_ERROR;
+            if (st == TR_OK) {
+                st = PyDict_SetItem(tx->by_source, cdyn_source_repr(src), a) < 0 ? TR_ERROR
+                                                                                : TR_OK;
+                tx->mutations++;
+            }
+            Py_XDECREF(src);
+            Py_DECREF(a);
+            break;
+        }
         case DELETE_ATTR:
-        case STORE_GLOBAL:
         case DELETE_GLOBAL:
             return cdyn_tx_unsupported(tx, "%s (side effect)",
                                        ins->opcode == STORE_ATTR ? "STORE_ATTR" :
@@ -1153,6 +1239,11 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
             PyObject *d = NULL;
             a = pop(fs);
             d = peek(fs, arg - 1);
+            st = cdyn_tx_materialize(tx, a);
+            if (st != TR_OK) {
+                Py_DECREF(a);
+                return st;
+            }
             if (V(d)->kind != VK_DICT || V(a)->kind != VK_DICT) {
                 st = cdyn_tx_unsupported(tx, "DICT_MERGE of non-dict values");
             }
@@ -1612,6 +1703,7 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->by_id);
     Py_CLEAR(tx->reason);
     Py_CLEAR(tx->break_kwnames);
+    Py_CLEAR(tx->effects);
     if (tx->guards != NULL) {
         cdyn_guards_free(tx->guards);
         tx->guards = NULL;
@@ -1669,9 +1761,10 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
     tx.input_values = PyList_New(0);
     tx.by_source = PyDict_New();
     tx.by_id = PyDict_New();
+    tx.effects = PyList_New(0);
     tx.guards = cdyn_guards_new();
     if (!tx.root || !tx.input_sources || !tx.input_values || !tx.by_source || !tx.by_id ||
-        !tx.guards) {
+        !tx.guards || !tx.effects) {
         goto done;
     }
     if (cdyn_guards_add_grad_mode(tx.guards, grad) < 0) {
@@ -1821,6 +1914,7 @@ cdyn_translate_init(PyObject *module)
     IMP(invert, "operator", "invert");
     IMP(not_, "operator", "not_");
     IMP(contains, "operator", "contains");
+    IMP(grad_mode_exit_type, "cdynamo._glue", "GradModeExit");
     for (int i = 0; i < 13; i++) {
         IMP(binop_fns[i], "operator", binops[i]);
         IMP(binop_fns[13 + i], "operator", ibinops[i]);

@@ -40,6 +40,8 @@ typedef struct cdyn_tx {
     Py_ssize_t break_pc;    /* index of the instruction the top frame breaks at */
     int break_arg;          /* its oparg */
     PyObject *break_kwnames;/* KW_NAMES tuple of a breaking CALL, or NULL */
+    PyObject *effects;      /* list of side effects to replay, in program order: tuples
+                               (kind, target value or None, key/name, value); see EFF_* */
     int depth;              /* inlining depth */
     /* top frame facts needed by code generation */
     struct _PyInterpreterFrame *frame;  /* borrowed */
@@ -72,6 +74,10 @@ tr_status cdyn_tx_unsupported(cdyn_tx *tx, const char *fmt, ...);
 /* Wrap a real object read through `source` (borrowed, may be NULL) into a value, adding
  * the guards it needs (TENSOR_MATCH, EQUALS_MATCH, ID/FUNCTION_MATCH). *out: new ref. */
 tr_status cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+
+/* Wrap the items of a lazily wrapped input tuple/list/dict (flag 2) now, adding its
+ * LENGTH_CHECK guard; no-op for other values. */
+tr_status cdyn_tx_materialize(cdyn_tx *tx, PyObject *v);
 
 /* Record a graph call: op is "call_function", "call_method" or "call_module"; target the
  * callable / method name / attribute name; args a list of values, kwnames a tuple of str
@@ -116,6 +122,12 @@ tr_status cdyn_tx_finish_break(cdyn_tx *tx, struct cdyn_fs *fs, PyObject **code_
  * code. On TR_OK *code_out is a new code object. */
 tr_status cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out);
 
+/* Side-effect kinds recorded in tx->effects and replayed by the transformed code. */
+enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEND = 3 };
+
+/* Record a side effect (all arguments borrowed; target/key may be NULL -> None). */
+tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value);
+
 /* Note a mutation of value v (list/dict store, iterator advance, cell store). */
 static inline void
 cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
@@ -132,7 +144,8 @@ typedef struct {
         *operator_mod, *builtins_mod, *math_mod, *glue, *getattr_fn, *getitem_fn,
         *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
-        *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains;
+        *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
+        *grad_mode_exit_type;
 } cdyn_tx_globals;
 extern cdyn_tx_globals cdyn_G;
 
