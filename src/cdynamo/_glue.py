@@ -121,10 +121,34 @@ def compile_graph(options, graph, root, example_inputs, outputs):
     return name, _C.disable(compiled), gm
 
 
-def report(name, gm, orig_code, new_code, guards):
+def report(name, gm, orig_code, new_code, guards, resume_codes=()):
     """Print the output_code report for one compiled frame when config.output_code."""
     from cdynamo import config
     if not config.output_code:
         return
     from cdynamo._report import format_output_code
-    print(format_output_code(name, gm, orig_code, new_code, list(guards)), flush=True)
+    print(format_output_code(name, gm, orig_code, new_code, list(guards), tuple(resume_codes)),
+          flush=True)
+
+
+class GraphBreak:
+    """One graph break seen while tracing: reason and the user's source location."""
+
+    __slots__ = ("reason", "qualname", "filename", "lineno")
+
+    def __init__(self, reason, qualname, filename, lineno):
+        self.reason, self.qualname, self.filename, self.lineno = reason, qualname, filename, lineno
+
+    def __repr__(self):
+        return f"GraphBreak({self.qualname} at {self.filename}:{self.lineno}: {self.reason})"
+
+
+#: Graph breaks recorded since the process started (cdynamo.explain reads the new ones).
+break_log: list = []
+
+
+def record_break(reason, qualname, filename, lineno):
+    """Called by the translator at every graph break (kept to the last 10,000)."""
+    break_log.append(GraphBreak(str(reason), qualname, filename, lineno))
+    if len(break_log) > 10000:
+        del break_log[:5000]

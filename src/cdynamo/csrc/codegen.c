@@ -522,8 +522,9 @@ cg_close(cdyn_tx *tx, cg_state *cg, PyObject *gname, PyObject *gm)
         Py_CLEAR(newcode);
         goto done;
     }
-    rep = PyObject_CallMethod(tx->glue, "report", "OOOOO", gname ? gname : Py_None,
-                              gm ? gm : Py_None, (PyObject *)co, newcode, guard_strs);
+    rep = PyObject_CallMethod(tx->glue, "report", "OOOOOO", gname ? gname : Py_None,
+                              gm ? gm : Py_None, (PyObject *)co, newcode, guard_strs,
+                              tx->resume_codes);
     if (rep == NULL) {
         Py_CLEAR(newcode);
         goto done;
@@ -663,7 +664,7 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize
         PyTuple_SET_ITEM(names, k, Py_NewRef(PyTuple_GET_ITEM(co->co_localsplusnames, idx)));
     }
     code = cdyn_resume_code(co, (int)target, (int)nstack, mask, names);
-    if (code == NULL) {
+    if (code == NULL || PyList_Append(tx->resume_codes, code) < 0) {
         goto done;
     }
     if (co->co_nfreevars == 0) {

@@ -757,6 +757,16 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, brk_kind kind, Py_ssize_t pc, int arg,
     Py_XSETREF(tx->break_kwnames, Py_XNewRef(kwnames));
     cdyn_log(20, "Graph break in %U at %U:%d: %U", fs->code->co_qualname, fs->code->co_filename,
              instr_line(fs, pc), tx->reason ? tx->reason : Py_None);
+    {
+        PyObject *r = PyObject_CallMethod(tx->glue, "record_break", "OOOi",
+                                          tx->reason ? tx->reason : Py_None,
+                                          fs->code->co_qualname, fs->code->co_filename,
+                                          instr_line(fs, pc));
+        if (r == NULL) {
+            return TR_ERROR;
+        }
+        Py_DECREF(r);
+    }
     return TR_BREAK;
 }
 
@@ -1704,6 +1714,7 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->reason);
     Py_CLEAR(tx->break_kwnames);
     Py_CLEAR(tx->effects);
+    Py_CLEAR(tx->resume_codes);
     if (tx->guards != NULL) {
         cdyn_guards_free(tx->guards);
         tx->guards = NULL;
@@ -1762,9 +1773,10 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
     tx.by_source = PyDict_New();
     tx.by_id = PyDict_New();
     tx.effects = PyList_New(0);
+    tx.resume_codes = PyList_New(0);
     tx.guards = cdyn_guards_new();
     if (!tx.root || !tx.input_sources || !tx.input_values || !tx.by_source || !tx.by_id ||
-        !tx.guards || !tx.effects) {
+        !tx.guards || !tx.effects || !tx.resume_codes) {
         goto done;
     }
     if (cdyn_guards_add_grad_mode(tx.guards, grad) < 0) {

@@ -40,6 +40,7 @@ typedef struct cdyn_tx {
     Py_ssize_t break_pc;    /* index of the instruction the top frame breaks at */
     int break_arg;          /* its oparg */
     PyObject *break_kwnames;/* KW_NAMES tuple of a breaking CALL, or NULL */
+    PyObject *resume_codes; /* list of resume code objects made for this frame */
     PyObject *effects;      /* list of side effects to replay, in program order: tuples
                                (kind, target value or None, key/name, value); see EFF_* */
     int depth;              /* inlining depth */
