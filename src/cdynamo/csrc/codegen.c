@@ -24,7 +24,9 @@ typedef struct {
     PyObject *outputs;    /* dict: node -> output index */
     PyObject *memo;       /* dict: id(container value) -> temp slot (int); aliasing kept */
     PyObject *varnames;   /* list of str: the new code's varnames (temps appended) */
-    int first_free;       /* localsplus index of the first free variable in the new code */
+    PyObject *free_fixups;/* list of instruction indices whose oparg is a free-variable
+                             number: the slot is known only once all temporaries exist,
+                             so cg_close adds the final number of varnames to them */
     int lineno;
 } cg_state;
 
@@ -82,6 +84,16 @@ name_index(cg_state *cg, PyObject *name)
     return (int)n;
 }
 
+/* Emit an instruction on free variable k (LOAD_DEREF / LOAD_CLOSURE); fixed up later. */
+static int
+emit_free(cg_state *cg, int opcode, int k)
+{
+    PyObject *idx = PyLong_FromSsize_t(cg->out.len);
+    int e = idx == NULL || PyList_Append(cg->free_fixups, idx) < 0 || emit(cg, opcode, k) < 0;
+    Py_XDECREF(idx);
+    return e ? -1 : 0;
+}
+
 /* Emit bytecode that pushes the value of a source. 0 / -1. */
 static int
 emit_source(cg_state *cg, PyObject *s)
@@ -95,7 +107,7 @@ emit_source(cg_state *cg, PyObject *s)
         i = name_index(cg, src->name);
         return i < 0 ? -1 : emit(cg, LOAD_GLOBAL, i << 1);
     case CDYN_SRC_CLOSURE:
-        return emit(cg, LOAD_DEREF, cg->first_free + src->index);
+        return emit_free(cg, LOAD_DEREF, src->index);
     case CDYN_SRC_ATTR:
         if (emit_source(cg, (PyObject *)src->base) < 0) {
             return -1;
@@ -394,6 +406,7 @@ cg_clear(cg_state *cg)
     Py_CLEAR(cg->outputs);
     Py_CLEAR(cg->memo);
     Py_CLEAR(cg->varnames);
+    Py_CLEAR(cg->free_fixups);
 }
 
 /* Start the transformed code: state, varnames, prefix. 0 / -1. */
@@ -408,8 +421,9 @@ cg_open(cg_state *cg, PyCodeObject *co)
     cg->names = PyList_New(0);
     cg->outputs = PyDict_New();
     cg->memo = PyDict_New();
+    cg->free_fixups = PyList_New(0);
     orig = PyCode_GetVarnames(co);
-    if (!cg->consts || !cg->names || !cg->outputs || !cg->memo || !orig) {
+    if (!cg->consts || !cg->names || !cg->outputs || !cg->memo || !cg->free_fixups || !orig) {
         Py_XDECREF(orig);
         return -1;
     }
@@ -500,6 +514,11 @@ cg_close(cdyn_tx *tx, cg_state *cg, PyObject *gname, PyObject *gm)
     freevars = PyCode_GetFreevars(co);
     if (!consts || !names || !varnames || !empty || !freevars) {
         goto done;
+    }
+    /* free variables follow the varnames (the new code has no cell variables) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cg->free_fixups); i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(cg->free_fixups, i));
+        cg->out.items[at].oparg += (int)PyTuple_GET_SIZE(varnames);
     }
     memset(&spec, 0, sizeof(spec));
     spec.base = co;
@@ -696,7 +715,7 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize
             goto done;
         }
         for (int k = 0; k < co->co_nfreevars; k++) {
-            if (emit(cg, LOAD_CLOSURE, cg->first_free + k) < 0) {
+            if (emit_free(cg, LOAD_CLOSURE, k) < 0) {
                 goto done;
             }
         }

@@ -1,0 +1,69 @@
+/* cache.h: per-code-object state kept in co_extra.
+ *
+ * Every code object the hook has looked at carries one cdyn_extra (in the co_extra slot
+ * requested by cdyn_cache_init): either a SKIP decision (run normally, decided once), or a
+ * list of cache entries, most recently hit first. Each entry owns its guard set, a strong
+ * reference to its transformed code, and a function object built from that code for the
+ * last (globals, closure) pair seen. All extras are also kept on one registry list so that
+ * cdyn_cache_reset can clear them. Everything here runs with the GIL held.
+ */
+#ifndef CDYN_CACHE_H
+#define CDYN_CACHE_H
+#include "cdynamo.h"
+#include "guards.h"
+
+typedef struct cdyn_cache_entry {
+    struct cdyn_cache_entry *next;
+    cdyn_guards *guards;        /* owned */
+    PyObject *code;             /* strong: the transformed code */
+    PyObject *func;             /* strong or NULL: function for (func_globals, func_closure) */
+    Py_ssize_t hits;
+} cdyn_cache_entry;
+
+typedef struct cdyn_extra {
+    struct cdyn_extra *reg_prev, *reg_next;  /* registry links */
+    PyObject *code;             /* borrowed: the code object carrying this extra */
+    cdyn_cache_entry *entries;  /* owned list, most recently hit first */
+    int nentries;
+    unsigned skip : 1;          /* SKIP: evaluate every frame of this code normally */
+    unsigned force : 1;         /* compile even if its file matches a skip prefix */
+    unsigned limit_logged : 1;  /* the cache_size_limit message was logged */
+    unsigned decided : 1;       /* the skip rules were evaluated */
+} cdyn_extra;
+
+/* Incremented whenever an entry or an extra is freed: a walker that ran Python code (guards,
+ * repr) compares it before following a pointer it read earlier. */
+extern unsigned long cdyn_cache_generation;
+
+/* Request the co_extra index; 0 or -1. Called once from module init. */
+int cdyn_cache_init(void);
+
+/* Borrowed: the extra of code, or NULL when it has none (never fails). */
+cdyn_extra *cdyn_cache_get(PyCodeObject *code);
+
+/* Borrowed: the extra of code, created empty when missing; NULL with an exception. */
+cdyn_extra *cdyn_cache_ensure(PyCodeObject *code);
+
+/* Insert a new entry at the front. guards is stolen (freed on failure too); code is
+ * borrowed. Returns the entry (borrowed, owned by the extra) or NULL with an exception. */
+cdyn_cache_entry *cdyn_cache_insert(cdyn_extra *x, cdyn_guards *guards, PyObject *code);
+
+/* Move entry e (with predecessor prev, NULL if e is first) to the front. */
+void cdyn_cache_move_to_front(cdyn_extra *x, cdyn_cache_entry *prev, cdyn_cache_entry *e);
+
+/* Borrowed: e's function for (globals, closure), built and cached when they changed;
+ * NULL with an exception. globals and closure (may be NULL) borrowed. */
+PyObject *cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure);
+
+/* Drop every cache entry and SKIP decision of every code object (force marks are kept).
+ * May run arbitrary finalizers. */
+void cdyn_cache_reset(void);
+
+/* Forget every SKIP decision (e.g. after the skip prefixes changed); entries are kept. */
+void cdyn_cache_forget_decisions(void);
+
+/* New list of (list_of_guard_str, transformed_code), most recent first; [] when code has
+ * no entries. NULL on error. */
+PyObject *cdyn_cache_entries_list(PyCodeObject *code);
+
+#endif

@@ -1,0 +1,57 @@
+/* log.c: cdyn_log, logging through Python's logging module (slow paths only). */
+#include "cdynamo.h"
+
+#include <stdarg.h>
+
+static PyObject *logger;    /* strong: logging.getLogger("cdynamo"), fetched on first use */
+
+/* New reference to the cdynamo logger (cached), or NULL with an exception. */
+static PyObject *
+get_logger(void)
+{
+    PyObject *logging = NULL;
+    if (logger == NULL) {
+        logging = PyImport_ImportModule("logging");
+        if (logging == NULL) {
+            return NULL;
+        }
+        logger = PyObject_CallMethod(logging, "getLogger", "s", "cdynamo");
+        Py_DECREF(logging);
+        if (logger == NULL) {
+            return NULL;
+        }
+    }
+    return Py_NewRef(logger);
+}
+
+void
+cdyn_log(int level, const char *fmt, ...)
+{
+    PyObject *exc = NULL, *val = NULL, *tb = NULL;
+    PyObject *lg = NULL, *enabled = NULL, *msg = NULL, *r = NULL;
+    va_list va;
+
+    PyErr_Fetch(&exc, &val, &tb);
+    lg = get_logger();
+    if (lg == NULL) {
+        goto cleanup;
+    }
+    enabled = PyObject_CallMethod(lg, "isEnabledFor", "i", level);
+    if (enabled == NULL || !PyObject_IsTrue(enabled)) {
+        goto cleanup;
+    }
+    va_start(va, fmt);
+    msg = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (msg == NULL) {
+        goto cleanup;
+    }
+    r = PyObject_CallMethod(lg, "log", "iO", level, msg);
+cleanup:
+    Py_XDECREF(lg);
+    Py_XDECREF(enabled);
+    Py_XDECREF(msg);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    PyErr_Restore(exc, val, tb);
+}

@@ -1,0 +1,332 @@
+/* source.c: access paths from a frame to a value (see source.h).
+ *
+ * A source is an immutable object: its kind, a slot index or a name/key, an optional base
+ * source, and its readable form computed once at construction. Evaluation walks the base
+ * chain; LOCAL is a direct slot read, so the common guard costs one load and one incref.
+ */
+#include "source.h"
+
+/* ---- the type ---------------------------------------------------------------------- */
+
+/* Release the fields of an unreachable source. Sources cannot form cycles (the base
+ * chain is built bottom-up and never mutated), so the type is not tracked by the GC. */
+static void
+source_dealloc(cdyn_source *self)
+{
+    Py_XDECREF(self->name);
+    Py_XDECREF(self->base);
+    Py_XDECREF(self->repr);
+    PyObject_Free(self);
+}
+
+/* repr(source): new reference to the cached readable form. */
+static PyObject *
+source_repr_slot(cdyn_source *self)
+{
+    return Py_NewRef(self->repr);
+}
+
+/* Hash of the readable form, so that equal paths hash alike. */
+static Py_hash_t
+source_hash(cdyn_source *self)
+{
+    return PyObject_Hash(self->repr);
+}
+
+/* ==, != compare readable forms; other operators are not supported. */
+static PyObject *
+source_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (!cdyn_Source_Check(b) || (op != Py_EQ && op != Py_NE)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    int eq = cdyn_source_equal(a, b);
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static const char *const kind_names[] = {"local", "global", "closure", "attr", "item", "const"};
+
+/* source.kind: new str naming the kind. */
+static PyObject *
+source_get_kind(cdyn_source *self, void *Py_UNUSED(closure))
+{
+    return PyUnicode_FromString(kind_names[self->kind]);
+}
+
+/* source.base: the base source or None (new reference). */
+static PyObject *
+source_get_base(cdyn_source *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->base ? (PyObject *)self->base : Py_None);
+}
+
+/* source.name: the variable name, attribute name or item key (new reference). */
+static PyObject *
+source_get_name(cdyn_source *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->name ? self->name : Py_None);
+}
+
+/* source.index: the slot index (LOCAL, CLOSURE) or -1. */
+static PyObject *
+source_get_index(cdyn_source *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLong(self->index);
+}
+
+static PyGetSetDef source_getset[] = {
+    {"kind", (getter)source_get_kind, NULL, "local, global, closure, attr, item or const", NULL},
+    {"base", (getter)source_get_base, NULL, "base source (attr, item) or None", NULL},
+    {"name", (getter)source_get_name, NULL, "name, item key or the constant", NULL},
+    {"index", (getter)source_get_index, NULL, "slot index (local, closure) or -1", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject cdyn_SourceType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cdynamo._C.Source",
+    .tp_basicsize = sizeof(cdyn_source),
+    .tp_dealloc = (destructor)source_dealloc,
+    .tp_repr = (reprfunc)source_repr_slot,
+    .tp_str = (reprfunc)source_repr_slot,
+    .tp_hash = (hashfunc)source_hash,
+    .tp_richcompare = source_richcompare,
+    .tp_getset = source_getset,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = "An access path from a frame to a value (immutable).",
+};
+
+/* ---- constructors ------------------------------------------------------------------ */
+
+/* Allocate a source. name and base are borrowed (may be NULL); repr is stolen (NULL means
+ * a failed format: the error is propagated). Returns a new reference or NULL. */
+static PyObject *
+source_make(cdyn_source_kind kind, int index, PyObject *name, PyObject *base, PyObject *repr)
+{
+    cdyn_source *s = NULL;
+    if (repr == NULL) {
+        return NULL;
+    }
+    s = PyObject_New(cdyn_source, &cdyn_SourceType);
+    if (s == NULL) {
+        Py_DECREF(repr);
+        return NULL;
+    }
+    s->kind = kind;
+    s->index = index;
+    s->name = Py_XNewRef(name);
+    s->base = (cdyn_source *)Py_XNewRef(base);
+    s->repr = repr;
+    return (PyObject *)s;
+}
+
+/* 0 when name is a str, else -1 with TypeError naming the constructor. */
+static int
+require_str(PyObject *name, const char *who)
+{
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "%s: name must be str, not %.100s", who,
+                     Py_TYPE(name)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 when base is a source, else -1 with TypeError. */
+static int
+require_source(PyObject *base, const char *who)
+{
+    if (!cdyn_Source_Check(base)) {
+        PyErr_Format(PyExc_TypeError, "%s: base must be a Source, not %.100s", who,
+                     Py_TYPE(base)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *
+cdyn_source_local(int index, PyObject *name)
+{
+    if (require_str(name, "cdyn_source_local") < 0) {
+        return NULL;
+    }
+    return source_make(CDYN_SRC_LOCAL, index, name, NULL, PyUnicode_FromFormat("L[%R]", name));
+}
+
+PyObject *
+cdyn_source_global(PyObject *name)
+{
+    if (require_str(name, "cdyn_source_global") < 0) {
+        return NULL;
+    }
+    return source_make(CDYN_SRC_GLOBAL, -1, name, NULL, PyUnicode_FromFormat("G[%R]", name));
+}
+
+PyObject *
+cdyn_source_closure(int index, PyObject *name)
+{
+    if (require_str(name, "cdyn_source_closure") < 0) {
+        return NULL;
+    }
+    return source_make(CDYN_SRC_CLOSURE, index, name, NULL, PyUnicode_FromFormat("C[%R]", name));
+}
+
+PyObject *
+cdyn_source_attr(PyObject *base, PyObject *name)
+{
+    if (require_source(base, "cdyn_source_attr") < 0 || require_str(name, "cdyn_source_attr") < 0) {
+        return NULL;
+    }
+    PyObject *repr = PyUnicode_FromFormat("%U.%U", cdyn_source_repr(base), name);
+    return source_make(CDYN_SRC_ATTR, -1, name, base, repr);
+}
+
+PyObject *
+cdyn_source_item(PyObject *base, PyObject *key)
+{
+    if (require_source(base, "cdyn_source_item") < 0) {
+        return NULL;
+    }
+    if (!PyLong_Check(key) && !PyUnicode_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "cdyn_source_item: key must be int or str, not %.100s",
+                     Py_TYPE(key)->tp_name);
+        return NULL;
+    }
+    PyObject *repr = PyUnicode_FromFormat("%U[%R]", cdyn_source_repr(base), key);
+    return source_make(CDYN_SRC_ITEM, -1, key, base, repr);
+}
+
+PyObject *
+cdyn_source_const(PyObject *obj, PyObject *label)
+{
+    /* Two different objects must never share a readable form (guards are deduplicated by
+     * it), so an unnamed constant is named by its address; the source keeps it alive. */
+    PyObject *repr = PyUnicode_Check(label) ? PyUnicode_FromFormat("G@%U", label)
+                                            : PyUnicode_FromFormat("G@<%s at %p>",
+                                                                   Py_TYPE(obj)->tp_name,
+                                                                   (void *)obj);
+    return source_make(CDYN_SRC_CONST, -1, obj, NULL, repr);
+}
+
+int
+cdyn_source_equal(PyObject *a, PyObject *b)
+{
+    PyObject *ra = cdyn_source_repr(a), *rb = cdyn_source_repr(b);
+    if (a == b || ra == rb) {
+        return 1;
+    }
+    /* Both are exact str; comparing str never fails. */
+    return PyUnicode_Compare(ra, rb) == 0;
+}
+
+/* ---- evaluation -------------------------------------------------------------------- */
+
+/* base[key] with a fast path for exact lists and tuples indexed by an int.
+ * container and key borrowed; new reference or NULL. */
+static PyObject *
+item_get(PyObject *container, PyObject *key)
+{
+    if (PyLong_CheckExact(key) && (PyList_CheckExact(container) || PyTuple_CheckExact(container))) {
+        Py_ssize_t i = PyLong_AsSsize_t(key);
+        if (i == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_ssize_t n = Py_SIZE(container);
+        if (i < 0) {
+            i += n;
+        }
+        if (i < 0 || i >= n) {
+            PyErr_SetString(PyExc_IndexError, "index out of range");
+            return NULL;
+        }
+        PyObject *v = PyList_CheckExact(container) ? PyList_GET_ITEM(container, i)
+                                                   : PyTuple_GET_ITEM(container, i);
+        return Py_NewRef(v);
+    }
+    return PyObject_GetItem(container, key);
+}
+
+/* mapping[name] for a dict (fast) or any mapping; NULL without an exception when the
+ * name is missing, NULL with one on error. Returns a new reference. */
+static PyObject *
+mapping_lookup(PyObject *mapping, PyObject *name)
+{
+    PyObject *v = NULL;
+    if (PyDict_CheckExact(mapping)) {
+        v = PyDict_GetItemWithError(mapping, name);
+        return Py_XNewRef(v);
+    }
+    v = PyObject_GetItem(mapping, name);
+    if (v == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+    }
+    return v;
+}
+
+PyObject *
+cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *func,
+                 PyObject *globals, PyObject *builtins)
+{
+    PyObject *base = NULL, *v = NULL;
+    switch (s->kind) {
+    case CDYN_SRC_LOCAL:
+        v = localsplus[s->index];
+        if (v == NULL) {
+            PyErr_Format(PyExc_UnboundLocalError, "local %R is unbound", s->name);
+            return NULL;
+        }
+        return Py_NewRef(v);
+    case CDYN_SRC_GLOBAL:
+        v = mapping_lookup(globals, s->name);
+        if (v == NULL && !PyErr_Occurred() && builtins != NULL) {
+            v = mapping_lookup(builtins, s->name);
+        }
+        if (v == NULL && !PyErr_Occurred()) {
+            PyErr_Format(PyExc_NameError, "name %R is not defined", s->name);
+        }
+        return v;
+    case CDYN_SRC_CLOSURE: {
+        PyObject *closure = func ? func->func_closure : NULL;
+        if (closure == NULL || !PyTuple_Check(closure) || s->index < 0 ||
+            s->index >= PyTuple_GET_SIZE(closure)) {
+            PyErr_Format(PyExc_ValueError, "no closure cell %d for %R", s->index, s->name);
+            return NULL;
+        }
+        v = PyCell_GET(PyTuple_GET_ITEM(closure, s->index));
+        if (v == NULL) {
+            PyErr_Format(PyExc_ValueError, "closure cell %R is empty", s->name);
+            return NULL;
+        }
+        return Py_NewRef(v);
+    }
+    case CDYN_SRC_ATTR:
+    case CDYN_SRC_ITEM:
+        base = cdyn_source_eval(s->base, localsplus, func, globals, builtins);
+        if (base == NULL) {
+            return NULL;
+        }
+        v = s->kind == CDYN_SRC_ATTR ? PyObject_GetAttr(base, s->name) : item_get(base, s->name);
+        Py_DECREF(base);
+        return v;
+    case CDYN_SRC_CONST:
+        return Py_NewRef(s->name);
+    }
+    PyErr_SetString(PyExc_SystemError, "cdyn_source_eval: bad source kind");
+    return NULL;
+}
+
+/* ---- init -------------------------------------------------------------------------- */
+
+int
+cdyn_source_init(PyObject *module)
+{
+    if (PyType_Ready(&cdyn_SourceType) < 0) {
+        return -1;
+    }
+    Py_INCREF(&cdyn_SourceType);
+    if (PyModule_AddObject(module, "Source", (PyObject *)&cdyn_SourceType) < 0) {
+        Py_DECREF(&cdyn_SourceType);
+        return -1;
+    }
+    return 0;
+}
