@@ -455,7 +455,9 @@ cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         *out = cdyn_value_new(VK_CALLABLE, obj, NULL, NULL, source);
     }
     else {
-        if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, 0) < 0) {
+        /* Any other object: specialise on its type only; what is read through it is
+           guarded at its own source. */
+        if (source != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
             return TR_ERROR;
         }
         *out = cdyn_value_new(VK_OBJECT, obj, NULL, NULL, source);
@@ -972,6 +974,15 @@ cdyn_tx_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         attr = PyObject_GetAttr(x->obj, name);
         if (attr == NULL) {
             return cdyn_tx_unsupported(tx, "attribute %U", name);
+        }
+        if (x->kind == VK_OBJECT &&
+            ((PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) == x->obj) ||
+             (PyMethod_Check(attr) && PyMethod_GET_SELF(attr) == x->obj &&
+              !PyFunction_Check(PyMethod_GET_FUNCTION(attr))))) {
+            /* a builtin method bound to the object: fixed by the object's TYPE_MATCH */
+            *out = cdyn_value_new(VK_CALLABLE, attr, NULL, NULL, NULL);
+            Py_DECREF(attr);
+            return *out ? TR_OK : TR_ERROR;
         }
         if (x->source != NULL && (!trusted || is_tensor(attr))) {
             src = cdyn_source_attr(x->source, name);

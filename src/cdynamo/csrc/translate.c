@@ -381,7 +381,8 @@ compare_op(cdyn_tx *tx, int oparg, PyObject *a, PyObject *b, PyObject **out)
         return *out ? TR_OK : TR_ERROR;
     }
     if ((oparg == Py_EQ || oparg == Py_NE) && va->obj != NULL && vb->obj != NULL &&
-        va->kind != VK_CONST && vb->kind != VK_CONST) {
+        va->kind != VK_CONST && vb->kind != VK_CONST && va->kind != VK_OBJECT &&
+        vb->kind != VK_OBJECT) {
         int same = va->obj == vb->obj;
         *out = cdyn_value_const((oparg == Py_EQ) == same ? Py_True : Py_False);
         return *out ? TR_OK : TR_ERROR;
@@ -419,8 +420,9 @@ is_op(cdyn_tx *tx, PyObject *a, PyObject *b, int *res)
         return TR_OK;
     }
     if (va->obj != NULL && vb->obj != NULL && va->kind != VK_CONST && vb->kind != VK_CONST &&
-        va->kind != VK_TENSOR && vb->kind != VK_TENSOR) {
-        *res = va->obj == vb->obj;
+        va->kind != VK_TENSOR && vb->kind != VK_TENSOR && va->kind != VK_OBJECT &&
+        vb->kind != VK_OBJECT) {
+        *res = va->obj == vb->obj;   /* identities fixed by ID/FUNCTION_MATCH guards */
         return TR_OK;
     }
     return cdyn_tx_unsupported(tx, "IS_OP on undecidable values");

@@ -1,0 +1,124 @@
+"""cdynamo vs torch._dynamo, side by side in one process (not a timed test).
+
+For each workload (a one-op function, the MLP, the transformer stack), with backend "eager":
+  first call  time of the first call after a reset (trace + guards + codegen + eager graph run),
+              median of REPEATS, both compilers reset between repeats;
+  overhead    per-call time on a cache hit minus the eager call's, median over ROUNDS
+              interleaved rounds of CALLS calls each, in microseconds.
+Prints a table with the ratio cdynamo / torch._dynamo (lower is better).
+"""
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch._dynamo
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+import models  # noqa: E402
+
+import cdynamo  # noqa: E402
+
+REPEATS = 5
+ROUNDS = 21
+CALLS = 300
+
+
+def one_op(x):
+    return x + 1
+
+
+def workloads():
+    torch.manual_seed(0)
+    mlp = models.MLP().eval()
+    tf = models.TransformerStack().eval()
+    return [("x + 1", one_op, (torch.randn(16),)),
+            ("MLP", mlp, models.mlp_inputs()),
+            ("TransformerStack", tf, models.transformer_inputs())]
+
+
+def make(which, fn):
+    if which == "torch._dynamo":
+        return torch.compile(fn, backend="eager")
+    return cdynamo.compile(fn, backend="eager")
+
+
+def reset_all():
+    torch._dynamo.reset()
+    cdynamo.reset()
+
+
+def first_call_ms(which, fn, args):
+    samples = []
+    for _ in range(REPEATS):
+        reset_all()
+        compiled = make(which, fn)
+        t = time.perf_counter()
+        compiled(*args)
+        samples.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(samples)
+
+
+def per_call_us(fn, args):
+    t = time.perf_counter()
+    for _ in range(CALLS):
+        fn(*args)
+    return (time.perf_counter() - t) / CALLS * 1e6
+
+
+def overheads_us(fn, args):
+    reset_all()
+    compiled = {w: make(w, fn) for w in ("torch._dynamo", "cdynamo")}
+    for c in compiled.values():
+        for _ in range(50):
+            c(*args)
+    for _ in range(50):
+        fn(*args)
+    diffs = {w: [] for w in compiled}
+    totals = {w: [] for w in list(compiled) + ["eager"]}
+    for _ in range(ROUNDS):
+        eager = per_call_us(fn, args)
+        totals["eager"].append(eager)
+        for w, c in compiled.items():
+            t = per_call_us(c, args)
+            totals[w].append(t)
+            diffs[w].append(t - eager)
+    return ({w: statistics.median(v) for w, v in diffs.items()},
+            {w: statistics.median(v) for w, v in totals.items()})
+
+
+def main():
+    torch.set_num_threads(1)
+    rows = []
+    with torch.no_grad():
+        for name, fn, args in workloads():
+            try:
+                fc = {w: first_call_ms(w, fn, args) for w in ("torch._dynamo", "cdynamo")}
+                oh, tot = overheads_us(fn, args)
+                rows.append((name, fc, oh, tot))
+            except Exception as e:
+                print(f"{name}: failed: {type(e).__name__}: {e}")
+            reset_all()
+    print(f"torch {torch.__version__}, backend 'eager', 1 thread; first call: median of {REPEATS}; "
+          f"overhead: median of {ROUNDS} rounds x {CALLS} calls")
+    hdr = (f"{'workload':18} {'first dynamo ms':>16} {'first cdynamo ms':>17} {'ratio':>6}   "
+           f"{'ovh dynamo us':>14} {'ovh cdynamo us':>15} {'ratio':>6}   "
+           f"{'eager us':>9} {'dynamo us':>10} {'cdynamo us':>11}")
+    print(hdr)
+    print("-" * len(hdr))
+    for name, fc, oh, tot in rows:
+        r1 = fc["cdynamo"] / fc["torch._dynamo"]
+        # A negative overhead means the compiled call beat eager (e.g. torch._dynamo's graph
+        # skips nn.Module call machinery); the ratio is then not meaningful.
+        r2 = (f"{oh['cdynamo'] / oh['torch._dynamo']:6.2f}" if oh["torch._dynamo"] > 0
+              else f"{'n/a':>6}")
+        print(f"{name:18} {fc['torch._dynamo']:16.2f} {fc['cdynamo']:17.2f} {r1:6.2f}   "
+              f"{oh['torch._dynamo']:14.2f} {oh['cdynamo']:15.2f} {r2}   "
+              f"{tot['eager']:9.2f} {tot['torch._dynamo']:10.2f} {tot['cdynamo']:11.2f}")
+    print("ratio = cdynamo / torch._dynamo; ovh = compiled call minus eager call; n/a: "
+          "torch._dynamo's call was faster than eager")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""cdynamo demo (`make demo`): compile an MLP and a transformer stack with backends "inductor"
+and "eager"; print the captured graph, the guards, whether the output equals eager's, and
+first-call and steady per-call times for eager, torch.compile and cdynamo."""
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch._dynamo
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402
+
+import cdynamo  # noqa: E402
+from cdynamo._report import format_graph  # noqa: E402
+
+
+def timed_first(fn, *args):
+    t = time.perf_counter()
+    out = fn(*args)
+    return out, (time.perf_counter() - t) * 1e6
+
+
+def steady_us(fn, *args, rounds=5, calls=100):
+    for _ in range(20):
+        fn(*args)
+    samples = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        samples.append((time.perf_counter() - t) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def printing_backend(inner_name):
+    """A backend that prints the captured FX graph, then compiles it with `inner_name`."""
+    inner, _ = cdynamo._backends.resolve_backend(inner_name)
+
+    def backend(gm, example_inputs):
+        print(f"  captured graph ({sum(1 for n in gm.graph.nodes if n.op.startswith('call'))} ops):")
+        print("    " + format_graph(gm).replace("\n", "\n    "))
+        return inner(gm, example_inputs)
+
+    backend.__name__ = f"print+{inner_name}"
+    return backend
+
+
+def safe_reset():
+    try:
+        cdynamo.reset()
+    except Exception as e:
+        print(f"  cdynamo.reset failed: {type(e).__name__}: {e}")
+
+
+def run_case(title, make_model, make_inputs, backend):
+    print(f"\n=== {title}, backend={backend!r} ===")
+    torch.manual_seed(0)
+    model = make_model().eval()
+    args = make_inputs()
+    with torch.no_grad():
+        expected = model(*args)
+        eager_first = timed_first(model, *args)[1]
+        eager_us = steady_us(model, *args)
+        row = {"eager": (eager_first, eager_us)}
+
+        torch._dynamo.reset()
+        try:
+            tc = torch.compile(model, backend=backend)
+            _, first = timed_first(tc, *args)
+            row["torch.compile"] = (first, steady_us(tc, *args))
+        except Exception as e:  # report and go on
+            print(f"  torch.compile failed: {type(e).__name__}: {e}")
+        torch._dynamo.reset()
+
+        safe_reset()
+        try:
+            cd = cdynamo.compile(model, backend=printing_backend(backend))
+            out, first = timed_first(cd, *args)
+            row["cdynamo"] = (first, steady_us(cd, *args))
+            same = torch.equal(out, expected) if backend == "eager" else torch.allclose(out, expected, atol=1e-5, rtol=1e-4)
+            how = "torch.equal" if backend == "eager" else "allclose"
+            print(f"  output equals eager ({how}): {same}")
+            entries = cdynamo.cache_entries(model)
+            print(f"  cache entries: {len(entries)}")
+            if entries:
+                print("  guards of the first entry:")
+                for g in entries[0].guards:
+                    print(f"    - {g}")
+            c = cdynamo.counters()
+            if not entries:
+                print(f"  no cache entry: the frame ran unmodified (counters: {c})")
+        except Exception as e:
+            print(f"  cdynamo failed: {type(e).__name__}: {e}")
+            traceback.print_exc(limit=3)
+        safe_reset()
+
+    print(f"  {'':14} {'first call (us)':>16} {'per call (us)':>14}")
+    for name, (first, per) in row.items():
+        print(f"  {name:14} {first:16.0f} {per:14.1f}")
+
+
+def main():
+    # One intra-op thread: steadier timings on a small shared machine (OpenMP threads that
+    # spin while another process holds a core can make a 100 us call take milliseconds).
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, cdynamo {cdynamo.__version__}, "
+          f"{torch.get_num_threads()} threads")
+    cases = [("MLP", models.MLP, models.mlp_inputs),
+             ("TransformerStack", models.TransformerStack, models.transformer_inputs)]
+    for backend in ("eager", "inductor"):
+        for title, make_model, make_inputs in cases:
+            try:
+                run_case(title, make_model, make_inputs, backend)
+            except Exception as e:
+                print(f"  {title}/{backend} failed: {type(e).__name__}: {e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,389 @@
+"""cdynamo's public Python API. Thin glue over the C engine (cdynamo._C): argument checking,
+the compile options object, the nn.Module wrapper and inspection helpers. No tracing here."""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import types
+from typing import Any, Callable, NamedTuple
+
+import torch
+
+from . import _backends
+
+log = logging.getLogger("cdynamo")
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+_engine = None          # the cdynamo._C module once importable
+_engine_error = None    # why it is not
+
+
+def _set_engine(module, error) -> None:
+    global _engine, _engine_error
+    _engine, _engine_error = module, error
+
+
+def _C():
+    """The C engine module; RuntimeError with the import failure when it is not built."""
+    if _engine is None:
+        raise RuntimeError(
+            "cdynamo's C engine (cdynamo._C) is not available; build and install the package "
+            f"with `pip install --no-build-isolation .` (import error: {_engine_error})")
+    return _engine
+
+
+class CompileOptions:
+    """Options of one cdynamo.compile call, read by the C engine on each compiled frame.
+
+    Attributes:
+        backend: the resolved compiler, (gm: torch.fx.GraphModule, example_inputs: list) -> callable.
+        backend_name: str, e.g. "inductor", or the callable's __name__.
+        fullgraph: bool; True makes anything that cannot be captured whole an error instead
+            of an eager fallback (as torch.compile).
+        dynamic: None or False (static shapes; dynamic shapes come later).
+        mode, options: as passed (inductor only).
+    """
+
+    __slots__ = ("backend", "backend_name", "fullgraph", "dynamic", "mode", "options")
+
+    def __init__(self, backend, backend_name, fullgraph, dynamic, mode=None, options=None):
+        self.backend = backend
+        self.backend_name = backend_name
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.mode = mode
+        self.options = options
+
+    def __repr__(self):
+        return (f"CompileOptions(backend={self.backend_name!r}, fullgraph={self.fullgraph}, "
+                f"dynamic={self.dynamic})")
+
+
+def _make_options(backend, fullgraph, dynamic, mode, options) -> CompileOptions:
+    if not isinstance(fullgraph, bool):
+        raise TypeError(f"cdynamo.compile: fullgraph must be a bool (True or False), "
+                        f"got {type(fullgraph).__name__}")
+    if dynamic is True:
+        raise NotImplementedError(
+            "cdynamo.compile: dynamic=True is not supported yet: dynamic shapes come in a later "
+            "issue; use dynamic=None or dynamic=False (static shapes, one compile per shape)")
+    if dynamic is not None and dynamic is not False:
+        raise TypeError(f"cdynamo.compile: dynamic must be None or False for now, got {dynamic!r}")
+    if mode is not None and not isinstance(mode, str):
+        raise TypeError(f"cdynamo.compile: mode must be a str or None, got {type(mode).__name__}")
+    compiler, name = _backends.resolve_backend(backend, mode=mode, options=options)
+    return CompileOptions(compiler, name, fullgraph, dynamic, mode, options)
+
+
+def _forward_lives_in_torch(mod: torch.nn.Module) -> types.CodeType | None:
+    """The code of type(mod).forward when it is torch's own (skipped unless forced), else None."""
+    code = getattr(getattr(type(mod), "forward", None), "__code__", None)
+    if code is not None and code.co_filename.startswith(_TORCH_DIR):
+        return code
+    return None
+
+
+class _CompiledFunction:
+    """Python fallback around an engine wrapper that cannot take attributes or bind as a method."""
+
+    def __init__(self, wrapped, fn):
+        self._cdynamo_call = wrapped
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        return self._cdynamo_call(*args, **kwargs)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
+
+
+def _finish_function_wrapper(wrapped, fn):
+    """Give the engine's wrapper fn's metadata (__wrapped__, __name__, ...) as functools does."""
+    if hasattr(type(wrapped), "__get__"):
+        try:
+            functools.update_wrapper(wrapped, fn)
+            return wrapped
+        except (AttributeError, TypeError):
+            pass
+    log.debug("cdynamo: engine wrapper %s takes no attributes or cannot bind; using a Python "
+              "wrapper", type(wrapped).__name__)
+    return _CompiledFunction(wrapped, fn)
+
+
+class CompiledModule(torch.nn.Module):
+    """An nn.Module compiled by cdynamo.compile (as torch.compile's OptimizedModule).
+
+    Holds the original module as ``_orig_mod``. Calling it runs the original module (its
+    nn.Module.__call__ with hooks, then forward) with the frame hook active, so forward is
+    traced and compiled. Attribute reads that the wrapper does not have, ``state_dict``,
+    ``load_state_dict`` and ``training`` go to the original module; ``train()``/``eval()``
+    apply to it (it is a submodule).
+    """
+
+    def __init__(self, mod: torch.nn.Module, options: CompileOptions):
+        super().__init__()
+        self._orig_mod = mod
+        object.__setattr__(self, "_cdynamo_options", options)
+        object.__setattr__(self, "_cdynamo_call", _C().wrap(mod, options))
+
+    def __call__(self, *args, **kwargs):
+        return self._cdynamo_call(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self._cdynamo_call(*args, **kwargs)
+
+    def __getattr__(self, name):
+        modules = self.__dict__.get("_modules")
+        if modules is not None and "_orig_mod" in modules:
+            if name == "_orig_mod":
+                return modules["_orig_mod"]
+            return getattr(modules["_orig_mod"], name)
+        return super().__getattr__(name)
+
+    @property
+    def training(self):
+        mods = self.__dict__.get("_modules")
+        return mods["_orig_mod"].training if mods and "_orig_mod" in mods else True
+
+    @training.setter
+    def training(self, value):
+        mods = self.__dict__.get("_modules")
+        if mods and "_orig_mod" in mods:
+            mods["_orig_mod"].training = value
+
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def __repr__(self):
+        return f"CompiledModule({self._cdynamo_options.backend_name!r}, {self._orig_mod!r})"
+
+
+def compile(model: Callable | None = None, *, backend: str | Callable = "inductor",
+            fullgraph: bool = False, dynamic: bool | None = None, mode: str | None = None,
+            options: dict | None = None, disable: bool = False):
+    """Compile a function or nn.Module with cdynamo, as torch.compile.
+
+    Usable as ``cdynamo.compile(fn)``, ``@cdynamo.compile``, ``@cdynamo.compile(backend="eager")``
+    and ``cdynamo.compile(module)``. Each call of the result runs the function with cdynamo's
+    frame hook active: on the first call of a code object its bytecode is traced into one
+    torch.fx graph, handed to the backend, and replaced by code that calls the compiled graph;
+    later calls check the guards (in C) and reuse the entry. Code that cannot be captured whole
+    (graph breaks come in a later issue) runs unmodified, with the reason logged at debug level
+    under the "cdynamo" logger; functions it calls are still compiled.
+
+    Args:
+        model: a callable, or an nn.Module instance (then a CompiledModule is returned). None
+            returns a decorator taking the callable.
+        backend: "eager", "aot_eager", "inductor" (default), or a callable
+            ``(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> callable``,
+            as torch.compile.
+        fullgraph: bool, as torch.compile: True turns a frame that cannot be captured whole into
+            an error instead of running it unmodified.
+        dynamic: None or False only, for now: shapes are static (a new shape recompiles, up to
+            ``cdynamo.config.cache_size_limit`` entries per code object). Dynamic shapes are a
+            later issue; ``dynamic=True`` raises NotImplementedError.
+        mode: inductor mode (str), as torch.compile; only with backend "inductor".
+        options: dict of inductor options, as torch.compile; only with backend "inductor".
+        disable: bool; True returns model unchanged (as torch.compile).
+
+    Returns:
+        A callable with model's metadata (functools.update_wrapper), a CompiledModule for an
+        nn.Module, or a decorator when model is None.
+
+    Raises:
+        TypeError: model is not callable; fullgraph not a bool; dynamic not None/False/True;
+            backend neither str nor callable.
+        NotImplementedError: dynamic=True.
+        ValueError: unknown backend name (the message lists the valid choices); mode/options
+            with a backend other than "inductor".
+        RuntimeError: bad mode/options (as torch.compile); the C engine is not built.
+    """
+    if model is None:
+        # Check the arguments now, so a bad decorator argument fails where it is written.
+        _make_options(backend, fullgraph, dynamic, mode, options)
+
+        def decorator(fn):
+            return compile(fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                           options=options, disable=disable)
+
+        return decorator
+    if not callable(model):
+        raise TypeError(f"cdynamo.compile: expected a function, method or nn.Module to compile, "
+                        f"got {type(model).__name__} (not callable)")
+    opts = _make_options(backend, fullgraph, dynamic, mode, options)
+    if disable:
+        return model
+    engine = _C()
+    if isinstance(model, torch.nn.Module):
+        forced = _forward_lives_in_torch(model)
+        if forced is not None:
+            engine.mark_force_compile(forced)
+        return CompiledModule(model, opts)
+    return _finish_function_wrapper(engine.wrap(model, opts), model)
+
+
+def reset() -> None:
+    """Clear every cache entry of every code object and the compiled-graph globals' bookkeeping,
+    as torch._dynamo.reset(). Counters are not cleared (see reset_counters)."""
+    _C().reset()
+
+
+def counters() -> dict:
+    """The engine's counters since start or reset_counters(): dict of str -> int with keys
+    "frames", "cache_hits", "cache_misses", "compiles", "unmodified", "cache_limit_hits"."""
+    return _C().counters()
+
+
+def reset_counters() -> None:
+    """Set every counter of counters() to 0."""
+    _C().reset_counters()
+
+
+class CacheEntry(NamedTuple):
+    """One cache entry of a code object: the guard descriptions and the transformed code.
+
+    Unpacks as ``guards, code = entry`` (as seed 004's ``guard, code = cache_entries[0]``)."""
+
+    guards: list
+    code: types.CodeType
+
+    def __repr__(self):
+        lines = [f"CacheEntry(code=<code {self.code.co_name} at {hex(id(self.code))}>, guards=["]
+        lines.extend(f"    {g!r}," for g in self.guards)
+        lines.append("])")
+        return "\n".join(lines)
+
+
+def _code_of(obj) -> types.CodeType:
+    """The original code object whose frames cdynamo compiles for obj."""
+    seen = 0
+    while seen < 16:
+        seen += 1
+        if isinstance(obj, types.CodeType):
+            return obj
+        if isinstance(obj, CompiledModule):
+            obj = obj._orig_mod
+            continue
+        if isinstance(obj, torch.nn.Module):
+            obj = type(obj).forward
+            continue
+        if isinstance(obj, types.MethodType):
+            obj = obj.__func__
+            continue
+        if isinstance(obj, types.FunctionType):
+            return obj.__code__
+        inner = getattr(obj, "__wrapped__", None)
+        if inner is not None:
+            obj = inner
+            continue
+        break
+    raise TypeError(f"cdynamo.cache_entries: cannot find the code of {type(obj).__name__}; pass a "
+                    "function, a compiled function, a bound method, an nn.Module or a code object")
+
+
+def cache_entries(fn) -> list[CacheEntry]:
+    """The cache entries of fn's code object, most recently used first (as torch's
+    ``_debug_get_cache_entry_list``).
+
+    Args:
+        fn: a function, the result of cdynamo.compile, a bound method, an nn.Module (its
+            type's forward) or a code object.
+
+    Returns:
+        list of CacheEntry(guards: list[str], code: types.CodeType); empty when not compiled.
+
+    Raises:
+        TypeError: no code object can be found for fn.
+    """
+    code = _code_of(fn)
+    return [CacheEntry(list(guards), new_code) for guards, new_code in _C().cache_entries(code)]
+
+
+def graph_break() -> None:
+    """Mark a place where the graph should be split, as torch._dynamo.graph_break().
+
+    For now a plain no-op function: graph breaks are a later issue. Calling it runs nothing;
+    how the tracer treats a call to it inside a compiled function is the translator's
+    (an unsupported call makes the frame run unmodified)."""
+    return None
+
+
+class ExplainOutput:
+    """What explain() saw: graph_count, graph_break_count (always 0 for now), break_reasons
+    (always [] for now), ops_per_graph (list per graph of the targets of its call nodes),
+    graphs (the GraphModules), guards (guard strings of fn's cache entries), out (the result),
+    counters (the engine counter changes during the run)."""
+
+    def __init__(self, graphs, guards, out, counter_delta):
+        self.graphs = graphs
+        self.graph_count = len(graphs)
+        self.graph_break_count = 0
+        self.break_reasons = []
+        self.ops_per_graph = [
+            [n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+            for gm in graphs]
+        self.guards = guards
+        self.out = out
+        self.counters = counter_delta
+
+    def __str__(self):
+        lines = [f"Graph Count: {self.graph_count}",
+                 f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {sum(len(o) for o in self.ops_per_graph)}",
+                 "Break Reasons: (graph breaks are a later issue)"]
+        for i, ops in enumerate(self.ops_per_graph):
+            lines.append(f"Ops per Graph {i}:")
+            lines.extend(f"  {op}" for op in ops)
+        lines.append("Guards:")
+        lines.extend(f"  - {g}" for g in self.guards)
+        if self.counters.get("unmodified"):
+            lines.append(f"Frames run unmodified (not capturable): {self.counters['unmodified']}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def explain(fn: Callable) -> Callable[..., ExplainOutput]:
+    """``explain(fn)(*args, **kwargs)`` runs fn once under cdynamo with a backend that records
+    each graph and runs it eagerly, and returns an ExplainOutput (as torch._dynamo.explain).
+
+    It calls cdynamo.reset() before and after the run, so the recording entries do not stay in
+    the caches (as torch._dynamo.explain, this clears every cache).
+
+    Raises:
+        TypeError: fn is not callable. Exceptions of fn propagate.
+    """
+    if not callable(fn):
+        raise TypeError(f"cdynamo.explain: expected a callable, got {type(fn).__name__}")
+    target = fn._orig_mod if isinstance(fn, CompiledModule) else getattr(fn, "__wrapped__", fn)
+
+    def run(*args, **kwargs) -> ExplainOutput:
+        graphs = []
+
+        def recording_backend(gm, example_inputs):
+            graphs.append(gm)
+            return gm.forward
+
+        engine = _C()
+        reset()
+        before = dict(engine.counters())
+        try:
+            out = compile(target, backend=recording_backend)(*args, **kwargs)
+            try:
+                guards = [g for e in cache_entries(target) for g in e.guards]
+            except TypeError:
+                guards = []
+            after = engine.counters()
+        finally:
+            reset()
+        delta = {k: after[k] - before.get(k, 0) for k in after}
+        return ExplainOutput(graphs, guards, out, delta)
+
+    return run

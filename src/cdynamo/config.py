@@ -1,0 +1,118 @@
+"""cdynamo's settings: ``cdynamo.config.<name>``.
+
+  output_code       bool, default False (True when the environment has CDYNAMO_OUTPUT_CODE=1).
+                    Print, per compiled frame, the FX graph as a table, ORIGINAL BYTECODE,
+                    MODIFIED BYTECODE and GUARDS (as torch._dynamo.config.output_code).
+  cache_size_limit  int >= 1, default 8. Cache entries per code object; past it the frame runs
+                    without compiling (as torch._dynamo.config.cache_size_limit).
+  verbose           bool, default False (True with CDYNAMO_VERBOSE=1). Sets the "cdynamo"
+                    logger to DEBUG and gives it a stderr handler if it has none.
+
+Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
+sets values for the duration of a with-block.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import types
+
+_NAMES = ("output_code", "cache_size_limit", "verbose")
+_log = logging.getLogger("cdynamo")
+_handler = None
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "") == "1"
+
+
+def _push_cache_size_limit(n: int) -> None:
+    """Hand the limit to the engine; a no-op while the engine is not importable."""
+    engine = sys.modules.get("cdynamo._C")
+    if engine is not None:
+        engine.set_cache_size_limit(n)
+
+
+def _apply_verbose(on: bool) -> None:
+    global _handler
+    if on:
+        _log.setLevel(logging.DEBUG)
+        if not _log.handlers:
+            _handler = logging.StreamHandler()
+            _handler.setFormatter(logging.Formatter("[%(asctime)s] %(name)s: [%(levelname)s] %(message)s"))
+            _log.addHandler(_handler)
+    else:
+        _log.setLevel(logging.NOTSET)
+        if _handler is not None:
+            _log.removeHandler(_handler)
+            _handler = None
+
+
+def _validate(name: str, value):
+    if name in ("output_code", "verbose"):
+        if not isinstance(value, bool):
+            raise TypeError(f"cdynamo.config.{name} must be a bool, got {type(value).__name__}")
+        return value
+    if name == "cache_size_limit":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"cdynamo.config.cache_size_limit must be an int, got {type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"cdynamo.config.cache_size_limit must be >= 1, got {value}")
+        return value
+    raise AttributeError(name)
+
+
+class _ConfigModule(types.ModuleType):
+    """The config module's class: validates assignments to the public settings."""
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            super().__setattr__(name, value)
+            return
+        if name not in _NAMES:
+            raise AttributeError(
+                f"cdynamo.config has no setting {name!r}; valid settings: {', '.join(_NAMES)}")
+        value = _validate(name, value)
+        if name == "cache_size_limit":
+            _push_cache_size_limit(value)
+        elif name == "verbose":
+            _apply_verbose(value)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cdynamo.config settings cannot be deleted ({name!r})")
+
+    def as_dict(self) -> dict:
+        """The current settings, {name: value}."""
+        return {n: getattr(self, n) for n in _NAMES}
+
+    @contextlib.contextmanager
+    def patch(self, **changes):
+        """Set settings for the duration of a with-block, then restore them.
+
+        Raises AttributeError for an unknown name and TypeError/ValueError for a bad value
+        (before anything is changed)."""
+        for name, value in changes.items():
+            if name not in _NAMES:
+                raise AttributeError(
+                    f"cdynamo.config has no setting {name!r}; valid settings: {', '.join(_NAMES)}")
+            _validate(name, value)
+        saved = {n: getattr(self, n) for n in changes}
+        try:
+            for name, value in changes.items():
+                setattr(self, name, value)
+            yield self
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
+
+
+output_code: bool = _env_flag("CDYNAMO_OUTPUT_CODE")
+cache_size_limit: int = 8
+verbose: bool = _env_flag("CDYNAMO_VERBOSE")
+
+sys.modules[__name__].__class__ = _ConfigModule
+if verbose:
+    _apply_verbose(True)

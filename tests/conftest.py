@@ -1,0 +1,35 @@
+"""Test set-up: examples/ importable, every test starts from empty caches in both compilers."""
+import os
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+if EXAMPLES not in sys.path:
+    sys.path.insert(0, EXAMPLES)
+
+
+def engine_available():
+    try:
+        import cdynamo._C  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+requires_engine = pytest.mark.skipif(not engine_available(),
+                                     reason="cdynamo._C is not built (run `make test`)")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_compilers():
+    torch.manual_seed(0)
+    if engine_available():
+        import cdynamo
+        cdynamo.reset()
+    yield
+    if engine_available():
+        import cdynamo
+        cdynamo.reset()

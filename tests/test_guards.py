@@ -1,0 +1,153 @@
+"""Guards: an unchanged call hits the cache; each changed property recompiles exactly once."""
+import torch
+
+import cdynamo
+from conftest import requires_engine
+from helpers import CountingBackend
+
+pytestmark = requires_engine
+
+
+def add(a, b):
+    return a + b
+
+
+def simple_kernel(a, b, actived: bool):
+    if actived:
+        return a + b
+    else:
+        return a - b
+
+
+def _compiled(fn):
+    counter = CountingBackend()
+    return cdynamo.compile(fn, backend=counter), counter
+
+
+def test_unchanged_call_does_not_recompile():
+    f, counter = _compiled(add)
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    f(a, b)
+    cdynamo.reset_counters()
+    for _ in range(5):
+        x = torch.randn(3, 4)
+        assert torch.equal(f(x, b), x + b)
+    assert counter.frame_count == 1
+    assert len(cdynamo.cache_entries(add)) == 1
+    c = cdynamo.counters()
+    assert c["compiles"] == 0
+    assert c["cache_hits"] >= 1
+
+
+def _recompiles_once(first_args, second_args, fn=add):
+    f, counter = _compiled(fn)
+    f(*first_args)
+    f(*first_args)
+    assert counter.frame_count == 1
+    out = f(*second_args)
+    assert torch.equal(out, fn(*second_args))
+    f(*second_args)
+    f(*first_args)
+    assert counter.frame_count == 2, f"expected exactly one recompile, got {counter.frame_count - 1}"
+    assert len(cdynamo.cache_entries(fn)) == 2
+
+
+def test_dtype_change_recompiles_once():
+    a = torch.randn(3, 4)
+    _recompiles_once((a, a), (a.double(), a.double()))
+
+
+def test_shape_change_recompiles_once():
+    _recompiles_once((torch.randn(3, 4), torch.randn(3, 4)), (torch.randn(5, 4), torch.randn(5, 4)))
+
+
+def test_stride_change_recompiles_once():
+    a = torch.randn(4, 4)
+    _recompiles_once((a, a), (a.t(), a.t()))
+
+
+def test_requires_grad_change_recompiles_once():
+    a = torch.randn(3, 4)
+    f, counter = _compiled(add)
+    f(a, a)
+    g = a.clone().requires_grad_()
+    out = f(g, a)
+    assert out.requires_grad
+    f(g, a)
+    f(a, a)
+    assert counter.frame_count == 2
+
+
+def test_guarded_constant_gives_two_entries():
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    f, counter = _compiled(simple_kernel)
+    assert torch.equal(f(a, b, True), a + b)
+    assert torch.equal(f(a, b, False), a - b)
+    assert torch.equal(f(a, b, True), a + b)
+    assert torch.equal(f(a, b, False), a - b)
+    assert counter.frame_count == 2
+    assert len(cdynamo.cache_entries(simple_kernel)) == 2
+
+
+def test_grad_mode_is_guarded():
+    a = torch.randn(3, 4, requires_grad=True)
+    f, counter = _compiled(add)
+    assert f(a, a).requires_grad
+    with torch.no_grad():
+        assert not f(a, a).requires_grad
+    assert counter.frame_count == 2
+
+
+def test_past_cache_size_limit_runs_eagerly():
+    saved = cdynamo.config.cache_size_limit
+    cdynamo.config.cache_size_limit = 2
+    try:
+        f, counter = _compiled(add)
+        for n in range(1, 6):
+            a = torch.randn(n, 3)
+            assert torch.equal(f(a, a), a + a)
+        assert counter.frame_count == 2
+        assert len(cdynamo.cache_entries(add)) == 2
+        assert cdynamo.counters()["cache_limit_hits"] >= 1
+    finally:
+        cdynamo.config.cache_size_limit = saved
+
+
+def test_reset_clears_entries():
+    f, counter = _compiled(add)
+    a = torch.randn(2)
+    f(a, a)
+    assert len(cdynamo.cache_entries(add)) == 1
+    cdynamo.reset()
+    assert cdynamo.cache_entries(add) == []
+    f(a, a)
+    assert counter.frame_count == 2
+
+
+def test_cache_entries_show_guards():
+    f, _ = _compiled(simple_kernel)
+    a = torch.randn(3)
+    f(a, a, True)
+    (entry,) = cdynamo.cache_entries(f)
+    guards, code = entry
+    text = "\n".join(guards)
+    assert "TENSOR_MATCH" in text
+    assert "'a'" in text and "'b'" in text
+    assert "actived" in text
+    assert code.co_name == simple_kernel.__code__.co_name or isinstance(code, type(add.__code__))
+    assert "TENSOR_MATCH" in repr(entry)
+    # the same entries are found from the original function and the code object
+    assert [e.guards for e in cdynamo.cache_entries(simple_kernel)] == [guards]
+    assert [e.guards for e in cdynamo.cache_entries(simple_kernel.__code__)] == [guards]
+
+
+def test_most_recent_entry_first():
+    f, _ = _compiled(simple_kernel)
+    a = torch.randn(3)
+    f(a, a, True)
+    f(a, a, False)
+    first = cdynamo.cache_entries(simple_kernel)[0].guards
+    assert any("False" in g for g in first)
+    f(a, a, True)
+    first = cdynamo.cache_entries(simple_kernel)[0].guards
+    assert any("True" in g for g in first)
