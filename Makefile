@@ -19,7 +19,7 @@ $(VPY):
 # torch==2.13.0 exactly: the local CPU wheel (a looser pin would download a CUDA build).
 # setuptools and wheel: the build runs with --no-build-isolation, so they must be in the venv.
 $(DEPS): | $(VPY)
-	$(VPY) -m pip install torch==2.13.0 pytest "setuptools>=61" wheel
+	$(VPY) -m pip install torch==2.13.0 numpy pytest "setuptools>=61" wheel
 	touch $@
 
 $(STAMP): $(DEPS) $(SOURCES)
