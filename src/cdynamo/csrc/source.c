@@ -263,6 +263,51 @@ mapping_lookup(PyObject *mapping, PyObject *name)
     return v;
 }
 
+static PyObject *nn_module_type;   /* torch.nn.Module, or NULL when unavailable */
+static PyObject *str_nn_dicts[3];   /* "_parameters", "_buffers", "_modules" */
+
+/* getattr(base, name) with a fast path for nn.Module: instance __dict__, then the
+ * _parameters / _buffers / _modules dicts, exactly where nn.Module.__getattr__ looks,
+ * without running Python code. Used only when the type defines no attribute of that name
+ * (so no descriptor can take precedence). New reference or NULL + exception. */
+static PyObject *
+attr_get(PyObject *base, PyObject *name)
+{
+    if (nn_module_type != NULL && PyObject_TypeCheck(base, (PyTypeObject *)nn_module_type) &&
+        _PyType_Lookup(Py_TYPE(base), name) == NULL) {
+        PyObject **dictptr = _PyObject_GetDictPtr(base);
+        PyObject *d = dictptr ? *dictptr : NULL, *v = NULL;
+        if (d != NULL && PyDict_CheckExact(d)) {
+            v = PyDict_GetItemWithError(d, name);
+            if (v != NULL) {
+                return Py_NewRef(v);
+            }
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            for (int i = 0; i < 3; i++) {
+                PyObject *sub = PyDict_GetItemWithError(d, str_nn_dicts[i]);
+                if (sub == NULL) {
+                    if (PyErr_Occurred()) {
+                        return NULL;
+                    }
+                    continue;
+                }
+                if (PyDict_Check(sub)) {
+                    v = PyDict_GetItemWithError(sub, name);
+                    if (v != NULL) {
+                        return Py_NewRef(v);
+                    }
+                    if (PyErr_Occurred()) {
+                        return NULL;
+                    }
+                }
+            }
+        }
+    }
+    return PyObject_GetAttr(base, name);
+}
+
 PyObject *
 cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *func,
                  PyObject *globals, PyObject *builtins)
@@ -305,7 +350,7 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
         if (base == NULL) {
             return NULL;
         }
-        v = s->kind == CDYN_SRC_ATTR ? PyObject_GetAttr(base, s->name) : item_get(base, s->name);
+        v = s->kind == CDYN_SRC_ATTR ? attr_get(base, s->name) : item_get(base, s->name);
         Py_DECREF(base);
         return v;
     case CDYN_SRC_CONST:
@@ -320,7 +365,23 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
 int
 cdyn_source_init(PyObject *module)
 {
+    static const char *dicts[3] = {"_parameters", "_buffers", "_modules"};
+    PyObject *nn = NULL;
     if (PyType_Ready(&cdyn_SourceType) < 0) {
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        if ((str_nn_dicts[i] = PyUnicode_InternFromString(dicts[i])) == NULL) {
+            return -1;
+        }
+    }
+    nn = PyImport_ImportModule("torch.nn");
+    if (nn == NULL) {
+        return -1;
+    }
+    nn_module_type = PyObject_GetAttrString(nn, "Module");
+    Py_DECREF(nn);
+    if (nn_module_type == NULL) {
         return -1;
     }
     Py_INCREF(&cdyn_SourceType);

@@ -1090,12 +1090,11 @@ cdyn_tx_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
         Py_ssize_t pos = 0, i = 0;
         PyObject *k, *m;
         while (PyDict_Next(mods, &pos, &k, &m)) {
-            PyObject *idx = PyLong_FromSsize_t(i++), *src = NULL, *c = NULL;
-            if (idx == NULL) {
-                break;
-            }
-            src = x->source ? cdyn_source_item(x->source, idx) : NULL;
-            Py_DECREF(idx);
+            PyObject *src = NULL, *c = NULL;
+            i++;
+            /* the child by its registered name (getattr(seq, "0")): guards read it from
+               _modules directly (source.c), much cheaper than ModuleList.__getitem__ */
+            src = x->source ? cdyn_source_attr(x->source, k) : NULL;
             c = cdyn_value_new(VK_NNMODULE, m, NULL, NULL, src);
             Py_XDECREF(src);
             if (c == NULL || PyList_Append(l, c) < 0) {
@@ -1410,7 +1409,8 @@ inline_real_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObject 
     {
         int top = f->func_globals == tx->frame->f_globals;
         PyObject *gsrc = NULL;
-        if (!top) {
+        if (!top && !module_startswith(func, "torch")) {
+            /* torch's own module globals (F, math, ...) are trusted, not guarded */
             gsrc = cdyn_source_const(f->func_globals, f->func_module ? f->func_module : Py_None);
             if (gsrc == NULL) {
                 goto done;
@@ -2029,6 +2029,39 @@ call_module(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssi
         if (V(v)->source == NULL) {
             return cdyn_tx_unsupported(tx, "call of a module with no source");
         }
+        /* Inline the torch module's forward (functional calls on its parameters, no
+           nn.Module call at run time, as torch._dynamo); if that fails, undo it and record
+           the module as one call_module node instead. */
+        fwd = PyObject_GetAttr((PyObject *)Py_TYPE(mod), str_forward);
+        if (fwd == NULL) {
+            return TR_ERROR;
+        }
+        if (PyFunction_Check(fwd)) {
+            cdyn_ckpt ck = {NULL, 0, 0};
+            long long saved_serial = tx->ckpt_serial;
+            if (cdyn_tx_ckpt_take(tx, &ck) < 0) {
+                Py_DECREF(fwd);
+                return TR_ERROR;
+            }
+            int fall_back = 0;
+            st = inline_real_function(tx, fwd, NULL, v, args, nargs, kwnames, out);
+            if (st == TR_UNSUPPORTED) {
+                st = cdyn_tx_ckpt_restore(tx, &ck);
+                if (st == TR_OK) {
+                    cdyn_log(10, "inlining %S failed (%U): recorded as call_module", v,
+                             tx->reason ? tx->reason : Py_None);
+                    Py_CLEAR(tx->reason);
+                    fall_back = 1;
+                }
+            }
+            tx->ckpt_serial = saved_serial;
+            Py_XDECREF(ck.nodes);
+            if (!fall_back) {
+                Py_DECREF(fwd);
+                return st;
+            }
+        }
+        Py_CLEAR(fwd);
         name = sanitized_name(V(v)->source);
         if (name == NULL || PyDict_SetItem(tx->root, name, mod) < 0) {
             Py_XDECREF(name);

@@ -274,7 +274,8 @@ load_global(cdyn_tx *tx, cdyn_fs *fs, PyObject *name, PyObject **out)
         src = cdyn_source_item(fs->globals_source, name);
     }
     else {
-        st = cdyn_tx_unsupported(tx, "global '%U' of a function with no source", name);
+        /* trusted globals (torch's own modules): not guarded */
+        st = cdyn_tx_wrap_real(tx, obj, NULL, out);
         goto done;
     }
     if (src == NULL) {
@@ -546,7 +547,19 @@ subscr(cdyn_tx *tx, PyObject *c, PyObject *k, PyObject **out)
             return cdyn_tx_unsupported(tx, "module subscript that is not a module");
         }
         if (vc->source != NULL) {
-            src = cdyn_source_item(vc->source, vk->obj);
+            PyObject *key = PyLong_Check(vk->obj) ? PyObject_Str(vk->obj) : NULL;
+            int by_name = 0;
+            if (key != NULL) {
+                /* the child under its registered name, when that is what [i] returned */
+                PyObject *mods = PyObject_GetAttrString(vc->obj, "_modules");
+                PyObject *child = mods && PyDict_Check(mods) ? PyDict_GetItemWithError(mods, key)
+                                                            : NULL;
+                by_name = child == sub;
+                Py_XDECREF(mods);
+                PyErr_Clear();
+            }
+            src = by_name ? cdyn_source_attr(vc->source, key) : cdyn_source_item(vc->source, vk->obj);
+            Py_XDECREF(key);
             if (src == NULL) {
                 Py_DECREF(sub);
                 return TR_ERROR;
@@ -694,22 +707,30 @@ done:
     return st;
 }
 
-/* A checkpoint of the graph taken before a top-frame call, so that a call that turns
- * out unsupported (e.g. a failed inlining) can be undone and become a graph break. */
-typedef struct {
-    PyObject *nodes;     /* number of graph nodes (int), strong */
-    long mutations;
-    int n_call_nodes;
-} ckpt_t;
-
-static int
-ckpt_take(cdyn_tx *tx, ckpt_t *ck)
+int
+cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
 {
     ck->nodes = PyObject_CallMethod(tx->glue, "checkpoint", "O", tx->graph);
     ck->mutations = tx->mutations;
     ck->n_call_nodes = tx->n_call_nodes;
     tx->ckpt_serial = cdyn_value_serial;
     return ck->nodes == NULL ? -1 : 0;
+}
+
+tr_status
+cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
+{
+    PyObject *r = NULL;
+    if (tx->mutations != ck->mutations) {
+        return TR_UNSUPPORTED;   /* the failed call changed traced state: give up */
+    }
+    r = PyObject_CallMethod(tx->glue, "rollback", "OO", tx->graph, ck->nodes);
+    if (r == NULL) {
+        return TR_ERROR;
+    }
+    Py_DECREF(r);
+    tx->n_call_nodes = ck->n_call_nodes;
+    return TR_OK;
 }
 
 /* Line of instruction index pc of fs (or the first line). */
@@ -725,20 +746,14 @@ instr_line(cdyn_fs *fs, Py_ssize_t pc)
  * a loop skips the frame, as torch._dynamo does. ck: NULL when nothing must be undone. */
 static tr_status
 begin_break(cdyn_tx *tx, cdyn_fs *fs, brk_kind kind, Py_ssize_t pc, int arg,
-            PyObject *kwnames, ckpt_t *ck)
+            PyObject *kwnames, cdyn_ckpt *ck)
 {
     int loop;
     if (ck != NULL) {
-        PyObject *r = NULL;
-        if (tx->mutations != ck->mutations) {
-            return TR_UNSUPPORTED;   /* the failed call changed traced state: give up */
+        tr_status rs = cdyn_tx_ckpt_restore(tx, ck);
+        if (rs != TR_OK) {
+            return rs;
         }
-        r = PyObject_CallMethod(tx->glue, "rollback", "OO", tx->graph, ck->nodes);
-        if (r == NULL) {
-            return TR_ERROR;
-        }
-        Py_DECREF(r);
-        tx->n_call_nodes = ck->n_call_nodes;
     }
     loop = cdyn_has_backward_jump(&fs->instrs, pc);
     if (loop < 0) {
@@ -782,9 +797,9 @@ do_call(cdyn_tx *tx, cdyn_fs *fs, int n)
     PyObject *const *args;
     Py_ssize_t nargs;
     tr_status st;
-    ckpt_t ck = {NULL, 0, 0};
+    cdyn_ckpt ck = {NULL, 0, 0};
     fs->kw_names = NULL;
-    if (fs->is_top && ckpt_take(tx, &ck) < 0) {
+    if (fs->is_top && cdyn_tx_ckpt_take(tx, &ck) < 0) {
         Py_XDECREF(kwn);
         return TR_ERROR;
     }
@@ -823,7 +838,7 @@ call_function_ex(cdyn_tx *tx, cdyn_fs *fs, int flags)
     PyObject *kw = NULL, *args = NULL, *fn = NULL, *nul = NULL, *argl = NULL, *kwnames = NULL,
              *all = NULL, *res = NULL;
     tr_status st = TR_ERROR;
-    ckpt_t ck = {NULL, 0, 0};
+    cdyn_ckpt ck = {NULL, 0, 0};
     int depth = 2 + (flags & 1);
     if (fs->is_top) {
         /* Trace on copies of the stack slots so a break leaves the stack intact. */
@@ -831,7 +846,7 @@ call_function_ex(cdyn_tx *tx, cdyn_fs *fs, int flags)
         PyObject *cargs = peek(fs, (flags & 1) ? 1 : 0);
         PyObject *cfn = peek(fs, (flags & 1) ? 2 : 1);
         (void)depth;
-        if (ckpt_take(tx, &ck) < 0) {
+        if (cdyn_tx_ckpt_take(tx, &ck) < 0) {
             return TR_ERROR;
         }
         st = cdyn_tx_unpack(tx, cargs, &argl);

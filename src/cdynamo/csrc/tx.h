@@ -80,6 +80,17 @@ tr_status cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObje
  * LENGTH_CHECK guard; no-op for other values. */
 tr_status cdyn_tx_materialize(cdyn_tx *tx, PyObject *v);
 
+/* A checkpoint of the trace before a call that may turn out unsupported (a failed
+ * inlining), so it can be undone: the graph nodes added since are erased. */
+typedef struct {
+    PyObject *nodes;     /* strong: the graph's nodes at the checkpoint */
+    long mutations;
+    int n_call_nodes;
+} cdyn_ckpt;
+int cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);          /* 0 / -1 */
+/* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
+tr_status cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck);
+
 /* Record a graph call: op is "call_function", "call_method" or "call_module"; target the
  * callable / method name / attribute name; args a list of values, kwnames a tuple of str
  * or NULL naming the last len(kwnames) args; module: the nn.Module for call_module (else
