@@ -250,3 +250,36 @@ def test_report_format_without_engine():
     assert "MODIFIED BYTECODE" in text and "BINARY_OP" in text
     assert text.endswith("GUARDS:\n - local 'a' TENSOR_MATCH\n - global 'torch' FUNCTION_MATCH")
     assert format_table(["x", "y"], [[1, 22]]).splitlines() == ["x    y", "---  ---", "1    22"]
+
+
+def _explain_breaking(a, b):
+    x = a * 2
+    if x.sum() > 0:  # line tested below
+        return x + b
+    return x - b
+
+
+@requires_engine
+def test_explain_reports_graph_breaks():
+    import inspect
+    a = torch.ones(3)
+    report = cdynamo.explain(_explain_breaking)(a, torch.ones(3))
+    torch.testing.assert_close(report.out, _explain_breaking(a, torch.ones(3)))
+    # the prefix graph (mul, sum, gt) and the resume function's graph (add)
+    assert report.graph_count == 2
+    assert report.graph_break_count == 1
+    brk = report.break_reasons[0]
+    lines, first = inspect.getsourcelines(_explain_breaking)
+    assert brk.lineno == first + 2 and brk.filename == __file__
+    assert "tensor" in brk.reason
+    text = str(report)
+    assert "Graph Break Count: 1" in text and f"{__file__}:{first + 2}" in text
+
+
+@requires_engine
+def test_output_code_prints_resume_functions(capsys):
+    with cdynamo.config.patch(output_code=True):
+        cdynamo.compile(_explain_breaking, backend="eager")(torch.ones(3), torch.ones(3))
+    text = capsys.readouterr().out
+    assert "RESUME FUNCTION" in text and "__resume_at_" in text
+    cdynamo.reset()

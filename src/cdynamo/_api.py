@@ -307,25 +307,27 @@ def cache_entries(fn) -> list[CacheEntry]:
 
 
 def graph_break() -> None:
-    """Mark a place where the graph should be split, as torch._dynamo.graph_break().
+    """Force a graph break here, as torch._dynamo.graph_break().
 
-    For now a plain no-op function: graph breaks are a later issue. Calling it runs nothing;
-    how the tracer treats a call to it inside a compiled function is the translator's
-    (an unsupported call makes the frame run unmodified)."""
+    Called from a compiled function, the translator compiles the graph so far, runs this
+    call in plain Python (it does nothing) and continues in a resume function. Called
+    outside a compiled function it does nothing."""
     return None
 
 
 class ExplainOutput:
-    """What explain() saw: graph_count, graph_break_count (always 0 for now), break_reasons
-    (always [] for now), ops_per_graph (list per graph of the targets of its call nodes),
-    graphs (the GraphModules), guards (guard strings of fn's cache entries), out (the result),
-    counters (the engine counter changes during the run)."""
+    """What explain() saw (as torch._dynamo.explain):
 
-    def __init__(self, graphs, guards, out, counter_delta):
+    graph_count (int), graphs (list of torch.fx.GraphModule), graph_break_count (int),
+    break_reasons (list of GraphBreak with reason, qualname, filename, lineno),
+    ops_per_graph (list per graph of the targets of its call nodes), guards (guard strings
+    of every cache entry made), out (fn's result), counters (engine counter changes)."""
+
+    def __init__(self, graphs, guards, out, counter_delta, breaks):
         self.graphs = graphs
         self.graph_count = len(graphs)
-        self.graph_break_count = 0
-        self.break_reasons = []
+        self.break_reasons = list(breaks)
+        self.graph_break_count = len(self.break_reasons)
         self.ops_per_graph = [
             [n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
             for gm in graphs]
@@ -337,7 +339,10 @@ class ExplainOutput:
         lines = [f"Graph Count: {self.graph_count}",
                  f"Graph Break Count: {self.graph_break_count}",
                  f"Op Count: {sum(len(o) for o in self.ops_per_graph)}",
-                 "Break Reasons: (graph breaks are a later issue)"]
+                 "Break Reasons:"]
+        for i, b in enumerate(self.break_reasons, 1):
+            lines.append(f"  Break Reason {i}: {b.reason}")
+            lines.append(f"    at {b.filename}:{b.lineno} in {b.qualname}")
         for i, ops in enumerate(self.ops_per_graph):
             lines.append(f"Ops per Graph {i}:")
             lines.extend(f"  {op}" for op in ops)
@@ -371,9 +376,11 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
             graphs.append(gm)
             return gm.forward
 
+        from cdynamo import _glue
         engine = _C()
         reset()
         before = dict(engine.counters())
+        first_break = len(_glue.break_log)
         try:
             out = compile(target, backend=recording_backend)(*args, **kwargs)
             try:
@@ -381,9 +388,10 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
             except TypeError:
                 guards = []
             after = engine.counters()
+            breaks = _glue.break_log[first_break:]
         finally:
             reset()
         delta = {k: after[k] - before.get(k, 0) for k in after}
-        return ExplainOutput(graphs, guards, out, delta)
+        return ExplainOutput(graphs, guards, out, delta, breaks)
 
     return run

@@ -1766,7 +1766,7 @@ call_builtin(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
         return acc ? TR_OK : TR_ERROR;
     }
     if (strcmp(name, "print") == 0) {
-        return cdyn_tx_unsupported(tx, "call to print() (graph breaks come in a later issue)");
+        return cdyn_tx_unsupported(tx, "call to print() (runs in Python)");
     }
     *handled = 0;
     (void)fs;
@@ -1938,8 +1938,7 @@ call_tensor_method(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const 
     }
     for (int i = 0; bad[i]; i++) {
         if (name_is(name, bad[i])) {
-            return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data (graph breaks "
-                                           "come in a later issue)", name);
+            return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data", name);
         }
     }
     if (nargs > 64) {
