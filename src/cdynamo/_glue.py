@@ -79,14 +79,20 @@ def rollback(graph, before):
             graph.erase_node(node)
 
 
-def fullgraph_error(reason, qualname, filename, lineno):
-    """Raise the fullgraph=True error naming the reason and the user's source line."""
+def fullgraph_error(reason, qualname, filename, lineno, inner_file=None, inner_line=0):
+    """Raise the fullgraph=True error naming the reason and the user's source line(s).
+
+    (filename, lineno) is the line of the compiled frame where the graph breaks;
+    (inner_file, inner_line), when given and different, is where the reason arose inside
+    an inlined call."""
     import linecache
-    text = linecache.getline(filename, lineno).strip()
-    raise RuntimeError(
-        f"cdynamo (fullgraph=True): graph break in {qualname} at {filename}:{lineno}\n"
-        f"    {text}\n"
-        f"reason: {reason}")
+    lines = [f"cdynamo (fullgraph=True): graph break in {qualname} at {filename}:{lineno}",
+             f"    {linecache.getline(filename, lineno).strip()}"]
+    if inner_file is not None and (inner_file, inner_line) != (filename, lineno):
+        lines.append(f"  inside a call, at {inner_file}:{inner_line}")
+        lines.append(f"    {linecache.getline(inner_file, inner_line).strip()}")
+    lines.append(f"reason: {reason}")
+    raise RuntimeError("\n".join(lines))
 
 
 def set_example(node, value):

@@ -9,6 +9,9 @@ static PyObject *str_globals, *str_closure, *str_cell_contents, *str_parameters,
     *str_fake_from_tensor, *str_fake_call, *str_fake_call_method, *str_set_example,
     *str_get_attr, *str_call_function, *str_forward_hooks, *str_forward_pre_hooks;
 
+static tr_status make_method(PyObject *name_or_func, PyObject *self, int is_func,
+                             PyObject **out);
+
 /* ---- classification helpers ---------------------------------------------------------- */
 
 /* 1 when obj is a Python constant we specialise on (EQUALS_MATCH-able). */
@@ -413,13 +416,30 @@ cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         else {
             /* Lazy: the items (and the LENGTH_CHECK) are wrapped on first use, so a list
                that is only appended to is not specialised on its contents. */
+            PyObject *key = PyLong_FromVoidPtr(obj), *seen = NULL;
+            if (key == NULL) {
+                return TR_ERROR;
+            }
+            seen = PyDict_GetItemWithError(tx->by_id, key);
+            if (seen != NULL || PyErr_Occurred()) {
+                Py_DECREF(key);
+                /* the same container under two names: aliasing is not guarded */
+                return seen ? cdyn_tx_unsupported(tx, "one input container reached through "
+                                                      "two sources (aliasing)")
+                            : TR_ERROR;
+            }
             if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+                Py_DECREF(key);
                 return TR_ERROR;
             }
             *out = cdyn_value_new(k, obj, NULL, NULL, source);
             if (*out != NULL) {
                 V(*out)->flag = 2;
+                if (k != VK_TUPLE && PyDict_SetItem(tx->by_id, key, *out) < 0) {
+                    Py_CLEAR(*out);
+                }
             }
+            Py_DECREF(key);
         }
     }
     else if (PyMethod_Check(obj)) {
@@ -446,6 +466,34 @@ cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         Py_DECREF(items);
         if (*out != NULL) {
             V(*out)->flag = 1;
+        }
+    }
+    else if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL &&
+             !PyModule_Check(PyCFunction_GET_SELF(obj)) && !PyType_Check(PyCFunction_GET_SELF(obj))) {
+        /* a builtin method bound to an object (e.g. x.add, lst.append reaching a resume
+           function): the method of its self, which is wrapped and guarded itself */
+        PyObject *self = PyCFunction_GET_SELF(obj), *ssrc = NULL, *sv = NULL, *nm = NULL;
+        if (source != NULL) {
+            ssrc = cdyn_source_attr(source, PyUnicode_InternFromString("__self__"));
+            if (ssrc == NULL) {
+                return TR_ERROR;
+            }
+        }
+        st = cdyn_tx_wrap_real(tx, self, ssrc, &sv);
+        Py_XDECREF(ssrc);
+        if (st != TR_OK) {
+            return st;
+        }
+        nm = PyUnicode_FromString(((PyCFunctionObject *)obj)->m_ml->ml_name);
+        if (nm == NULL) {
+            Py_DECREF(sv);
+            return TR_ERROR;
+        }
+        st = make_method(nm, sv, 0, out);
+        Py_DECREF(nm);
+        Py_DECREF(sv);
+        if (st != TR_OK) {
+            return st;
         }
     }
     else if (PyCallable_Check(obj)) {
@@ -1519,7 +1567,34 @@ call_builtin(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
         return *out ? TR_OK : TR_ERROR;
     }
     if (fn == cdyn_G.set_grad_enabled_cls) {
-        return cdyn_tx_unsupported(tx, "torch.set_grad_enabled");
+        /* torch.set_grad_enabled(mode) sets the mode at once (also usable in a with) */
+        PyObject *mv = NULL, *r = NULL;
+        int prev = tx->grad_enabled, mode;
+        if (nargs != 1 || nkw != 0 || V(args[0])->kind != VK_CONST) {
+            return cdyn_tx_unsupported(tx, "torch.set_grad_enabled with a non-constant mode");
+        }
+        mode = PyObject_IsTrue(V(args[0])->obj);
+        if (mode < 0) {
+            return TR_ERROR;
+        }
+        mv = cdyn_value_const(mode ? Py_True : Py_False);
+        if (mv == NULL) {
+            return TR_ERROR;
+        }
+        st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.set_grad_enabled, NULL, &mv, 1,
+                                NULL, &r);
+        Py_DECREF(mv);
+        Py_XDECREF(r);
+        if (st != TR_OK) {
+            return st;
+        }
+        *out = cdyn_value_new(VK_GRADCTX, prev ? Py_True : Py_False, NULL, NULL, NULL);
+        if (*out == NULL) {
+            return TR_ERROR;
+        }
+        V(*out)->flag = mode;
+        V(*out)->pos = 1;   /* already applied; obj holds the previous mode */
+        return TR_OK;
     }
     if (fn == (PyObject *)&PyRange_Type || fn == (PyObject *)&PySlice_Type) {
         if (!all_const(args, nargs)) {

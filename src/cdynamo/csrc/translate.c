@@ -33,8 +33,13 @@ cdyn_tx_unsupported(cdyn_tx *tx, const char *fmt, ...)
         Py_XSETREF(msg, full);
     }
     PyErr_Clear();
-    if (tx->reason == NULL) {   /* keep the innermost reason */
+    if (tx->reason == NULL) {   /* keep the innermost reason, and where it arose */
         tx->reason = msg;
+        if (tx->cur_fs != NULL && tx->cur_fs->pc > 0 && tx->cur_fs->pc <= tx->cur_fs->instrs.len) {
+            const cdyn_instr *ins = &tx->cur_fs->instrs.items[tx->cur_fs->pc - 1];
+            tx->reason_file = tx->cur_fs->code->co_filename;
+            tx->reason_line = ins->lineno >= 0 ? ins->lineno : tx->cur_fs->code->co_firstlineno;
+        }
     }
     else {
         Py_XDECREF(msg);
@@ -414,6 +419,14 @@ is_op(cdyn_tx *tx, PyObject *a, PyObject *b, int *res)
         *res = va->node == vb->node;
         return TR_OK;
     }
+    if ((va->kind == VK_LIST || va->kind == VK_DICT || va->kind == VK_TUPLE) &&
+        (vb->kind == VK_LIST || vb->kind == VK_DICT || vb->kind == VK_TUPLE)) {
+        if (va->source != NULL || vb->source != NULL) {
+            return cdyn_tx_unsupported(tx, "identity of input containers");
+        }
+        *res = 0;   /* two containers made in the frame are distinct objects */
+        return TR_OK;
+    }
     /* A constant against a non-constant: only None/True/False are decidable. */
     if ((va->kind == VK_CONST && (va->obj == Py_None || PyBool_Check(va->obj))) ||
         (vb->kind == VK_CONST && (vb->obj == Py_None || PyBool_Check(vb->obj)))) {
@@ -755,9 +768,13 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, brk_kind kind, Py_ssize_t pc, int arg,
             return rs;
         }
     }
-    loop = cdyn_has_backward_jump(&fs->instrs, pc);
-    if (loop < 0) {
-        return TR_ERROR;
+    /* inside a loop: some later backward jump returns to an instruction at or before pc */
+    loop = 0;
+    for (Py_ssize_t j = pc; j < fs->instrs.len && !loop; j++) {
+        const cdyn_instr *ins = &fs->instrs.items[j];
+        if (cdyn_is_jump(ins->opcode) && ins->target >= 0 && ins->target <= pc) {
+            loop = 1;
+        }
     }
     if (loop) {
         PyObject *msg = PyUnicode_FromFormat("graph break in a for/while loop, skipping the "
@@ -977,6 +994,7 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
                                        MAX_STEPS);
         }
         ins = &fs->instrs.items[fs->pc++];
+        tx->cur_fs = fs;
         int arg = ins->oparg;
         switch (ins->opcode) {
         case NOP:
@@ -1618,9 +1636,17 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
                 Py_DECREF(a);
                 return TR_ERROR;
             }
-            V(r)->flag = tx->grad_enabled;
-            st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.set_grad_enabled, NULL, &mv, 1,
-                                    NULL, &res);
+            if (ctx->pos == 1) {
+                /* torch.set_grad_enabled(m): the mode was set by the call; restore the
+                   mode from before it on exit */
+                V(r)->flag = ctx->obj == Py_True;
+                st = TR_OK;
+            }
+            else {
+                V(r)->flag = tx->grad_enabled;
+                st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.set_grad_enabled, NULL, &mv,
+                                        1, NULL, &res);
+            }
             Py_DECREF(mv);
             Py_XDECREF(res);
             Py_DECREF(a);
@@ -1699,10 +1725,12 @@ cdyn_tx_inline(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, PyObject *clo
             Py_XSETREF(fs.locals[n - nfree + k], Py_NewRef(PyList_GET_ITEM(closure_cells, k)));
         }
     }
+    cdyn_fs *caller = tx->cur_fs;
     tx->depth++;
     cdyn_log(10, "INLINING %R", code);
     st = cdyn_tx_run(tx, &fs);
     tx->depth--;
+    tx->cur_fs = caller;
     if (st == TR_OK) {
         cdyn_log(10, "DONE INLINING %R", code);
         *out = fs.retval;
@@ -1837,9 +1865,10 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
             if (pc < 0 || pc >= fs.instrs.len) {
                 pc = 0;
             }
-            r = PyObject_CallMethod(tx.glue, "fullgraph_error", "OOOi",
+            r = PyObject_CallMethod(tx.glue, "fullgraph_error", "OOOiOi",
                                     tx.reason ? tx.reason : Py_None, co->co_qualname,
-                                    co->co_filename, instr_line(&fs, pc));
+                                    co->co_filename, instr_line(&fs, pc),
+                                    tx.reason_file ? tx.reason_file : Py_None, tx.reason_line);
             Py_XDECREF(r);
             goto done;   /* fullgraph_error raised */
         }

@@ -30,6 +30,9 @@ typedef struct cdyn_tx {
     PyObject *by_id;        /* dict: id(real tensor) -> value (aliases share a placeholder) */
     cdyn_guards *guards;    /* owned until handed to the translation result */
     PyObject *reason;       /* str: why the frame is unsupported (set with TR_UNSUPPORTED) */
+    PyObject *reason_file;  /* borrowed: file of the instruction that set reason, or NULL */
+    int reason_line;        /* its line */
+    struct cdyn_fs *cur_fs; /* borrowed: the frame state being interpreted */
     int n_call_nodes;       /* call_function / call_method / call_module nodes */
     int grad_enabled;       /* symbolic grad mode at the current instruction */
     int grad_enabled_at_start;
