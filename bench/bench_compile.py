@@ -1,6 +1,7 @@
 """cdynamo vs torch._dynamo, side by side in one process (not a timed test).
 
-For each workload (a one-op function, the MLP, the transformer stack), with backend "eager":
+For each workload (a one-op function, the MLP, the transformer stack, a function with one
+graph break: two graphs and a resume function), with backend "eager":
   first call  time of the first call after a reset (trace + guards + codegen + eager graph run),
               median of REPEATS, both compilers reset between repeats;
   overhead    per-call time on a cache hit minus the eager call's, median over ROUNDS
@@ -29,13 +30,22 @@ def one_op(x):
     return x + 1
 
 
+def one_break(x):
+    # one graph break: the prefix graph, then a resume function with its own graph
+    y = x * 2
+    if y.sum() > 0:
+        return y + 1
+    return y - 1
+
+
 def workloads():
     torch.manual_seed(0)
     mlp = models.MLP().eval()
     tf = models.TransformerStack().eval()
     return [("x + 1", one_op, (torch.randn(16),)),
             ("MLP", mlp, models.mlp_inputs()),
-            ("TransformerStack", tf, models.transformer_inputs())]
+            ("TransformerStack", tf, models.transformer_inputs()),
+            ("one graph break", one_break, (torch.randn(16).abs(),))]
 
 
 def make(which, fn):
@@ -104,7 +114,7 @@ def main():
           f"overhead: median of {ROUNDS} rounds x {CALLS} calls")
     hdr = (f"{'workload':18} {'first dynamo ms':>16} {'first cdynamo ms':>17} {'ratio':>6}   "
            f"{'ovh dynamo us':>14} {'ovh cdynamo us':>15} {'ratio':>6}   "
-           f"{'eager us':>9} {'dynamo us':>10} {'cdynamo us':>11}")
+           f"{'eager us':>9} {'dynamo us':>10} {'cdynamo us':>11} {'call ratio':>10}")
     print(hdr)
     print("-" * len(hdr))
     for name, fc, oh, tot in rows:
@@ -113,11 +123,14 @@ def main():
         # skips nn.Module call machinery); the ratio is then not meaningful.
         r2 = (f"{oh['cdynamo'] / oh['torch._dynamo']:6.2f}" if oh["torch._dynamo"] > 0
               else f"{'n/a':>6}")
+        r3 = tot["cdynamo"] / tot["torch._dynamo"]
         print(f"{name:18} {fc['torch._dynamo']:16.2f} {fc['cdynamo']:17.2f} {r1:6.2f}   "
               f"{oh['torch._dynamo']:14.2f} {oh['cdynamo']:15.2f} {r2}   "
-              f"{tot['eager']:9.2f} {tot['torch._dynamo']:10.2f} {tot['cdynamo']:11.2f}")
-    print("ratio = cdynamo / torch._dynamo; ovh = compiled call minus eager call; n/a: "
-          "torch._dynamo's call was faster than eager")
+              f"{tot['eager']:9.2f} {tot['torch._dynamo']:10.2f} {tot['cdynamo']:11.2f} "
+              f"{r3:10.2f}")
+    print("ratio = cdynamo / torch._dynamo; ovh = compiled call minus eager call (negative: the "
+          "compiled call beat eager); n/a: torch._dynamo's call was faster than eager, so the "
+          "overhead ratio is meaningless: compare the compiled calls (call ratio) instead")
 
 
 if __name__ == "__main__":
