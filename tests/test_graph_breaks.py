@@ -191,6 +191,7 @@ def run_both(fn, *args, kwargs=None, ignore=(), expect_graphs=None, fresh_args=F
 def _clean():
     torch._dynamo.reset()
     cdynamo.reset()
+    cdynamo._C.reset_counters()   # counters are process-wide; tests read them from zero
     yield
     torch._dynamo.reset()
     cdynamo.reset()

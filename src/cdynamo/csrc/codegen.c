@@ -439,15 +439,21 @@ cg_open(cg_state *cg, PyCodeObject *co)
     return emit(cg, RESUME, 0);
 }
 
-/* Compile the graph (when it has operations or outputs) and emit its call, storing the
- * outputs in temporaries; *first_tmp gets the first temporary's slot. */
+/* Collect what the side effects need, compile the graph (when it has operations or
+ * outputs) and emit its call, storing the outputs in temporaries; *first_tmp gets the
+ * first temporary's slot. */
 static tr_status
 cg_graph_call(cdyn_tx *tx, cg_state *cg, PyObject *out_nodes, int *first_tmp,
               PyObject **gname, PyObject **gm)
 {
-    Py_ssize_t nin = PyList_GET_SIZE(tx->input_sources), nout = PyList_GET_SIZE(out_nodes);
+    Py_ssize_t nin = PyList_GET_SIZE(tx->input_sources), nout;
     PyObject *outs = NULL, *res = NULL;
     int gi;
+    tr_status st = collect_effects(tx, cg->outputs, out_nodes);
+    if (st != TR_OK) {
+        return st;
+    }
+    nout = PyList_GET_SIZE(out_nodes);
     *first_tmp = (int)PyList_GET_SIZE(cg->varnames);
     for (Py_ssize_t i = 0; i < nout; i++) {
         if (new_temp(cg, "graph_out") < 0) {
@@ -576,9 +582,6 @@ cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
         goto done;
     }
     st = collect(tx, ret, cg.outputs, out_nodes);
-    if (st == TR_OK) {
-        st = collect_effects(tx, cg.outputs, out_nodes);
-    }
     if (st != TR_OK) {
         goto done;
     }
@@ -843,9 +846,6 @@ cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
         jump_to = ins->target;
     }
     st = collect_break(tx, fs, &cg, out_nodes, next, jump_to);
-    if (st == TR_OK) {
-        st = collect_effects(tx, cg.outputs, out_nodes);
-    }
     if (st != TR_OK) {
         goto done;
     }

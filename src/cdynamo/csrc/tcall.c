@@ -4,7 +4,7 @@
  */
 #include "tx.h"
 
-static PyObject *str_globals, *str_closure, *str_cell_contents, *str_parameters, *str_buffers,
+static PyObject *str_self, *str_globals, *str_closure, *str_cell_contents, *str_parameters, *str_buffers,
     *str_modules, *str_forward, *str_module_attr, *str_placeholder, *str_create_node,
     *str_fake_from_tensor, *str_fake_call, *str_fake_call_method, *str_set_example,
     *str_get_attr, *str_call_function, *str_forward_hooks, *str_forward_pre_hooks;
@@ -347,6 +347,30 @@ done:
     return st;
 }
 
+/* A bound method whose self (borrowed) is wrapped through source.__self__: a VK_METHOD of
+ * the function to inline (is_func 1) or of the method name (is_func 0). */
+static tr_status
+wrap_bound_method(cdyn_tx *tx, PyObject *self, PyObject *name_or_func, int is_func,
+                  PyObject *source, PyObject **out)
+{
+    PyObject *ssrc = NULL, *sv = NULL;
+    tr_status st;
+    if (source != NULL) {
+        ssrc = cdyn_source_attr(source, str_self);
+        if (ssrc == NULL) {
+            return TR_ERROR;
+        }
+    }
+    st = cdyn_tx_wrap_real(tx, self, ssrc, &sv);
+    Py_XDECREF(ssrc);
+    if (st != TR_OK) {
+        return st;
+    }
+    st = make_method(name_or_func, sv, is_func, out);
+    Py_DECREF(sv);
+    return st;
+}
+
 tr_status
 cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
@@ -443,58 +467,20 @@ cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         }
     }
     else if (PyMethod_Check(obj)) {
-        PyObject *self = PyMethod_GET_SELF(obj), *func = PyMethod_GET_FUNCTION(obj);
-        PyObject *ssrc = NULL, *sv = NULL, *items = NULL;
-        if (source != NULL) {
-            ssrc = cdyn_source_attr(source, PyUnicode_InternFromString("__self__"));
-            if (ssrc == NULL) {
-                return TR_ERROR;
-            }
-        }
-        st = cdyn_tx_wrap_real(tx, self, ssrc, &sv);
-        Py_XDECREF(ssrc);
-        if (st != TR_OK) {
-            return st;
-        }
-        items = PyList_New(1);
-        if (items == NULL) {
-            Py_DECREF(sv);
-            return TR_ERROR;
-        }
-        PyList_SET_ITEM(items, 0, sv);
-        *out = cdyn_value_new(VK_METHOD, func, NULL, items, NULL);
-        Py_DECREF(items);
-        if (*out != NULL) {
-            V(*out)->flag = 1;
-        }
+        /* a Python method: inlined with its self */
+        st = wrap_bound_method(tx, PyMethod_GET_SELF(obj), PyMethod_GET_FUNCTION(obj), 1,
+                               source, out);
     }
     else if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL &&
              !PyModule_Check(PyCFunction_GET_SELF(obj)) && !PyType_Check(PyCFunction_GET_SELF(obj))) {
         /* a builtin method bound to an object (e.g. x.add, lst.append reaching a resume
            function): the method of its self, which is wrapped and guarded itself */
-        PyObject *self = PyCFunction_GET_SELF(obj), *ssrc = NULL, *sv = NULL, *nm = NULL;
-        if (source != NULL) {
-            ssrc = cdyn_source_attr(source, PyUnicode_InternFromString("__self__"));
-            if (ssrc == NULL) {
-                return TR_ERROR;
-            }
-        }
-        st = cdyn_tx_wrap_real(tx, self, ssrc, &sv);
-        Py_XDECREF(ssrc);
-        if (st != TR_OK) {
-            return st;
-        }
-        nm = PyUnicode_FromString(((PyCFunctionObject *)obj)->m_ml->ml_name);
+        PyObject *nm = PyUnicode_FromString(((PyCFunctionObject *)obj)->m_ml->ml_name);
         if (nm == NULL) {
-            Py_DECREF(sv);
             return TR_ERROR;
         }
-        st = make_method(nm, sv, 0, out);
+        st = wrap_bound_method(tx, PyCFunction_GET_SELF(obj), nm, 0, source, out);
         Py_DECREF(nm);
-        Py_DECREF(sv);
-        if (st != TR_OK) {
-            return st;
-        }
     }
     else if (PyCallable_Check(obj)) {
         if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, PyFunction_Check(obj)) < 0) {
@@ -2298,6 +2284,7 @@ cdyn_tcall_init(void)
             return -1;                                           \
         }                                                        \
     } while (0)
+    S(str_self, "__self__");
     S(str_globals, "__globals__");
     S(str_closure, "__closure__");
     S(str_cell_contents, "cell_contents");

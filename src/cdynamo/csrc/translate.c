@@ -848,78 +848,19 @@ do_call(cdyn_tx *tx, cdyn_fs *fs, int n)
     return push(fs, res);
 }
 
-/* CALL_FUNCTION_EX flags: [NULL, fn, args, (kwargs)] */
+/* CALL_FUNCTION_EX flags: [NULL, fn, args, (kwargs)]. The call is traced on the stack
+ * slots in place; they are popped only once it succeeded, so that in the top frame an
+ * unsupported call becomes a graph break with the stack intact. */
 static tr_status
 call_function_ex(cdyn_tx *tx, cdyn_fs *fs, int flags)
 {
-    PyObject *kw = NULL, *args = NULL, *fn = NULL, *nul = NULL, *argl = NULL, *kwnames = NULL,
-             *all = NULL, *res = NULL;
-    tr_status st = TR_ERROR;
+    PyObject *kw = (flags & 1) ? peek(fs, 0) : NULL;
+    PyObject *args = peek(fs, (flags & 1) ? 1 : 0), *fn = peek(fs, (flags & 1) ? 2 : 1);
+    PyObject *argl = NULL, *kwnames = NULL, *all = NULL, *res = NULL;
     cdyn_ckpt ck = {NULL, 0, 0};
-    int depth = 2 + (flags & 1);
-    if (fs->is_top) {
-        /* Trace on copies of the stack slots so a break leaves the stack intact. */
-        PyObject *ckw = (flags & 1) ? peek(fs, 0) : NULL;
-        PyObject *cargs = peek(fs, (flags & 1) ? 1 : 0);
-        PyObject *cfn = peek(fs, (flags & 1) ? 2 : 1);
-        (void)depth;
-        if (cdyn_tx_ckpt_take(tx, &ck) < 0) {
-            return TR_ERROR;
-        }
-        st = cdyn_tx_unpack(tx, cargs, &argl);
-        if (st == TR_OK) {
-            st = TR_ERROR;
-            all = PyList_GetSlice(argl, 0, PyList_GET_SIZE(argl));
-            if (all == NULL) {
-                goto early;
-            }
-            if (ckw != NULL) {
-                if (V(ckw)->kind != VK_DICT) {
-                    st = cdyn_tx_unsupported(tx, "**kwargs that is not a dict");
-                    goto early;
-                }
-                kwnames = PyList_AsTuple(V(ckw)->obj);
-                if (kwnames == NULL) {
-                    goto early;
-                }
-                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
-                    if (PyList_Append(all, PyList_GET_ITEM(V(ckw)->items, i)) < 0) {
-                        goto early;
-                    }
-                }
-                if (PyTuple_GET_SIZE(kwnames) == 0) {
-                    Py_CLEAR(kwnames);
-                }
-            }
-            st = cdyn_tx_call(tx, fs, cfn, &PyList_GET_ITEM(all, 0), PyList_GET_SIZE(all),
-                              kwnames, &res);
-        }
-    early:
-        if (st == TR_UNSUPPORTED) {
-            st = begin_break(tx, fs, BRK_CALL_EX, fs->pc - 1, flags, NULL, &ck);
-        }
-        Py_XDECREF(ck.nodes);
-        Py_XDECREF(argl);
-        Py_XDECREF(all);
-        Py_XDECREF(kwnames);
-        if (st != TR_OK) {
-            return st;
-        }
-        for (int i = 0; i < 2 + (flags & 1); i++) {
-            Py_DECREF(pop(fs));
-        }
-        if (fs->sp > 0 && V(peek(fs, 0))->kind == VK_NULL) {
-            Py_DECREF(pop(fs));
-        }
-        return push(fs, res);
-    }
-    if (flags & 1) {
-        kw = pop(fs);
-    }
-    args = pop(fs);
-    fn = pop(fs);
-    if (fs->sp > 0 && V(peek(fs, 0))->kind == VK_NULL) {
-        nul = pop(fs);
+    tr_status st = TR_ERROR;
+    if (fs->is_top && cdyn_tx_ckpt_take(tx, &ck) < 0) {
+        return TR_ERROR;
     }
     st = cdyn_tx_unpack(tx, args, &argl);
     if (st != TR_OK) {
@@ -954,17 +895,25 @@ call_function_ex(cdyn_tx *tx, cdyn_fs *fs, int flags)
     }
     st = cdyn_tx_call(tx, fs, fn, &PyList_GET_ITEM(all, 0), PyList_GET_SIZE(all), kwnames,
                       &res);
-    if (st == TR_OK) {
-        st = push(fs, res);
-    }
 done:
-    Py_XDECREF(kw);
-    Py_XDECREF(args);
-    Py_XDECREF(fn);
-    Py_XDECREF(nul);
+    if (st == TR_UNSUPPORTED && fs->is_top) {
+        st = begin_break(tx, fs, BRK_CALL_EX, fs->pc - 1, flags, NULL, &ck);
+    }
+    if (st == TR_OK) {
+        for (int i = 0; i < 2 + (flags & 1); i++) {
+            Py_DECREF(pop(fs));
+        }
+        if (fs->sp > 0 && V(peek(fs, 0))->kind == VK_NULL) {
+            Py_DECREF(pop(fs));
+        }
+        st = push(fs, res);
+        res = NULL;
+    }
+    Py_XDECREF(ck.nodes);
     Py_XDECREF(argl);
-    Py_XDECREF(kwnames);
     Py_XDECREF(all);
+    Py_XDECREF(kwnames);
+    Py_XDECREF(res);
     return st;
 }
 
