@@ -231,8 +231,11 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
 
 def reset() -> None:
     """Clear every cache entry of every code object and the compiled-graph globals' bookkeeping,
-    as torch._dynamo.reset(). Counters are not cleared (see reset_counters)."""
+    as torch._dynamo.reset(), and remove the __compiled_fn_N / __resume_at_* globals the engine
+    installed, so their graphs are freed. Counters are not cleared (see reset_counters)."""
+    from cdynamo import _glue
     _C().reset()
+    _glue.clear_installed_globals()
 
 
 def counters() -> dict:

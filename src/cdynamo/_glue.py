@@ -95,6 +95,24 @@ def fullgraph_error(reason, qualname, filename, lineno, inner_file=None, inner_l
     raise RuntimeError("\n".join(lines))
 
 
+#: (globals dict, name) of every global the engine installed (compiled graphs, resume
+#: functions); cdynamo.reset() removes them so their graphs can be freed.
+installed_globals: list = []
+
+
+def install_global(globals_dict, name, value):
+    """Set globals_dict[name] = value for the transformed code, remembering it."""
+    globals_dict[name] = value
+    installed_globals.append((globals_dict, name))
+
+
+def clear_installed_globals():
+    """Remove every global install_global() set (called by cdynamo.reset())."""
+    while installed_globals:
+        g, name = installed_globals.pop()
+        g.pop(name, None)
+
+
 def set_example(node, value):
     """Attach the fake example value to an FX node, as torch._dynamo does."""
     node.meta["example_value"] = value

@@ -84,6 +84,17 @@ name_index(cg_state *cg, PyObject *name)
     return (int)n;
 }
 
+/* Install value under name in the frame's globals (the transformed code loads it from
+ * there, as torch._dynamo's __compiled_fn_N); remembered so cdynamo.reset() removes it. */
+static int
+install_global(cdyn_tx *tx, PyObject *name, PyObject *value)
+{
+    PyObject *r = PyObject_CallMethod(tx->glue, "install_global", "OOO", tx->frame->f_globals,
+                                      name, value);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
 /* Emit an instruction on free variable k (LOAD_DEREF / LOAD_CLOSURE); fixed up later. */
 static int
 emit_free(cg_state *cg, int opcode, int k)
@@ -474,7 +485,7 @@ cg_graph_call(cdyn_tx *tx, cg_state *cg, PyObject *out_nodes, int *first_tmp,
     }
     *gname = Py_NewRef(PyTuple_GET_ITEM(res, 0));
     *gm = Py_NewRef(PyTuple_GET_ITEM(res, 2));
-    if (PyDict_SetItem(tx->frame->f_globals, *gname, PyTuple_GET_ITEM(res, 1)) < 0) {
+    if (install_global(tx, *gname, PyTuple_GET_ITEM(res, 1)) < 0) {
         Py_DECREF(res);
         return TR_ERROR;
     }
@@ -705,7 +716,7 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize
             Py_INCREF(gname);
         }
         fn = PyFunction_New(code, tx->frame->f_globals);
-        if (fn == NULL || PyDict_SetItem(tx->frame->f_globals, gname, fn) < 0) {
+        if (fn == NULL || install_global(tx, gname, fn) < 0) {
             goto done;
         }
         i = name_index(cg, gname);
