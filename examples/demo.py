@@ -1,6 +1,8 @@
 """cdynamo demo (`make demo`): compile an MLP and a transformer stack with backends "inductor"
 and "eager"; print the captured graph, the guards, whether the output equals eager's, and
-first-call and steady per-call times for eager, torch.compile and cdynamo."""
+first-call and steady per-call times for eager, torch.compile and cdynamo. Then seed 004's
+toy_example with a graph break: output_code (graphs, original/modified bytecode, resume
+functions, guards) for both branches, and explain()."""
 import os
 import statistics
 import sys
@@ -102,6 +104,29 @@ def run_case(title, make_model, make_inputs, backend):
         print(f"  {name:14} {first:16.0f} {per:14.1f}")
 
 
+def toy_example(a, b):
+    """Seed 004's toy example: a branch on a tensor value splits it into two graphs."""
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def graph_break_case():
+    print("\n=== graph break: seed 004's toy_example, backend='eager', output_code on ===")
+    safe_reset()
+    f = cdynamo.compile(toy_example, backend="eager")
+    a, b = torch.randn(10), torch.randn(10)
+    with cdynamo.config.patch(output_code=True):
+        out1 = f(a, b)
+        out2 = f(a, -b)
+    print(f"  outputs equal eager (torch.equal): "
+          f"{torch.equal(out1, toy_example(a, b)) and torch.equal(out2, toy_example(a, -b))}")
+    print("  explain():")
+    print("    " + str(cdynamo.explain(toy_example)(a, b)).replace("\n", "\n    "))
+    safe_reset()
+
+
 def main():
     # One intra-op thread: steadier timings on a small shared machine (OpenMP threads that
     # spin while another process holds a core can make a 100 us call take milliseconds).
@@ -116,6 +141,11 @@ def main():
                 run_case(title, make_model, make_inputs, backend)
             except Exception as e:
                 print(f"  {title}/{backend} failed: {type(e).__name__}: {e}")
+    try:
+        graph_break_case()
+    except Exception as e:
+        print(f"  graph break case failed: {type(e).__name__}: {e}")
+        traceback.print_exc(limit=3)
     return 0
 
 
