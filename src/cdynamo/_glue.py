@@ -100,10 +100,13 @@ def fullgraph_error(reason, qualname, filename, lineno, inner_file=None, inner_l
 installed_globals: list = []
 
 
-def install_global(globals_dict, name, value):
-    """Set globals_dict[name] = value for the transformed code, remembering it."""
+def install_global(globals_dict, name, value, removable=True):
+    """Set globals_dict[name] = value for the transformed code, remembering it for reset()
+    when removable. Resume functions are not removable: a transformed code running while
+    reset() is called (from the code at a graph break) loads its resume function later."""
     globals_dict[name] = value
-    installed_globals.append((globals_dict, name))
+    if removable:
+        installed_globals.append((globals_dict, name))
 
 
 def clear_installed_globals():

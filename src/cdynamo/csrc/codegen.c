@@ -85,12 +85,13 @@ name_index(cg_state *cg, PyObject *name)
 }
 
 /* Install value under name in the frame's globals (the transformed code loads it from
- * there, as torch._dynamo's __compiled_fn_N); remembered so cdynamo.reset() removes it. */
+ * there, as torch._dynamo's __compiled_fn_N); removable ones are removed by
+ * cdynamo.reset(). */
 static int
-install_global(cdyn_tx *tx, PyObject *name, PyObject *value)
+install_global(cdyn_tx *tx, PyObject *name, PyObject *value, int removable)
 {
-    PyObject *r = PyObject_CallMethod(tx->glue, "install_global", "OOO", tx->frame->f_globals,
-                                      name, value);
+    PyObject *r = PyObject_CallMethod(tx->glue, "install_global", "OOOO", tx->frame->f_globals,
+                                      name, value, removable ? Py_True : Py_False);
     Py_XDECREF(r);
     return r == NULL ? -1 : 0;
 }
@@ -485,7 +486,7 @@ cg_graph_call(cdyn_tx *tx, cg_state *cg, PyObject *out_nodes, int *first_tmp,
     }
     *gname = Py_NewRef(PyTuple_GET_ITEM(res, 0));
     *gm = Py_NewRef(PyTuple_GET_ITEM(res, 2));
-    if (install_global(tx, *gname, PyTuple_GET_ITEM(res, 1)) < 0) {
+    if (install_global(tx, *gname, PyTuple_GET_ITEM(res, 1), 1) < 0) {
         Py_DECREF(res);
         return TR_ERROR;
     }
@@ -716,7 +717,7 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize
             Py_INCREF(gname);
         }
         fn = PyFunction_New(code, tx->frame->f_globals);
-        if (fn == NULL || install_global(tx, gname, fn) < 0) {
+        if (fn == NULL || install_global(tx, gname, fn, 0) < 0) {
             goto done;
         }
         i = name_index(cg, gname);
