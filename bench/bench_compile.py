@@ -5,7 +5,10 @@ graph break: two graphs and a resume function), with backend "eager":
   first call  time of the first call after a reset (trace + guards + codegen + eager graph run),
               median of REPEATS, both compilers reset between repeats;
   overhead    per-call time on a cache hit minus the eager call's, median over ROUNDS
-              interleaved rounds of CALLS calls each, in microseconds.
+              interleaved rounds of CALLS calls each, in microseconds;
+  dispatch    per-call time on a cache hit minus the time of the captured graphs run
+              directly on the same arguments (hook, guards, transformed code, resume
+              functions): the overhead that does not depend on how the graph itself runs.
 Prints a table with the ratio cdynamo / torch._dynamo (lower is better).
 """
 import os
@@ -48,10 +51,34 @@ def workloads():
             ("one graph break", one_break, (torch.randn(16).abs(),))]
 
 
-def make(which, fn):
+class RecordingEager:
+    """Backend "eager" that also records each graph and the arguments of its last call, so
+    the graphs can be timed on their own (dispatch = compiled call minus graph time)."""
+
+    def __init__(self):
+        self.graphs = []   # [forward, last args]
+
+    def __call__(self, gm, example_inputs):
+        rec = [gm.forward, None]
+        self.graphs.append(rec)
+
+        def run(*args):
+            rec[1] = args
+            return rec[0](*args)
+        return run
+
+    def graphs_us(self):
+        total = 0.0
+        for fwd, args in self.graphs:
+            if args is not None:
+                total += per_call_us(fwd, args)
+        return total
+
+
+def make(which, fn, backend="eager"):
     if which == "torch._dynamo":
-        return torch.compile(fn, backend="eager")
-    return cdynamo.compile(fn, backend="eager")
+        return torch.compile(fn, backend=backend)
+    return cdynamo.compile(fn, backend=backend)
 
 
 def reset_all():
@@ -79,13 +106,15 @@ def per_call_us(fn, args):
 
 def overheads_us(fn, args):
     reset_all()
-    compiled = {w: make(w, fn) for w in ("torch._dynamo", "cdynamo")}
+    recorders = {w: RecordingEager() for w in ("torch._dynamo", "cdynamo")}
+    compiled = {w: make(w, fn, recorders[w]) for w in recorders}
     for c in compiled.values():
         for _ in range(50):
             c(*args)
     for _ in range(50):
         fn(*args)
     diffs = {w: [] for w in compiled}
+    dispatch = {w: [] for w in compiled}
     totals = {w: [] for w in list(compiled) + ["eager"]}
     for _ in range(ROUNDS):
         eager = per_call_us(fn, args)
@@ -94,8 +123,9 @@ def overheads_us(fn, args):
             t = per_call_us(c, args)
             totals[w].append(t)
             diffs[w].append(t - eager)
-    return ({w: statistics.median(v) for w, v in diffs.items()},
-            {w: statistics.median(v) for w, v in totals.items()})
+            dispatch[w].append(t - recorders[w].graphs_us())
+    med = lambda d: {w: statistics.median(v) for w, v in d.items()}  # noqa: E731
+    return med(diffs), med(totals), med(dispatch)
 
 
 def main():
@@ -105,8 +135,8 @@ def main():
         for name, fn, args in workloads():
             try:
                 fc = {w: first_call_ms(w, fn, args) for w in ("torch._dynamo", "cdynamo")}
-                oh, tot = overheads_us(fn, args)
-                rows.append((name, fc, oh, tot))
+                oh, tot, disp = overheads_us(fn, args)
+                rows.append((name, fc, oh, tot, disp))
             except Exception as e:
                 print(f"{name}: failed: {type(e).__name__}: {e}")
             reset_all()
@@ -114,10 +144,11 @@ def main():
           f"overhead: median of {ROUNDS} rounds x {CALLS} calls")
     hdr = (f"{'workload':18} {'first dynamo ms':>16} {'first cdynamo ms':>17} {'ratio':>6}   "
            f"{'ovh dynamo us':>14} {'ovh cdynamo us':>15} {'ratio':>6}   "
-           f"{'eager us':>9} {'dynamo us':>10} {'cdynamo us':>11} {'call ratio':>10}")
+           f"{'eager us':>9} {'dynamo us':>10} {'cdynamo us':>11} {'call ratio':>10}   "
+           f"{'disp dynamo us':>14} {'disp cdynamo us':>15} {'ratio':>6}")
     print(hdr)
     print("-" * len(hdr))
-    for name, fc, oh, tot in rows:
+    for name, fc, oh, tot, disp in rows:
         r1 = fc["cdynamo"] / fc["torch._dynamo"]
         # A negative overhead means the compiled call beat eager (e.g. torch._dynamo's graph
         # skips nn.Module call machinery); the ratio is then not meaningful.
@@ -127,10 +158,14 @@ def main():
         print(f"{name:18} {fc['torch._dynamo']:16.2f} {fc['cdynamo']:17.2f} {r1:6.2f}   "
               f"{oh['torch._dynamo']:14.2f} {oh['cdynamo']:15.2f} {r2}   "
               f"{tot['eager']:9.2f} {tot['torch._dynamo']:10.2f} {tot['cdynamo']:11.2f} "
-              f"{r3:10.2f}")
+              f"{r3:10.2f}   {disp['torch._dynamo']:14.2f} {disp['cdynamo']:15.2f} "
+              f"{disp['cdynamo'] / disp['torch._dynamo']:6.2f}")
     print("ratio = cdynamo / torch._dynamo; ovh = compiled call minus eager call (negative: the "
           "compiled call beat eager); n/a: torch._dynamo's call was faster than eager, so the "
-          "overhead ratio is meaningless: compare the compiled calls (call ratio) instead")
+          "overhead ratio is meaningless: compare the compiled calls (call ratio) instead; "
+          "disp = per-call cost on a cache hit besides the graphs themselves (compiled call "
+          "minus the captured graphs run directly on the same arguments: hook, guards, "
+          "transformed code, resume functions)")
 
 
 if __name__ == "__main__":
