@@ -228,13 +228,33 @@ emit_value(cg_state *cg, int first_tmp, PyObject *v)
         if (x->source != NULL) {
             return emit_source(cg, x->source);
         }
+        if (x->flag == 4) {
+            /* a named tuple: its type's _make (namedtuple) or the type itself (structseq),
+               called on the plain tuple */
+            PyObject *maker = PyObject_GetAttrString(x->obj, "_make");
+            if (maker == NULL) {
+                PyErr_Clear();
+                maker = Py_NewRef(x->obj);
+            }
+            i = const_index(cg, maker);
+            Py_DECREF(maker);
+            if (i < 0 || emit(cg, PUSH_NULL, 0) < 0 || emit(cg, LOAD_CONST, i) < 0) {
+                return -1;
+            }
+        }
         n = PyList_GET_SIZE(x->items);
         for (Py_ssize_t k = 0; k < n; k++) {
             if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
                 return -1;
             }
         }
-        return emit(cg, BUILD_TUPLE, (int)n);
+        if (emit(cg, BUILD_TUPLE, (int)n) < 0) {
+            return -1;
+        }
+        if (x->flag == 4 && (emit(cg, PRECALL, 1) < 0 || emit(cg, CALL, 1) < 0)) {
+            return -1;
+        }
+        return 0;
     case VK_LIST:
     case VK_DICT: {
         /* Mutable: built once into a temporary so every use sees the same object. */

@@ -515,7 +515,8 @@ cdyn_tx_materialize(cdyn_tx *tx, PyObject *v)
     cdyn_value *x = V(v), *w = NULL;
     PyObject *tmp = NULL, *real = NULL;
     tr_status st;
-    if (!((x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT) && x->flag >= 2)) {
+    if (!((x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT) &&
+          (x->flag == 2 || x->flag == 3))) {
         return TR_OK;
     }
     if (x->flag == 3) {
@@ -687,7 +688,18 @@ wrap_result(cdyn_tx *tx, PyObject *res, PyObject *node, PyObject **out)
             }
             PyList_SET_ITEM(items, i, v);
         }
-        *out = cdyn_value_new(PyList_Check(res) ? VK_LIST : VK_TUPLE, NULL, NULL, items, NULL);
+        if (PyTuple_Check(res) && !PyTuple_CheckExact(res)) {
+            /* a named tuple (e.g. torch.return_types.topk): keep its type for field access
+               and to rebuild it (flag 4: obj is the type) */
+            *out = cdyn_value_new(VK_TUPLE, (PyObject *)Py_TYPE(res), NULL, items, NULL);
+            if (*out != NULL) {
+                V(*out)->flag = 4;
+            }
+        }
+        else {
+            *out = cdyn_value_new(PyList_Check(res) ? VK_LIST : VK_TUPLE, NULL, NULL, items,
+                                  NULL);
+        }
         Py_DECREF(items);
         return *out ? TR_OK : TR_ERROR;
     }
@@ -975,8 +987,35 @@ cdyn_tx_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         return module_getattr(tx, v, name, out);
     case VK_DICT:
     case VK_LIST:
-    case VK_TUPLE:
+    case VK_TUPLE: {
+        PyTypeObject *base = x->kind == VK_DICT ? &PyDict_Type
+                             : x->kind == VK_LIST ? &PyList_Type : &PyTuple_Type;
+        if (x->kind == VK_TUPLE && x->flag == 4) {
+            /* a field of a named tuple */
+            PyObject *fields = PyObject_GetAttrString(x->obj, "__match_args__");
+            Py_ssize_t idx = -1;
+            if (fields == NULL) {
+                PyErr_Clear();
+            }
+            else if (PyTuple_Check(fields)) {
+                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++) {
+                    if (PyUnicode_Compare(PyTuple_GET_ITEM(fields, i), name) == 0) {
+                        idx = i;
+                        break;
+                    }
+                }
+            }
+            Py_XDECREF(fields);
+            if (idx >= 0 && idx < PyList_GET_SIZE(x->items)) {
+                *out = Py_NewRef(PyList_GET_ITEM(x->items, idx));
+                return TR_OK;
+            }
+        }
+        if (_PyType_Lookup(base, name) == NULL) {
+            return cdyn_tx_unsupported(tx, "attribute %U of a %s", name, base->tp_name);
+        }
         return make_method(name, v, 0, out);
+    }
     case VK_CONST:
         attr = PyObject_GetAttr(x->obj, name);
         if (attr == NULL) {

@@ -10,8 +10,12 @@
  *                                                                           constants, slice, range, torch.Size,
  *                                                                           dtype, device, code objects
  *   VK_TENSOR       fake tensor (example value) fx.Node    -
- *   VK_TUPLE        -                           -          list of values
- *   VK_LIST         -                           -          list of values
+ *   VK_TUPLE        - or the named-tuple type   -          list of values   flag 4: obj is the type of a named
+ *                                                                           tuple (torch.return_types.*)
+ *   VK_LIST         -                           -          list of values   (TUPLE/LIST/DICT with a source:
+ *                                                                           flag 2 = items not read yet, obj =
+ *                                                                           the real container; 3 = the same
+ *                                                                           after an append replayed on it)
  *   VK_DICT         list of constant keys       -          list of values   keys[i] maps to items[i]
  *   VK_PYMODULE     the module                  -          -
  *   VK_CALLABLE     the callable                -          -                torch functions, builtins, user
