@@ -41,8 +41,18 @@ def index_of(code, opname, name=None, nth=0, after=False):
 
 
 def resume_fn(fn, target, null_mask, live):
+    """The resume function, called as r(*stack_values, *live_values) (the resume code takes
+    the live locals first: r.__code__ is the code itself)."""
     code = _C._resume_code(fn.__code__, target, tuple(null_mask), tuple(live))
-    return types.FunctionType(code, fn.__globals__, "resumed", None, fn.__closure__)
+    f = types.FunctionType(code, fn.__globals__, "resumed", None, fn.__closure__)
+    nstack = sum(1 for m in null_mask if not m)
+
+    class Resumed:
+        __code__ = code   # the tests inspect r.__code__
+
+        def __call__(self, *args):
+            return f(*args[nstack:], *args[:nstack])
+    return Resumed()
 
 
 def helper(v):
@@ -83,7 +93,7 @@ def test_prologue_layout_and_positions():
     ops = [i[0] for i in ins[:plen]]
     assert ops == ["RESUME", "LOAD_FAST", "PUSH_NULL", "JUMP_FORWARD"]
     assert ins[plen - 1][2] == plen + t
-    assert co.co_varnames[:2] == ("___stack0", "b")
+    assert co.co_varnames[:2] == ("b", "___stack0")
     # the prologue takes the target's line; the copy keeps every position
     tline = decode(orig)[t][4]
     assert all(i[4] == tline for i in ins[:plen])
@@ -144,7 +154,7 @@ def test_stack_with_call_protocol_null():
     t = index_of(code, "LOAD_GLOBAL", "helper", after=True)   # [a, NULL, helper] on the stack
     r = resume_fn(call_in_expr, t, (False, True, False), ("b",))
     assert r.__code__.co_argcount == 3
-    assert r.__code__.co_varnames[:3] == ("___stack0", "___stack1", "b")
+    assert r.__code__.co_varnames[:3] == ("b", "___stack0", "___stack1")
     assert r(1, helper, 2) == call_in_expr(1, 2)
     assert r(1, lambda v: -v, 2) == -1      # the callable comes from the stack slot
 

@@ -657,6 +657,13 @@ live_slots(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t target)
         goto done;
     }
     out = PyList_New(0);
+    for (int i = n - nfree; i < n && co->co_argcount > 0; i++) {
+        /* zero-argument super() reads the first argument implicitly: keep it first */
+        if (i >= n - nfree && PyUnicode_CompareWithASCIIString(
+                                  PyTuple_GET_ITEM(co->co_localsplusnames, i), "__class__") == 0) {
+            live[0] = 1;
+        }
+    }
     for (int i = 0; out != NULL && i < n - nfree; i++) {
         int bound = fs->locals[i] != NULL || (i < n_arg_slots(co) && tx->frame->localsplus[i]);
         if (live[i] && bound) {
@@ -760,22 +767,7 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize
             goto done;
         }
     }
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(stack); k++) {
-        PyObject *v = PyList_GET_ITEM(stack, k);
-        if (V(v)->kind == VK_NULL) {
-            continue;
-        }
-        if (emit_value(cg, first_tmp, v) < 0) {
-            goto done;
-        }
-        nparams++;
-    }
-    if (result_tmp >= 0) {
-        if (emit(cg, LOAD_FAST, result_tmp) < 0) {
-            goto done;
-        }
-        nparams++;
-    }
+    /* parameters: the live locals, then the stack values (resume.h) */
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(slots); k++) {
         int idx = (int)PyLong_AsLong(PyList_GET_ITEM(slots, k));
         PyObject *v = live_value(fs, idx);
@@ -789,6 +781,22 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize
             }
         }
         else if (emit_value(cg, first_tmp, v) < 0) {
+            goto done;
+        }
+        nparams++;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(stack); k++) {
+        PyObject *v = PyList_GET_ITEM(stack, k);
+        if (V(v)->kind == VK_NULL) {
+            continue;
+        }
+        if (emit_value(cg, first_tmp, v) < 0) {
+            goto done;
+        }
+        nparams++;
+    }
+    if (result_tmp >= 0) {
+        if (emit(cg, LOAD_FAST, result_tmp) < 0) {
             goto done;
         }
         nparams++;

@@ -192,8 +192,9 @@ cleanup:
     return rc;
 }
 
-/* New varnames tuple: ___stack0..___stack{nparams-1}, then live, then orig's varnames not
- * in live. NULL with an exception (ValueError when orig already uses a ___stackK name). */
+/* New varnames tuple: live, then ___stack0..___stack{nparams-1}, then orig's varnames not
+ * in live. Live locals come first so that, when orig's first argument is live, it stays
+ * the first local (zero-argument super() reads it). NULL with an exception (ValueError when orig already uses a ___stackK name). */
 static PyObject *
 build_varnames(PyCodeObject *orig, int nparams, PyObject *live)
 {
@@ -203,6 +204,11 @@ build_varnames(PyCodeObject *orig, int nparams, PyObject *live)
     list = PyList_New(0);
     if (ov == NULL || list == NULL) {
         goto cleanup;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(live); i++) {
+        if (PyList_Append(list, PyTuple_GET_ITEM(live, i)) < 0) {
+            goto cleanup;
+        }
     }
     for (int k = 0; k < nparams; k++) {
         int r;
@@ -222,11 +228,6 @@ build_varnames(PyCodeObject *orig, int nparams, PyObject *live)
             goto cleanup;
         }
         Py_CLEAR(nm);
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(live); i++) {
-        if (PyList_Append(list, PyTuple_GET_ITEM(live, i)) < 0) {
-            goto cleanup;
-        }
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ov); i++) {
         int r = tuple_has(live, PyTuple_GET_ITEM(ov, i));
@@ -389,7 +390,8 @@ generate(PyCodeObject *orig, int target, int nstack, const unsigned char *null_m
     if (emit(&out, RESUME, 0, -1, tpos) < 0) {
         goto cleanup;
     }
-    for (int i = 0, k = 0; i < nstack; i++) {
+    /* ___stackK is local number len(live) + K (build_varnames) */
+    for (int i = 0, k = (int)PyTuple_GET_SIZE(live); i < nstack; i++) {
         if (emit(&out, null_mask[i] ? PUSH_NULL : LOAD_FAST, null_mask[i] ? 0 : k, -1,
                  tpos) < 0) {
             goto cleanup;

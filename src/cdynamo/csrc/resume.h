@@ -13,7 +13,8 @@
  * exception handlers are shifted by the prologue length; positions are kept. The prologue
  * takes the line of the target instruction.
  *
- * The new code's parameters are ___stack0.. (one per non-NULL stack slot, bottom first)
+ * The new code's parameters are the `live` names, then ___stack0.. (one per non-NULL
+ * stack slot, bottom first)
  * followed by the `live` names, all plain positional. Its varnames are those parameters,
  * then the other varnames of the original in their order; cellvars and freevars are the
  * original's (a live local that is a cell in the original becomes an argument cell). The
@@ -37,7 +38,7 @@
  * The restored stack has `nstack` slots, bottom first; slot i is the NULL of the call
  * protocol when null_mask[i] != 0 (borrowed array of nstack bytes, may be NULL when
  * nstack == 0). `live` (borrowed) is a tuple of str: local or cell variable names of the
- * original that the resume code takes as parameters after the stack parameters (free
+ * original that the resume code takes as its first parameters, before the stack ones (free
  * variables come from the closure and are refused).
  * Cached: the same (original, target, nstack, null_mask, live) returns the same object
  * until cdyn_resume_reset().

@@ -1036,6 +1036,23 @@ cdyn_tx_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         if (x->kind == VK_OBJECT && x->flag == 1) {
             return cdyn_tx_unsupported(tx, "attribute of an object mutated while tracing");
         }
+        if (x->kind == VK_OBJECT && x->flag == 5) {
+            /* super(cls, self).name: a method of a base class, inlined with self */
+            PyObject *self = PyList_GET_ITEM(x->items, 0);
+            attr = PyObject_GetAttr(x->obj, name);
+            if (attr == NULL) {
+                return cdyn_tx_unsupported(tx, "super() attribute %U", name);
+            }
+            if (PyMethod_Check(attr) && PyMethod_GET_SELF(attr) == V(self)->obj &&
+                PyFunction_Check(PyMethod_GET_FUNCTION(attr))) {
+                st = make_method(PyMethod_GET_FUNCTION(attr), self, 1, out);
+            }
+            else {
+                st = cdyn_tx_unsupported(tx, "super() attribute %U is not a method", name);
+            }
+            Py_DECREF(attr);
+            return st;
+        }
         if (x->kind == VK_PYMODULE) {
             const char *m = pymodule_name(x->obj);
             trusted = startswith(m, "torch") || strcmp(m, "math") == 0 ||
@@ -1619,6 +1636,31 @@ call_builtin(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
         }
         V(*out)->flag = mode;
         V(*out)->pos = 1;   /* already applied; obj holds the previous mode */
+        return TR_OK;
+    }
+    if (fn == (PyObject *)&PySuper_Type && nargs == 2 && nkw == 0 &&
+        (V(args[0])->kind == VK_CALLABLE || V(args[0])->kind == VK_CONST) &&
+        PyType_Check(V(args[0])->obj) && V(args[1])->obj != NULL &&
+        (V(args[1])->kind == VK_NNMODULE || V(args[1])->kind == VK_OBJECT)) {
+        /* super(cls, self): a proxy whose methods are inlined with self (flag 5) */
+        PyObject *sup = PyObject_CallFunctionObjArgs(fn, V(args[0])->obj, V(args[1])->obj, NULL);
+        PyObject *items = NULL;
+        if (sup == NULL) {
+            return cdyn_tx_unsupported(tx, "super() failed");
+        }
+        items = PyList_New(1);
+        if (items == NULL) {
+            Py_DECREF(sup);
+            return TR_ERROR;
+        }
+        PyList_SET_ITEM(items, 0, Py_NewRef(args[1]));
+        *out = cdyn_value_new(VK_OBJECT, sup, NULL, items, NULL);
+        Py_DECREF(sup);
+        Py_DECREF(items);
+        if (*out == NULL) {
+            return TR_ERROR;
+        }
+        V(*out)->flag = 5;
         return TR_OK;
     }
     if (fn == (PyObject *)&PyRange_Type || fn == (PyObject *)&PySlice_Type) {

@@ -804,6 +804,44 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, brk_kind kind, Py_ssize_t pc, int arg,
     return TR_BREAK;
 }
 
+/* Push the values of __class__ (a free variable of a method using super()) and of the
+ * frame's first argument. */
+static tr_status
+explicit_super_args(cdyn_tx *tx, cdyn_fs *fs)
+{
+    PyCodeObject *co = fs->code;
+    PyObject *cls = NULL, *self = NULL;
+    tr_status st;
+    int ci = -1;
+    for (int i = co->co_nlocalsplus - co->co_nfreevars; i < co->co_nlocalsplus; i++) {
+        if (PyUnicode_CompareWithASCIIString(localsplus_name(co, i), "__class__") == 0) {
+            ci = i;
+        }
+    }
+    if (ci < 0 || co->co_argcount < 1 || fs->locals[ci] == NULL) {
+        return cdyn_tx_unsupported(tx, "super() without __class__ or a first argument");
+    }
+    st = cell_get(tx, fs->locals[ci], &cls);
+    if (st != TR_OK) {
+        return st;
+    }
+    st = load_local(tx, fs, 0, &self);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(self)->kind == VK_CELL) {
+        st = cell_get(tx, self, &self);
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    st = push(fs, Py_NewRef(cls));
+    if (st == TR_OK) {
+        st = push(fs, Py_NewRef(self));
+    }
+    return st;
+}
+
 /* CALL n: [.., X, Y, args(n)] with X NULL -> Y(args) else X(Y, args). */
 static tr_status
 do_call(cdyn_tx *tx, cdyn_fs *fs, int n)
@@ -816,6 +854,18 @@ do_call(cdyn_tx *tx, cdyn_fs *fs, int n)
     tr_status st;
     cdyn_ckpt ck = {NULL, 0, 0};
     fs->kw_names = NULL;
+    if (n == 0 && kwn == NULL && V(fs->stack[fs->sp - 2])->kind == VK_NULL &&
+        V(fs->stack[fs->sp - 1])->kind == VK_CALLABLE &&
+        V(fs->stack[fs->sp - 1])->obj == (PyObject *)&PySuper_Type) {
+        /* zero-argument super(): make its implicit arguments (the __class__ cell and the
+           first argument) explicit, so it means the same in any code we generate */
+        tr_status sst = explicit_super_args(tx, fs);
+        if (sst != TR_OK) {
+            return sst;
+        }
+        n = 2;
+        base = &fs->stack[fs->sp - n - 2];
+    }
     if (fs->is_top && cdyn_tx_ckpt_take(tx, &ck) < 0) {
         Py_XDECREF(kwn);
         return TR_ERROR;

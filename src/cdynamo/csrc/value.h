@@ -32,7 +32,9 @@
  *                                                                           flag 1: globals are the top frame's
  *   VK_GRADCTX      -                           -          -                flag = grad mode it sets
  *   VK_GRADEXIT     -                           -          -                flag = grad mode it restores
- *   VK_OBJECT       the object                  -          -                any other object (opaque)
+ *   VK_OBJECT       the object                  -          [self value] for any other object (opaque); flag 1:
+ *                                                          flag 5           mutated while tracing; flag 5: a
+ *                                                                           super(cls, self) proxy
  *
  * source (may be NULL) is where the value came from in the frame (source.h); values made
  * during tracing have none.

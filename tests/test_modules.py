@@ -1,0 +1,120 @@
+"""nn.Module programs compiled end to end (eager backend): ModuleList/ModuleDict/Embedding/
+BatchNorm/GroupNorm/MultiheadAttention, train and eval mode, a subclass whose forward graph-
+breaks and then calls super().forward(), and training with aot_eager through graph breaks."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import cdynamo
+from conftest import requires_engine
+
+class Res(nn.Module):
+    def __init__(s):
+        super().__init__(); s.l = nn.Linear(8, 8); s.bn = nn.BatchNorm1d(8); s.scale = nn.Parameter(torch.ones(8))
+        s.register_buffer("shift", torch.zeros(8))
+    def forward(s, x):
+        h = s.bn(s.l(x)) * s.scale + s.shift
+        if s.training:
+            h = F.dropout(h, 0.1, True)
+        return x + F.relu(h)
+class Net(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.blocks = nn.ModuleList([Res() for _ in range(2)])
+        s.head = nn.Sequential(nn.Linear(8, 4), nn.Tanh())
+        s.d = nn.ModuleDict({"a": nn.Linear(8, 8), "b": nn.Identity()})
+        s.emb = nn.Embedding(10, 8)
+    def forward(s, x, idx=None):
+        for i, b in enumerate(s.blocks):
+            x = b(x)
+        x = s.d["a"](x) + s.d["b"](x)
+        if idx is not None:
+            x = x + s.emb(idx).mean(0)
+        return s.head(x)
+class BreakNet(Net):
+    def forward(s, x, idx=None):
+        x = s.blocks[0](x)
+        if x.mean() > 0:
+            x = x * 2
+        print("", end="")
+        return super().forward(x, idx)
+class Conv(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.c = nn.Conv2d(3, 4, 3, padding=1); s.p = nn.MaxPool2d(2); s.bn = nn.BatchNorm2d(4)
+        s.gn = nn.GroupNorm(2, 4); s.up = nn.Upsample(scale_factor=2)
+    def forward(s, x):
+        return s.up(s.gn(s.p(F.relu(s.bn(s.c(x)))))).flatten(1)
+class Attn(nn.Module):
+    def __init__(s):
+        super().__init__(); s.mha = nn.MultiheadAttention(8, 2, batch_first=True); s.ln = nn.LayerNorm(8)
+    def forward(s, x):
+        y, _ = s.mha(x, x, x, need_weights=False)
+        return s.ln(x + y)
+
+
+def _run(m, *args, train=False):
+    m.train(train)
+    torch.manual_seed(1)
+    expected = m(*args)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    cdynamo.reset()
+    compiled = cdynamo.compile(m, backend=backend)
+    for _ in range(2):
+        torch.manual_seed(1)
+        torch.testing.assert_close(compiled(*args), expected, rtol=0, atol=1e-6)
+    cdynamo.reset()
+    return graphs
+
+
+X = torch.randn(5, 8, generator=torch.Generator().manual_seed(0))
+IDX = torch.tensor([1, 2, 3])
+
+
+@requires_engine
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+def test_module_containers_one_graph(train):
+    torch.manual_seed(0)
+    assert len(_run(Net(), X, IDX, train=train)) == 1
+
+
+@requires_engine
+def test_break_then_zero_argument_super_forward():
+    torch.manual_seed(0)
+    # prefix graph (block, condition), the branch's graph, then super().forward() inlined
+    assert len(_run(BreakNet(), X, IDX)) == 3
+
+
+@requires_engine
+@pytest.mark.parametrize("cls,shape", [(Conv, (2, 3, 8, 8)), (Attn, (2, 5, 8))],
+                         ids=["conv", "attention"])
+def test_torch_modules(cls, shape):
+    torch.manual_seed(0)
+    assert len(_run(cls(), torch.randn(*shape))) == 1
+
+
+@requires_engine
+def test_aot_eager_training_through_graph_breaks():
+    torch.manual_seed(0)
+    m = BreakNet().eval()
+    x = torch.randn(5, 8, requires_grad=True)
+    ref = m(x, IDX).sum()
+    ref.backward()
+    grads = [x.grad.clone()] + [p.grad.clone() for p in m.parameters() if p.grad is not None]
+    x.grad = None
+    m.zero_grad()
+    cdynamo.reset()
+    out = cdynamo.compile(m, backend="aot_eager")(x, IDX).sum()
+    out.backward()
+    got = [x.grad.clone()] + [p.grad.clone() for p in m.parameters() if p.grad is not None]
+    torch.testing.assert_close(out, ref)
+    assert len(got) == len(grads)
+    for a, b in zip(got, grads):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    cdynamo.reset()
