@@ -155,3 +155,109 @@ def test_named_tuple_result_fields_and_type():
     same(f(x), out)
     assert type(out[0]).__name__ == "topk" and len(graphs) == 1
     cdynamo.reset()
+
+
+# ---- programs with graph breaks, data-dependent values and Python containers as inputs
+
+import collections  # noqa: E402
+import itertools  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
+
+torch.manual_seed(0)
+def q1(x, ys):
+    for y in ys:
+        x = x + y
+    return x
+def q2(x, d):
+    return x * d["a"] + d.get("b", 0)
+def q3(x, n):
+    return [x * i for i in range(n)]
+def q4(x):
+    out = []
+    for i in range(3):
+        if i % 2:
+            out.append(x * i)
+        else:
+            out.append(x - i)
+    return torch.cat(out)
+def q5(x):
+    y = x.sum().item()
+    if y > 0:
+        return x * y
+    return x
+def q6(x):
+    vals = x.tolist()
+    return torch.tensor([v * 2 for v in vals[0]])
+def q7(x):
+    a = x.numpy()
+    return torch.from_numpy(a * 2)
+def q8(x, flag=None):
+    if flag is None:
+        flag = x.mean() > 0
+    return x if flag else -x
+def q9(x):
+    k = x.shape[-1] // 2
+    return x[..., :k], x[..., k:]
+def q10(x):
+    t = (x, x + 1)
+    a, b = t
+    return {"s": a + b, "l": [a, b]}
+def q11(x):
+    try:
+        return x.foo
+    except AttributeError:
+        return x + 1
+def q12(x):
+    import math as m
+    return x * m.pi
+def q13(x):
+    lst = [x]
+    lst.extend([x * 2, x * 3])
+    lst.insert(0, x - 1)
+    return sum(lst)
+def q14(x):
+    acc = torch.zeros_like(x)
+    for a, b in itertools.product(range(2), range(2)):
+        acc = acc + a * b
+    return acc
+def q15(x):
+    nt = collections.namedtuple("NT", "a b")(x, x * 2)
+    return nt.a + nt.b
+def q16(x):
+    if x.sum() > 0 and x.max() < 100:
+        return x + 1
+    return x - 1
+def q17(x):
+    r = x if x.sum() > 0 else -x
+    return r * 2
+def q18(x):
+    s = str(x.dtype)
+    return x * 2 if s == "torch.float32" else x
+def q19(x):
+    y = x
+    for _ in range(2):
+        y = y @ x
+        print("step")
+    return y
+def q20(x, scale=torch.tensor(2.0)):
+    return x * scale
+BREAK_CASES = [(q1, (torch.randn(3), [torch.randn(3), torch.randn(3)])), (q2, (torch.randn(3), {"a": torch.randn(3), "b": 2.0})),
+         (q3, (torch.randn(3), 3)), (q4, (torch.randn(3),)), (q5, (torch.randn(3),)), (q6, (torch.randn(2, 3),)),
+         (q7, (torch.randn(3),)), (q8, (torch.randn(3),)), (q9, (torch.randn(2, 4),)), (q10, (torch.randn(3),)),
+         (q11, (torch.randn(3),)), (q12, (torch.randn(3),)), (q13, (torch.randn(3),)), (q14, (torch.randn(3),)),
+         (q15, (torch.randn(3),)), (q16, (torch.randn(3),)), (q17, (torch.randn(3),)), (q18, (torch.randn(3),)),
+         (q19, (torch.randn(3, 3),)), (q20, (torch.randn(3),))]
+
+
+@requires_engine
+@pytest.mark.parametrize("fn,args", BREAK_CASES, ids=[c[0].__name__ for c in BREAK_CASES])
+def test_more_break_programs_equal_eager(fn, args):
+    with contextlib.redirect_stdout(io.StringIO()):
+        expected = fn(*args)
+        cdynamo.reset()
+        compiled = cdynamo.compile(fn, backend="eager")
+        first, second = compiled(*args), compiled(*args)
+    same(expected, first)
+    same(expected, second)
+    cdynamo.reset()

@@ -895,6 +895,16 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
             return cdyn_tx_unsupported(tx, "Tensor.%U is not traced", name);
         }
     }
+    {
+        /* a method of torch.Tensor; anything else (an attribute error included) is left
+           to plain Python */
+        PyObject *attr = _PyType_Lookup((PyTypeObject *)cdyn_G.torch_tensor_type, name);
+        if (attr == NULL || !(PyCallable_Check(attr) || Py_TYPE(attr)->tp_descr_get != NULL) ||
+            PyObject_TypeCheck(attr, &PyProperty_Type) ||
+            Py_TYPE(attr) == &PyGetSetDescr_Type || Py_TYPE(attr) == &PyMemberDescr_Type) {
+            return cdyn_tx_unsupported(tx, "Tensor attribute %U", name);
+        }
+    }
     return make_method(name, v, 0, out);
 }
 
