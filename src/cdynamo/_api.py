@@ -172,11 +172,14 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
 
     Usable as ``cdynamo.compile(fn)``, ``@cdynamo.compile``, ``@cdynamo.compile(backend="eager")``
     and ``cdynamo.compile(module)``. Each call of the result runs the function with cdynamo's
-    frame hook active: on the first call of a code object its bytecode is traced into one
+    frame hook active: on the first call of a code object its bytecode is traced into a
     torch.fx graph, handed to the backend, and replaced by code that calls the compiled graph;
-    later calls check the guards (in C) and reuse the entry. Code that cannot be captured whole
-    (graph breaks come in a later issue) runs unmodified, with the reason logged at debug level
-    under the "cdynamo" logger; functions it calls are still compiled.
+    later calls check the guards (in C) and reuse the entry. At a graph break (a branch on a
+    tensor value, a call that cannot be traced) the graph so far is compiled, the break runs in
+    plain Python and a generated resume function continues, compiled in turn; each break is
+    logged (INFO) under the "cdynamo" logger. Code that cannot be handled at all (e.g. a break
+    inside a loop) runs unmodified, with the reason logged; functions it calls are still
+    compiled.
 
     Args:
         model: a callable, or an nn.Module instance (then a CompiledModule is returned). None
@@ -184,8 +187,8 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
         backend: "eager", "aot_eager", "inductor" (default), or a callable
             ``(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> callable``,
             as torch.compile.
-        fullgraph: bool, as torch.compile: True turns a frame that cannot be captured whole into
-            an error instead of running it unmodified.
+        fullgraph: bool, as torch.compile: True turns the first graph break (or a frame that
+            cannot be captured) into a RuntimeError naming the reason and the source line.
         dynamic: None or False only, for now: shapes are static (a new shape recompiles, up to
             ``cdynamo.config.cache_size_limit`` entries per code object). Dynamic shapes are a
             later issue; ``dynamic=True`` raises NotImplementedError.

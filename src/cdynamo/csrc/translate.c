@@ -1501,19 +1501,11 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
             }
             break;
         case IS_OP:
+        case CONTAINS_OP:   /* oparg 1 inverts: `is not`, `not in` */
             b = pop(fs);
             a = pop(fs);
-            st = is_op(tx, a, b, &truth);
-            Py_DECREF(a);
-            Py_DECREF(b);
-            if (st == TR_OK) {
-                st = push(fs, cdyn_value_const((truth ^ arg) ? Py_True : Py_False));
-            }
-            break;
-        case CONTAINS_OP:
-            b = pop(fs);
-            a = pop(fs);
-            st = contains_op(tx, a, b, &truth);
+            st = ins->opcode == IS_OP ? is_op(tx, a, b, &truth)
+                                      : contains_op(tx, a, b, &truth);
             Py_DECREF(a);
             Py_DECREF(b);
             if (st == TR_OK) {
