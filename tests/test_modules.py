@@ -118,3 +118,38 @@ def test_aot_eager_training_through_graph_breaks():
     for a, b in zip(got, grads):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     cdynamo.reset()
+
+
+def _torch_module_cases():
+    torch.manual_seed(0)
+    return {
+        "transformer_encoder": (nn.TransformerEncoder(nn.TransformerEncoderLayer(
+            16, 2, 32, batch_first=True), 2), (torch.randn(2, 5, 16),)),
+        "lstm": (nn.LSTM(8, 16, batch_first=True), (torch.randn(2, 5, 8),)),
+        "conv1d_stack": (nn.Sequential(nn.Conv1d(4, 8, 3), nn.BatchNorm1d(8), nn.SiLU(),
+                                       nn.AdaptiveAvgPool1d(1), nn.Flatten()),
+                         (torch.randn(2, 4, 10),)),
+        "conv_transpose": (nn.Sequential(nn.ConvTranspose2d(4, 2, 3, stride=2),
+                                         nn.InstanceNorm2d(2), nn.LeakyReLU(0.1)),
+                           (torch.randn(1, 4, 5, 5),)),
+        "embedding_bag": (nn.EmbeddingBag(10, 4, mode="mean"), (torch.tensor([[1, 2], [3, 4]]),)),
+        "bilinear": (nn.Bilinear(3, 4, 5), (torch.randn(2, 3), torch.randn(2, 4))),
+        "multihead_attention": (nn.MultiheadAttention(8, 2),
+                                (torch.randn(4, 2, 8), torch.randn(4, 2, 8), torch.randn(4, 2, 8))),
+    }
+
+
+@requires_engine
+@pytest.mark.parametrize("name", list(_torch_module_cases()))
+def test_torch_nn_modules_equal_eager(name):
+    """torch.nn modules compiled directly: their forward (torch code) is traced (it may
+    graph-break or fall back); the results must equal eager's."""
+    m, args = _torch_module_cases()[name]
+    m.eval()
+    expected = m(*args)
+    cdynamo.reset()
+    compiled = cdynamo.compile(m, backend="eager")
+    for _ in range(2):
+        got = compiled(*args)
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    cdynamo.reset()

@@ -896,12 +896,25 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         }
     }
     {
-        /* a method of torch.Tensor; anything else (an attribute error included) is left
-           to plain Python */
+        /* a method of torch.Tensor; a data attribute (property / getset) is read from the
+           fake tensor when it is a constant (is_nested, is_sparse, ...); anything else (an
+           attribute error included) is left to plain Python */
         PyObject *attr = _PyType_Lookup((PyTypeObject *)cdyn_G.torch_tensor_type, name);
-        if (attr == NULL || !(PyCallable_Check(attr) || Py_TYPE(attr)->tp_descr_get != NULL) ||
-            PyObject_TypeCheck(attr, &PyProperty_Type) ||
-            Py_TYPE(attr) == &PyGetSetDescr_Type || Py_TYPE(attr) == &PyMemberDescr_Type) {
+        if (attr != NULL && (PyObject_TypeCheck(attr, &PyProperty_Type) ||
+                             Py_TYPE(attr) == &PyGetSetDescr_Type ||
+                             Py_TYPE(attr) == &PyMemberDescr_Type)) {
+            PyObject *val = PyObject_GetAttr(V(v)->obj, name);
+            if (val == NULL) {
+                return cdyn_tx_unsupported(tx, "Tensor attribute %U", name);
+            }
+            if (!is_constant(val)) {
+                Py_DECREF(val);
+                return cdyn_tx_unsupported(tx, "Tensor attribute %U is not a constant", name);
+            }
+            *out = cdyn_value_const_steal(val);
+            return *out ? TR_OK : TR_ERROR;
+        }
+        if (attr == NULL || !PyCallable_Check(attr)) {
             return cdyn_tx_unsupported(tx, "Tensor attribute %U", name);
         }
     }
