@@ -261,3 +261,22 @@ def test_more_break_programs_equal_eager(fn, args):
     same(expected, first)
     same(expected, second)
     cdynamo.reset()
+
+
+@requires_engine
+def test_hasattr_on_tensors_and_modules():
+    def f(x):
+        a = hasattr(x, "shape") and hasattr(torch, "relu")
+        b = hasattr(x, "no_such_attribute")
+        return x + 1 if a and not b else x - 1
+
+    x = torch.randn(3)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    same(f(x), cdynamo.compile(f, backend=backend)(x))
+    assert len(graphs) == 1
+    cdynamo.reset()

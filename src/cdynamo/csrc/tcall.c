@@ -1901,6 +1901,16 @@ call_builtin(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
         }
         return st;
     }
+    if (strcmp(name, "hasattr") == 0 && nargs == 2 && nkw == 0 &&
+        V(args[1])->kind == VK_CONST && PyUnicode_Check(V(args[1])->obj) &&
+        (V(args[0])->kind == VK_PYMODULE || V(args[0])->kind == VK_CONST ||
+         V(args[0])->kind == VK_TENSOR)) {
+        /* on Python modules (FUNCTION_MATCHed), constants and tensors (the fake tensor has
+           the same attributes); not on objects whose attributes may change unguarded */
+        int r = PyObject_HasAttr(V(args[0])->obj, V(args[1])->obj);
+        *out = cdyn_value_const(r ? Py_True : Py_False);
+        return *out ? TR_OK : TR_ERROR;
+    }
     if (strcmp(name, "sum") == 0 && npos >= 1 && nkw == 0 && !all_const(args, nargs)) {
         PyObject *items = NULL, *acc = NULL;
         st = cdyn_tx_unpack(tx, args[0], &items);
