@@ -1204,9 +1204,6 @@ def test_input_list_mutated_across_break():
     run_both(input_list_mutated, [A.clone(), B.clone()], fresh_args=True)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine limitation: DELETE_SUBSCR (`del d['y']`) is an unsupported opcode, so the resume "
-    "function runs unmodified: 1 graph vs torch._dynamo's 2"))
 def test_input_dict_mutated_across_break():
     run_both(input_dict_mutated, {"x": A.clone(), "y": B.clone()}, fresh_args=True)
 

@@ -280,3 +280,24 @@ def test_hasattr_on_tensors_and_modules():
     same(f(x), cdynamo.compile(f, backend=backend)(x))
     assert len(graphs) == 1
     cdynamo.reset()
+
+
+@requires_engine
+def test_del_subscript_on_local_containers():
+    def f(x):
+        d = {"a": x, "b": x * 2, "c": x * 3}
+        del d["b"]
+        lst = [x, x + 1, x + 2]
+        del lst[0]
+        return d, lst
+
+    x = torch.randn(3)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    same(f(x), cdynamo.compile(f, backend=backend)(x))
+    assert len(graphs) == 1
+    cdynamo.reset()

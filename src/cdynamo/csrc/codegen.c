@@ -393,6 +393,14 @@ emit_effects(cdyn_tx *tx, cg_state *cg, int first_tmp)
             }
             continue;
         }
+        if (kind == EFF_DELETE_SUBSCR) {
+            k = const_index(cg, key);
+            if (emit_value(cg, first_tmp, target) < 0 || k < 0 || emit(cg, LOAD_CONST, k) < 0 ||
+                emit(cg, DELETE_SUBSCR, 0) < 0) {
+                return -1;
+            }
+            continue;
+        }
         if (emit_value(cg, first_tmp, value) < 0) {
             return -1;
         }

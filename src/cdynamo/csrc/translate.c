@@ -648,6 +648,51 @@ store_subscr(cdyn_tx *tx, PyObject *c, PyObject *k, PyObject *v)
     return cdyn_tx_unsupported(tx, "STORE_SUBSCR on this value");
 }
 
+/* del container[key] on values: local lists and dicts, and input dicts (replayed). */
+static tr_status
+delete_subscr(cdyn_tx *tx, PyObject *c, PyObject *k)
+{
+    cdyn_value *vc = V(c), *vk = V(k);
+    tr_status st = cdyn_tx_materialize(tx, c);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (vk->kind != VK_CONST || (vc->kind != VK_DICT && vc->kind != VK_LIST) ||
+        (vc->kind == VK_LIST && (vc->source != NULL || !PyLong_Check(vk->obj)))) {
+        return cdyn_tx_unsupported(tx, "DELETE_SUBSCR on %S", c);
+    }
+    if (vc->kind == VK_LIST) {
+        Py_ssize_t n = PyList_GET_SIZE(vc->items), i = PyLong_AsSsize_t(vk->obj);
+        if (i < 0) {
+            i += n;
+        }
+        if (i < 0 || i >= n) {
+            return cdyn_tx_unsupported(tx, "del of a list index out of range");
+        }
+        cdyn_tx_mutated(tx, c);
+        return PyList_SetSlice(vc->items, i, i + 1, NULL) < 0 ? TR_ERROR : TR_OK;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(vc->obj); i++) {
+        int r = PyObject_RichCompareBool(PyList_GET_ITEM(vc->obj, i), vk->obj, Py_EQ);
+        if (r < 0) {
+            return TR_ERROR;
+        }
+        if (r) {
+            if (vc->source != NULL &&
+                cdyn_tx_effect(tx, EFF_DELETE_SUBSCR, c, vk->obj, Py_None) != TR_OK) {
+                return TR_ERROR;
+            }
+            cdyn_tx_mutated(tx, c);
+            if (PyList_SetSlice(vc->obj, i, i + 1, NULL) < 0 ||
+                PyList_SetSlice(vc->items, i, i + 1, NULL) < 0) {
+                return TR_ERROR;
+            }
+            return TR_OK;
+        }
+    }
+    return cdyn_tx_unsupported(tx, "del of a missing dict key %R", vk->obj);
+}
+
 /* Build a VK_DICT from keys (list of const values) and values. */
 static PyObject *
 make_dict(PyObject *keys, PyObject *vals)
@@ -1439,6 +1484,13 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
             Py_DECREF(a);
             Py_DECREF(b);
             Py_DECREF(c);
+            break;
+        case DELETE_SUBSCR:
+            b = pop(fs);   /* key */
+            a = pop(fs);   /* container */
+            st = delete_subscr(tx, a, b);
+            Py_DECREF(a);
+            Py_DECREF(b);
             break;
         case BINARY_OP:
             b = pop(fs);

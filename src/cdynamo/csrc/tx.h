@@ -138,7 +138,8 @@ tr_status cdyn_tx_finish_break(cdyn_tx *tx, struct cdyn_fs *fs, PyObject **code_
 tr_status cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out);
 
 /* Side-effect kinds recorded in tx->effects and replayed by the transformed code. */
-enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEND = 3 };
+enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEND = 3,
+       EFF_DELETE_SUBSCR = 4 };
 
 /* Record a side effect (all arguments borrowed; target/key may be NULL -> None). */
 tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value);
