@@ -1154,26 +1154,20 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
             break;
         }
         case LOAD_ATTR:
-            a = pop(fs);
-            st = cdyn_tx_getattr(tx, a, PyTuple_GET_ITEM(co->co_names, arg), &r);
-            Py_DECREF(a);
-            if (st == TR_OK) {
-                st = push(fs, r);
-            }
-            break;
         case LOAD_METHOD:
-            /* Always [NULL, bound attribute]: cdyn_tx_getattr binds methods itself. */
+            /* LOAD_METHOD always leaves [NULL, bound attribute]: cdyn_tx_getattr binds
+               methods itself. */
             a = pop(fs);
             st = cdyn_tx_getattr(tx, a, PyTuple_GET_ITEM(co->co_names, arg), &r);
             Py_DECREF(a);
-            if (st == TR_OK) {
+            if (st == TR_OK && ins->opcode == LOAD_METHOD) {
                 st = push(fs, new_null());
-                if (st == TR_OK) {
-                    st = push(fs, r);
-                }
-                else {
+                if (st != TR_OK) {
                     Py_DECREF(r);
                 }
+            }
+            if (st == TR_OK) {
+                st = push(fs, r);
             }
             break;
         case STORE_ATTR: {
