@@ -1507,10 +1507,6 @@ def test_tensor_while_loop():
     run_both(while_tensor_cond, A)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine limitation: a break inside a list comprehension's call (its tuple iterator on the "
-    "stack) makes the enclosing frame run unmodified, and the <listcomp> frame too ('FOR_ITER "
-    "over a non-iterator'): 1 graph vs torch._dynamo's 2"))
 def test_break_inside_list_comprehension():
     run_both(listcomp_break, A)
 

@@ -301,3 +301,36 @@ def test_del_subscript_on_local_containers():
     same(f(x), cdynamo.compile(f, backend=backend)(x))
     assert len(graphs) == 1
     cdynamo.reset()
+
+
+def _noisy(v):
+    print("noisy", end="")
+    return v * 2
+
+
+def _comprehension_after_next(x):
+    it = iter([x, x + 1, x + 2])
+    first = next(it)
+    ys = [_noisy(v) for v in it]          # breaks inside the comprehension's call
+    return first, ys
+
+
+def _dict_comprehension_breaking(x):
+    return {k: _noisy(v) for k, v in zip("ab", (x, x * 3))}
+
+
+@requires_engine
+@pytest.mark.parametrize("fn", [_comprehension_after_next, _dict_comprehension_breaking],
+                         ids=lambda f: f.__name__)
+def test_comprehension_call_breaks(fn):
+    """A comprehension whose body graph-breaks: the call is rebuilt (MAKE_FUNCTION on the
+    comprehension's code, the iterator from its remaining items) and runs in Python."""
+    x = torch.randn(3)
+    with contextlib.redirect_stdout(io.StringIO()):
+        expected = fn(x)
+        cdynamo.reset()
+        compiled = cdynamo.compile(fn, backend="eager")
+        first, second = compiled(x), compiled(x)
+    same(expected, first)
+    same(expected, second)
+    cdynamo.reset()

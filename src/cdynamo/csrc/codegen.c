@@ -191,6 +191,24 @@ collect(cdyn_tx *tx, PyObject *v, PyObject *outputs, PyObject *out_nodes)
     case VK_OBJECT:
     case VK_GRADEXIT:
         return TR_OK;   /* from its source, or as a constant of the code object */
+    case VK_FUNCTION:
+        /* a function made in the frame (e.g. a comprehension): rebuilt by MAKE_FUNCTION when
+           it has no defaults, no closure and the frame's own globals */
+        if (x->flag != 1 || PyList_GET_ITEM(x->items, 0) != Py_None ||
+            PyList_GET_ITEM(x->items, 1) != Py_None || PyList_GET_ITEM(x->items, 2) != Py_None) {
+            return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
+        }
+        return TR_OK;
+    case VK_ITER: {
+        /* rebuilt as iter(tuple of the remaining items) */
+        for (Py_ssize_t i = x->pos; i < PyList_GET_SIZE(x->items); i++) {
+            tr_status st = collect(tx, PyList_GET_ITEM(x->items, i), outputs, out_nodes);
+            if (st != TR_OK) {
+                return st;
+            }
+        }
+        return TR_OK;
+    }
     default:
         if (x->source != NULL) {
             return TR_OK;
@@ -305,6 +323,41 @@ emit_value(cg_state *cg, int first_tmp, PyObject *v)
     }
     case VK_NULL:
         return emit(cg, PUSH_NULL, 0);
+    case VK_FUNCTION:
+        i = const_index(cg, x->obj);
+        return (i < 0 || emit(cg, LOAD_CONST, i) < 0) ? -1 : emit(cg, MAKE_FUNCTION, 0);
+    case VK_ITER: {
+        /* iter(tuple of the remaining items), built once (an iterator is stateful) */
+        PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
+        int tmp;
+        if (key == NULL) {
+            return -1;
+        }
+        slot = PyDict_GetItemWithError(cg->memo, key);
+        if (slot != NULL || PyErr_Occurred()) {
+            Py_DECREF(key);
+            return slot ? emit(cg, LOAD_FAST, (int)PyLong_AsLong(slot)) : -1;
+        }
+        n = PyList_GET_SIZE(x->items) - x->pos;
+        for (Py_ssize_t k = x->pos; k < PyList_GET_SIZE(x->items); k++) {
+            if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
+                Py_DECREF(key);
+                return -1;
+            }
+        }
+        tmp = new_temp(cg, "iter");
+        slot = tmp < 0 ? NULL : PyLong_FromLong(tmp);
+        if (slot == NULL || PyDict_SetItem(cg->memo, key, slot) < 0 ||
+            emit(cg, BUILD_TUPLE, (int)n) < 0 || emit(cg, GET_ITER, 0) < 0 ||
+            emit(cg, COPY, 1) < 0 || emit(cg, STORE_FAST, tmp) < 0) {
+            Py_XDECREF(slot);
+            Py_DECREF(key);
+            return -1;
+        }
+        Py_DECREF(slot);
+        Py_DECREF(key);
+        return 0;
+    }
     case VK_GRADEXIT:
         /* GradModeExit(prev): restores grad mode at the end of a block split by a break */
         i = const_index(cg, cdyn_G.grad_mode_exit_type);
@@ -352,6 +405,14 @@ emit_containers(cg_state *cg, int first_tmp, PyObject *v)
     }
     else if (x->kind == VK_METHOD) {
         return emit_containers(cg, first_tmp, PyList_GET_ITEM(x->items, 0));
+    }
+    else if (x->kind == VK_ITER) {
+        for (Py_ssize_t k = x->pos; k < PyList_GET_SIZE(x->items); k++) {
+            if (emit_containers(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
+                return -1;
+            }
+        }
+        return (emit_value(cg, first_tmp, v) < 0 || emit(cg, POP_TOP, 0) < 0) ? -1 : 0;
     }
     return 0;
 }

@@ -925,9 +925,23 @@ do_call(cdyn_tx *tx, cdyn_fs *fs, int n)
         args = base + 1;
         nargs = n + 1;
     }
-    st = cdyn_tx_call(tx, fs, fn, args, nargs, kwn, &res);
-    if (st == TR_UNSUPPORTED && fs->is_top) {
-        st = begin_break(tx, fs, BRK_CALL, fs->pc - 1, n, kwn, &ck);
+    {
+        /* iterators among the call's stack slots (e.g. a comprehension's): their positions
+           are restored if the call becomes a graph break */
+        Py_ssize_t pos[16];
+        int nslots = n + 2 < 16 ? n + 2 : 16;
+        for (int i = 0; i < nslots; i++) {
+            pos[i] = V(base[i])->kind == VK_ITER ? V(base[i])->pos : -1;
+        }
+        st = cdyn_tx_call(tx, fs, fn, args, nargs, kwn, &res);
+        if (st == TR_UNSUPPORTED && fs->is_top) {
+            for (int i = 0; i < nslots; i++) {
+                if (pos[i] >= 0) {
+                    V(base[i])->pos = pos[i];
+                }
+            }
+            st = begin_break(tx, fs, BRK_CALL, fs->pc - 1, n, kwn, &ck);
+        }
     }
     Py_XDECREF(ck.nodes);
     Py_XDECREF(kwn);

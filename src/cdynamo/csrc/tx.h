@@ -148,7 +148,8 @@ tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key,
 static inline void
 cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
 {
-    if (V(v)->serial < tx->ckpt_serial) {
+    /* iterators passed to a call are restored by the caller's checkpoint instead */
+    if (V(v)->serial < tx->ckpt_serial && V(v)->kind != VK_ITER) {
         tx->mutations++;
     }
 }
