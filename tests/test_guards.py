@@ -151,3 +151,50 @@ def test_most_recent_entry_first():
     f(a, a, True)
     first = cdynamo.cache_entries(simple_kernel)[0].guards
     assert any("True" in g for g in first)
+
+
+@requires_engine
+def test_module_structure_changes_recompile():
+    """Swapping a submodule, replacing a parameter or growing a ModuleList changes what the
+    compiled graph must compute: each is guarded (ID_MATCH / LENGTH_CHECK) and recompiles."""
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(3, 3)])
+            self.head = nn.Linear(3, 2)
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return self.head(x)
+
+    torch.manual_seed(0)
+    m = Net().eval()
+    x = torch.randn(2, 3)
+    cdynamo.reset()
+    c = cdynamo.compile(m, backend="eager")
+
+    def check():
+        assert torch.equal(c(x), m(x))
+
+    check()
+    check()
+    assert len(cdynamo.cache_entries(m)) == 1
+    m.head = nn.Linear(3, 2)                                   # submodule swapped
+    check()
+    assert len(cdynamo.cache_entries(m)) == 2
+    m.head.weight = nn.Parameter(torch.randn(2, 3))            # parameter replaced
+    check()
+    assert len(cdynamo.cache_entries(m)) == 3
+    m.layers.append(nn.Linear(3, 3))                            # one more layer
+    check()
+    assert len(cdynamo.cache_entries(m)) == 4
+    with torch.no_grad():
+        m.head.weight.mul_(2)                                   # in-place update: same object
+    check()
+    assert len(cdynamo.cache_entries(m)) == 4
+    guards = cdynamo.cache_entries(m)[0].guards
+    assert any("LENGTH_CHECK" in g for g in guards) and any("ID_MATCH" in g for g in guards)
+    cdynamo.reset()

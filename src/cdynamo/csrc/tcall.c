@@ -803,6 +803,10 @@ wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyObject **o
     if (PyErr_Occurred()) {
         return TR_ERROR;
     }
+    /* the graph holds this parameter/buffer object: replacing it recompiles */
+    if (cdyn_guards_add_id(tx->guards, source, tensor, 0) < 0) {
+        goto done;
+    }
     name = sanitized_name(source);
     if (name == NULL || PyDict_SetItem(tx->root, name, tensor) < 0) {
         goto done;
@@ -954,19 +958,9 @@ module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
                     st = wrap_module_tensor(tx, found, src, out);
                 }
                 else {
-                    /* Submodules are not re-guarded: the root module's ID_MATCH covers
-                       them, as nn.Module attributes are assumed static while compiled. */
-                    PyObject *cached = src ? PyDict_GetItemWithError(tx->by_source,
-                                                                     cdyn_source_repr(src))
-                                           : NULL;
-                    if (cached != NULL) {
-                        *out = Py_NewRef(cached);
-                        st = TR_OK;
-                    }
-                    else {
-                        *out = cdyn_value_new(VK_NNMODULE, found, NULL, NULL, src);
-                        st = (*out && memo_source(tx, src, *out) == 0) ? TR_OK : TR_ERROR;
-                    }
+                    /* a submodule: ID_MATCHed (read through _modules, source.c), so
+                       swapping it recompiles */
+                    st = cdyn_tx_wrap_real(tx, found, src, out);
                 }
             }
             else if (PyErr_Occurred()) {
@@ -1195,6 +1189,12 @@ cdyn_tx_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
         if (mods == NULL) {
             return TR_ERROR;
         }
+        /* the loop is unrolled over the children: their number is guarded */
+        if (x->source != NULL && PyDict_Check(mods) &&
+            cdyn_guards_add_len(tx->guards, x->source, PyDict_GET_SIZE(mods)) < 0) {
+            Py_DECREF(mods);
+            return TR_ERROR;
+        }
         l = PyList_New(0);
         if (l == NULL) {
             Py_DECREF(mods);
@@ -1204,17 +1204,23 @@ cdyn_tx_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
         PyObject *k, *m;
         while (PyDict_Next(mods, &pos, &k, &m)) {
             PyObject *src = NULL, *c = NULL;
+            tr_status st;
             i++;
             /* the child by its registered name (getattr(seq, "0")): guards read it from
                _modules directly (source.c), much cheaper than ModuleList.__getitem__ */
             src = x->source ? cdyn_source_attr(x->source, k) : NULL;
-            c = cdyn_value_new(VK_NNMODULE, m, NULL, NULL, src);
-            Py_XDECREF(src);
-            if (c == NULL || PyList_Append(l, c) < 0) {
-                Py_XDECREF(c);
+            if (x->source != NULL && src == NULL) {
                 Py_DECREF(l);
                 Py_DECREF(mods);
                 return TR_ERROR;
+            }
+            st = cdyn_tx_wrap_real(tx, m, src, &c);   /* ID_MATCHed when it has a source */
+            Py_XDECREF(src);
+            if (st != TR_OK || PyList_Append(l, c) < 0) {
+                Py_XDECREF(c);
+                Py_DECREF(l);
+                Py_DECREF(mods);
+                return st != TR_OK ? st : TR_ERROR;
             }
             Py_DECREF(c);
         }
