@@ -530,7 +530,7 @@ grad_mode_enabled(void)
 /* Check one guard. 1 pass, 0 fail (with *why when asked), -1 internal error. */
 static int
 check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
-          PyObject *globals, PyObject *builtins, why_t why)
+          PyObject *globals, PyObject *builtins, why_t why, cdyn_source_memo *memo)
 {
     PyObject *v = NULL, *owned = NULL;
     int rc = -1;
@@ -553,7 +553,7 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         }
     }
     else {
-        owned = v = cdyn_source_eval(src, localsplus, func, globals, builtins);
+        owned = v = cdyn_source_eval_memo(src, localsplus, func, globals, builtins, memo);
         if (v == NULL) {
             /* A missing name, attribute or item is a guard failure, not an error. */
             if (why != NULL) {
@@ -630,13 +630,14 @@ int
 cdyn_guards_check(const cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
                   PyObject *globals, PyObject *builtins)
 {
-    for (Py_ssize_t i = 0; i < g->len; i++) {
-        int r = check_one(&g->items[i], localsplus, func, globals, builtins, NULL);
-        if (r != 1) {
-            return r;
-        }
+    cdyn_source_memo memo;
+    int r = 1;
+    memo.n = 0;
+    for (Py_ssize_t i = 0; i < g->len && r == 1; i++) {
+        r = check_one(&g->items[i], localsplus, func, globals, builtins, NULL, &memo);
     }
-    return 1;
+    cdyn_source_memo_clear(&memo);
+    return r;
 }
 
 /* New str "<source repr> <KIND>" (or "GRAD_MODE") naming one guard. */
@@ -657,7 +658,7 @@ cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
     PyObject *why = NULL, *name = NULL, *res = NULL;
     for (Py_ssize_t i = 0; i < g->len; i++) {
         const guard *gd = &g->items[i];
-        int r = check_one(gd, localsplus, func, globals, builtins, &why);
+        int r = check_one(gd, localsplus, func, globals, builtins, &why, NULL);
         if (r < 0) {
             goto done;
         }

@@ -360,6 +360,42 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
     return NULL;
 }
 
+PyObject *
+cdyn_source_eval_memo(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *func,
+                      PyObject *globals, PyObject *builtins, cdyn_source_memo *memo)
+{
+    PyObject *base = NULL, *v = NULL;
+    if (memo == NULL || (s->kind != CDYN_SRC_ATTR && s->kind != CDYN_SRC_ITEM)) {
+        return cdyn_source_eval(s, localsplus, func, globals, builtins);
+    }
+    for (int i = 0; i < memo->n; i++) {
+        if (memo->keys[i] == (PyObject *)s) {
+            return Py_NewRef(memo->vals[i]);
+        }
+    }
+    base = cdyn_source_eval_memo(s->base, localsplus, func, globals, builtins, memo);
+    if (base == NULL) {
+        return NULL;
+    }
+    v = s->kind == CDYN_SRC_ATTR ? attr_get(base, s->name) : item_get(base, s->name);
+    Py_DECREF(base);
+    if (v != NULL && memo->n < CDYN_SOURCE_MEMO_SIZE) {
+        memo->keys[memo->n] = (PyObject *)s;
+        memo->vals[memo->n] = Py_NewRef(v);
+        memo->n++;
+    }
+    return v;
+}
+
+void
+cdyn_source_memo_clear(cdyn_source_memo *memo)
+{
+    for (int i = 0; i < memo->n; i++) {
+        Py_CLEAR(memo->vals[i]);
+    }
+    memo->n = 0;
+}
+
 /* ---- init -------------------------------------------------------------------------- */
 
 int

@@ -51,6 +51,23 @@ PyObject *cdyn_source_const(PyObject *obj, PyObject *label);
 PyObject *cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus,
                            PyFunctionObject *func, PyObject *globals, PyObject *builtins);
 
+/* Values of ATTR/ITEM sources computed during one guard check, keyed by source object:
+ * guards on L['self'].a.b.w and L['self'].a.b.eps share the evaluation of L['self'].a.b
+ * (child sources hold their base source object). Values are strong references; the owner
+ * releases them with cdyn_source_memo_clear. */
+#define CDYN_SOURCE_MEMO_SIZE 64
+typedef struct {
+    int n;
+    PyObject *keys[CDYN_SOURCE_MEMO_SIZE];   /* borrowed sources */
+    PyObject *vals[CDYN_SOURCE_MEMO_SIZE];   /* strong */
+} cdyn_source_memo;
+
+/* As cdyn_source_eval, reusing and filling memo (may be NULL). New reference or NULL. */
+PyObject *cdyn_source_eval_memo(cdyn_source *s, PyObject *const *localsplus,
+                                PyFunctionObject *func, PyObject *globals, PyObject *builtins,
+                                cdyn_source_memo *memo);
+void cdyn_source_memo_clear(cdyn_source_memo *memo);
+
 /* Borrowed: the cached readable form of a source. */
 static inline PyObject *cdyn_source_repr(PyObject *s) { return ((cdyn_source *)s)->repr; }
 
