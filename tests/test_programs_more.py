@@ -263,14 +263,7 @@ def test_more_break_programs_equal_eager(fn, args):
     cdynamo.reset()
 
 
-@requires_engine
-def test_hasattr_on_tensors_and_modules():
-    def f(x):
-        a = hasattr(x, "shape") and hasattr(torch, "relu")
-        b = hasattr(x, "no_such_attribute")
-        return x + 1 if a and not b else x - 1
-
-    x = torch.randn(3)
+def _assert_one_graph_equal_eager(f, x):
     graphs = []
 
     def backend(gm, example_inputs):
@@ -280,6 +273,17 @@ def test_hasattr_on_tensors_and_modules():
     same(f(x), cdynamo.compile(f, backend=backend)(x))
     assert len(graphs) == 1
     cdynamo.reset()
+
+
+@requires_engine
+def test_hasattr_on_tensors_and_modules():
+    def f(x):
+        a = hasattr(x, "shape") and hasattr(torch, "relu")
+        b = hasattr(x, "no_such_attribute")
+        return x + 1 if a and not b else x - 1
+
+    x = torch.randn(3)
+    _assert_one_graph_equal_eager(f, x)
 
 
 @requires_engine
@@ -292,15 +296,7 @@ def test_del_subscript_on_local_containers():
         return d, lst
 
     x = torch.randn(3)
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    same(f(x), cdynamo.compile(f, backend=backend)(x))
-    assert len(graphs) == 1
-    cdynamo.reset()
+    _assert_one_graph_equal_eager(f, x)
 
 
 def _noisy(v):

@@ -217,6 +217,38 @@ collect(cdyn_tx *tx, PyObject *v, PyObject *outputs, PyObject *out_nodes)
     }
 }
 
+/* Values rebuilt once per transformed code (mutable containers, iterators): when v was
+ * already built, emit its load and return 1; 0 when it must be built; -1 on error. */
+static int
+memo_load(cg_state *cg, PyObject *v)
+{
+    PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
+    if (key == NULL) {
+        return -1;
+    }
+    slot = PyDict_GetItemWithError(cg->memo, key);
+    Py_DECREF(key);
+    if (slot == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    return emit(cg, LOAD_FAST, (int)PyLong_AsLong(slot)) < 0 ? -1 : 1;
+}
+
+/* The value v just built on the stack: keep it there and in a new temporary for later
+ * memo_load calls. 0 / -1. */
+static int
+memo_store(cg_state *cg, PyObject *v, const char *prefix)
+{
+    PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
+    int tmp = new_temp(cg, prefix), e;
+    slot = tmp < 0 ? NULL : PyLong_FromLong(tmp);
+    e = key == NULL || slot == NULL || PyDict_SetItem(cg->memo, key, slot) < 0 ||
+        emit(cg, COPY, 1) < 0 || emit(cg, STORE_FAST, tmp) < 0;
+    Py_XDECREF(key);
+    Py_XDECREF(slot);
+    return e ? -1 : 0;
+}
+
 /* Emit code that rebuilds value v. */
 static int
 emit_value(cg_state *cg, int first_tmp, PyObject *v)
@@ -274,90 +306,52 @@ emit_value(cg_state *cg, int first_tmp, PyObject *v)
         }
         return 0;
     case VK_LIST:
-    case VK_DICT: {
-        /* Mutable: built once into a temporary so every use sees the same object. */
-        PyObject *key = NULL, *slot = NULL;
-        int tmp;
+    case VK_DICT:
         if (x->source != NULL) {   /* the real container (side effects replayed on it) */
             return emit_source(cg, x->source);
         }
-        key = PyLong_FromVoidPtr(v);
-        if (key == NULL) {
-            return -1;
-        }
-        slot = PyDict_GetItemWithError(cg->memo, key);
-        if (slot != NULL) {
-            Py_DECREF(key);
-            return emit(cg, LOAD_FAST, (int)PyLong_AsLong(slot));
-        }
-        if (PyErr_Occurred()) {
-            Py_DECREF(key);
-            return -1;
+        /* mutable: built once into a temporary so every use sees the same object */
+        i = memo_load(cg, v);
+        if (i != 0) {
+            return i < 0 ? -1 : 0;
         }
         n = PyList_GET_SIZE(x->items);
         for (Py_ssize_t k = 0; k < n; k++) {
             if (x->kind == VK_DICT) {
                 i = const_index(cg, PyList_GET_ITEM(x->obj, k));
                 if (i < 0 || emit(cg, LOAD_CONST, i) < 0) {
-                    Py_DECREF(key);
                     return -1;
                 }
             }
             if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
-                Py_DECREF(key);
                 return -1;
             }
         }
-        tmp = new_temp(cg, "obj");
-        slot = tmp < 0 ? NULL : PyLong_FromLong(tmp);
-        if (slot == NULL || PyDict_SetItem(cg->memo, key, slot) < 0 ||
-            emit(cg, x->kind == VK_LIST ? BUILD_LIST : BUILD_MAP, (int)n) < 0 ||
-            emit(cg, COPY, 1) < 0 || emit(cg, STORE_FAST, tmp) < 0) {
-            Py_XDECREF(slot);
-            Py_DECREF(key);
+        if (emit(cg, x->kind == VK_LIST ? BUILD_LIST : BUILD_MAP, (int)n) < 0) {
             return -1;
         }
-        Py_DECREF(slot);
-        Py_DECREF(key);
-        return 0;
-    }
+        return memo_store(cg, v, "obj");
     case VK_NULL:
         return emit(cg, PUSH_NULL, 0);
     case VK_FUNCTION:
         i = const_index(cg, x->obj);
         return (i < 0 || emit(cg, LOAD_CONST, i) < 0) ? -1 : emit(cg, MAKE_FUNCTION, 0);
-    case VK_ITER: {
+    case VK_ITER:
         /* iter(tuple of the remaining items), built once (an iterator is stateful) */
-        PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
-        int tmp;
-        if (key == NULL) {
-            return -1;
-        }
-        slot = PyDict_GetItemWithError(cg->memo, key);
-        if (slot != NULL || PyErr_Occurred()) {
-            Py_DECREF(key);
-            return slot ? emit(cg, LOAD_FAST, (int)PyLong_AsLong(slot)) : -1;
+        i = memo_load(cg, v);
+        if (i != 0) {
+            return i < 0 ? -1 : 0;
         }
         n = PyList_GET_SIZE(x->items) - x->pos;
         for (Py_ssize_t k = x->pos; k < PyList_GET_SIZE(x->items); k++) {
             if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
-                Py_DECREF(key);
                 return -1;
             }
         }
-        tmp = new_temp(cg, "iter");
-        slot = tmp < 0 ? NULL : PyLong_FromLong(tmp);
-        if (slot == NULL || PyDict_SetItem(cg->memo, key, slot) < 0 ||
-            emit(cg, BUILD_TUPLE, (int)n) < 0 || emit(cg, GET_ITER, 0) < 0 ||
-            emit(cg, COPY, 1) < 0 || emit(cg, STORE_FAST, tmp) < 0) {
-            Py_XDECREF(slot);
-            Py_DECREF(key);
+        if (emit(cg, BUILD_TUPLE, (int)n) < 0 || emit(cg, GET_ITER, 0) < 0) {
             return -1;
         }
-        Py_DECREF(slot);
-        Py_DECREF(key);
-        return 0;
-    }
+        return memo_store(cg, v, "iter");
     case VK_GRADEXIT:
         /* GradModeExit(prev): restores grad mode at the end of a block split by a break */
         i = const_index(cg, cdyn_G.grad_mode_exit_type);

@@ -1474,16 +1474,6 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
             Py_DECREF(lst);
             break;
         }
-        case BINARY_SUBSCR:
-            b = pop(fs);
-            a = pop(fs);
-            st = subscr(tx, a, b, &r);
-            Py_DECREF(a);
-            Py_DECREF(b);
-            if (st == TR_OK) {
-                st = push(fs, r);
-            }
-            break;
         case STORE_SUBSCR:
             b = pop(fs);   /* key */
             a = pop(fs);   /* container */
@@ -1500,10 +1490,18 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
             Py_DECREF(a);
             Py_DECREF(b);
             break;
+        case BINARY_SUBSCR:
         case BINARY_OP:
+        case COMPARE_OP:   /* [a, b] -> [a OP b] */
             b = pop(fs);
             a = pop(fs);
-            if (arg < 0 || arg > 25) {
+            if (ins->opcode == BINARY_SUBSCR) {
+                st = subscr(tx, a, b, &r);
+            }
+            else if (ins->opcode == COMPARE_OP) {
+                st = compare_op(tx, arg, a, b, &r);
+            }
+            else if (arg < 0 || arg > 25) {
                 st = cdyn_tx_unsupported(tx, "BINARY_OP %d", arg);
             }
             else {
@@ -1550,16 +1548,6 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
             }
             break;
         }
-        case COMPARE_OP:
-            b = pop(fs);
-            a = pop(fs);
-            st = compare_op(tx, arg, a, b, &r);
-            Py_DECREF(a);
-            Py_DECREF(b);
-            if (st == TR_OK) {
-                st = push(fs, r);
-            }
-            break;
         case IS_OP:
         case CONTAINS_OP:   /* oparg 1 inverts: `is not`, `not in` */
             b = pop(fs);
