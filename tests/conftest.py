@@ -5,6 +5,9 @@ import sys
 import pytest
 import torch
 
+# Internal translation errors raise in the tests instead of running the frame unmodified.
+os.environ.setdefault("CDYNAMO_RAISE_INTERNAL_ERRORS", "1")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 if EXAMPLES not in sys.path:

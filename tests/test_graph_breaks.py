@@ -1247,7 +1247,9 @@ def global_store_across(x):
 
 
 def test_attribute_stores_across_break():
-    run_both(attr_store_across, Obj(B.clone()), A)
+    # the resume function reads o.w, stored before it in the same trace (a replayed side
+    # effect): cdynamo traces it (2 graphs); torch._dynamo 2.13 runs that resume unmodified
+    run_both(attr_store_across, Obj(B.clone()), A, captures_more=(2, 1))
 
 
 def test_global_stores_across_break():

@@ -62,3 +62,4 @@ else:
     _api._set_engine(_C, None)
     _C.set_skip_prefixes(_skip_prefixes())
     _C.set_cache_size_limit(config.cache_size_limit)
+    _C.set_raise_internal_errors(config.raise_internal_errors)

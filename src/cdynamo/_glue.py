@@ -67,16 +67,15 @@ def placeholder(graph, name):
         return graph.placeholder(name)
 
 
-def checkpoint(graph):
-    """The nodes of `graph` now, to undo a failed call with rollback()."""
-    return set(graph.nodes)
-
-
-def rollback(graph, before):
-    """Erase the non-input nodes added to `graph` since checkpoint() returned `before`."""
+def rollback(graph, last):
+    """Erase the call nodes added to `graph` after node `last` (None: since the start), newest
+    first. Placeholders and get_attr nodes stay (the trace keeps values for them)."""
     for node in reversed(list(graph.nodes)):
-        if node not in before and node.op != "placeholder" and not node.users:
-            graph.erase_node(node)
+        if node is last:
+            break
+        if node.op in ("placeholder", "get_attr") or node.users:
+            continue
+        graph.erase_node(node)
 
 
 def fullgraph_error(reason, qualname, filename, lineno, inner_file=None, inner_line=0):
@@ -121,6 +120,16 @@ def set_example(node, value):
     node.meta["example_value"] = value
 
 
+class BackendCompilerFailed(RuntimeError):
+    """The backend raised while compiling a graph (as torch._dynamo's BackendCompilerFailed):
+    the error reaches the user, with the backend's exception as __cause__."""
+
+    def __init__(self, backend_name, inner):
+        super().__init__(f"backend {backend_name!r} raised {type(inner).__name__}: {inner}")
+        self.backend_name = backend_name
+        self.inner_exception = inner
+
+
 def compile_graph(options, graph, root, example_inputs, outputs):
     """Finish `graph` with `outputs` (a tuple of FX nodes), hand it to the backend.
 
@@ -140,7 +149,10 @@ def compile_graph(options, graph, root, example_inputs, outputs):
     gm = torch.fx.GraphModule(root, graph)
     name = f"__compiled_fn_{next(_graph_counter)}"
     gm._cdynamo_name = name
-    compiled = options.backend(gm, list(example_inputs))
+    try:
+        compiled = options.backend(gm, list(example_inputs))
+    except Exception as e:
+        raise BackendCompilerFailed(options.backend_name, e) from e
     if not callable(compiled):
         raise TypeError(
             f"backend {options.backend_name!r} returned {type(compiled).__name__}, "
@@ -179,3 +191,15 @@ def record_break(reason, qualname, filename, lineno):
     break_log.append(GraphBreak(str(reason), qualname, filename, lineno))
     if len(break_log) > 10000:
         del break_log[:5000]
+
+
+#: Frames run unmodified (nothing compiled) since the process started, as GraphBreak records
+#: (cdynamo.explain reads the new ones).
+unmodified_log: list = []
+
+
+def record_unmodified(reason, qualname, filename, lineno):
+    """Called by the translator when a whole frame runs unmodified (kept to the last 10,000)."""
+    unmodified_log.append(GraphBreak(str(reason), qualname, filename, lineno))
+    if len(unmodified_log) > 10000:
+        del unmodified_log[:5000]

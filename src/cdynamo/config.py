@@ -7,6 +7,10 @@
                     without compiling (as torch._dynamo.config.cache_size_limit).
   verbose           bool, default False (True with CDYNAMO_VERBOSE=1). Sets the "cdynamo"
                     logger to DEBUG and gives it a stderr handler if it has none.
+  raise_internal_errors
+                    bool, default False (True with CDYNAMO_RAISE_INTERNAL_ERRORS=1). An
+                    internal error of cdynamo while translating a frame raises instead of
+                    making the frame run unmodified with a WARNING (the test suite sets it).
 
 Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
 sets values for the duration of a with-block.
@@ -19,7 +23,7 @@ import os
 import sys
 import types
 
-_NAMES = ("output_code", "cache_size_limit", "verbose")
+_NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors")
 _log = logging.getLogger("cdynamo")
 _handler = None
 
@@ -33,6 +37,13 @@ def _push_cache_size_limit(n: int) -> None:
     engine = sys.modules.get("cdynamo._C")
     if engine is not None:
         engine.set_cache_size_limit(n)
+
+
+def _push_raise_internal_errors(on: bool) -> None:
+    """Hand the setting to the engine; a no-op while the engine is not importable."""
+    engine = sys.modules.get("cdynamo._C")
+    if engine is not None:
+        engine.set_raise_internal_errors(on)
 
 
 def _apply_verbose(on: bool) -> None:
@@ -51,7 +62,7 @@ def _apply_verbose(on: bool) -> None:
 
 
 def _validate(name: str, value):
-    if name in ("output_code", "verbose"):
+    if name in ("output_code", "verbose", "raise_internal_errors"):
         if not isinstance(value, bool):
             raise TypeError(f"cdynamo.config.{name} must be a bool, got {type(value).__name__}")
         return value
@@ -77,6 +88,8 @@ class _ConfigModule(types.ModuleType):
         value = _validate(name, value)
         if name == "cache_size_limit":
             _push_cache_size_limit(value)
+        elif name == "raise_internal_errors":
+            _push_raise_internal_errors(value)
         elif name == "verbose":
             _apply_verbose(value)
         super().__setattr__(name, value)
@@ -112,6 +125,7 @@ class _ConfigModule(types.ModuleType):
 output_code: bool = _env_flag("CDYNAMO_OUTPUT_CODE")
 cache_size_limit: int = 8
 verbose: bool = _env_flag("CDYNAMO_VERBOSE")
+raise_internal_errors: bool = _env_flag("CDYNAMO_RAISE_INTERNAL_ERRORS")
 
 sys.modules[__name__].__class__ = _ConfigModule
 if verbose:

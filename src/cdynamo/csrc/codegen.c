@@ -8,31 +8,26 @@
  *     <load each graph input from its source>
  *     PRECALL k; CALL k
  *     UNPACK_SEQUENCE m; STORE_FAST ___graph_out_0 .. m-1
+ *     <replay side effects>
  *     <rebuild the return value from graph outputs, constants and sources>
  *     RETURN_VALUE
- * It takes every argument slot of the original frame as a plain positional parameter
- * (translate.h), has no cell variables, and keeps the original free variables.
+ * At a graph break, instead of returning: rebuild the stack, run the breaking instruction
+ * (a call, a jump on a tensor, any other instruction) in plain Python, and call the resume
+ * function(s) (resume.h) with the live locals and the stack. The code takes every argument
+ * slot of the original frame as a plain positional parameter (translate.h), has no cell
+ * variables, and keeps the original free variables. Values are rebuilt by their families
+ * (codegen.h).
  */
 #include "tx.h"
+#include "codegen.h"
 #include "analysis.h"
 #include "resume.h"
 
-typedef struct {
-    cdyn_instr_list out;
-    PyObject *consts;     /* list */
-    PyObject *names;      /* list of str */
-    PyObject *outputs;    /* dict: node -> output index */
-    PyObject *memo;       /* dict: id(container value) -> temp slot (int); aliasing kept */
-    PyObject *varnames;   /* list of str: the new code's varnames (temps appended) */
-    PyObject *free_fixups;/* list of instruction indices whose oparg is a free-variable
-                             number: the slot is known only once all temporaries exist,
-                             so cg_close adds the final number of varnames to them */
-    int lineno;
-} cg_state;
+/* ---- the code generator's primitives -------------------------------------------------- */
 
 /* A new temporary local slot named prefix_N; returns its index or -1. */
 static int
-new_temp(cg_state *cg, const char *prefix)
+new_temp(cdyn_cg *cg, const char *prefix)
 {
     Py_ssize_t n = PyList_GET_SIZE(cg->varnames);
     PyObject *nm = PyUnicode_FromFormat("___%s_%zd", prefix, n);
@@ -44,21 +39,20 @@ new_temp(cg_state *cg, const char *prefix)
     return (int)n;
 }
 
-static int
-emit(cg_state *cg, int opcode, int oparg)
+int
+cdyn_cg_emit(cdyn_cg *cg, int opcode, int oparg)
 {
     cdyn_instr ins = cdyn_instr_make(opcode, oparg);
     ins.lineno = ins.end_lineno = cg->lineno;
     return cdyn_instrs_append(&cg->out, &ins) < 0 ? -1 : 0;
 }
 
-/* Index of obj in the consts list (identity; equal ints and bools stay distinct). */
-static int
-const_index(cg_state *cg, PyObject *obj)
+int
+cdyn_cg_const(cdyn_cg *cg, PyObject *obj)
 {
     Py_ssize_t n = PyList_GET_SIZE(cg->consts);
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyList_GET_ITEM(cg->consts, i) == obj) {
+        if (PyList_GET_ITEM(cg->consts, i) == obj) {   /* identity: 1 and True stay apart */
             return (int)i;
         }
     }
@@ -68,13 +62,12 @@ const_index(cg_state *cg, PyObject *obj)
     return (int)n;
 }
 
-static int
-name_index(cg_state *cg, PyObject *name)
+int
+cdyn_cg_name(cdyn_cg *cg, PyObject *name)
 {
     Py_ssize_t n = PyList_GET_SIZE(cg->names);
     for (Py_ssize_t i = 0; i < n; i++) {
-        int r = PyUnicode_Compare(PyList_GET_ITEM(cg->names, i), name);
-        if (r == 0) {
+        if (PyUnicode_Compare(PyList_GET_ITEM(cg->names, i), name) == 0) {
             return (int)i;
         }
     }
@@ -82,6 +75,263 @@ name_index(cg_state *cg, PyObject *name)
         return -1;
     }
     return (int)n;
+}
+
+int
+cdyn_cg_load_const(cdyn_cg *cg, PyObject *obj)
+{
+    int i = cdyn_cg_const(cg, obj);
+    return i < 0 ? -1 : cdyn_cg_emit(cg, LOAD_CONST, i);
+}
+
+int
+cdyn_cg_push_callable(cdyn_cg *cg, PyObject *callable)
+{
+    return cdyn_cg_emit(cg, PUSH_NULL, 0) < 0 ? -1 : cdyn_cg_load_const(cg, callable);
+}
+
+int
+cdyn_cg_call(cdyn_cg *cg, int nargs)
+{
+    return cdyn_cg_emit(cg, PRECALL, nargs) < 0 ? -1 : cdyn_cg_emit(cg, CALL, nargs);
+}
+
+/* Emit an instruction on free variable k (LOAD_DEREF / LOAD_CLOSURE); fixed up later. */
+static int
+emit_free(cdyn_cg *cg, int opcode, int k)
+{
+    PyObject *idx = PyLong_FromSsize_t(cg->out.len);
+    int e = idx == NULL || PyList_Append(cg->free_fixups, idx) < 0 || cdyn_cg_emit(cg, opcode, k) < 0;
+    Py_XDECREF(idx);
+    return e ? -1 : 0;
+}
+
+int
+cdyn_cg_source(cdyn_cg *cg, PyObject *s)
+{
+    cdyn_source *src = (cdyn_source *)s;
+    int i;
+    switch (src->kind) {
+    case CDYN_SRC_LOCAL:
+        return cdyn_cg_emit(cg, LOAD_FAST, src->index);
+    case CDYN_SRC_GLOBAL:
+        i = cdyn_cg_name(cg, src->name);
+        return i < 0 ? -1 : cdyn_cg_emit(cg, LOAD_GLOBAL, i << 1);
+    case CDYN_SRC_CLOSURE:
+        return emit_free(cg, LOAD_DEREF, src->index);
+    case CDYN_SRC_ATTR:
+        if (cdyn_cg_source(cg, (PyObject *)src->base) < 0) {
+            return -1;
+        }
+        i = cdyn_cg_name(cg, src->name);
+        return i < 0 ? -1 : cdyn_cg_emit(cg, LOAD_ATTR, i);
+    case CDYN_SRC_ITEM:
+        if (cdyn_cg_source(cg, (PyObject *)src->base) < 0 || cdyn_cg_load_const(cg, src->name) < 0) {
+            return -1;
+        }
+        return cdyn_cg_emit(cg, BINARY_SUBSCR, 0);
+    case CDYN_SRC_CONST:
+        return cdyn_cg_load_const(cg, src->name);
+    }
+    PyErr_SetString(PyExc_SystemError, "cdynamo: unknown source kind");
+    return -1;
+}
+
+tr_status
+cdyn_cg_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    if (V(v)->vt->collect == NULL || V(v)->vt->reconstruct == NULL) {
+        if (V(v)->source != NULL) {
+            return TR_OK;
+        }
+        return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
+    }
+    return V(v)->vt->collect(tx, cg, v);
+}
+
+int
+cdyn_cg_value(cdyn_cg *cg, PyObject *v)
+{
+    if (V(v)->vt->reconstruct == NULL) {
+        if (V(v)->source != NULL) {
+            return cdyn_cg_source(cg, V(v)->source);
+        }
+        PyErr_Format(PyExc_SystemError, "cdynamo: no way to rebuild %R", v);
+        return -1;
+    }
+    return V(v)->vt->reconstruct(cg, v);
+}
+
+int
+cdyn_cg_add_output(cdyn_cg *cg, PyObject *node)
+{
+    PyObject *idx;
+    int e;
+    if (PyDict_Contains(cg->outputs, node)) {
+        return 0;
+    }
+    idx = PyLong_FromSsize_t(PyList_GET_SIZE(cg->out_nodes));
+    e = idx == NULL || PyDict_SetItem(cg->outputs, node, idx) < 0 ||
+        PyList_Append(cg->out_nodes, node) < 0;
+    Py_XDECREF(idx);
+    return e ? -1 : 0;
+}
+
+int
+cdyn_cg_load_output(cdyn_cg *cg, PyObject *node)
+{
+    PyObject *idx = PyDict_GetItemWithError(cg->outputs, node);
+    if (idx == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_SystemError, "cdynamo: tensor is not a graph output");
+        }
+        return -1;
+    }
+    return cdyn_cg_emit(cg, LOAD_FAST, cg->first_tmp + (int)PyLong_AsLong(idx));
+}
+
+int
+cdyn_cg_memo_load(cdyn_cg *cg, PyObject *v)
+{
+    PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
+    if (key == NULL) {
+        return -1;
+    }
+    slot = PyDict_GetItemWithError(cg->memo, key);
+    Py_DECREF(key);
+    if (slot == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    return cdyn_cg_emit(cg, LOAD_FAST, (int)PyLong_AsLong(slot)) < 0 ? -1 : 1;
+}
+
+int
+cdyn_cg_memo_store(cdyn_cg *cg, PyObject *v, const char *prefix)
+{
+    PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
+    int tmp = new_temp(cg, prefix), e;
+    slot = tmp < 0 ? NULL : PyLong_FromLong(tmp);
+    e = key == NULL || slot == NULL || PyDict_SetItem(cg->memo, key, slot) < 0 ||
+        cdyn_cg_emit(cg, COPY, 1) < 0 || cdyn_cg_emit(cg, STORE_FAST, tmp) < 0;
+    Py_XDECREF(key);
+    Py_XDECREF(slot);
+    return e ? -1 : 0;
+}
+
+/* ---- side effects ------------------------------------------------------------------------- */
+
+static tr_status
+collect_effects(cdyn_tx *tx, cdyn_cg *cg)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->effects); i++) {
+        PyObject *e = PyList_GET_ITEM(tx->effects, i), *target = PyTuple_GET_ITEM(e, 1);
+        PyObject *value = PyTuple_GET_ITEM(e, 3);
+        tr_status st = cdyn_Value_Check(value) ? cdyn_cg_collect(tx, cg, value) : TR_OK;
+        if (st == TR_OK && target != Py_None) {
+            st = cdyn_cg_collect(tx, cg, target);
+        }
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    return TR_OK;
+}
+
+/* Replay the side effects in program order. 0 / -1. */
+static int
+emit_effects(cdyn_tx *tx, cdyn_cg *cg)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->effects); i++) {
+        PyObject *e = PyList_GET_ITEM(tx->effects, i);
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(e, 0));
+        PyObject *target = PyTuple_GET_ITEM(e, 1), *key = PyTuple_GET_ITEM(e, 2);
+        PyObject *value = PyTuple_GET_ITEM(e, 3);
+        int k, err;
+        switch (kind) {
+        case EFF_APPEND:
+            k = cdyn_cg_name(cg, key);
+            err = cdyn_cg_value(cg, target) < 0 || k < 0 || cdyn_cg_emit(cg, LOAD_METHOD, k) < 0 ||
+                  cdyn_cg_value(cg, value) < 0 || cdyn_cg_call(cg, 1) < 0 ||
+                  cdyn_cg_emit(cg, POP_TOP, 0) < 0;
+            break;
+        case EFF_DELETE_SUBSCR:
+            err = cdyn_cg_value(cg, target) < 0 || cdyn_cg_load_const(cg, key) < 0 ||
+                  cdyn_cg_emit(cg, DELETE_SUBSCR, 0) < 0;
+            break;
+        case EFF_STORE_SUBSCR:
+            err = cdyn_cg_value(cg, value) < 0 || cdyn_cg_value(cg, target) < 0 ||
+                  cdyn_cg_load_const(cg, key) < 0 || cdyn_cg_emit(cg, STORE_SUBSCR, 0) < 0;
+            break;
+        case EFF_STORE_ATTR:
+            k = cdyn_cg_name(cg, key);
+            err = cdyn_cg_value(cg, value) < 0 || cdyn_cg_value(cg, target) < 0 || k < 0 ||
+                  cdyn_cg_emit(cg, STORE_ATTR, k) < 0;
+            break;
+        default:   /* EFF_STORE_GLOBAL */
+            k = cdyn_cg_name(cg, key);
+            err = cdyn_cg_value(cg, value) < 0 || k < 0 || cdyn_cg_emit(cg, STORE_GLOBAL, k) < 0;
+            break;
+        }
+        if (err) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- opening, the graph call, closing -------------------------------------------------- */
+
+/* Number of argument slots of code: positional, keyword-only, *args, **kwargs. */
+static int
+n_arg_slots(PyCodeObject *co)
+{
+    return co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
+           ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+static void
+cg_clear(cdyn_cg *cg)
+{
+    cdyn_instrs_clear(&cg->out);
+    Py_CLEAR(cg->consts);
+    Py_CLEAR(cg->names);
+    Py_CLEAR(cg->outputs);
+    Py_CLEAR(cg->out_nodes);
+    Py_CLEAR(cg->memo);
+    Py_CLEAR(cg->varnames);
+    Py_CLEAR(cg->free_fixups);
+}
+
+/* Start the transformed code: state, varnames, prefix. 0 / -1. */
+static int
+cg_open(cdyn_cg *cg, PyCodeObject *co)
+{
+    PyObject *orig = NULL;
+    memset(cg, 0, sizeof(*cg));
+    cdyn_instrs_init(&cg->out);
+    cg->lineno = co->co_firstlineno;
+    cg->consts = PyList_New(0);
+    cg->names = PyList_New(0);
+    cg->outputs = PyDict_New();
+    cg->out_nodes = PyList_New(0);
+    cg->memo = PyDict_New();
+    cg->free_fixups = PyList_New(0);
+    orig = PyCode_GetVarnames(co);
+    if (!cg->consts || !cg->names || !cg->outputs || !cg->out_nodes || !cg->memo ||
+        !cg->free_fixups || !orig) {
+        Py_XDECREF(orig);
+        return -1;
+    }
+    cg->varnames = PySequence_List(orig);
+    Py_DECREF(orig);
+    /* None first, as CPython's compiler does (co_consts[0] is the docstring or None). */
+    if (cg->varnames == NULL || PyList_Append(cg->consts, Py_None) < 0) {
+        return -1;
+    }
+    if (co->co_nfreevars > 0 && cdyn_cg_emit(cg, COPY_FREE_VARS, co->co_nfreevars) < 0) {
+        return -1;
+    }
+    return cdyn_cg_emit(cg, RESUME, 0);
 }
 
 /* Install value under name in the frame's globals (the transformed code loads it from
@@ -96,460 +346,20 @@ install_global(cdyn_tx *tx, PyObject *name, PyObject *value, int removable)
     return r == NULL ? -1 : 0;
 }
 
-/* Emit an instruction on free variable k (LOAD_DEREF / LOAD_CLOSURE); fixed up later. */
-static int
-emit_free(cg_state *cg, int opcode, int k)
-{
-    PyObject *idx = PyLong_FromSsize_t(cg->out.len);
-    int e = idx == NULL || PyList_Append(cg->free_fixups, idx) < 0 || emit(cg, opcode, k) < 0;
-    Py_XDECREF(idx);
-    return e ? -1 : 0;
-}
-
-/* Emit bytecode that pushes the value of a source. 0 / -1. */
-static int
-emit_source(cg_state *cg, PyObject *s)
-{
-    cdyn_source *src = (cdyn_source *)s;
-    int i;
-    switch (src->kind) {
-    case CDYN_SRC_LOCAL:
-        return emit(cg, LOAD_FAST, src->index);
-    case CDYN_SRC_GLOBAL:
-        i = name_index(cg, src->name);
-        return i < 0 ? -1 : emit(cg, LOAD_GLOBAL, i << 1);
-    case CDYN_SRC_CLOSURE:
-        return emit_free(cg, LOAD_DEREF, src->index);
-    case CDYN_SRC_ATTR:
-        if (emit_source(cg, (PyObject *)src->base) < 0) {
-            return -1;
-        }
-        i = name_index(cg, src->name);
-        return i < 0 ? -1 : emit(cg, LOAD_ATTR, i);
-    case CDYN_SRC_ITEM:
-        if (emit_source(cg, (PyObject *)src->base) < 0) {
-            return -1;
-        }
-        i = const_index(cg, src->name);
-        if (i < 0 || emit(cg, LOAD_CONST, i) < 0) {
-            return -1;
-        }
-        return emit(cg, BINARY_SUBSCR, 0);
-    case CDYN_SRC_CONST:
-        i = const_index(cg, src->name);
-        return i < 0 ? -1 : emit(cg, LOAD_CONST, i);
-    }
-    PyErr_SetString(PyExc_SystemError, "cdynamo: unknown source kind");
-    return -1;
-}
-
-/* Collect graph outputs in the return value and check it can be rebuilt. */
-static tr_status
-collect(cdyn_tx *tx, PyObject *v, PyObject *outputs, PyObject *out_nodes)
-{
-    cdyn_value *x = V(v);
-    switch (x->kind) {
-    case VK_CONST:
-        return TR_OK;
-    case VK_TENSOR:
-        if (x->source != NULL) {
-            return TR_OK;
-        }
-        if (PyDict_Contains(outputs, x->node)) {
-            return TR_OK;
-        }
-        {
-            PyObject *idx = PyLong_FromSsize_t(PyList_GET_SIZE(out_nodes));
-            int e = idx == NULL || PyDict_SetItem(outputs, x->node, idx) < 0 ||
-                    PyList_Append(out_nodes, x->node) < 0;
-            Py_XDECREF(idx);
-            return e ? TR_ERROR : TR_OK;
-        }
-    case VK_TUPLE:
-    case VK_LIST:
-    case VK_DICT:
-        if (x->source != NULL) {
-            return TR_OK;   /* rebuilt from its source */
-        }
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(x->items); i++) {
-            tr_status st = collect(tx, PyList_GET_ITEM(x->items, i), outputs, out_nodes);
-            if (st != TR_OK) {
-                return st;
-            }
-        }
-        return TR_OK;
-    case VK_NULL:
-        return TR_OK;
-    case VK_METHOD:
-        if (x->flag && !PyFunction_Check(x->obj)) {
-            return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
-        }
-        return collect(tx, PyList_GET_ITEM(x->items, 0), outputs, out_nodes);
-    case VK_CALLABLE:
-    case VK_PYMODULE:
-    case VK_NNMODULE:
-    case VK_OBJECT:
-    case VK_GRADEXIT:
-        return TR_OK;   /* from its source, or as a constant of the code object */
-    case VK_FUNCTION:
-        /* a function made in the frame (e.g. a comprehension): rebuilt by MAKE_FUNCTION when
-           it has no defaults, no closure and the frame's own globals */
-        if (x->flag != 1 || PyList_GET_ITEM(x->items, 0) != Py_None ||
-            PyList_GET_ITEM(x->items, 1) != Py_None || PyList_GET_ITEM(x->items, 2) != Py_None) {
-            return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
-        }
-        return TR_OK;
-    case VK_ITER: {
-        /* rebuilt as iter(tuple of the remaining items) */
-        for (Py_ssize_t i = x->pos; i < PyList_GET_SIZE(x->items); i++) {
-            tr_status st = collect(tx, PyList_GET_ITEM(x->items, i), outputs, out_nodes);
-            if (st != TR_OK) {
-                return st;
-            }
-        }
-        return TR_OK;
-    }
-    default:
-        if (x->source != NULL) {
-            return TR_OK;
-        }
-        return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
-    }
-}
-
-/* Values rebuilt once per transformed code (mutable containers, iterators): when v was
- * already built, emit its load and return 1; 0 when it must be built; -1 on error. */
-static int
-memo_load(cg_state *cg, PyObject *v)
-{
-    PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
-    if (key == NULL) {
-        return -1;
-    }
-    slot = PyDict_GetItemWithError(cg->memo, key);
-    Py_DECREF(key);
-    if (slot == NULL) {
-        return PyErr_Occurred() ? -1 : 0;
-    }
-    return emit(cg, LOAD_FAST, (int)PyLong_AsLong(slot)) < 0 ? -1 : 1;
-}
-
-/* The value v just built on the stack: keep it there and in a new temporary for later
- * memo_load calls. 0 / -1. */
-static int
-memo_store(cg_state *cg, PyObject *v, const char *prefix)
-{
-    PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
-    int tmp = new_temp(cg, prefix), e;
-    slot = tmp < 0 ? NULL : PyLong_FromLong(tmp);
-    e = key == NULL || slot == NULL || PyDict_SetItem(cg->memo, key, slot) < 0 ||
-        emit(cg, COPY, 1) < 0 || emit(cg, STORE_FAST, tmp) < 0;
-    Py_XDECREF(key);
-    Py_XDECREF(slot);
-    return e ? -1 : 0;
-}
-
-/* Emit code that rebuilds value v. */
-static int
-emit_value(cg_state *cg, int first_tmp, PyObject *v)
-{
-    cdyn_value *x = V(v);
-    Py_ssize_t n;
-    int i;
-    switch (x->kind) {
-    case VK_CONST:
-        i = const_index(cg, x->obj);
-        return i < 0 ? -1 : emit(cg, LOAD_CONST, i);
-    case VK_TENSOR:
-        if (x->source != NULL) {
-            return emit_source(cg, x->source);
-        }
-        {
-            PyObject *idx = PyDict_GetItemWithError(cg->outputs, x->node);
-            if (idx == NULL) {
-                if (!PyErr_Occurred()) {
-                    PyErr_SetString(PyExc_SystemError, "cdynamo: tensor is not a graph output");
-                }
-                return -1;
-            }
-            return emit(cg, LOAD_FAST, first_tmp + (int)PyLong_AsLong(idx));
-        }
-    case VK_TUPLE:
-        if (x->source != NULL) {
-            return emit_source(cg, x->source);
-        }
-        if (x->flag == 4) {
-            /* a named tuple: its type's _make (namedtuple) or the type itself (structseq),
-               called on the plain tuple */
-            PyObject *maker = PyObject_GetAttrString(x->obj, "_make");
-            if (maker == NULL) {
-                PyErr_Clear();
-                maker = Py_NewRef(x->obj);
-            }
-            i = const_index(cg, maker);
-            Py_DECREF(maker);
-            if (i < 0 || emit(cg, PUSH_NULL, 0) < 0 || emit(cg, LOAD_CONST, i) < 0) {
-                return -1;
-            }
-        }
-        n = PyList_GET_SIZE(x->items);
-        for (Py_ssize_t k = 0; k < n; k++) {
-            if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
-                return -1;
-            }
-        }
-        if (emit(cg, BUILD_TUPLE, (int)n) < 0) {
-            return -1;
-        }
-        if (x->flag == 4 && (emit(cg, PRECALL, 1) < 0 || emit(cg, CALL, 1) < 0)) {
-            return -1;
-        }
-        return 0;
-    case VK_LIST:
-    case VK_DICT:
-        if (x->source != NULL) {   /* the real container (side effects replayed on it) */
-            return emit_source(cg, x->source);
-        }
-        /* mutable: built once into a temporary so every use sees the same object */
-        i = memo_load(cg, v);
-        if (i != 0) {
-            return i < 0 ? -1 : 0;
-        }
-        n = PyList_GET_SIZE(x->items);
-        for (Py_ssize_t k = 0; k < n; k++) {
-            if (x->kind == VK_DICT) {
-                i = const_index(cg, PyList_GET_ITEM(x->obj, k));
-                if (i < 0 || emit(cg, LOAD_CONST, i) < 0) {
-                    return -1;
-                }
-            }
-            if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
-                return -1;
-            }
-        }
-        if (emit(cg, x->kind == VK_LIST ? BUILD_LIST : BUILD_MAP, (int)n) < 0) {
-            return -1;
-        }
-        return memo_store(cg, v, "obj");
-    case VK_NULL:
-        return emit(cg, PUSH_NULL, 0);
-    case VK_FUNCTION:
-        i = const_index(cg, x->obj);
-        return (i < 0 || emit(cg, LOAD_CONST, i) < 0) ? -1 : emit(cg, MAKE_FUNCTION, 0);
-    case VK_ITER:
-        /* iter(tuple of the remaining items), built once (an iterator is stateful) */
-        i = memo_load(cg, v);
-        if (i != 0) {
-            return i < 0 ? -1 : 0;
-        }
-        n = PyList_GET_SIZE(x->items) - x->pos;
-        for (Py_ssize_t k = x->pos; k < PyList_GET_SIZE(x->items); k++) {
-            if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
-                return -1;
-            }
-        }
-        if (emit(cg, BUILD_TUPLE, (int)n) < 0 || emit(cg, GET_ITER, 0) < 0) {
-            return -1;
-        }
-        return memo_store(cg, v, "iter");
-    case VK_GRADEXIT:
-        /* GradModeExit(prev): restores grad mode at the end of a block split by a break */
-        i = const_index(cg, cdyn_G.grad_mode_exit_type);
-        if (i < 0 || emit(cg, PUSH_NULL, 0) < 0 || emit(cg, LOAD_CONST, i) < 0) {
-            return -1;
-        }
-        i = const_index(cg, x->flag ? Py_True : Py_False);
-        if (i < 0 || emit(cg, LOAD_CONST, i) < 0 || emit(cg, PRECALL, 1) < 0) {
-            return -1;
-        }
-        return emit(cg, CALL, 1);
-    case VK_METHOD: {
-        PyObject *name = x->flag ? ((PyFunctionObject *)x->obj)->func_name : x->obj;
-        if (emit_value(cg, first_tmp, PyList_GET_ITEM(x->items, 0)) < 0) {
-            return -1;
-        }
-        i = name_index(cg, name);
-        return i < 0 ? -1 : emit(cg, LOAD_ATTR, i);
-    }
-    default:
-        if (x->source != NULL) {
-            return emit_source(cg, x->source);
-        }
-        assert(x->obj != NULL);
-        i = const_index(cg, x->obj);
-        return i < 0 ? -1 : emit(cg, LOAD_CONST, i);
-    }
-}
-
-/* Pre-build every mutable container reachable from v (so branches can share them). */
-static int
-emit_containers(cg_state *cg, int first_tmp, PyObject *v)
-{
-    cdyn_value *x = V(v);
-    if ((x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT) && x->source == NULL) {
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(x->items); k++) {
-            if (emit_containers(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
-                return -1;
-            }
-        }
-        if (x->kind != VK_TUPLE && x->source == NULL &&
-            (emit_value(cg, first_tmp, v) < 0 || emit(cg, POP_TOP, 0) < 0)) {
-            return -1;
-        }
-    }
-    else if (x->kind == VK_METHOD) {
-        return emit_containers(cg, first_tmp, PyList_GET_ITEM(x->items, 0));
-    }
-    else if (x->kind == VK_ITER) {
-        for (Py_ssize_t k = x->pos; k < PyList_GET_SIZE(x->items); k++) {
-            if (emit_containers(cg, first_tmp, PyList_GET_ITEM(x->items, k)) < 0) {
-                return -1;
-            }
-        }
-        return (emit_value(cg, first_tmp, v) < 0 || emit(cg, POP_TOP, 0) < 0) ? -1 : 0;
-    }
-    return 0;
-}
-
-/* Collect graph outputs needed by the recorded side effects. */
-static tr_status
-collect_effects(cdyn_tx *tx, PyObject *outputs, PyObject *out_nodes)
-{
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->effects); i++) {
-        PyObject *e = PyList_GET_ITEM(tx->effects, i);
-        PyObject *target = PyTuple_GET_ITEM(e, 1);
-        tr_status st = collect(tx, PyTuple_GET_ITEM(e, 3), outputs, out_nodes);
-        if (st == TR_OK && target != Py_None) {
-            st = collect(tx, target, outputs, out_nodes);
-        }
-        if (st != TR_OK) {
-            return st;
-        }
-    }
-    return TR_OK;
-}
-
-/* Replay the side effects in program order. 0 / -1. */
-static int
-emit_effects(cdyn_tx *tx, cg_state *cg, int first_tmp)
-{
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->effects); i++) {
-        PyObject *e = PyList_GET_ITEM(tx->effects, i);
-        long kind = PyLong_AsLong(PyTuple_GET_ITEM(e, 0));
-        PyObject *target = PyTuple_GET_ITEM(e, 1), *key = PyTuple_GET_ITEM(e, 2);
-        PyObject *value = PyTuple_GET_ITEM(e, 3);
-        int k;
-        if (kind == EFF_APPEND) {
-            k = name_index(cg, key);
-            if (emit_value(cg, first_tmp, target) < 0 || k < 0 || emit(cg, LOAD_METHOD, k) < 0 ||
-                emit_value(cg, first_tmp, value) < 0 || emit(cg, PRECALL, 1) < 0 ||
-                emit(cg, CALL, 1) < 0 || emit(cg, POP_TOP, 0) < 0) {
-                return -1;
-            }
-            continue;
-        }
-        if (kind == EFF_DELETE_SUBSCR) {
-            k = const_index(cg, key);
-            if (emit_value(cg, first_tmp, target) < 0 || k < 0 || emit(cg, LOAD_CONST, k) < 0 ||
-                emit(cg, DELETE_SUBSCR, 0) < 0) {
-                return -1;
-            }
-            continue;
-        }
-        if (emit_value(cg, first_tmp, value) < 0) {
-            return -1;
-        }
-        switch (kind) {
-        case EFF_STORE_SUBSCR:
-            k = const_index(cg, key);
-            if (emit_value(cg, first_tmp, target) < 0 || k < 0 || emit(cg, LOAD_CONST, k) < 0 ||
-                emit(cg, STORE_SUBSCR, 0) < 0) {
-                return -1;
-            }
-            break;
-        case EFF_STORE_ATTR:
-            k = name_index(cg, key);
-            if (emit_value(cg, first_tmp, target) < 0 || k < 0 || emit(cg, STORE_ATTR, k) < 0) {
-                return -1;
-            }
-            break;
-        default:
-            k = name_index(cg, key);
-            if (k < 0 || emit(cg, STORE_GLOBAL, k) < 0) {
-                return -1;
-            }
-            break;
-        }
-    }
-    return 0;
-}
-
-/* Number of argument slots of code: positional, keyword-only, *args, **kwargs. */
-static int
-n_arg_slots(PyCodeObject *co)
-{
-    return co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
-           ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
-}
-
-static void
-cg_clear(cg_state *cg)
-{
-    cdyn_instrs_clear(&cg->out);
-    Py_CLEAR(cg->consts);
-    Py_CLEAR(cg->names);
-    Py_CLEAR(cg->outputs);
-    Py_CLEAR(cg->memo);
-    Py_CLEAR(cg->varnames);
-    Py_CLEAR(cg->free_fixups);
-}
-
-/* Start the transformed code: state, varnames, prefix. 0 / -1. */
-static int
-cg_open(cg_state *cg, PyCodeObject *co)
-{
-    PyObject *orig = NULL;
-    memset(cg, 0, sizeof(*cg));
-    cdyn_instrs_init(&cg->out);
-    cg->lineno = co->co_firstlineno;
-    cg->consts = PyList_New(0);
-    cg->names = PyList_New(0);
-    cg->outputs = PyDict_New();
-    cg->memo = PyDict_New();
-    cg->free_fixups = PyList_New(0);
-    orig = PyCode_GetVarnames(co);
-    if (!cg->consts || !cg->names || !cg->outputs || !cg->memo || !cg->free_fixups || !orig) {
-        Py_XDECREF(orig);
-        return -1;
-    }
-    cg->varnames = PySequence_List(orig);
-    Py_DECREF(orig);
-    /* None first, as CPython's compiler does (co_consts[0] is the docstring or None). */
-    if (cg->varnames == NULL || PyList_Append(cg->consts, Py_None) < 0) {
-        return -1;
-    }
-    if (co->co_nfreevars > 0 && emit(cg, COPY_FREE_VARS, co->co_nfreevars) < 0) {
-        return -1;
-    }
-    return emit(cg, RESUME, 0);
-}
-
 /* Collect what the side effects need, compile the graph (when it has operations or
- * outputs) and emit its call, storing the outputs in temporaries; *first_tmp gets the
- * first temporary's slot. */
+ * outputs) and emit its call, storing the outputs in temporaries from cg->first_tmp. */
 static tr_status
-cg_graph_call(cdyn_tx *tx, cg_state *cg, PyObject *out_nodes, int *first_tmp,
-              PyObject **gname, PyObject **gm)
+cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
 {
     Py_ssize_t nin = PyList_GET_SIZE(tx->input_sources), nout;
     PyObject *outs = NULL, *res = NULL;
     int gi;
-    tr_status st = collect_effects(tx, cg->outputs, out_nodes);
+    tr_status st = collect_effects(tx, cg);
     if (st != TR_OK) {
         return st;
     }
-    nout = PyList_GET_SIZE(out_nodes);
-    *first_tmp = (int)PyList_GET_SIZE(cg->varnames);
+    nout = PyList_GET_SIZE(cg->out_nodes);
+    cg->first_tmp = (int)PyList_GET_SIZE(cg->varnames);
     for (Py_ssize_t i = 0; i < nout; i++) {
         if (new_temp(cg, "graph_out") < 0) {
             return TR_ERROR;
@@ -558,14 +368,14 @@ cg_graph_call(cdyn_tx *tx, cg_state *cg, PyObject *out_nodes, int *first_tmp,
     if (tx->n_call_nodes == 0 && nout == 0) {
         return TR_OK;
     }
-    outs = PyList_AsTuple(out_nodes);
+    outs = PyList_AsTuple(cg->out_nodes);
     if (outs == NULL) {
         return TR_ERROR;
     }
     res = PyObject_CallMethod(tx->glue, "compile_graph", "OOOON", tx->options, tx->graph,
                               tx->root, tx->input_values, outs);
     if (res == NULL) {
-        return TR_ERROR;   /* a backend failure reaches the user */
+        return TR_ERROR;   /* a backend failure (BackendCompilerFailed) reaches the user */
     }
     *gname = Py_NewRef(PyTuple_GET_ITEM(res, 0));
     *gm = Py_NewRef(PyTuple_GET_ITEM(res, 2));
@@ -574,26 +384,26 @@ cg_graph_call(cdyn_tx *tx, cg_state *cg, PyObject *out_nodes, int *first_tmp,
         return TR_ERROR;
     }
     Py_DECREF(res);
-    gi = name_index(cg, *gname);
-    if (gi < 0 || emit(cg, LOAD_GLOBAL, (gi << 1) | 1) < 0) {
+    gi = cdyn_cg_name(cg, *gname);
+    if (gi < 0 || cdyn_cg_emit(cg, LOAD_GLOBAL, (gi << 1) | 1) < 0) {
         return TR_ERROR;
     }
     for (Py_ssize_t i = 0; i < nin; i++) {
-        if (emit_source(cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
+        if (cdyn_cg_source(cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
             return TR_ERROR;
         }
     }
-    if (emit(cg, PRECALL, (int)nin) < 0 || emit(cg, CALL, (int)nin) < 0) {
+    if (cdyn_cg_call(cg, (int)nin) < 0) {
         return TR_ERROR;
     }
     if (nout == 0) {
-        return emit(cg, POP_TOP, 0) < 0 ? TR_ERROR : TR_OK;
+        return cdyn_cg_emit(cg, POP_TOP, 0) < 0 ? TR_ERROR : TR_OK;
     }
-    if (emit(cg, UNPACK_SEQUENCE, (int)nout) < 0) {
+    if (cdyn_cg_emit(cg, UNPACK_SEQUENCE, (int)nout) < 0) {
         return TR_ERROR;
     }
     for (Py_ssize_t i = 0; i < nout; i++) {
-        if (emit(cg, STORE_FAST, *first_tmp + (int)i) < 0) {
+        if (cdyn_cg_emit(cg, STORE_FAST, cg->first_tmp + (int)i) < 0) {
             return TR_ERROR;
         }
     }
@@ -602,7 +412,7 @@ cg_graph_call(cdyn_tx *tx, cg_state *cg, PyObject *out_nodes, int *first_tmp,
 
 /* Assemble the transformed code and print the output_code report. New ref or NULL. */
 static PyObject *
-cg_close(cdyn_tx *tx, cg_state *cg, PyObject *gname, PyObject *gm)
+cg_close(cdyn_tx *tx, cdyn_cg *cg, PyObject *gname, PyObject *gm)
 {
     PyCodeObject *co = tx->code;
     PyObject *consts = NULL, *names = NULL, *varnames = NULL, *empty = NULL,
@@ -665,47 +475,139 @@ done:
 tr_status
 cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
 {
-    cg_state cg;
-    PyObject *out_nodes = NULL, *gname = NULL, *gm = NULL;
+    cdyn_cg cg;
+    PyObject *gname = NULL, *gm = NULL;
     tr_status st = TR_ERROR;
-    int first_tmp = 0;
     if (cg_open(&cg, tx->code) < 0) {
         goto done;
     }
-    out_nodes = PyList_New(0);
-    if (out_nodes == NULL) {
-        goto done;
+    st = cdyn_cg_collect(tx, &cg, ret);
+    if (st == TR_OK) {
+        st = cg_graph_call(tx, &cg, &gname, &gm);
     }
-    st = collect(tx, ret, cg.outputs, out_nodes);
-    if (st != TR_OK) {
-        goto done;
-    }
-    st = cg_graph_call(tx, &cg, out_nodes, &first_tmp, &gname, &gm);
     if (st != TR_OK) {
         goto done;
     }
     st = TR_ERROR;
-    if (emit_effects(tx, &cg, first_tmp) < 0 || emit_value(&cg, first_tmp, ret) < 0 ||
-        emit(&cg, RETURN_VALUE, 0) < 0) {
+    if (emit_effects(tx, &cg) < 0 || cdyn_cg_value(&cg, ret) < 0 ||
+        cdyn_cg_emit(&cg, RETURN_VALUE, 0) < 0) {
         goto done;
     }
     *code_out = cg_close(tx, &cg, gname, gm);
     st = *code_out ? TR_OK : TR_ERROR;
 done:
     cg_clear(&cg);
-    Py_XDECREF(out_nodes);
     Py_XDECREF(gname);
     Py_XDECREF(gm);
     return st;
 }
 
-/* ---- graph breaks -------------------------------------------------------------------- */
+/* ---- graph breaks ------------------------------------------------------------------------- */
+
+int
+cdyn_break_shape(const cdyn_instr *ins, cdyn_break_shape_t *shape)
+{
+    cdyn_break_shape_t s = {0, 0, 0, ins->opcode, ins->oparg, 0, 0};
+    int arg = ins->oparg;
+    switch (ins->opcode) {
+    case BINARY_OP: case BINARY_SUBSCR: case COMPARE_OP: case IS_OP: case CONTAINS_OP:
+        s.npop = 2, s.nout = 1;
+        break;
+    case UNARY_NEGATIVE: case UNARY_POSITIVE: case UNARY_INVERT: case UNARY_NOT: case GET_ITER:
+    case LIST_TO_TUPLE:
+        s.npop = 1, s.nout = 1;
+        break;
+    case STORE_SUBSCR:
+        s.npop = 3;
+        break;
+    case DELETE_SUBSCR:
+        s.npop = 2;
+        break;
+    case STORE_ATTR:
+        s.npop = 2, s.named = 1;
+        break;
+    case DELETE_ATTR: case STORE_GLOBAL:
+        s.npop = 1, s.named = 1;
+        break;
+    case DELETE_GLOBAL:
+        s.named = 1;
+        break;
+    case LOAD_ATTR:
+        s.npop = 1, s.nout = 1, s.named = 1;
+        break;
+    case LOAD_METHOD:   /* run as LOAD_ATTR: [NULL, bound method] */
+        s.npop = 1, s.nout = 1, s.named = 1, s.null_below = 1, s.opcode = LOAD_ATTR;
+        break;
+    case LOAD_GLOBAL:   /* the NULL (oparg & 1) is restored by the resume function */
+        s.nout = 1, s.named = 1, s.null_below = arg & 1, s.oparg = arg >> 1;
+        break;
+    case BUILD_STRING: case BUILD_SLICE: case BUILD_SET:
+        s.npop = arg, s.nout = 1;
+        break;
+    case FORMAT_VALUE:
+        s.npop = 1 + ((arg & 0x04) != 0), s.nout = 1;
+        break;
+    case BUILD_MAP:
+        s.npop = 2 * arg, s.nout = 1;
+        break;
+    case BUILD_CONST_KEY_MAP:
+        s.npop = arg + 1, s.nout = 1;
+        break;
+    case UNPACK_SEQUENCE:
+        s.npop = 1, s.nout = arg;
+        break;
+    case UNPACK_EX:
+        s.npop = 1, s.nout = (arg & 0xFF) + (arg >> 8) + 1;
+        break;
+    case LIST_APPEND: case SET_ADD: case LIST_EXTEND: case SET_UPDATE: case DICT_UPDATE:
+    case DICT_MERGE:
+        s.npop = arg + 1, s.nout = arg;
+        break;
+    case MAP_ADD:
+        s.npop = arg + 2, s.nout = arg;
+        break;
+    case IMPORT_NAME:
+        s.npop = 2, s.nout = 1, s.named = 1;
+        break;
+    case IMPORT_FROM:
+        s.npop = 1, s.nout = 2, s.named = 1;
+        break;
+    case BEFORE_WITH: case GET_LEN: case MATCH_MAPPING: case MATCH_SEQUENCE:
+        s.npop = 1, s.nout = 2;
+        break;
+    case MATCH_KEYS:
+        s.npop = 2, s.nout = 3;
+        break;
+    case MATCH_CLASS:
+        s.npop = 3, s.nout = 1;
+        break;
+    case RAISE_VARARGS:
+        s.npop = arg, s.terminal = 1;
+        break;
+    default:
+        return 0;
+    }
+    if (shape != NULL) {
+        *shape = s;
+    }
+    return 1;
+}
 
 static PyObject *resume_names;   /* dict: resume code -> global name (str) */
 static long resume_serial;
 
-/* Live locals at instruction `target` of the top frame: a new list of slot indices
- * (bound in the symbolic state, or untouched arguments), free variables excluded. */
+/* 1 when local slot i holds a cell made in the trace that is still empty (its variable is
+ * not assigned yet: the resume function makes it empty again). */
+static int
+empty_cell(cdyn_fs *fs, int i)
+{
+    PyObject *v = fs->locals[i];
+    return v != NULL && V(v)->kind == VK_CELL && V(v)->u.cell.contents == NULL &&
+           V(v)->u.cell.real == NULL;
+}
+
+/* Live locals at instruction `target` of the top frame: a new list of slot indices (bound
+ * in the symbolic state, or untouched arguments), free variables excluded. */
 static PyObject *
 live_slots(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t target)
 {
@@ -719,20 +621,20 @@ live_slots(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t target)
     if (cdyn_live_locals(&fs->instrs, target, n, live) < 0) {
         goto done;
     }
-    out = PyList_New(0);
     for (int i = n - nfree; i < n && co->co_argcount > 0; i++) {
-        /* zero-argument super() reads the first argument implicitly: keep it first */
-        if (i >= n - nfree && PyUnicode_CompareWithASCIIString(
-                                  PyTuple_GET_ITEM(co->co_localsplusnames, i), "__class__") == 0) {
+        /* zero-argument super() reads the first argument implicitly: keep it */
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(co->co_localsplusnames, i),
+                                             "__class__") == 0) {
             live[0] = 1;
         }
     }
+    out = PyList_New(0);
     for (int i = 0; out != NULL && i < n - nfree; i++) {
-        int bound = fs->locals[i] != NULL || (i < n_arg_slots(co) && tx->frame->localsplus[i]);
+        int bound = (fs->locals[i] != NULL && !empty_cell(fs, i)) ||
+                    (fs->locals[i] == NULL && i < n_arg_slots(co) && tx->frame->localsplus[i]);
         if (live[i] && bound) {
             PyObject *k = PyLong_FromLong(i);
             if (k == NULL || PyList_Append(out, k) < 0) {
-                Py_XDECREF(k);
                 Py_CLEAR(out);
             }
             Py_XDECREF(k);
@@ -750,24 +652,72 @@ live_value(cdyn_fs *fs, int i)
 {
     PyObject *v = fs->locals[i];
     if (v != NULL && V(v)->kind == VK_CELL) {
-        return PyList_GET_SIZE(V(v)->items) ? PyList_GET_ITEM(V(v)->items, 0) : NULL;
+        return V(v)->u.cell.contents;
     }
     return v;
 }
 
-/* Emit a call of the resume function for (target, stack) and RETURN_VALUE. stack: list of
- * values (VK_NULL for NULL slots); result_tmp >= 0 stands for a final stack slot held in
- * that temporary (the result of the breaking call). */
-static tr_status
-emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize_t target,
-                 PyObject *stack, int result_tmp)
+/* Load (or make) the function object of a resume code: a global __resume_at_N_M, or, for
+ * an original with free variables, a new function over its closure. 0 / -1. */
+static int
+emit_resume_function(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, PyObject *code, Py_ssize_t target)
 {
     PyCodeObject *co = tx->code;
-    Py_ssize_t nstack = PyList_GET_SIZE(stack) + (result_tmp >= 0 ? 1 : 0);
+    PyObject *gname = NULL, *fn = NULL;
+    int i, rc = -1;
+    if (co->co_nfreevars > 0) {
+        if (cdyn_cg_emit(cg, PUSH_NULL, 0) < 0) {
+            return -1;
+        }
+        for (int k = 0; k < co->co_nfreevars; k++) {
+            if (emit_free(cg, LOAD_CLOSURE, k) < 0) {
+                return -1;
+            }
+        }
+        if (cdyn_cg_emit(cg, BUILD_TUPLE, co->co_nfreevars) < 0 || cdyn_cg_load_const(cg, code) < 0) {
+            return -1;
+        }
+        return cdyn_cg_emit(cg, MAKE_FUNCTION, 0x08);
+    }
+    gname = PyDict_GetItemWithError(resume_names, code);
+    if (gname == NULL) {
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        gname = PyUnicode_FromFormat("__resume_at_%d_%ld", fs->instrs.items[target].offset * 2,
+                                     resume_serial++);
+        if (gname == NULL || PyDict_SetItem(resume_names, code, gname) < 0) {
+            goto done;
+        }
+    }
+    else {
+        Py_INCREF(gname);
+    }
+    fn = PyFunction_New(code, tx->frame->f_globals);
+    if (fn == NULL || install_global(tx, gname, fn, 0) < 0) {
+        goto done;
+    }
+    i = cdyn_cg_name(cg, gname);
+    rc = i < 0 ? -1 : cdyn_cg_emit(cg, LOAD_GLOBAL, (i << 1) | 1);
+done:
+    Py_XDECREF(gname);
+    Py_XDECREF(fn);
+    return rc;
+}
+
+/* Emit a call of the resume function for (target, stack) and RETURN_VALUE. stack: list of
+ * values (NULL values for NULL slots); then `nres` more slots held in the temporaries
+ * res_tmps (the results of the instruction run at the break). */
+static tr_status
+emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObject *stack,
+                 const int *res_tmps, int nres)
+{
+    PyCodeObject *co = tx->code;
+    Py_ssize_t nstack = PyList_GET_SIZE(stack) + nres;
     unsigned char *mask = PyMem_Calloc(nstack + 1, 1);
-    PyObject *slots = NULL, *names = NULL, *code = NULL, *gname = NULL, *fn = NULL;
+    PyObject *slots = NULL, *names = NULL, *code = NULL;
     tr_status st = TR_ERROR;
-    int nparams = 0, i;
+    int nparams = 0;
     if (mask == NULL) {
         PyErr_NoMemory();
         return TR_ERROR;
@@ -776,10 +726,7 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize
         mask[k] = V(PyList_GET_ITEM(stack, k))->kind == VK_NULL;
     }
     slots = live_slots(tx, fs, target);
-    if (slots == NULL) {
-        goto done;
-    }
-    names = PyTuple_New(PyList_GET_SIZE(slots));
+    names = slots ? PyTuple_New(PyList_GET_SIZE(slots)) : NULL;
     if (names == NULL) {
         goto done;
     }
@@ -788,62 +735,16 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize
         PyTuple_SET_ITEM(names, k, Py_NewRef(PyTuple_GET_ITEM(co->co_localsplusnames, idx)));
     }
     code = cdyn_resume_code(co, (int)target, (int)nstack, mask, names);
-    if (code == NULL || PyList_Append(tx->resume_codes, code) < 0) {
+    if (code == NULL || PyList_Append(tx->resume_codes, code) < 0 ||
+        emit_resume_function(tx, fs, cg, code, target) < 0) {
         goto done;
-    }
-    if (co->co_nfreevars == 0) {
-        gname = PyDict_GetItemWithError(resume_names, code);
-        if (gname == NULL) {
-            if (PyErr_Occurred()) {
-                goto done;
-            }
-            gname = PyUnicode_FromFormat("__resume_at_%d_%ld",
-                                         fs->instrs.items[target].offset * 2, resume_serial++);
-            if (gname == NULL || PyDict_SetItem(resume_names, code, gname) < 0) {
-                goto done;
-            }
-        }
-        else {
-            Py_INCREF(gname);
-        }
-        fn = PyFunction_New(code, tx->frame->f_globals);
-        if (fn == NULL || install_global(tx, gname, fn, 0) < 0) {
-            goto done;
-        }
-        i = name_index(cg, gname);
-        if (i < 0 || emit(cg, LOAD_GLOBAL, (i << 1) | 1) < 0) {
-            goto done;
-        }
-    }
-    else {
-        if (emit(cg, PUSH_NULL, 0) < 0) {
-            goto done;
-        }
-        for (int k = 0; k < co->co_nfreevars; k++) {
-            if (emit_free(cg, LOAD_CLOSURE, k) < 0) {
-                goto done;
-            }
-        }
-        i = const_index(cg, code);
-        if (emit(cg, BUILD_TUPLE, co->co_nfreevars) < 0 || i < 0 ||
-            emit(cg, LOAD_CONST, i) < 0 || emit(cg, MAKE_FUNCTION, 0x08) < 0) {
-            goto done;
-        }
     }
     /* parameters: the live locals, then the stack values (resume.h) */
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(slots); k++) {
         int idx = (int)PyLong_AsLong(PyList_GET_ITEM(slots, k));
         PyObject *v = live_value(fs, idx);
-        if (v == NULL) {
-            if (fs->locals[idx] != NULL) {   /* an empty cell */
-                PyErr_SetString(PyExc_SystemError, "cdynamo: live empty cell");
-                goto done;
-            }
-            if (emit(cg, LOAD_FAST, idx) < 0) {   /* an argument never loaded */
-                goto done;
-            }
-        }
-        else if (emit_value(cg, first_tmp, v) < 0) {
+        if (v == NULL ? cdyn_cg_emit(cg, LOAD_FAST, idx) < 0   /* an argument never loaded */
+                      : cdyn_cg_value(cg, v) < 0) {
             goto done;
         }
         nparams++;
@@ -853,19 +754,18 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, int first_tmp, Py_ssize
         if (V(v)->kind == VK_NULL) {
             continue;
         }
-        if (emit_value(cg, first_tmp, v) < 0) {
+        if (cdyn_cg_value(cg, v) < 0) {
             goto done;
         }
         nparams++;
     }
-    if (result_tmp >= 0) {
-        if (emit(cg, LOAD_FAST, result_tmp) < 0) {
+    for (int k = 0; k < nres; k++) {
+        if (cdyn_cg_emit(cg, LOAD_FAST, res_tmps[k]) < 0) {
             goto done;
         }
         nparams++;
     }
-    if (emit(cg, PRECALL, nparams) < 0 || emit(cg, CALL, nparams) < 0 ||
-        emit(cg, RETURN_VALUE, 0) < 0) {
+    if (cdyn_cg_call(cg, nparams) < 0 || cdyn_cg_emit(cg, RETURN_VALUE, 0) < 0) {
         goto done;
     }
     st = TR_OK;
@@ -874,47 +774,53 @@ done:
     Py_XDECREF(slots);
     Py_XDECREF(names);
     Py_XDECREF(code);
-    Py_XDECREF(gname);
-    Py_XDECREF(fn);
     return st;
 }
 
-/* Values the break code must rebuild: the stack and the live locals of every target. */
+/* The values of the stack slots [lo, hi) as a new list. */
+static PyObject *
+stack_slice(cdyn_fs *fs, int lo, int hi)
+{
+    PyObject *l = PyList_New(hi > lo ? hi - lo : 0);
+    for (int k = lo; l != NULL && k < hi; k++) {
+        PyList_SET_ITEM(l, k - lo, Py_NewRef(fs->stack[k]));
+    }
+    return l;
+}
+
+/* Values the break code must rebuild: the stack and the live locals of every target
+ * (the instruction after the break, a jump target, an exception handler; -1: none). */
 static tr_status
-collect_break(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, PyObject *out_nodes,
-              Py_ssize_t t1, Py_ssize_t t2)
+collect_break(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const Py_ssize_t *targets, int ntargets)
 {
     tr_status st;
-    Py_ssize_t targets[2] = {t1, t2};
     for (int k = 0; k < fs->sp; k++) {
-        st = collect(tx, fs->stack[k], cg->outputs, out_nodes);
-        if (st != TR_OK) {
+        if ((st = cdyn_cg_collect(tx, cg, fs->stack[k])) != TR_OK) {
             return st;
         }
     }
-    for (int t = 0; t < 2; t++) {
-        PyObject *slots = NULL;
+    for (int t = 0; t < ntargets; t++) {
+        PyObject *slots = targets[t] < 0 ? NULL : live_slots(tx, fs, targets[t]);
         if (targets[t] < 0) {
             continue;
         }
-        slots = live_slots(tx, fs, targets[t]);
         if (slots == NULL) {
             return TR_ERROR;
         }
         for (Py_ssize_t k = 0; k < PyList_GET_SIZE(slots); k++) {
             int idx = (int)PyLong_AsLong(PyList_GET_ITEM(slots, k));
             PyObject *v = live_value(fs, idx);
+            st = TR_OK;
             if (fs->locals[idx] != NULL && V(fs->locals[idx])->kind == VK_CELL &&
-                V(fs->locals[idx])->obj != NULL) {
-                Py_DECREF(slots);
-                return cdyn_tx_unsupported(tx, "graph break with a live free variable cell");
+                V(fs->locals[idx])->u.cell.real != NULL) {
+                st = cdyn_tx_unsupported(tx, "graph break with a live free variable cell");
             }
-            if (v != NULL) {
-                st = collect(tx, v, cg->outputs, out_nodes);
-                if (st != TR_OK) {
-                    Py_DECREF(slots);
-                    return st;
-                }
+            else if (v != NULL) {
+                st = cdyn_cg_collect(tx, cg, v);
+            }
+            if (st != TR_OK) {
+                Py_DECREF(slots);
+                return st;
             }
         }
         Py_DECREF(slots);
@@ -922,15 +828,227 @@ collect_break(cdyn_tx *tx, cdyn_fs *fs, cg_state *cg, PyObject *out_nodes,
     return TR_OK;
 }
 
+/* The instruction run at a break is covered by an exception handler of the original code
+ * (it sits in a try block or a with block): give the generated instructions [from, to) a
+ * handler of their own that passes the exception to a resume function at the original
+ * handler, with the stack the handler expects (its depth, lasti, the exception). Emitted
+ * after the normal path. */
+static tr_status
+cover_with_handler(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins,
+                   Py_ssize_t from, Py_ssize_t to)
+{
+    PyObject *below = NULL, *lasti = NULL;
+    Py_ssize_t handler = cg->out.len;
+    tr_status st = TR_ERROR;
+    int exc_tmp;
+    if (ins->exc_handler < 0) {
+        return TR_OK;
+    }
+    if (ins->exc_depth > fs->sp) {
+        return cdyn_tx_unsupported(tx, "exception handler deeper than the stack");
+    }
+    for (Py_ssize_t i = from; i < to; i++) {
+        cg->out.items[i].exc_handler = (int)handler;
+        cg->out.items[i].exc_depth = 0;
+        cg->out.items[i].exc_lasti = 0;
+    }
+    exc_tmp = new_temp(cg, "exception");
+    below = stack_slice(fs, 0, ins->exc_depth);
+    if (exc_tmp < 0 || below == NULL || cdyn_cg_emit(cg, STORE_FAST, exc_tmp) < 0) {
+        goto done;
+    }
+    if (ins->exc_lasti) {
+        /* the offset RERAISE restores: only used for the traceback's line */
+        lasti = cdyn_value_const_steal(PyLong_FromLong(0));
+        if (lasti == NULL || PyList_Append(below, lasti) < 0) {
+            goto done;
+        }
+    }
+    st = emit_resume_call(tx, fs, cg, ins->exc_handler, below, &exc_tmp, 1);
+done:
+    Py_XDECREF(below);
+    Py_XDECREF(lasti);
+    return st;
+}
+
+/* A jump on a value the trace cannot decide: test the rebuilt value in Python and call
+ * the resume function of the branch taken. */
+static tr_status
+break_jump(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
+{
+    PyObject *cond = fs->stack[fs->sp - 1], *below = NULL, *with_cond = NULL, *memo = NULL;
+    int op = ins->opcode, b_label;
+    int jump_if_true = op == POP_JUMP_FORWARD_IF_TRUE || op == POP_JUMP_BACKWARD_IF_TRUE ||
+                       op == JUMP_IF_TRUE_OR_POP;
+    int keep = op == JUMP_IF_TRUE_OR_POP || op == JUMP_IF_FALSE_OR_POP;
+    tr_status st = TR_ERROR;
+    below = stack_slice(fs, 0, fs->sp - 1);
+    if (below == NULL || cdyn_cg_value(cg, cond) < 0 ||
+        cdyn_cg_emit(cg, jump_if_true ? POP_JUMP_FORWARD_IF_TRUE : POP_JUMP_FORWARD_IF_FALSE, 0) < 0) {
+        goto done;
+    }
+    b_label = (int)cg->out.len - 1;   /* the truth test may raise (__bool__) */
+    /* values built before the branch are shared; those built in one branch are not
+       visible in the other */
+    memo = PyDict_Copy(cg->memo);
+    if (memo == NULL || emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, NULL, 0) != TR_OK) {
+        goto done;
+    }
+    cg->out.items[b_label].target = (int)cg->out.len;
+    Py_SETREF(cg->memo, memo);
+    memo = NULL;
+    if (keep) {
+        with_cond = PyList_GetSlice(below, 0, PY_SSIZE_T_MAX);
+        if (with_cond == NULL || PyList_Append(with_cond, cond) < 0) {
+            goto done;
+        }
+    }
+    st = emit_resume_call(tx, fs, cg, ins->target, keep ? with_cond : below, NULL, 0);
+    if (st == TR_OK) {
+        st = cover_with_handler(tx, fs, cg, ins, b_label, b_label + 1);
+    }
+done:
+    Py_XDECREF(below);
+    Py_XDECREF(with_cond);
+    Py_XDECREF(memo);
+    return st;
+}
+
+/* A call (CALL / CALL_FUNCTION_EX) run in Python, then the resume function. */
+static tr_status
+break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
+{
+    int nslots, result_tmp;
+    Py_ssize_t from;
+    PyObject *below = NULL;
+    tr_status st = TR_ERROR;
+    if (tx->break_kind == BRK_CALL) {
+        nslots = tx->break_arg + 2;
+    }
+    else {
+        nslots = 2 + (tx->break_arg & 1);
+        if (fs->sp - nslots - 1 >= 0 && V(fs->stack[fs->sp - nslots - 1])->kind == VK_NULL) {
+            nslots++;
+        }
+    }
+    below = stack_slice(fs, 0, fs->sp - nslots);
+    if (below == NULL) {
+        return TR_ERROR;
+    }
+    for (int k = fs->sp - nslots; k < fs->sp; k++) {
+        if (cdyn_cg_value(cg, fs->stack[k]) < 0) {
+            goto done;
+        }
+    }
+    from = cg->out.len;
+    if (tx->break_kind == BRK_CALL) {
+        if (tx->break_kwnames != NULL &&
+            cdyn_cg_emit(cg, KW_NAMES, cdyn_cg_const(cg, tx->break_kwnames)) < 0) {
+            goto done;
+        }
+        if (cdyn_cg_call(cg, tx->break_arg) < 0) {
+            goto done;
+        }
+    }
+    else if (cdyn_cg_emit(cg, CALL_FUNCTION_EX, tx->break_arg) < 0) {
+        goto done;
+    }
+    result_tmp = new_temp(cg, "call_result");
+    if (result_tmp < 0 || cdyn_cg_emit(cg, STORE_FAST, result_tmp) < 0) {
+        goto done;
+    }
+    {
+        Py_ssize_t to = cg->out.len - 1;   /* the call, not the store of its result */
+        st = emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, &result_tmp, 1);
+        if (st == TR_OK) {
+            st = cover_with_handler(tx, fs, cg, ins, from, to);
+        }
+    }
+done:
+    Py_XDECREF(below);
+    return st;
+}
+
+/* Any other instruction run in Python on the rebuilt operands, then the resume function
+ * with its results (none after a raise). */
+static tr_status
+break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
+{
+    cdyn_break_shape_t s;
+    PyObject *below = NULL;
+    int tmps[256], arg;
+    tr_status st = TR_ERROR;
+    if (!cdyn_break_shape(ins, &s) || s.nout > 256 || s.npop > fs->sp) {
+        return cdyn_tx_unsupported(tx, "cannot run %s at a graph break", cdyn_opname(ins->opcode));
+    }
+    arg = s.oparg;
+    if (s.named) {
+        arg = cdyn_cg_name(cg, PyTuple_GET_ITEM(tx->code->co_names, s.oparg));
+        if (arg < 0) {
+            return TR_ERROR;
+        }
+        if (s.opcode == LOAD_GLOBAL) {
+            arg <<= 1;
+        }
+    }
+    for (int k = fs->sp - s.npop; k < fs->sp; k++) {
+        if (cdyn_cg_value(cg, fs->stack[k]) < 0) {
+            return TR_ERROR;
+        }
+    }
+    if (cdyn_cg_emit(cg, s.opcode, arg) < 0) {
+        return TR_ERROR;
+    }
+    if (s.terminal) {
+        return cover_with_handler(tx, fs, cg, ins, cg->out.len - 1, cg->out.len);
+    }
+    for (int k = s.nout - 1; k >= 0; k--) {
+        if ((tmps[k] = new_temp(cg, "break_out")) < 0 || cdyn_cg_emit(cg, STORE_FAST, tmps[k]) < 0) {
+            return TR_ERROR;
+        }
+    }
+    below = stack_slice(fs, 0, fs->sp - s.npop);
+    if (below != NULL && s.null_below) {
+        PyObject *null = cdyn_value_null();
+        if (PyList_Append(below, null) < 0) {
+            Py_CLEAR(below);
+        }
+        Py_DECREF(null);
+    }
+    if (below != NULL) {
+        Py_ssize_t at = cg->out.len - s.nout - 1;   /* the instruction, before its stores */
+        st = emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, tmps, s.nout);
+        if (st == TR_OK) {
+            st = cover_with_handler(tx, fs, cg, ins, at, at + 1);
+        }
+    }
+    Py_XDECREF(below);
+    return st;
+}
+
+/* Set the grad mode the break runs under: the compiled graph does not leave global state
+ * behind. 0 / -1. */
+static int
+emit_grad_mode(cdyn_tx *tx, cdyn_cg *cg)
+{
+    if (tx->grad_enabled == tx->grad_enabled_at_start) {
+        return 0;
+    }
+    if (cdyn_cg_push_callable(cg, cdyn_G.set_grad_enabled) < 0 ||
+        cdyn_cg_load_const(cg, tx->grad_enabled ? Py_True : Py_False) < 0 ||
+        cdyn_cg_call(cg, 1) < 0) {
+        return -1;
+    }
+    return cdyn_cg_emit(cg, POP_TOP, 0);
+}
+
 tr_status
 cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
 {
-    cg_state cg;
-    PyObject *out_nodes = NULL, *gname = NULL, *gm = NULL, *below = NULL, *with_cond = NULL;
+    cdyn_cg cg;
+    PyObject *gname = NULL, *gm = NULL;
     const cdyn_instr *ins = &fs->instrs.items[tx->break_pc];
-    Py_ssize_t next = tx->break_pc + 1, jump_to = -1;
     tr_status st = TR_ERROR;
-    int first_tmp = 0, ncall = 0;
     if (resume_names == NULL && (resume_names = PyDict_New()) == NULL) {
         return TR_ERROR;
     }
@@ -941,145 +1059,42 @@ cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
         goto done;
     }
     cg.lineno = ins->lineno >= 0 ? ins->lineno : tx->code->co_firstlineno;
-    out_nodes = PyList_New(0);
-    if (out_nodes == NULL) {
-        goto done;
+    {
+        Py_ssize_t targets[3] = {ins->opcode == RAISE_VARARGS ? -1 : tx->break_pc + 1,
+                                 tx->break_kind == BRK_JUMP ? ins->target : -1,
+                                 ins->exc_handler};
+        st = collect_break(tx, fs, &cg, targets, 3);
     }
-    if (tx->break_kind == BRK_JUMP) {
-        jump_to = ins->target;
+    if (st == TR_OK) {
+        st = cg_graph_call(tx, &cg, &gname, &gm);
     }
-    st = collect_break(tx, fs, &cg, out_nodes, next, jump_to);
-    if (st != TR_OK) {
-        goto done;
-    }
-    st = cg_graph_call(tx, &cg, out_nodes, &first_tmp, &gname, &gm);
     if (st != TR_OK) {
         goto done;
     }
     st = TR_ERROR;
-    if (tx->grad_enabled != tx->grad_enabled_at_start) {
-        /* The break sits inside a grad-mode block: set the mode the block runs under (the
-           compiled graph need not leave global state behind). */
-        int fi = const_index(&cg, cdyn_G.set_grad_enabled);
-        int bi = const_index(&cg, tx->grad_enabled ? Py_True : Py_False);
-        if (fi < 0 || bi < 0 || emit(&cg, PUSH_NULL, 0) < 0 || emit(&cg, LOAD_CONST, fi) < 0 ||
-            emit(&cg, LOAD_CONST, bi) < 0 || emit(&cg, PRECALL, 1) < 0 ||
-            emit(&cg, CALL, 1) < 0 || emit(&cg, POP_TOP, 0) < 0) {
-            goto done;
-        }
-    }
-    if (emit_effects(tx, &cg, first_tmp) < 0) {
+    if (emit_grad_mode(tx, &cg) < 0 || emit_effects(tx, &cg) < 0) {
         goto done;
     }
-    for (int k = 0; k < fs->sp; k++) {
-        if (emit_containers(&cg, first_tmp, fs->stack[k]) < 0) {
-            goto done;
-        }
+    switch (tx->break_kind) {
+    case BRK_JUMP:
+        st = break_jump(tx, fs, &cg, ins);
+        break;
+    case BRK_CALL:
+    case BRK_CALL_EX:
+        st = break_call(tx, fs, &cg, ins);
+        break;
+    default:
+        st = break_instr(tx, fs, &cg, ins);
+        break;
     }
-    {
-        PyObject *slots = live_slots(tx, fs, next);
-        if (slots == NULL) {
-            goto done;
-        }
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(slots); k++) {
-            PyObject *v = live_value(fs, (int)PyLong_AsLong(PyList_GET_ITEM(slots, k)));
-            if (v != NULL && emit_containers(&cg, first_tmp, v) < 0) {
-                Py_DECREF(slots);
-                goto done;
-            }
-        }
-        Py_DECREF(slots);
-    }
-    if (tx->break_kind == BRK_JUMP) {
-        PyObject *cond = fs->stack[fs->sp - 1];
-        int op = ins->opcode, jump_if_true, keep;
-        Py_ssize_t b_label;
-        cdyn_instr *jmp;
-        jump_if_true = op == POP_JUMP_FORWARD_IF_TRUE || op == POP_JUMP_BACKWARD_IF_TRUE ||
-                       op == JUMP_IF_TRUE_OR_POP;
-        keep = op == JUMP_IF_TRUE_OR_POP || op == JUMP_IF_FALSE_OR_POP;
-        below = PyList_New(fs->sp - 1);
-        if (below == NULL) {
-            goto done;
-        }
-        for (int k = 0; k < fs->sp - 1; k++) {
-            PyList_SET_ITEM(below, k, Py_NewRef(fs->stack[k]));
-        }
-        if (emit_value(&cg, first_tmp, cond) < 0 ||
-            emit(&cg, jump_if_true ? POP_JUMP_FORWARD_IF_TRUE : POP_JUMP_FORWARD_IF_FALSE, 0) < 0) {
-            goto done;
-        }
-        b_label = cg.out.len - 1;
-        if (emit_resume_call(tx, fs, &cg, first_tmp, next, below, -1) != TR_OK) {
-            goto done;
-        }
-        jmp = &cg.out.items[b_label];
-        jmp->target = (int)cg.out.len;
-        if (keep) {
-            with_cond = PyList_GetSlice(below, 0, PyList_GET_SIZE(below));
-            if (with_cond == NULL || PyList_Append(with_cond, cond) < 0) {
-                goto done;
-            }
-        }
-        if (emit_resume_call(tx, fs, &cg, first_tmp, jump_to, keep ? with_cond : below, -1) !=
-            TR_OK) {
-            goto done;
-        }
-    }
-    else {
-        int nslots, result_tmp;
-        if (tx->break_kind == BRK_CALL) {
-            nslots = tx->break_arg + 2;
-        }
-        else {
-            nslots = 2 + (tx->break_arg & 1);
-            if (fs->sp - nslots - 1 >= 0 && V(fs->stack[fs->sp - nslots - 1])->kind == VK_NULL) {
-                nslots++;
-            }
-        }
-        ncall = nslots;
-        below = PyList_New(fs->sp - ncall);
-        if (below == NULL) {
-            goto done;
-        }
-        for (int k = 0; k < fs->sp - ncall; k++) {
-            PyList_SET_ITEM(below, k, Py_NewRef(fs->stack[k]));
-        }
-        for (int k = fs->sp - ncall; k < fs->sp; k++) {
-            if (emit_value(&cg, first_tmp, fs->stack[k]) < 0) {
-                goto done;
-            }
-        }
-        if (tx->break_kind == BRK_CALL) {
-            if (tx->break_kwnames != NULL) {
-                int ki = const_index(&cg, tx->break_kwnames);
-                if (ki < 0 || emit(&cg, KW_NAMES, ki) < 0) {
-                    goto done;
-                }
-            }
-            if (emit(&cg, PRECALL, tx->break_arg) < 0 || emit(&cg, CALL, tx->break_arg) < 0) {
-                goto done;
-            }
-        }
-        else if (emit(&cg, CALL_FUNCTION_EX, tx->break_arg) < 0) {
-            goto done;
-        }
-        result_tmp = new_temp(&cg, "call_result");
-        if (result_tmp < 0 || emit(&cg, STORE_FAST, result_tmp) < 0) {
-            goto done;
-        }
-        if (emit_resume_call(tx, fs, &cg, first_tmp, next, below, result_tmp) != TR_OK) {
-            goto done;
-        }
+    if (st != TR_OK) {
+        goto done;
     }
     *code_out = cg_close(tx, &cg, gname, gm);
     st = *code_out ? TR_OK : TR_ERROR;
 done:
     cg_clear(&cg);
-    Py_XDECREF(out_nodes);
     Py_XDECREF(gname);
     Py_XDECREF(gm);
-    Py_XDECREF(below);
-    Py_XDECREF(with_cond);
     return st;
 }

@@ -1,5 +1,11 @@
-/* tx.h: state shared by the translator's files (translate.c: the interpreter loop and
- * opcode handlers; tcall.c: calls; codegen.c: graph output and transformed code).
+/* tx.h: state shared by the translator's files.
+ *
+ *   translate.c   the opcode loop (one short handler per opcode) and graph-break decisions
+ *   wrap.c        real objects -> values, with the guards they need (VariableBuilder)
+ *   graph.c       the FX graph: torch calls on fake tensors, parameters, checkpoints
+ *   inline.c      inlined calls: argument binding and nested frame states
+ *   codegen.c     graph output and the transformed code (codegen.h)
+ *   values/       one C file per family of values (value.h)
  * Internal to the engine; not part of any Python-facing API.
  */
 #ifndef CDYN_TX_H
@@ -10,12 +16,9 @@
 #include "source.h"
 #include "value.h"
 
-/* Result of a translator step. Unsupported code is not an error: it sets tx->reason and
- * makes the frame run unmodified. */
-typedef enum { TR_OK = 0, TR_UNSUPPORTED = 1, TR_BREAK = 2, TR_ERROR = -1 } tr_status;
-
-/* Kinds of graph break (the top frame stops at tx->break_pc with its stack intact). */
-typedef enum { BRK_NONE = 0, BRK_JUMP, BRK_CALL, BRK_CALL_EX } brk_kind;
+/* Kinds of graph break (the top frame stops at tx->break_pc with its stack intact):
+ * a jump on a tensor, a call, a CALL_FUNCTION_EX, or any other instruction run by Python. */
+typedef enum { BRK_NONE = 0, BRK_JUMP, BRK_CALL, BRK_CALL_EX, BRK_INSTR } brk_kind;
 
 /* Whole-trace state (one per traced top-level frame). All PyObject fields strong. */
 typedef struct cdyn_tx {
@@ -27,9 +30,10 @@ typedef struct cdyn_tx {
     PyObject *input_sources;/* list of sources of the graph inputs, in placeholder order */
     PyObject *input_values; /* list of the real input objects, same order */
     PyObject *by_source;    /* dict: source repr -> value (each source wrapped once) */
-    PyObject *by_id;        /* dict: id(real tensor) -> value (aliases share a placeholder) */
+    PyObject *by_id;        /* dict: id(real object) -> value (aliases share a value) */
+    PyObject *last_node;    /* the newest call node made (checkpoints), or NULL */
     cdyn_guards *guards;    /* owned until handed to the translation result */
-    PyObject *reason;       /* str: why the frame is unsupported (set with TR_UNSUPPORTED) */
+    PyObject *reason;       /* str: why the current step is unsupported */
     PyObject *reason_file;  /* borrowed: file of the instruction that set reason, or NULL */
     int reason_line;        /* its line */
     struct cdyn_fs *cur_fs; /* borrowed: the frame state being interpreted */
@@ -68,81 +72,26 @@ typedef struct cdyn_fs {
     PyObject *kw_names;     /* strong tuple from KW_NAMES, consumed by CALL */
     PyObject *retval;       /* strong, set by RETURN_VALUE */
     Py_ssize_t pc;          /* index of the next instruction */
+    int call_n;             /* arguments on the stack of the last CALL tried (its oparg, or
+                               2 for a zero-argument super() made explicit) */
     int is_top;
 } cdyn_fs;
+
+/* ---- translate.c ---------------------------------------------------------------------- */
 
 /* Set tx->reason from a printf-style message; returns TR_UNSUPPORTED. When a Python
  * exception is pending, its text is appended and it is cleared. */
 tr_status cdyn_tx_unsupported(cdyn_tx *tx, const char *fmt, ...);
 
-/* Wrap a real object read through `source` (borrowed, may be NULL) into a value, adding
- * the guards it needs (TENSOR_MATCH, EQUALS_MATCH, ID/FUNCTION_MATCH). *out: new ref. */
-tr_status cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
-
-/* Wrap the items of a lazily wrapped input tuple/list/dict (flag 2) now, adding its
- * LENGTH_CHECK guard; no-op for other values. */
-tr_status cdyn_tx_materialize(cdyn_tx *tx, PyObject *v);
-
-/* A checkpoint of the trace before a call that may turn out unsupported (a failed
- * inlining), so it can be undone: the graph nodes added since are erased. */
-typedef struct {
-    PyObject *nodes;     /* strong: the graph's nodes at the checkpoint */
-    long mutations;
-    int n_call_nodes;
-} cdyn_ckpt;
-int cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);          /* 0 / -1 */
-/* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
-tr_status cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck);
-
-/* Record a graph call: op is "call_function", "call_method" or "call_module"; target the
- * callable / method name / attribute name; args a list of values, kwnames a tuple of str
- * or NULL naming the last len(kwnames) args; module: the nn.Module for call_module (else
- * NULL). Runs the call on fake tensors for metadata. *out: new value. */
-tr_status cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *module,
-                             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                             PyObject **out);
-
-/* Call a value with arguments (values, borrowed), kwnames as above. *out: new value. */
-tr_status cdyn_tx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
-                       Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
-
-/* Interpret an inlined function: code (borrowed), the bound argument values already in
- * locals order (array of nlocalsplus strong-or-NULL, stolen), closure cells (a list of
- * VK_CELL values or NULL), globals (borrowed). *out: the return value (new). */
-tr_status cdyn_tx_inline(cdyn_tx *tx, PyCodeObject *code, PyObject **locals,
-                         PyObject *closure_cells, PyObject *globals, PyObject *builtins,
-                         PyObject *globals_source, int top_globals, PyObject **out);
-
 /* Run an interpreter frame state until RETURN_VALUE (fs->retval set). */
 tr_status cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs);
 
-/* The items of an iterable value as a new list of values (tuple, list, dict keys, iterator
- * rest (consumed), constant tuple/list/range/str, ModuleList/Sequential children, tensor
- * rows). */
-tr_status cdyn_tx_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list);
-
-/* Truth value of a value for a jump: 0/1 in *out. */
-tr_status cdyn_tx_truth(cdyn_tx *tx, PyObject *v, int *out);
-
-/* Attribute load on a value (LOAD_ATTR); *out new value. */
-tr_status cdyn_tx_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
-
-/* Finish at a graph break (tx->break_kind at tx->break_pc of fs, the top frame): compile
- * the graph so far, run the breaking instruction in plain Python, and call resume
- * functions. On TR_OK *code_out is a new code object. */
-struct cdyn_fs;
-tr_status cdyn_tx_finish_break(cdyn_tx *tx, struct cdyn_fs *fs, PyObject **code_out);
-
-/* Finish: compile the graph with the return value `ret` and generate the transformed
- * code. On TR_OK *code_out is a new code object. */
-tr_status cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out);
+/* Record a side effect (all arguments borrowed; target/key may be NULL -> None). */
+tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value);
 
 /* Side-effect kinds recorded in tx->effects and replayed by the transformed code. */
 enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEND = 3,
        EFF_DELETE_SUBSCR = 4 };
-
-/* Record a side effect (all arguments borrowed; target/key may be NULL -> None). */
-tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value);
 
 /* Note a mutation of value v (list/dict store, iterator advance, cell store). */
 static inline void
@@ -154,6 +103,148 @@ cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
     }
 }
 
+/* ---- codegen.c -------------------------------------------------------------------------- */
+
+/* Finish: compile the graph with the return value `ret` and generate the transformed
+ * code. On TR_OK *code_out is a new code object. */
+tr_status cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out);
+/* Finish at a graph break (tx->break_kind at tx->break_pc of fs, the top frame): compile
+ * the graph so far, run the breaking instruction in plain Python, and call resume
+ * functions. On TR_OK *code_out is a new code object. */
+tr_status cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out);
+
+/* How an instruction other than a call or a jump runs at a graph break: it takes the top
+ * npop stack values, and leaves nout results (after a NULL when null_below); it is emitted
+ * as (opcode, oparg), oparg a co_names index when named; terminal: nothing follows it (a
+ * raise). */
+typedef struct {
+    int npop, nout, null_below, opcode, oparg, named, terminal;
+} cdyn_break_shape_t;
+/* 1 and *shape filled (shape may be NULL) when ins can be run at a graph break, else 0. */
+int cdyn_break_shape(const cdyn_instr *ins, cdyn_break_shape_t *shape);
+
+/* ---- wrap.c ------------------------------------------------------------------------------ */
+
+/* Wrap a real object read through `source` (borrowed, may be NULL) into a value, adding
+ * the guards it needs (TENSOR_MATCH, EQUALS_MATCH, ID/FUNCTION/TYPE_MATCH). Each source is
+ * wrapped once per trace. *out: new ref. */
+tr_status cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* The same for the items of a real tuple/list (kind TUPLE/LIST) or dict, wrapped now with
+ * ITEM sources under `source` (may be NULL). *out: new ref. */
+tr_status cdyn_tx_wrap_sequence(cdyn_tx *tx, PyObject *obj, PyObject *source, cdyn_vkind kind,
+                                PyObject **out);
+tr_status cdyn_tx_wrap_dict(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* The attribute `name` of v as seen so far in this trace: *src gets the attribute's source
+ * (new ref, NULL when v has none) and *out the value memoised for it (new ref: wrapped
+ * before, or stored by STORE_ATTR), or NULL. TR_OK / TR_ERROR. */
+tr_status cdyn_tx_memo_attr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **src,
+                            PyObject **out);
+/* Remember value v (borrowed) for source (so the path is wrapped and guarded once). 0/-1. */
+int cdyn_tx_memo_source(cdyn_tx *tx, PyObject *source, PyObject *v);
+/* 1 when obj is a Python constant we specialise on (EQUALS_MATCH-able). */
+int cdyn_is_constant(PyObject *obj);
+int cdyn_is_tensor(PyObject *obj);
+int cdyn_is_nn_module(PyObject *obj);
+/* 1 when the __module__ of obj starts with the dotted prefix (a whole component). */
+int cdyn_module_startswith(PyObject *obj, const char *prefix);
+/* Name of a Python module object, or "" (borrowed C string). */
+const char *cdyn_pymodule_name(PyObject *mod);
+/* 1 when s starts with the dotted prefix (a whole component). */
+int cdyn_startswith(const char *s, const char *prefix);
+
+/* ---- graph.c ----------------------------------------------------------------------------- */
+
+/* Record a graph call: op is "call_function", "call_method" or "call_module"; target the
+ * callable / method name / attribute name; args a list of values, kwnames a tuple of str
+ * or NULL naming the last len(kwnames) args; module: the nn.Module for call_module (else
+ * NULL). Runs the call on fake tensors for metadata. *out: new value. */
+tr_status cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *module,
+                             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                             PyObject **out);
+/* A graph input: placeholder + fake example + TENSOR_MATCH (source borrowed, required). */
+tr_status cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source,
+                                    PyObject **out);
+/* A parameter or buffer of an nn.Module as a get_attr node (source: its attribute path). */
+tr_status cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source,
+                                     PyObject **out);
+/* A name for an FX node / attribute derived from a source: L['self'].linear -> self_linear.
+ * New ref. */
+PyObject *cdyn_sanitized_name(PyObject *source);
+
+/* A checkpoint of the trace before a step that may turn out unsupported (a call that fails
+ * to inline, an instruction that becomes a graph break), so it can be undone: the call
+ * nodes added since are erased. */
+typedef struct {
+    PyObject *last_node; /* strong or NULL: the newest node at the checkpoint */
+    long mutations;
+    int n_call_nodes;
+    int grad_enabled;
+} cdyn_ckpt;
+void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
+/* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
+tr_status cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck);
+void cdyn_tx_ckpt_clear(cdyn_ckpt *ck);
+
+/* ---- inline.c ---------------------------------------------------------------------------- */
+
+/* Inline a real Python function object (borrowed) called with self (a value or NULL) and
+ * args; fn_source: the function's source or NULL (closure guards). *out new value. */
+tr_status cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source,
+                                  PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames, PyObject **out);
+/* Bind arguments to the parameters of code and inline it. defaults: a list of values for
+ * the last positional parameters, or NULL; kwdefaults: dict name -> value, or NULL;
+ * closure_cells: list of CELL values or NULL; globals/builtins borrowed. */
+tr_status cdyn_tx_inline_code(cdyn_tx *tx, PyCodeObject *code, PyObject *self,
+                              PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                              PyObject *defaults, PyObject *kwdefaults, PyObject *closure_cells,
+                              PyObject *globals, PyObject *builtins, PyObject *globals_source,
+                              int top_globals, PyObject **out);
+/* Initialise fs for code (borrowed); locals zeroed. 0 / -1 (fs_clear it either way). */
+int cdyn_fs_init(cdyn_fs *fs, PyCodeObject *code, PyObject *globals, PyObject *builtins);
+void cdyn_fs_clear(cdyn_fs *fs);
+
+/* ---- values: shared helpers between families --------------------------------------------- */
+
+/* Wrap the items of a lazily wrapped input tuple/list/dict (SEQ_LAZY) now, adding its
+ * LENGTH_CHECK guard; no-op for other values. */
+tr_status cdyn_tx_materialize(cdyn_tx *tx, PyObject *v);
+/* Call a real callable on the real objects of constant values; wrap a constant result
+ * (a list result becomes a LIST of constants). */
+tr_status cdyn_call_on_constants(cdyn_tx *tx, PyObject *fn, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+/* 1 when every value in args is a CONST. */
+int cdyn_all_const(PyObject *const *args, Py_ssize_t n);
+/* 1 when some value in args is a TENSOR. */
+int cdyn_any_tensor(PyObject *const *args, Py_ssize_t n);
+/* 1 when name (str) equals s. */
+int cdyn_name_is(PyObject *name, const char *s);
+/* Builtins-family call of a recognised builtin (values/builtin.c): *handled = 0 when fn is
+ * not one of the builtins with a handler. */
+tr_status cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *handled);
+/* 1 when obj is a builtin the builtins family handles or folds. */
+int cdyn_is_builtin(PyObject *obj);
+/* 1 when obj is a torch callable recorded in the graph (values/torch.c). */
+int cdyn_is_graph_function(PyObject *obj);
+/* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
+int cdyn_is_torch_special(PyObject *obj);
+/* getattr on the real object of v (u.obj.obj); trusted: the attribute gets no source (not
+ * guarded) unless it is a tensor. (values/misc.c) */
+tr_status cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int trusted,
+                            PyObject **out);
+/* Stores into an object or module that outlives the frame, replayed by the transformed
+ * code (values/user.c). */
+tr_status cdyn_setattr_replayed(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);
+tr_status cdyn_store_subscr_replayed(cdyn_tx *tx, PyObject *v, PyObject *key,
+                                     PyObject *value);
+/* Rebuild a value from its source or, without one, as the constant obj (families of real
+ * objects). */
+int cdyn_reconstruct_obj(struct cdyn_cg *cg, PyObject *v);
+tr_status cdyn_collect_nothing(cdyn_tx *tx, struct cdyn_cg *cg, PyObject *v);
+/* The real type of values holding a real object in u.obj.obj. */
+PyTypeObject *cdyn_python_type_obj(PyObject *v);
+
 /* Cached Python objects used by the translator (borrowed after init). */
 typedef struct {
     PyObject *torch, *torch_tensor_type, *torch_size_type, *torch_dtype_type,
@@ -162,7 +253,12 @@ typedef struct {
         *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
-        *grad_mode_exit_type;
+        *grad_mode_exit_type, *backend_failed;
+    /* interned strings */
+    PyObject *s_self, *s_closure, *s_cell_contents, *s_parameters, *s_buffers, *s_modules,
+        *s_forward, *s_module, *s_placeholder, *s_create_node, *s_fake_from_tensor,
+        *s_fake_call, *s_fake_call_method, *s_set_example, *s_get_attr, *s_forward_hooks,
+        *s_forward_pre_hooks, *s_prev, *s_match_args, *s_make;
 } cdyn_tx_globals;
 extern cdyn_tx_globals cdyn_G;
 

@@ -1,22 +1,48 @@
-/* value.c: the symbolic value type (see value.h). */
-#include "value.h"
+/* value.c: the symbolic value type, its constructors, and the dispatch entry points that
+ * call through each value's family table (see value.h). */
+#include "tx.h"
 
+long long cdyn_value_serial = 0;
+Py_ssize_t cdyn_value_live = 0;
+
+static const cdyn_vtable *const family_of[VK__COUNT] = {
+    [VK_NULL] = &cdyn_misc_vt,      [VK_PYMODULE] = &cdyn_misc_vt,
+    [VK_CELL] = &cdyn_misc_vt,      [VK_OPAQUE] = &cdyn_misc_vt,
+    [VK_CONST] = &cdyn_const_vt,    [VK_TENSOR] = &cdyn_tensor_vt,
+    [VK_TUPLE] = &cdyn_seq_vt,      [VK_LIST] = &cdyn_seq_vt,
+    [VK_DICT] = &cdyn_dict_vt,      [VK_DICTVIEW] = &cdyn_dict_vt,
+    [VK_FUNCTION] = &cdyn_function_vt,
+    [VK_USERFN] = &cdyn_function_vt, [VK_METHOD] = &cdyn_function_vt,
+    [VK_BUILTIN] = &cdyn_builtin_vt, [VK_TORCHFN] = &cdyn_torch_vt,
+    [VK_CLASS] = &cdyn_user_vt,     [VK_OBJECT] = &cdyn_user_vt,
+    [VK_SUPER] = &cdyn_user_vt,     [VK_NNMODULE] = &cdyn_nnmodule_vt,
+    [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
+    [VK_GRADEXIT] = &cdyn_ctx_vt,
+};
+
+static const char *const kind_names[VK__COUNT] = {
+    [VK_NULL] = "Null", [VK_PYMODULE] = "PythonModule", [VK_CELL] = "Cell",
+    [VK_OPAQUE] = "Opaque", [VK_CONST] = "Constant", [VK_TENSOR] = "Tensor",
+    [VK_TUPLE] = "Tuple", [VK_LIST] = "List", [VK_DICT] = "Dict", [VK_DICTVIEW] = "DictView",
+    [VK_FUNCTION] = "NestedUserFunction", [VK_USERFN] = "UserFunction",
+    [VK_METHOD] = "Method", [VK_BUILTIN] = "Builtin", [VK_TORCHFN] = "TorchFunction",
+    [VK_CLASS] = "UserDefinedClass", [VK_OBJECT] = "UserDefinedObject", [VK_SUPER] = "Super",
+    [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
+    [VK_GRADEXIT] = "GradModeExit",
+};
+
+/* Release the payload and the source; the payload is CDYN_VREFS references. */
 static void
 value_dealloc(PyObject *self)
 {
     cdyn_value *v = V(self);
-    Py_CLEAR(v->obj);
-    Py_CLEAR(v->node);
-    Py_CLEAR(v->items);
+    for (int i = 0; i < CDYN_VREFS; i++) {
+        Py_CLEAR(v->u.ref[i]);
+    }
     Py_CLEAR(v->source);
+    cdyn_value_live--;
     Py_TYPE(self)->tp_free(self);
 }
-
-static const char *kind_names[] = {
-    "Null", "Constant", "Tensor", "Tuple", "List", "Dict", "PythonModule", "Callable",
-    "NNModule", "Method", "Iterator", "Cell", "Function", "GradModeContext", "GradModeExit",
-    "Object",
-};
 
 /* Contract: a short readable form; never fails except on MemoryError. */
 PyObject *
@@ -26,18 +52,30 @@ cdyn_value_repr(PyObject *self)
     const char *k = kind_names[v->kind];
     switch (v->kind) {
     case VK_CONST:
-        return PyUnicode_FromFormat("%sVariable(%R)", k, v->obj);
+        return PyUnicode_FromFormat("%sVariable(%R)", k, v->u.cnst.value);
     case VK_TENSOR:
-        return PyUnicode_FromFormat("%sVariable(%S)", k, v->node ? v->node : Py_None);
+        return PyUnicode_FromFormat("%sVariable(%S)", k,
+                                    v->u.tensor.node ? v->u.tensor.node : Py_None);
     case VK_TUPLE:
     case VK_LIST:
-    case VK_DICT:
-    case VK_ITER:
         return PyUnicode_FromFormat("%sVariable(len=%zd)", k,
-                                    v->items ? PyList_GET_SIZE(v->items) : (Py_ssize_t)0);
+                                    v->u.seq.items ? PyList_GET_SIZE(v->u.seq.items)
+                                                   : (Py_ssize_t)-1);
+    case VK_DICT:
+        return PyUnicode_FromFormat("%sVariable(len=%zd)", k,
+                                    v->u.dict.vals ? PyList_GET_SIZE(v->u.dict.vals)
+                                                   : (Py_ssize_t)-1);
+    case VK_ITER:
+        return PyUnicode_FromFormat("%sVariable(%zd of %zd)", k, v->pos,
+                                    PyList_GET_SIZE(v->u.iter.items));
+    case VK_METHOD:
+        return PyUnicode_FromFormat("%sVariable(%U)", k, v->u.method.name);
+    case VK_FUNCTION:
+        return PyUnicode_FromFormat("%sVariable(%U)", k,
+                                    ((PyCodeObject *)v->u.func.code)->co_qualname);
     default:
-        if (v->obj != NULL) {
-            return PyUnicode_FromFormat("%sVariable(%.60R)", k, v->obj);
+        if (v->u.ref[0] != NULL) {
+            return PyUnicode_FromFormat("%sVariable(%.60R)", k, v->u.ref[0]);
         }
         return PyUnicode_FromFormat("%sVariable()", k);
     }
@@ -53,31 +91,41 @@ PyTypeObject cdyn_ValueType = {
     .tp_doc = "A symbolic value of cdynamo's translator (internal).",
 };
 
-long long cdyn_value_serial = 0;
+/* ---- constructors ------------------------------------------------------------------- */
 
 PyObject *
-cdyn_value_new(cdyn_vkind kind, PyObject *obj, PyObject *node, PyObject *items,
-               PyObject *source)
+cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
 {
     cdyn_value *v = PyObject_New(cdyn_value, &cdyn_ValueType);
     if (v == NULL) {
         return NULL;
     }
+    assert(kind >= 0 && kind < VK__COUNT && family_of[kind] != NULL);
+    v->vt = family_of[kind];
     v->kind = kind;
-    v->obj = Py_XNewRef(obj);
-    v->node = Py_XNewRef(node);
-    v->items = Py_XNewRef(items);
-    v->source = Py_XNewRef(source);
-    v->flag = 0;
+    v->bits = 0;
     v->pos = 0;
     v->serial = cdyn_value_serial++;
+    v->source = Py_XNewRef(source);
+    memset(&v->u, 0, sizeof(v->u));
+    cdyn_value_live++;
     return (PyObject *)v;
+}
+
+PyObject *
+cdyn_value_obj(cdyn_vkind kind, PyObject *obj, PyObject *source)
+{
+    PyObject *v = cdyn_value_alloc(kind, source);
+    if (v != NULL) {
+        V(v)->u.ref[0] = Py_XNewRef(obj);
+    }
+    return v;
 }
 
 PyObject *
 cdyn_value_const(PyObject *obj)
 {
-    return cdyn_value_new(VK_CONST, obj, NULL, NULL, NULL);
+    return cdyn_value_obj(VK_CONST, obj, NULL);
 }
 
 PyObject *
@@ -93,24 +141,425 @@ cdyn_value_const_steal(PyObject *obj)
 }
 
 PyObject *
+cdyn_value_bool(int b)
+{
+    return cdyn_value_const(b ? Py_True : Py_False);
+}
+
+PyObject *
+cdyn_value_seq_list(cdyn_vkind kind, PyObject *items)
+{
+    PyObject *v = cdyn_value_alloc(kind, NULL);
+    if (v != NULL) {
+        V(v)->u.seq.items = Py_NewRef(items);
+    }
+    return v;
+}
+
+PyObject *
 cdyn_value_seq(cdyn_vkind kind, PyObject *const *vals, Py_ssize_t n)
 {
-    PyObject *list = PyList_New(n);
-    PyObject *v = NULL;
+    PyObject *list = PyList_New(n), *v = NULL;
     if (list == NULL) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyList_SET_ITEM(list, i, Py_NewRef(vals[i]));
     }
-    v = cdyn_value_new(kind, NULL, NULL, list, NULL);
+    v = cdyn_value_seq_list(kind, list);
     Py_DECREF(list);
     return v;
+}
+
+PyObject *
+cdyn_value_dict(PyObject *keys, PyObject *vals)
+{
+    PyObject *v = cdyn_value_alloc(VK_DICT, NULL);
+    if (v != NULL) {
+        V(v)->u.dict.keys = Py_NewRef(keys);
+        V(v)->u.dict.vals = Py_NewRef(vals);
+    }
+    return v;
+}
+
+PyObject *
+cdyn_value_iter(PyObject *items)
+{
+    PyObject *v = cdyn_value_alloc(VK_ITER, NULL);
+    if (v != NULL) {
+        V(v)->u.iter.items = Py_NewRef(items);
+    }
+    return v;
+}
+
+PyObject *
+cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source)
+{
+    PyObject *v = cdyn_value_alloc(VK_TENSOR, source);
+    if (v != NULL) {
+        V(v)->u.tensor.fake = Py_NewRef(fake);
+        V(v)->u.tensor.node = Py_NewRef(node);
+    }
+    return v;
+}
+
+PyObject *
+cdyn_value_method(PyObject *func, PyObject *name, PyObject *self)
+{
+    PyObject *v = cdyn_value_alloc(VK_METHOD, NULL);
+    if (v != NULL) {
+        V(v)->u.method.func = Py_XNewRef(func);
+        V(v)->u.method.name = Py_NewRef(name);
+        V(v)->u.method.self = Py_NewRef(self);
+    }
+    return v;
+}
+
+static PyObject *null_value;   /* the shared NULL value */
+
+PyObject *
+cdyn_value_null(void)
+{
+    return Py_NewRef(null_value);
+}
+
+PyObject *
+cdyn_v_real(PyObject *v)
+{
+    switch (V(v)->kind) {
+    case VK_CONST: case VK_PYMODULE: case VK_OPAQUE: case VK_USERFN: case VK_BUILTIN:
+    case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE:
+        return V(v)->u.obj.obj;
+    default:
+        return NULL;
+    }
+}
+
+/* ---- dispatch -------------------------------------------------------------------------- */
+
+/* The reason for a missing handler: "<what> of <value>". */
+static tr_status
+missing(cdyn_tx *tx, const char *what, PyObject *v)
+{
+    return cdyn_tx_unsupported(tx, "%s of %S is not supported", what, v);
+}
+
+tr_status
+cdyn_v_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    if (V(v)->vt->getattr == NULL) {
+        return cdyn_tx_unsupported(tx, "attribute %U of %S is not supported", name, v);
+    }
+    return V(v)->vt->getattr(tx, v, name, out);
+}
+
+tr_status
+cdyn_v_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    if (V(v)->vt->setattr == NULL) {
+        return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S (side effect)", name, v);
+    }
+    return V(v)->vt->setattr(tx, v, name, value);
+}
+
+tr_status
+cdyn_v_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames, PyObject **out)
+{
+    if (V(fn)->vt->call == NULL) {
+        return missing(tx, "call", fn);
+    }
+    return V(fn)->vt->call(tx, fs, fn, args, nargs, kwnames, out);
+}
+
+tr_status
+cdyn_v_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
+                   PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    if (V(self)->vt->call_method == NULL) {
+        return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, self);
+    }
+    return V(self)->vt->call_method(tx, fs, self, name, args, nargs, kwnames, out);
+}
+
+tr_status
+cdyn_v_truth(cdyn_tx *tx, PyObject *v, int *out)
+{
+    tr_status st = cdyn_tx_materialize(tx, v);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(v)->vt->truth == NULL) {
+        return missing(tx, "truth value", v);
+    }
+    return V(v)->vt->truth(tx, v, out);
+}
+
+tr_status
+cdyn_v_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
+{
+    tr_status st = cdyn_tx_materialize(tx, v);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(v)->vt->unpack == NULL) {
+        return missing(tx, "iteration", v);
+    }
+    return V(v)->vt->unpack(tx, v, out_list);
+}
+
+tr_status
+cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *items = NULL;
+    tr_status st;
+    if (V(v)->kind == VK_ITER) {
+        *out = Py_NewRef(v);
+        return TR_OK;
+    }
+    st = cdyn_v_unpack(tx, v, &items);
+    if (st != TR_OK) {
+        return st;
+    }
+    *out = cdyn_value_iter(items);
+    Py_DECREF(items);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+tr_status
+cdyn_v_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    tr_status st = cdyn_tx_materialize(tx, v);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(v)->vt->subscr == NULL) {
+        return missing(tx, "subscript", v);
+    }
+    return V(v)->vt->subscr(tx, v, key, out);
+}
+
+tr_status
+cdyn_v_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
+{
+    tr_status st = cdyn_tx_materialize(tx, v);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(v)->vt->store_subscr == NULL) {
+        return missing(tx, "STORE_SUBSCR", v);
+    }
+    return V(v)->vt->store_subscr(tx, v, key, value);
+}
+
+tr_status
+cdyn_v_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
+{
+    tr_status st = cdyn_tx_materialize(tx, v);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(v)->vt->delete_subscr == NULL) {
+        return missing(tx, "DELETE_SUBSCR", v);
+    }
+    return V(v)->vt->delete_subscr(tx, v, key);
+}
+
+tr_status
+cdyn_v_contains(cdyn_tx *tx, PyObject *container, PyObject *item, int *out)
+{
+    tr_status st = cdyn_tx_materialize(tx, container);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(container)->vt->contains == NULL) {
+        return missing(tx, "'in'", container);
+    }
+    return V(container)->vt->contains(tx, container, item, out);
+}
+
+tr_status
+cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    tr_status st = TR_NOTIMPL;
+    if (op < 0 || op > 25) {
+        return cdyn_tx_unsupported(tx, "BINARY_OP %d", op);
+    }
+    if (V(a)->vt->binop != NULL) {
+        st = V(a)->vt->binop(tx, op, a, b, out);
+    }
+    if (st == TR_NOTIMPL && V(b)->vt != V(a)->vt && V(b)->vt->binop != NULL) {
+        st = V(b)->vt->binop(tx, op, a, b, out);
+    }
+    if (st == TR_NOTIMPL) {
+        return cdyn_tx_unsupported(tx, "BINARY_OP %d on %S and %S", op, a, b);
+    }
+    return st;
+}
+
+/* == / != decided without calling __eq__: identities fixed by guards, None. */
+static tr_status
+compare_identity(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *ra = cdyn_v_real(a), *rb = cdyn_v_real(b);
+    if (op != Py_EQ && op != Py_NE) {
+        return TR_NOTIMPL;
+    }
+    if (ra != NULL && rb != NULL && V(a)->kind != VK_CONST && V(b)->kind != VK_CONST &&
+        V(a)->kind != VK_OBJECT && V(b)->kind != VK_OBJECT) {
+        *out = cdyn_value_bool((op == Py_EQ) == (ra == rb));
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_v_is_none(a) || cdyn_v_is_none(b)) {
+        *out = cdyn_value_bool(op == Py_NE);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    (void)tx;
+    return TR_NOTIMPL;
+}
+
+tr_status
+cdyn_v_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    tr_status st = TR_NOTIMPL;
+    if (op < Py_LT || op > Py_GE) {
+        return cdyn_tx_unsupported(tx, "COMPARE_OP %d", op);
+    }
+    if (V(a)->vt->compare != NULL) {
+        st = V(a)->vt->compare(tx, op, a, b, out);
+    }
+    if (st == TR_NOTIMPL && V(b)->vt != V(a)->vt && V(b)->vt->compare != NULL) {
+        st = V(b)->vt->compare(tx, op, a, b, out);
+    }
+    if (st == TR_NOTIMPL) {
+        st = compare_identity(tx, op, a, b, out);
+    }
+    if (st == TR_NOTIMPL) {
+        return cdyn_tx_unsupported(tx, "COMPARE_OP on %S and %S", a, b);
+    }
+    return st;
+}
+
+tr_status
+cdyn_v_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
+{
+    if (V(v)->vt->unary == NULL) {
+        return missing(tx, "unary operator", v);
+    }
+    return V(v)->vt->unary(tx, opcode, v, out);
+}
+
+static int
+is_container_kind(cdyn_vkind k)
+{
+    return k == VK_LIST || k == VK_DICT || k == VK_TUPLE;
+}
+
+tr_status
+cdyn_v_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
+{
+    cdyn_value *va = V(a), *vb = V(b);
+    PyObject *ra = cdyn_v_real(a), *rb = cdyn_v_real(b);
+    if (a == b) {
+        *out = 1;
+        return TR_OK;
+    }
+    if (va->kind == VK_CONST && vb->kind == VK_CONST) {
+        *out = ra == rb;
+        return TR_OK;
+    }
+    if (va->kind == VK_TENSOR && vb->kind == VK_TENSOR) {
+        *out = va->u.tensor.node == vb->u.tensor.node;
+        return TR_OK;
+    }
+    if (is_container_kind(va->kind) && is_container_kind(vb->kind)) {
+        if (va->source != NULL || vb->source != NULL) {
+            return cdyn_tx_unsupported(tx, "identity of input containers");
+        }
+        *out = 0;   /* two containers made in the frame are distinct objects */
+        return TR_OK;
+    }
+    /* A constant against a non-constant: only None/True/False are decidable. */
+    if ((va->kind == VK_CONST && (ra == Py_None || PyBool_Check(ra))) ||
+        (vb->kind == VK_CONST && (rb == Py_None || PyBool_Check(rb)))) {
+        *out = 0;
+        return TR_OK;
+    }
+    if (ra != NULL && rb != NULL && va->kind != VK_CONST && vb->kind != VK_CONST &&
+        va->kind != VK_OBJECT && vb->kind != VK_OBJECT) {
+        *out = ra == rb;   /* identities fixed by ID/FUNCTION_MATCH guards */
+        return TR_OK;
+    }
+    return cdyn_tx_unsupported(tx, "IS_OP on undecidable values %S and %S", a, b);
+}
+
+tr_status
+cdyn_v_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
+{
+    tr_status st = cdyn_tx_materialize(tx, v);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(v)->vt->len == NULL) {
+        return missing(tx, "len()", v);
+    }
+    return V(v)->vt->len(tx, v, out);
+}
+
+tr_status
+cdyn_v_next(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    if (V(v)->vt->next == NULL) {
+        return missing(tx, "next()", v);
+    }
+    return V(v)->vt->next(tx, v, out);
+}
+
+tr_status
+cdyn_v_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
+{
+    if (V(v)->vt->enter == NULL) {
+        return cdyn_tx_unsupported(tx, "with-block over %S (an unsupported context manager)", v);
+    }
+    return V(v)->vt->enter(tx, v, exit_fn, result);
+}
+
+tr_status
+cdyn_v_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
+{
+    tr_status st = cdyn_tx_materialize(tx, v);
+    *fake = *node = NULL;
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(v)->vt->graph_arg == NULL) {
+        return cdyn_tx_unsupported(tx, "%S as an argument to a torch operation", v);
+    }
+    return V(v)->vt->graph_arg(tx, v, fake, node);
+}
+
+PyTypeObject *
+cdyn_v_python_type(PyObject *v)
+{
+    if (V(v)->vt->python_type == NULL) {
+        return NULL;
+    }
+    return V(v)->vt->python_type(v);
 }
 
 int
 cdyn_value_init(PyObject *module)
 {
     (void)module;
-    return PyType_Ready(&cdyn_ValueType);
+    if (PyType_Ready(&cdyn_ValueType) < 0) {
+        return -1;
+    }
+    if (null_value == NULL) {
+        null_value = cdyn_value_alloc(VK_NULL, NULL);
+        if (null_value == NULL) {
+            return -1;
+        }
+        cdyn_value_live--;   /* the shared NULL lives for the process */
+    }
+    return 0;
 }

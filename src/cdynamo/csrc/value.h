@@ -1,85 +1,253 @@
-/* value.h: symbolic values of the translator.
+/* value.h: symbolic values of the translator and the handler tables that give each family
+ * of values its behaviour (the C shape of CPython's type slots).
  *
  * Every slot of the symbolic stack and of the symbolic locals holds a value: a Python
- * object of type cdynamo._C.Value (so ownership is ordinary reference counting). A value
- * has a kind, and kind-specific fields:
+ * object of type cdynamo._C.Value, so ownership is ordinary reference counting. A value
+ * has a family (vt, a const table of handlers, one table per family, each family in its
+ * own file under values/), a precise kind inside the family, an optional source (where it
+ * came from in the frame, source.h) and a payload whose layout the family defines (the
+ * union below; every payload is made of at most CDYN_VREFS strong-or-NULL references, so
+ * the generic dealloc releases them without knowing the family).
  *
- *   kind            obj                         node       items            other
- *   VK_NULL         -                           -          -                the NULL of the call protocol
- *   VK_CONST        the constant                -          -                int, float, bool, str, None, tuple of
- *                                                                           constants, slice, range, torch.Size,
- *                                                                           dtype, device, code objects
- *   VK_TENSOR       fake tensor (example value) fx.Node    -
- *   VK_TUPLE        - or the named-tuple type   -          list of values   flag 4: obj is the type of a named
- *                                                                           tuple (torch.return_types.*)
- *   VK_LIST         -                           -          list of values   (TUPLE/LIST/DICT with a source:
- *                                                                           flag 2 = items not read yet, obj =
- *                                                                           the real container; 3 = the same
- *                                                                           after an append replayed on it)
- *   VK_DICT         list of constant keys       -          list of values   keys[i] maps to items[i]
- *   VK_PYMODULE     the module                  -          -
- *   VK_CALLABLE     the callable                -          -                torch functions, builtins, user
- *                                                                           functions, classes
- *   VK_NNMODULE     the nn.Module               -          -
- *   VK_METHOD       method name (str) or func   -          [self value]     flag 1: obj is a function to inline
- *                                                                           with self; 0: attribute name
- *   VK_ITER         -                           -          list of values   pos = next index
- *   VK_CELL         -                           -          [contents] or [] a closure cell made in the frame
- *   VK_FUNCTION     code object                 globals    [defaults tuple value or None, closure tuple
- *                                                          value or None, kwdefaults dict value or None,
- *                                                          source of the globals dict or None]
- *                                                                           a function made by MAKE_FUNCTION;
- *                                                                           flag 1: globals are the top frame's
- *   VK_GRADCTX      -                           -          -                flag = grad mode it sets
- *   VK_GRADEXIT     -                           -          -                flag = grad mode it restores
- *   VK_OBJECT       the object                  -          [self value] for any other object (opaque); flag 1:
- *                                                          flag 5           mutated while tracing; flag 5: a
- *                                                                           super(cls, self) proxy
+ * The opcode handlers (translate.c) never switch on kinds: they call the cdyn_v_* entry
+ * points below, which call through the value's table; a missing handler means "not
+ * supported here" (a graph break at that instruction, or a failed inlining).
  *
- * source (may be NULL) is where the value came from in the frame (source.h); values made
- * during tracing have none.
+ *   family        file                kinds        payload
+ *   misc          values/misc.c       NULL         -                  the NULL of the call protocol
+ *                                     PYMODULE     u.obj.obj          a Python module
+ *                                     CELL         u.cell             a closure cell
+ *                                     OPAQUE       u.obj.obj          a callable we cannot trace
+ *   constants     values/constant.c   CONST        u.cnst.value       int, float, bool, str, None, bytes,
+ *                                                                     complex, slice, range, tuple of constants,
+ *                                                                     torch.Size/dtype/device, code objects
+ *   tensors       values/tensor.c     TENSOR       u.tensor           fake tensor (example value) + fx.Node
+ *   sequences     values/seq.c        TUPLE, LIST  u.seq              items: list of values (named tuple
+ *                                                                     type in nt_type); lazy input containers
+ *   dicts         values/dict.c       DICT         u.dict             constant keys -> values
+ *                                     DICTVIEW     u.view             a live keys()/values()/items() view
+ *   functions     values/function.c   FUNCTION     u.func             made by MAKE_FUNCTION in the trace
+ *                                     USERFN       u.obj.obj          a real Python function (inlined)
+ *                                     METHOD       u.method           a method bound to a value
+ *   builtins      values/builtin.c    BUILTIN      u.obj.obj          builtins, math/operator functions,
+ *                                                                     builtin types (handler table by identity)
+ *   torch         values/torch.c      TORCHFN      u.obj.obj          torch callables put into the graph
+ *   user objects  values/user.c       CLASS        u.obj.obj          a class (not a builtin type)
+ *                                     OBJECT       u.obj.obj          any other object (opaque, type-guarded)
+ *                                     SUPER        u.super            super(cls, self)
+ *   nn.Modules    values/nnmodule.c   NNMODULE     u.obj.obj
+ *   iterators     values/iter.c       ITER         u.iter (+ pos)     the items, and the next position
+ *   contexts      values/ctx.c        GRADCTX      u.grad             a grad-mode context manager
+ *                                     GRADEXIT     u.grad             the __exit__ restoring a grad mode
  */
 #ifndef CDYN_VALUE_H
 #define CDYN_VALUE_H
 #include "cdynamo.h"
 
+/* Result of a translator step. Unsupported code is not an error: it sets tx->reason and
+ * becomes a graph break or makes the frame run unmodified. TR_NOTIMPL is only returned by
+ * binop/compare handlers to let the other operand's family try (as NotImplemented). */
+typedef enum { TR_OK = 0, TR_UNSUPPORTED = 1, TR_BREAK = 2, TR_NOTIMPL = 3, TR_ERROR = -1 } tr_status;
+
 typedef enum {
-    VK_NULL, VK_CONST, VK_TENSOR, VK_TUPLE, VK_LIST, VK_DICT, VK_PYMODULE, VK_CALLABLE,
-    VK_NNMODULE, VK_METHOD, VK_ITER, VK_CELL, VK_FUNCTION, VK_GRADCTX, VK_GRADEXIT,
-    VK_OBJECT,
+    VK_NULL, VK_PYMODULE, VK_CELL, VK_OPAQUE,
+    VK_CONST,
+    VK_TENSOR,
+    VK_TUPLE, VK_LIST,
+    VK_DICT, VK_DICTVIEW,
+    VK_FUNCTION, VK_USERFN, VK_METHOD,
+    VK_BUILTIN,
+    VK_TORCHFN,
+    VK_CLASS, VK_OBJECT, VK_SUPER,
+    VK_NNMODULE,
+    VK_ITER,
+    VK_GRADCTX, VK_GRADEXIT,
+    VK__COUNT
 } cdyn_vkind;
 
-typedef struct {
+struct cdyn_tx;
+struct cdyn_fs;
+struct cdyn_cg;
+
+#define CDYN_VREFS 4
+
+typedef struct cdyn_value {
     PyObject_HEAD
+    const struct cdyn_vtable *vt;   /* the family's handlers (never NULL) */
     cdyn_vkind kind;
-    PyObject *obj;      /* strong or NULL */
-    PyObject *node;     /* strong or NULL */
-    PyObject *items;    /* strong list or NULL */
-    PyObject *source;   /* strong cdyn_source or NULL */
-    int flag;
-    Py_ssize_t pos;
-    long long serial;   /* creation order, for rollback checks (cdyn_value_serial) */
+    unsigned int bits;              /* family flags (see each family's header section) */
+    Py_ssize_t pos;                 /* ITER: next position */
+    long long serial;               /* creation order, for rollback checks */
+    PyObject *source;               /* strong cdyn_source or NULL */
+    union {
+        PyObject *ref[CDYN_VREFS];  /* generic view of the payload (dealloc) */
+        struct { PyObject *value; } cnst;
+        struct { PyObject *fake, *node; } tensor;
+        /* items: list of values, NULL while lazy; real: the input container while lazy */
+        struct { PyObject *items, *nt_type, *real; } seq;
+        /* keys: list of constant real keys; vals: list of values (same order); real: the
+           input dict while lazy */
+        struct { PyObject *keys, *vals, *real; } dict;
+        struct { PyObject *obj; } obj;
+        struct { PyObject *obj, *self; } super;   /* the real super object, self value */
+        /* func: the real function to inline with self (or NULL: call self's method name);
+           name: the method name (str); self: the value bound */
+        struct { PyObject *func, *name, *self; } method;
+        struct { PyObject *items; } iter;          /* list of values */
+        struct { PyObject *dict; } view;           /* the DICT value; bits: VIEW_* */
+        /* real: the real cell (a closure of the top frame or of a real function) or NULL
+           for a cell made in the trace; contents: the value, NULL while empty / unread */
+        struct { PyObject *real, *contents; } cell;
+        /* code, globals dict, parts: list [defaults tuple value or None, closure tuple
+           value or None, kwdefaults dict value or None], gsource: source of the globals
+           of another module or None */
+        struct { PyObject *code, *globals, *parts, *gsource; } func;
+    } u;
 } cdyn_value;
+
+/* Family flags (bits). */
+#define SEQ_LAZY        0x1u   /* TUPLE/LIST/DICT: an input container, items not read yet */
+#define SEQ_APPENDED    0x2u   /* ... and an append was replayed on it: items unreadable */
+#define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
+#define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
+#define GRAD_MODE_ON    0x1u   /* GRADCTX: the mode it sets; GRADEXIT: the mode it restores */
+#define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */
+#define GRAD_PREV_ON    0x4u   /* ... and the mode before it was on */
+#define VIEW_KEYS       0x0u   /* DICTVIEW: which view */
+#define VIEW_VALUES     0x1u
+#define VIEW_ITEMS      0x2u
+
+typedef tr_status (*cdyn_call_fn)(struct cdyn_tx *tx, struct cdyn_fs *fs, PyObject *fn,
+                                  PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                                  PyObject **out);
+
+/* The handler table of a family. Every handler may be NULL ("not supported"). Arguments
+ * that are values are borrowed; *out receives a new reference on TR_OK. A handler that
+ * returns TR_UNSUPPORTED has changed nothing (no graph node kept, no value mutated), so the
+ * instruction can become a graph break. */
+typedef struct cdyn_vtable {
+    const char *name;   /* family name for logs, e.g. "TensorVariable" */
+    tr_status (*getattr)(struct cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
+    tr_status (*setattr)(struct cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);
+    cdyn_call_fn call;
+    tr_status (*call_method)(struct cdyn_tx *tx, struct cdyn_fs *fs, PyObject *self,
+                             PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames, PyObject **out);
+    tr_status (*truth)(struct cdyn_tx *tx, PyObject *v, int *out);
+    /* every item, in iteration order, as a new list of values (iterators are consumed) */
+    tr_status (*unpack)(struct cdyn_tx *tx, PyObject *v, PyObject **out_list);
+    tr_status (*subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
+    tr_status (*store_subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value);
+    tr_status (*delete_subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key);
+    tr_status (*contains)(struct cdyn_tx *tx, PyObject *v, PyObject *item, int *out);
+    /* op: BINARY_OP oparg (0..25, in-place forms >= 13); compare op: Py_LT..Py_GE. Either
+       operand may be of this family; TR_NOTIMPL passes to the other operand's family. */
+    tr_status (*binop)(struct cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
+    tr_status (*compare)(struct cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
+    /* opcode: UNARY_NEGATIVE, UNARY_POSITIVE, UNARY_INVERT (UNARY_NOT goes through truth) */
+    tr_status (*unary)(struct cdyn_tx *tx, int opcode, PyObject *v, PyObject **out);
+    tr_status (*len)(struct cdyn_tx *tx, PyObject *v, Py_ssize_t *out);
+    /* FOR_ITER / next(): *out the next item (new), or NULL when exhausted */
+    tr_status (*next)(struct cdyn_tx *tx, PyObject *v, PyObject **out);
+    /* BEFORE_WITH: *exit_fn the value the block's end calls with three Nones, *result the
+       value of __enter__ (both new) */
+    tr_status (*enter)(struct cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result);
+    /* (fake object, FX node argument) for a torch call's argument list; both new refs */
+    tr_status (*graph_arg)(struct cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node);
+    /* the real type of the value (borrowed), or NULL when it cannot be known */
+    PyTypeObject *(*python_type)(PyObject *v);
+    /* code generation (codegen.h): gather the graph outputs needed to rebuild v into real
+       objects, then emit bytecode that pushes it */
+    tr_status (*collect)(struct cdyn_tx *tx, struct cdyn_cg *cg, PyObject *v);
+    int (*reconstruct)(struct cdyn_cg *cg, PyObject *v);
+} cdyn_vtable;
+
+/* The families' tables (values/<family>.c). */
+extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
+    cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;
+/* Number of values alive (debug/leak checks). */
+extern Py_ssize_t cdyn_value_live;
 
 extern PyTypeObject cdyn_ValueType;
 #define V(o) ((cdyn_value *)(o))
+#define cdyn_Value_Check(o) (Py_TYPE(o) == &cdyn_ValueType)
 
-/* New value of the given kind. obj, node, items, source: borrowed (the value takes its
- * own references; any may be NULL). Returns a new reference or NULL + MemoryError. */
-PyObject *cdyn_value_new(cdyn_vkind kind, PyObject *obj, PyObject *node, PyObject *items,
-                         PyObject *source);
-/* New VK_CONST of obj (borrowed). */
+/* New value of kind with its family table, an empty payload and the source (borrowed, may
+ * be NULL). Returns a new reference or NULL + MemoryError. Families fill the payload. */
+PyObject *cdyn_value_alloc(cdyn_vkind kind, PyObject *source);
+/* New value whose payload slot 0 is obj (borrowed, may be NULL): CONST, PYMODULE, OPAQUE,
+ * USERFN, BUILTIN, TORCHFN, CLASS, OBJECT, NNMODULE. */
+PyObject *cdyn_value_obj(cdyn_vkind kind, PyObject *obj, PyObject *source);
+/* New CONST of obj (borrowed) / whose reference is stolen (NULL passes NULL through). */
 PyObject *cdyn_value_const(PyObject *obj);
-/* New VK_CONST whose object reference is stolen (NULL obj passes NULL through). */
 PyObject *cdyn_value_const_steal(PyObject *obj);
-/* New sequence value (VK_TUPLE or VK_LIST) over a fresh list holding the n values of
- * vals (borrowed). */
+/* New CONST True/False. */
+PyObject *cdyn_value_bool(int b);
+/* New TUPLE or LIST over `items` (a list of values, borrowed; the value keeps it, so the
+ * caller must not reuse it) / over a fresh list holding the n values of vals (borrowed). */
+PyObject *cdyn_value_seq_list(cdyn_vkind kind, PyObject *items);
 PyObject *cdyn_value_seq(cdyn_vkind kind, PyObject *const *vals, Py_ssize_t n);
+/* New DICT over keys (list of constant real keys) and vals (list of values); borrowed. */
+PyObject *cdyn_value_dict(PyObject *keys, PyObject *vals);
+/* New ITER over items (list of values, borrowed). */
+PyObject *cdyn_value_iter(PyObject *items);
+/* New TENSOR of fake (example value) and node (borrowed), source may be NULL. */
+PyObject *cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source);
+/* New METHOD: func (borrowed real function to inline, or NULL), name (borrowed str), self
+ * (borrowed value). */
+PyObject *cdyn_value_method(PyObject *func, PyObject *name, PyObject *self);
+/* The shared NULL value (new reference). */
+PyObject *cdyn_value_null(void);
+
 /* Readable short form for logs, e.g. "TensorVariable(add)", "ConstantVariable(3)". New ref. */
 PyObject *cdyn_value_repr(PyObject *v);
+
+/* 1 when the value is the constant None. */
+static inline int
+cdyn_v_is_none(PyObject *v)
+{
+    return V(v)->kind == VK_CONST && V(v)->u.cnst.value == Py_None;
+}
+
+/* The real object a value stands for when it is known exactly (constants and values of
+ * real objects: modules, functions, classes, objects); borrowed, or NULL. */
+PyObject *cdyn_v_real(PyObject *v);
+
+/* ---- dispatch: the opcode handlers' entry points --------------------------------------
+ * Each calls the value's handler; a missing handler sets the reason "<what> on <value>"
+ * and returns TR_UNSUPPORTED. Arguments borrowed, *out new. */
+tr_status cdyn_v_getattr(struct cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
+tr_status cdyn_v_setattr(struct cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);
+tr_status cdyn_v_call(struct cdyn_tx *tx, struct cdyn_fs *fs, PyObject *fn,
+                      PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                      PyObject **out);
+tr_status cdyn_v_call_method(struct cdyn_tx *tx, struct cdyn_fs *fs, PyObject *self,
+                             PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames, PyObject **out);
+tr_status cdyn_v_truth(struct cdyn_tx *tx, PyObject *v, int *out);
+tr_status cdyn_v_unpack(struct cdyn_tx *tx, PyObject *v, PyObject **out_list);
+/* GET_ITER / iter(): an iterator value (ITER values are their own iterator). */
+tr_status cdyn_v_iter(struct cdyn_tx *tx, PyObject *v, PyObject **out);
+tr_status cdyn_v_subscr(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
+tr_status cdyn_v_store_subscr(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value);
+tr_status cdyn_v_delete_subscr(struct cdyn_tx *tx, PyObject *v, PyObject *key);
+/* `item in container`: 0/1 in *out. */
+tr_status cdyn_v_contains(struct cdyn_tx *tx, PyObject *container, PyObject *item, int *out);
+tr_status cdyn_v_binop(struct cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
+tr_status cdyn_v_compare(struct cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
+tr_status cdyn_v_unary(struct cdyn_tx *tx, int opcode, PyObject *v, PyObject **out);
+/* `a is b`: 0/1 in *out (decided by kinds and identities; unsupported when undecidable). */
+tr_status cdyn_v_is(struct cdyn_tx *tx, PyObject *a, PyObject *b, int *out);
+tr_status cdyn_v_len(struct cdyn_tx *tx, PyObject *v, Py_ssize_t *out);
+tr_status cdyn_v_next(struct cdyn_tx *tx, PyObject *v, PyObject **out);
+tr_status cdyn_v_enter(struct cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result);
+tr_status cdyn_v_graph_arg(struct cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node);
+/* Borrowed type or NULL (no exception) when unknown. */
+PyTypeObject *cdyn_v_python_type(PyObject *v);
 
 int cdyn_value_init(PyObject *module);
 

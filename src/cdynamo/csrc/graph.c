@@ -1,0 +1,398 @@
+/* graph.c: the FX graph of a trace. Graph inputs (placeholders with fake examples and
+ * TENSOR_MATCH guards), module parameters (get_attr nodes), torch calls run on fake tensors
+ * for their metadata and recorded as call_function / call_method / call_module nodes, and
+ * checkpoints that undo the nodes of a step that turned out unsupported. */
+#include "tx.h"
+
+PyObject *
+cdyn_sanitized_name(PyObject *source)
+{
+    PyObject *r = cdyn_source_repr(source), *out = NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(r), j = 0;
+    Py_UCS4 *buf = PyMem_Malloc((n + 2) * sizeof(Py_UCS4));
+    int last_us = 1;
+    if (buf == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 ch = PyUnicode_READ_CHAR(r, i);
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (i < 2 && n > 2 && PyUnicode_READ_CHAR(r, 1) == '[') {
+            continue;   /* drop the "L[" / "G[" / "C[" prefix */
+        }
+        if (ok) {
+            buf[j++] = ch;
+            last_us = 0;
+        }
+        else if (!last_us) {
+            buf[j++] = '_';
+            last_us = 1;
+        }
+    }
+    while (j > 0 && buf[j - 1] == '_') {
+        j--;
+    }
+    if (j == 0 || (buf[0] >= '0' && buf[0] <= '9')) {
+        memmove(buf + 1, buf, j * sizeof(Py_UCS4));
+        buf[0] = 'v';
+        j++;
+    }
+    out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, j);
+    PyMem_Free(buf);
+    return out;
+}
+
+/* Attach the fake example value to an FX node. 0 / -1. */
+static int
+set_example(cdyn_tx *tx, PyObject *node, PyObject *example)
+{
+    PyObject *r = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_set_example, node, example, NULL);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+tr_status
+cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    PyObject *key = NULL, *alias = NULL, *fake = NULL, *name = NULL, *node = NULL;
+    tr_status st = TR_ERROR;
+    if (source == NULL) {
+        return cdyn_tx_unsupported(tx, "a tensor with no source (cannot be a graph input)");
+    }
+    if (cdyn_guards_add_tensor(tx->guards, source, obj) < 0) {
+        goto done;
+    }
+    key = PyLong_FromVoidPtr(obj);
+    if (key == NULL) {
+        goto done;
+    }
+    alias = PyDict_GetItemWithError(tx->by_id, key);
+    if (alias != NULL) {   /* the same tensor under another name shares the placeholder */
+        *out = Py_NewRef(alias);
+        st = TR_OK;
+        goto done;
+    }
+    if (PyErr_Occurred()) {
+        goto done;
+    }
+    fake = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_fake_from_tensor, tx->fake_mode, obj,
+                                      NULL);
+    if (fake == NULL) {
+        st = cdyn_tx_unsupported(tx, "cannot make a fake tensor for %U", cdyn_source_repr(source));
+        goto done;
+    }
+    name = cdyn_sanitized_name(source);
+    if (name == NULL) {
+        goto done;
+    }
+    node = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_placeholder, tx->graph, name, NULL);
+    if (node == NULL || set_example(tx, node, fake) < 0) {
+        goto done;
+    }
+    *out = cdyn_value_tensor(fake, node, source);
+    if (*out == NULL || PyList_Append(tx->input_sources, source) < 0 ||
+        PyList_Append(tx->input_values, obj) < 0 || PyDict_SetItem(tx->by_id, key, *out) < 0) {
+        Py_CLEAR(*out);
+        goto done;
+    }
+    st = TR_OK;
+done:
+    Py_XDECREF(key);
+    Py_XDECREF(fake);
+    Py_XDECREF(name);
+    Py_XDECREF(node);
+    return st;
+}
+
+tr_status
+cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyObject **out)
+{
+    PyObject *cached = NULL, *name = NULL, *node = NULL, *fake = NULL;
+    tr_status st = TR_ERROR;
+    if (source == NULL) {
+        return cdyn_tx_unsupported(tx, "parameter of a module with no source");
+    }
+    cached = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(source));
+    if (cached != NULL) {
+        *out = Py_NewRef(cached);
+        return TR_OK;
+    }
+    if (PyErr_Occurred()) {
+        return TR_ERROR;
+    }
+    /* the graph holds this parameter/buffer object: replacing it recompiles */
+    if (cdyn_guards_add_id(tx->guards, source, tensor, 0) < 0) {
+        goto done;
+    }
+    name = cdyn_sanitized_name(source);
+    if (name == NULL || PyDict_SetItem(tx->root, name, tensor) < 0) {
+        goto done;
+    }
+    fake = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_fake_from_tensor, tx->fake_mode, tensor,
+                                      NULL);
+    if (fake == NULL) {
+        st = cdyn_tx_unsupported(tx, "cannot fake a parameter");
+        goto done;
+    }
+    node = PyObject_CallMethodOneArg(tx->graph, cdyn_G.s_get_attr, name);
+    if (node == NULL || set_example(tx, node, fake) < 0) {
+        goto done;
+    }
+    *out = cdyn_value_tensor(fake, node, source);
+    if (*out == NULL || cdyn_tx_memo_source(tx, source, *out) < 0) {
+        Py_CLEAR(*out);
+        goto done;
+    }
+    st = TR_OK;
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(node);
+    Py_XDECREF(fake);
+    return st;
+}
+
+/* Wrap one element of a fake result: a tensor becomes getitem(node, i), a constant stays. */
+static tr_status
+wrap_element(cdyn_tx *tx, PyObject *elem, PyObject *node, Py_ssize_t i, PyObject **out)
+{
+    PyObject *idx = NULL, *args = NULL, *sub = NULL;
+    tr_status st = TR_ERROR;
+    if (!cdyn_is_tensor(elem)) {
+        if (elem == Py_None || cdyn_is_constant(elem)) {
+            *out = cdyn_value_const(elem);
+            return *out ? TR_OK : TR_ERROR;
+        }
+        return cdyn_tx_unsupported(tx, "torch operation returned a %s", Py_TYPE(elem)->tp_name);
+    }
+    idx = PyLong_FromSsize_t(i);
+    args = idx ? PyTuple_Pack(2, node, idx) : NULL;
+    sub = args ? PyObject_CallMethod(tx->graph, "call_function", "OO", cdyn_G.getitem_fn, args)
+               : NULL;
+    if (sub != NULL && set_example(tx, sub, elem) == 0) {
+        Py_XSETREF(tx->last_node, Py_NewRef(sub));
+        *out = cdyn_value_tensor(elem, sub, NULL);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    Py_XDECREF(idx);
+    Py_XDECREF(args);
+    Py_XDECREF(sub);
+    return st;
+}
+
+/* Wrap the fake result of a graph call (node: the call's node). A tensor result that is one
+ * of the call's tensor arguments (an in-place method returns its receiver) is that
+ * argument's value, so `x.add_(1) is x`. */
+static tr_status
+wrap_result(cdyn_tx *tx, PyObject *res, PyObject *node, PyObject *const *args,
+            PyObject *fargs, PyObject **out)
+{
+    Py_ssize_t n;
+    PyObject *items;
+    if (cdyn_is_tensor(res)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fargs); i++) {
+            if (PyTuple_GET_ITEM(fargs, i) == res && V(args[i])->kind == VK_TENSOR) {
+                *out = Py_NewRef(args[i]);
+                return TR_OK;
+            }
+        }
+        *out = cdyn_value_tensor(res, node, NULL);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (res == Py_None || cdyn_is_constant(res)) {
+        *out = cdyn_value_const(res);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (!PyTuple_Check(res) && !PyList_Check(res)) {
+        return cdyn_tx_unsupported(tx, "torch operation returned a %s", Py_TYPE(res)->tp_name);
+    }
+    n = PySequence_Size(res);
+    items = PyList_New(n);
+    if (items == NULL) {
+        return TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *elem = PySequence_GetItem(res, i), *v = NULL;
+        tr_status st = elem ? wrap_element(tx, elem, node, i, &v) : TR_ERROR;
+        Py_XDECREF(elem);
+        if (st != TR_OK) {
+            Py_DECREF(items);
+            return st;
+        }
+        PyList_SET_ITEM(items, i, v);
+    }
+    *out = cdyn_value_seq_list(PyList_Check(res) ? VK_LIST : VK_TUPLE, items);
+    Py_DECREF(items);
+    if (*out != NULL && PyTuple_Check(res) && !PyTuple_CheckExact(res)) {
+        /* a named tuple (e.g. torch.return_types.topk): keep its type for field access and
+           to rebuild it */
+        V(*out)->u.seq.nt_type = Py_NewRef((PyObject *)Py_TYPE(res));
+    }
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* 1 when obj (a fake argument or result, through tuples, lists and dicts) holds a tensor. */
+static int
+holds_tensor(PyObject *obj)
+{
+    if (cdyn_is_tensor(obj)) {
+        return 1;
+    }
+    if (PyTuple_Check(obj) || PyList_Check(obj)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); i++) {
+            if (holds_tensor(PySequence_Fast_GET_ITEM(obj, i))) {
+                return 1;
+            }
+        }
+    }
+    if (PyDict_Check(obj)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(obj, &pos, &k, &v)) {
+            if (holds_tensor(v)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The fake and node argument tuples/dicts of a call. New refs on TR_OK. */
+static tr_status
+graph_args(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+           PyObject **fargs, PyObject **nargs_t, PyObject **fkw, PyObject **nkw_d)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    tr_status st = TR_ERROR;
+    *fargs = PyTuple_New(npos);
+    *nargs_t = PyTuple_New(npos);
+    *fkw = PyDict_New();
+    *nkw_d = PyDict_New();
+    if (!*fargs || !*nargs_t || !*fkw || !*nkw_d) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject *f = NULL, *n = NULL;
+        st = cdyn_v_graph_arg(tx, args[i], &f, &n);
+        if (st != TR_OK) {
+            goto fail;
+        }
+        st = TR_ERROR;
+        if (i < npos) {
+            PyTuple_SET_ITEM(*fargs, i, f);
+            PyTuple_SET_ITEM(*nargs_t, i, n);
+        }
+        else {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, i - npos);
+            int e = PyDict_SetItem(*fkw, k, f) < 0 || PyDict_SetItem(*nkw_d, k, n) < 0;
+            Py_DECREF(f);
+            Py_DECREF(n);
+            if (e) {
+                goto fail;
+            }
+        }
+    }
+    return TR_OK;
+fail:
+    Py_CLEAR(*fargs);
+    Py_CLEAR(*nargs_t);
+    Py_CLEAR(*fkw);
+    Py_CLEAR(*nkw_d);
+    return st;
+}
+
+tr_status
+cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *module,
+                   PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *fargs = NULL, *nargs_t = NULL, *fkw = NULL, *nkw_d = NULL, *res = NULL,
+             *node = NULL, *opname = NULL;
+    tr_status st = graph_args(tx, args, nargs, kwnames, &fargs, &nargs_t, &fkw, &nkw_d);
+    if (st != TR_OK) {
+        return st;
+    }
+    st = TR_ERROR;
+    if (strcmp(op, "call_method") == 0) {
+        res = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_fake_call_method, tx->fake_mode,
+                                         target, fargs, fkw, NULL);
+    }
+    else {
+        res = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_fake_call, tx->fake_mode,
+                                         module ? module : target, fargs, fkw, NULL);
+    }
+    if (res == NULL) {
+        st = cdyn_tx_unsupported(tx, "%s %R failed on fake tensors", op, target);
+        goto done;
+    }
+    if (target != cdyn_G.set_grad_enabled && !holds_tensor(res) && !holds_tensor(fargs) &&
+        !holds_tensor(fkw)) {
+        /* not a tensor operation: never a graph node (it runs in Python) */
+        st = cdyn_tx_unsupported(tx, "call to %R has no tensor argument or result", target);
+        goto done;
+    }
+    opname = PyUnicode_FromString(op);
+    if (opname == NULL) {
+        goto done;
+    }
+    node = PyObject_CallMethodObjArgs(tx->graph, cdyn_G.s_create_node, opname, target, nargs_t,
+                                      nkw_d, NULL);
+    if (node == NULL || set_example(tx, node, res) < 0) {
+        goto done;
+    }
+    Py_XSETREF(tx->last_node, Py_NewRef(node));
+    if (target == cdyn_G.set_grad_enabled) {
+        tx->grad_enabled = PyTuple_GET_SIZE(fargs) > 0 &&
+                           PyObject_IsTrue(PyTuple_GET_ITEM(fargs, 0)) == 1;
+    }
+    else {
+        tx->n_call_nodes++;
+    }
+    st = wrap_result(tx, res, node, args, fargs, out);
+done:
+    Py_XDECREF(fargs);
+    Py_XDECREF(nargs_t);
+    Py_XDECREF(fkw);
+    Py_XDECREF(nkw_d);
+    Py_XDECREF(res);
+    Py_XDECREF(node);
+    Py_XDECREF(opname);
+    return st;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------- */
+
+void
+cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
+{
+    ck->last_node = Py_XNewRef(tx->last_node);
+    ck->mutations = tx->mutations;
+    ck->n_call_nodes = tx->n_call_nodes;
+    ck->grad_enabled = tx->grad_enabled;
+    tx->ckpt_serial = cdyn_value_serial;
+}
+
+tr_status
+cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
+{
+    PyObject *r;
+    if (tx->mutations != ck->mutations) {
+        return TR_UNSUPPORTED;   /* the failed step changed traced state: give up */
+    }
+    if (tx->last_node != ck->last_node) {
+        r = PyObject_CallMethod(tx->glue, "rollback", "OO", tx->graph,
+                                ck->last_node ? ck->last_node : Py_None);
+        if (r == NULL) {
+            return TR_ERROR;
+        }
+        Py_DECREF(r);
+        Py_XSETREF(tx->last_node, Py_XNewRef(ck->last_node));
+    }
+    tx->n_call_nodes = ck->n_call_nodes;
+    tx->grad_enabled = ck->grad_enabled;
+    return TR_OK;
+}
+
+void
+cdyn_tx_ckpt_clear(cdyn_ckpt *ck)
+{
+    Py_CLEAR(ck->last_node);
+}

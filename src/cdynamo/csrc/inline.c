@@ -1,0 +1,387 @@
+/* inline.c: inlined calls. A call of a Python function while tracing binds the argument
+ * values to the callee's parameters (defaults, *args, **kwargs, keyword-only) and
+ * interprets the callee's bytecode in a nested frame state; its return value is the call's
+ * value. Anything the callee cannot trace fails the whole inlining (the caller breaks at
+ * the call site, and the callee is compiled as a frame of its own when it runs). */
+#include "tx.h"
+
+#define MAX_INLINE_DEPTH 32
+
+int
+cdyn_fs_init(cdyn_fs *fs, PyCodeObject *code, PyObject *globals, PyObject *builtins)
+{
+    memset(fs, 0, sizeof(*fs));
+    fs->code = (PyCodeObject *)Py_NewRef(code);
+    fs->globals = Py_NewRef(globals);
+    fs->builtins = Py_NewRef(builtins);
+    fs->nlocals = code->co_nlocalsplus;
+    fs->locals = PyMem_Calloc(fs->nlocals + 1, sizeof(PyObject *));
+    fs->stack_cap = code->co_stacksize + 8;
+    fs->stack = PyMem_Calloc(fs->stack_cap, sizeof(PyObject *));
+    if (fs->locals == NULL || fs->stack == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (cdyn_decode(code, &fs->instrs) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+void
+cdyn_fs_clear(cdyn_fs *fs)
+{
+    if (fs->locals != NULL) {
+        for (int i = 0; i < fs->nlocals; i++) {
+            Py_XDECREF(fs->locals[i]);
+        }
+        PyMem_Free(fs->locals);
+    }
+    if (fs->stack != NULL) {
+        for (int i = 0; i < fs->sp; i++) {
+            Py_XDECREF(fs->stack[i]);
+        }
+        PyMem_Free(fs->stack);
+    }
+    cdyn_instrs_clear(&fs->instrs);
+    Py_XDECREF(fs->code);
+    Py_XDECREF(fs->globals);
+    Py_XDECREF(fs->builtins);
+    Py_XDECREF(fs->globals_source);
+    Py_XDECREF(fs->kw_names);
+    Py_XDECREF(fs->retval);
+    memset(fs, 0, sizeof(*fs));
+}
+
+static void
+release_locals(PyObject **locals, int n)
+{
+    for (int i = 0; i < n; i++) {
+        Py_XDECREF(locals[i]);
+    }
+}
+
+/* Interpret code with the bound locals (array of co_nlocalsplus strong-or-NULL, stolen)
+ * and closure cells (list of CELL values or NULL). */
+static tr_status
+run_inlined(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, PyObject *closure_cells,
+            PyObject *globals, PyObject *builtins, PyObject *globals_source, int top_globals,
+            PyObject **out)
+{
+    cdyn_fs fs;
+    cdyn_fs *caller = tx->cur_fs;
+    tr_status st;
+    int n = code->co_nlocalsplus;
+    if (tx->depth >= MAX_INLINE_DEPTH) {
+        release_locals(locals, n);
+        return cdyn_tx_unsupported(tx, "inlining too deep (recursion?)");
+    }
+    if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+        release_locals(locals, n);
+        return cdyn_tx_unsupported(tx, "call of a generator function");
+    }
+    if (cdyn_fs_init(&fs, code, globals, builtins) < 0) {
+        release_locals(locals, n);
+        cdyn_fs_clear(&fs);
+        return TR_ERROR;
+    }
+    for (int i = 0; i < n; i++) {
+        fs.locals[i] = locals[i];   /* stolen */
+    }
+    fs.globals_source = Py_XNewRef(globals_source);
+    fs.top_globals = top_globals;
+    if (closure_cells != NULL) {   /* free variables occupy the last slots */
+        Py_ssize_t nfree = PyList_GET_SIZE(closure_cells);
+        for (Py_ssize_t k = 0; k < nfree; k++) {
+            Py_XSETREF(fs.locals[n - nfree + k], Py_NewRef(PyList_GET_ITEM(closure_cells, k)));
+        }
+    }
+    tx->depth++;
+    cdyn_log(10, "INLINING %R", code);
+    st = cdyn_tx_run(tx, &fs);
+    tx->depth--;
+    tx->cur_fs = caller;
+    if (st == TR_OK) {
+        cdyn_log(10, "DONE INLINING %R", code);
+        *out = fs.retval;
+        fs.retval = NULL;
+    }
+    else {
+        cdyn_log(10, "FAILED INLINING %R", code);
+    }
+    cdyn_fs_clear(&fs);
+    return st;
+}
+
+/* Slot of keyword argument kname among code's parameters that may be passed by keyword,
+ * or -1. */
+static int
+keyword_slot(PyCodeObject *code, PyObject *kname)
+{
+    for (int i = code->co_posonlyargcount; i < code->co_argcount + code->co_kwonlyargcount; i++) {
+        if (PyUnicode_Compare(PyTuple_GET_ITEM(code->co_localsplusnames, i), kname) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Fill missing parameters from defaults (list of values) and kwdefaults (dict). */
+static tr_status
+apply_defaults(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, PyObject *defaults,
+               PyObject *kwdefaults)
+{
+    int argc = code->co_argcount, kwonly = code->co_kwonlyargcount;
+    if (defaults != NULL) {
+        Py_ssize_t nd = PyList_GET_SIZE(defaults);
+        for (Py_ssize_t j = 0; j < nd; j++) {
+            Py_ssize_t i = argc - nd + j;
+            if (i >= 0 && locals[i] == NULL) {
+                locals[i] = Py_NewRef(PyList_GET_ITEM(defaults, j));
+            }
+        }
+    }
+    for (int i = argc; i < argc + kwonly; i++) {
+        if (locals[i] == NULL && kwdefaults != NULL) {
+            PyObject *d = PyDict_GetItemWithError(kwdefaults,
+                                                  PyTuple_GET_ITEM(code->co_localsplusnames, i));
+            if (d != NULL) {
+                locals[i] = Py_NewRef(d);
+            }
+            else if (PyErr_Occurred()) {
+                return TR_ERROR;
+            }
+        }
+    }
+    for (int i = 0; i < argc + kwonly; i++) {
+        if (locals[i] == NULL) {
+            return cdyn_tx_unsupported(tx, "missing argument %U of %U",
+                                       PyTuple_GET_ITEM(code->co_localsplusnames, i),
+                                       code->co_qualname);
+        }
+    }
+    return TR_OK;
+}
+
+/* Positional argument i of self + args (borrowed). */
+static inline PyObject *
+positional(PyObject *self, PyObject *const *args, Py_ssize_t i)
+{
+    if (self == NULL) {
+        return args[i];
+    }
+    return i == 0 ? self : args[i - 1];
+}
+
+/* Bind self + args to code's parameters into locals (zeroed, co_nlocalsplus + 1). */
+static tr_status
+bind_arguments(cdyn_tx *tx, PyCodeObject *code, PyObject *self, PyObject *const *args,
+               Py_ssize_t nargs, PyObject *kwnames, PyObject **locals)
+{
+    int argc = code->co_argcount, kwonly = code->co_kwonlyargcount;
+    int has_varargs = (code->co_flags & CO_VARARGS) != 0;
+    int has_varkw = (code->co_flags & CO_VARKEYWORDS) != 0;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    Py_ssize_t total = npos + (self != NULL);
+    PyObject *kw_keys = NULL, *kw_vals = NULL, *rest = NULL;
+    tr_status st = TR_ERROR;
+    for (Py_ssize_t i = 0; i < total && i < argc; i++) {
+        locals[i] = Py_NewRef(positional(self, args, i));
+    }
+    if (has_varargs) {
+        rest = PyList_New(0);
+        for (Py_ssize_t i = argc; rest != NULL && i < total; i++) {
+            if (PyList_Append(rest, positional(self, args, i)) < 0) {
+                Py_CLEAR(rest);
+            }
+        }
+        locals[argc + kwonly] = rest ? cdyn_value_seq_list(VK_TUPLE, rest) : NULL;
+        if (locals[argc + kwonly] == NULL) {
+            goto done;
+        }
+    }
+    else if (total > argc) {
+        st = cdyn_tx_unsupported(tx, "too many positional arguments to %U", code->co_qualname);
+        goto done;
+    }
+    if (has_varkw && ((kw_keys = PyList_New(0)) == NULL || (kw_vals = PyList_New(0)) == NULL)) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *kname = PyTuple_GET_ITEM(kwnames, k);
+        int slot = keyword_slot(code, kname);
+        if (slot >= 0 && locals[slot] == NULL) {
+            locals[slot] = Py_NewRef(args[npos + k]);
+        }
+        else if (slot < 0 && has_varkw) {
+            if (PyList_Append(kw_keys, kname) < 0 || PyList_Append(kw_vals, args[npos + k]) < 0) {
+                goto done;
+            }
+        }
+        else {
+            st = cdyn_tx_unsupported(tx, "bad keyword argument %U to %U", kname,
+                                     code->co_qualname);
+            goto done;
+        }
+    }
+    if (has_varkw) {
+        int slot = argc + kwonly + has_varargs;
+        locals[slot] = cdyn_value_dict(kw_keys, kw_vals);
+        if (locals[slot] == NULL) {
+            goto done;
+        }
+    }
+    st = TR_OK;
+done:
+    Py_XDECREF(rest);
+    Py_XDECREF(kw_keys);
+    Py_XDECREF(kw_vals);
+    return st;
+}
+
+tr_status
+cdyn_tx_inline_code(cdyn_tx *tx, PyCodeObject *code, PyObject *self, PyObject *const *args,
+                    Py_ssize_t nargs, PyObject *kwnames, PyObject *defaults,
+                    PyObject *kwdefaults, PyObject *closure_cells, PyObject *globals,
+                    PyObject *builtins, PyObject *globals_source, int top_globals,
+                    PyObject **out)
+{
+    int n = code->co_nlocalsplus;
+    PyObject **locals = PyMem_Calloc(n + 1, sizeof(PyObject *));
+    tr_status st;
+    if (locals == NULL) {
+        PyErr_NoMemory();
+        return TR_ERROR;
+    }
+    st = bind_arguments(tx, code, self, args, nargs, kwnames, locals);
+    if (st == TR_OK) {
+        st = apply_defaults(tx, code, locals, defaults, kwdefaults);
+    }
+    if (st != TR_OK) {
+        release_locals(locals, n);
+        PyMem_Free(locals);
+        return st;
+    }
+    st = run_inlined(tx, code, locals, closure_cells, globals, builtins, globals_source,
+                     top_globals, out);
+    PyMem_Free(locals);
+    return st;
+}
+
+/* The defaults of a real function as a list of values (wrapped without sources). */
+static tr_status
+wrap_defaults(cdyn_tx *tx, PyFunctionObject *f, PyObject **defaults, PyObject **kwdefaults)
+{
+    PyObject *k, *d;
+    Py_ssize_t pos = 0;
+    if (f->func_defaults != NULL) {
+        Py_ssize_t nd = PyTuple_GET_SIZE(f->func_defaults);
+        if ((*defaults = PyList_New(nd)) == NULL) {
+            return TR_ERROR;
+        }
+        for (Py_ssize_t i = 0; i < nd; i++) {
+            PyObject *v = NULL;
+            tr_status st = cdyn_tx_wrap_real(tx, PyTuple_GET_ITEM(f->func_defaults, i), NULL, &v);
+            if (st != TR_OK) {
+                return st;
+            }
+            PyList_SET_ITEM(*defaults, i, v);
+        }
+    }
+    if (f->func_kwdefaults == NULL || !PyDict_Check(f->func_kwdefaults)) {
+        return TR_OK;
+    }
+    if ((*kwdefaults = PyDict_New()) == NULL) {
+        return TR_ERROR;
+    }
+    while (PyDict_Next(f->func_kwdefaults, &pos, &k, &d)) {
+        PyObject *v = NULL;
+        tr_status st = cdyn_tx_wrap_real(tx, d, NULL, &v);
+        int e;
+        if (st != TR_OK) {
+            return st;
+        }
+        e = PyDict_SetItem(*kwdefaults, k, v);
+        Py_DECREF(v);
+        if (e < 0) {
+            return TR_ERROR;
+        }
+    }
+    return TR_OK;
+}
+
+/* The closure of a real function as CELL values whose contents are read (and guarded)
+ * through fn_source.__closure__[i].cell_contents when the function has a source. */
+static tr_status
+wrap_closure(PyFunctionObject *f, PyObject *fn_source, PyObject **cells)
+{
+    PyObject *csrc = NULL;
+    Py_ssize_t nc;
+    tr_status st = TR_ERROR;
+    if (f->func_closure == NULL) {
+        return TR_OK;
+    }
+    nc = PyTuple_GET_SIZE(f->func_closure);
+    if ((*cells = PyList_New(nc)) == NULL) {
+        return TR_ERROR;
+    }
+    if (fn_source != NULL && (csrc = cdyn_source_attr(fn_source, cdyn_G.s_closure)) == NULL) {
+        return TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        PyObject *isrc = NULL, *src = NULL, *idx = NULL, *cell = NULL;
+        if (csrc != NULL) {
+            idx = PyLong_FromSsize_t(i);
+            isrc = idx ? cdyn_source_item(csrc, idx) : NULL;
+            src = isrc ? cdyn_source_attr(isrc, cdyn_G.s_cell_contents) : NULL;
+            Py_XDECREF(idx);
+            Py_XDECREF(isrc);
+            if (src == NULL) {
+                goto done;
+            }
+        }
+        cell = cdyn_value_alloc(VK_CELL, src);
+        Py_XDECREF(src);
+        if (cell == NULL) {
+            goto done;
+        }
+        V(cell)->u.cell.real = Py_NewRef(PyTuple_GET_ITEM(f->func_closure, i));
+        PyList_SET_ITEM(*cells, i, cell);
+    }
+    st = TR_OK;
+done:
+    Py_XDECREF(csrc);
+    return st;
+}
+
+tr_status
+cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObject *self,
+                        PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                        PyObject **out)
+{
+    PyFunctionObject *f = (PyFunctionObject *)func;
+    PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL, *gsrc = NULL;
+    int top = f->func_globals == tx->frame->f_globals;
+    tr_status st;
+    assert(PyFunction_Check(func));
+    st = wrap_defaults(tx, f, &defaults, &kwdefaults);
+    if (st == TR_OK) {
+        st = wrap_closure(f, fn_source, &cells);
+    }
+    if (st == TR_OK && !top && !cdyn_module_startswith(func, "torch")) {
+        /* another module's globals, guarded through a constant source; torch's own module
+           globals (F, math, ...) are trusted, not guarded */
+        gsrc = cdyn_source_const(f->func_globals, f->func_module ? f->func_module : Py_None);
+        st = gsrc ? TR_OK : TR_ERROR;
+    }
+    if (st == TR_OK) {
+        st = cdyn_tx_inline_code(tx, (PyCodeObject *)f->func_code, self, args, nargs, kwnames,
+                                 defaults, kwdefaults, cells, f->func_globals, f->func_builtins,
+                                 gsrc, top, out);
+    }
+    Py_XDECREF(defaults);
+    Py_XDECREF(kwdefaults);
+    Py_XDECREF(cells);
+    Py_XDECREF(gsrc);
+    return st;
+}

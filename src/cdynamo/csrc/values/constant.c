@@ -1,0 +1,234 @@
+/* values/constant.c: Python constants (int, float, bool, str, None, bytes, complex, slice,
+ * range, tuples and frozensets of constants, torch.Size/dtype/device, code objects).
+ * Operations on constants are folded at trace time (a3 = a0 + a1 + a2 becomes 3). */
+#include "../tx.h"
+#include "../codegen.h"
+
+#define MAX_CONST_ITER 100000
+
+static PyObject *
+cobj(PyObject *v)
+{
+    return V(v)->u.cnst.value;
+}
+
+/* 1 when a constant prints as valid Python in FX code (and can be an FX argument). */
+static int
+fx_printable(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    if (obj == Py_None || obj == Py_Ellipsis || PyBool_Check(obj) || PyLong_CheckExact(obj) ||
+        PyFloat_CheckExact(obj) || PyUnicode_CheckExact(obj) || PyComplex_CheckExact(obj)) {
+        return 1;
+    }
+    if (t == (PyTypeObject *)cdyn_G.torch_dtype_type ||
+        t == (PyTypeObject *)cdyn_G.torch_device_type ||
+        t == (PyTypeObject *)cdyn_G.torch_size_type) {
+        return 1;
+    }
+    if (PySlice_Check(obj)) {
+        PySliceObject *s = (PySliceObject *)obj;
+        return fx_printable(s->start) && fx_printable(s->stop) && fx_printable(s->step);
+    }
+    if (PyTuple_CheckExact(obj)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
+            if (!fx_printable(PyTuple_GET_ITEM(obj, i))) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    /* torch.layout, torch.memory_format: printed by FX as torch.<name> */
+    {
+        const char *tn = t->tp_name;
+        return strcmp(tn, "torch.layout") == 0 || strcmp(tn, "torch.memory_format") == 0;
+    }
+}
+
+static tr_status
+const_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *attr = PyObject_GetAttr(cobj(v), name);
+    if (attr == NULL) {
+        return cdyn_tx_unsupported(tx, "constant attribute %U", name);
+    }
+    if (cdyn_is_constant(attr)) {
+        *out = cdyn_value_const_steal(attr);
+    }
+    else if (PyCallable_Check(attr)) {
+        /* a method of the constant ("a,b".split, x.shape.numel): folded when called */
+        *out = cdyn_value_obj(VK_BUILTIN, attr, NULL);
+        Py_DECREF(attr);
+    }
+    else {
+        Py_DECREF(attr);
+        return cdyn_tx_unsupported(tx, "constant attribute %U is not a constant", name);
+    }
+    return *out ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+const_truth(cdyn_tx *tx, PyObject *v, int *out)
+{
+    int r = PyObject_IsTrue(cobj(v));
+    if (r < 0) {
+        return cdyn_tx_unsupported(tx, "truth value failed");
+    }
+    *out = r;
+    return TR_OK;
+}
+
+static tr_status
+const_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
+{
+    PyObject *obj = cobj(v), *seq = NULL, *l = NULL;
+    if (!(PyTuple_Check(obj) || PyList_Check(obj) || PyRange_Check(obj) || PyUnicode_Check(obj) ||
+          PyFrozenSet_Check(obj) || PyBytes_Check(obj))) {
+        return cdyn_tx_unsupported(tx, "iteration over a %s", Py_TYPE(obj)->tp_name);
+    }
+    if (PyObject_Length(obj) > MAX_CONST_ITER) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "iteration over more than %d constants", MAX_CONST_ITER);
+    }
+    seq = PySequence_List(obj);
+    if (seq == NULL) {
+        return TR_ERROR;
+    }
+    l = PyList_New(PyList_GET_SIZE(seq));
+    for (Py_ssize_t i = 0; l && i < PyList_GET_SIZE(seq); i++) {
+        PyObject *c = cdyn_value_const(PyList_GET_ITEM(seq, i));
+        if (c == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, i, c);
+    }
+    Py_DECREF(seq);
+    *out_list = l;
+    return l ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+const_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    PyObject *r;
+    if (V(key)->kind != VK_CONST) {
+        return cdyn_tx_unsupported(tx, "subscript of a constant with %S", key);
+    }
+    r = PyObject_GetItem(cobj(v), cobj(key));
+    if (r == NULL) {
+        return cdyn_tx_unsupported(tx, "constant subscript failed");
+    }
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+const_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
+{
+    int r;
+    if (V(item)->kind != VK_CONST) {
+        return cdyn_tx_unsupported(tx, "'in' of %S in a constant", item);
+    }
+    r = PySequence_Contains(cobj(v), cobj(item));
+    if (r < 0) {
+        return cdyn_tx_unsupported(tx, "constant 'in' failed");
+    }
+    *out = r;
+    return TR_OK;
+}
+
+static tr_status
+const_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *res;
+    if (V(a)->kind != VK_CONST || V(b)->kind != VK_CONST) {
+        return TR_NOTIMPL;
+    }
+    res = PyObject_CallFunctionObjArgs(cdyn_G.binop_fns[op], cobj(a), cobj(b), NULL);
+    if (res == NULL) {
+        return cdyn_tx_unsupported(tx, "constant binary op failed");
+    }
+    *out = cdyn_value_const_steal(res);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+const_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *res;
+    if (V(a)->kind != VK_CONST || V(b)->kind != VK_CONST) {
+        return TR_NOTIMPL;
+    }
+    res = PyObject_RichCompare(cobj(a), cobj(b), op);
+    if (res == NULL) {
+        return cdyn_tx_unsupported(tx, "constant comparison failed");
+    }
+    *out = cdyn_value_const_steal(res);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+const_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
+{
+    PyObject *fn = opcode == UNARY_NEGATIVE ? cdyn_G.neg
+                   : opcode == UNARY_POSITIVE ? cdyn_G.pos : cdyn_G.invert;
+    PyObject *res = PyObject_CallOneArg(fn, cobj(v));
+    if (res == NULL) {
+        return cdyn_tx_unsupported(tx, "constant unary op failed");
+    }
+    *out = cdyn_value_const_steal(res);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+const_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
+{
+    Py_ssize_t n = PyObject_Length(cobj(v));
+    if (n < 0) {
+        return cdyn_tx_unsupported(tx, "len() of %S", v);
+    }
+    *out = n;
+    return TR_OK;
+}
+
+static tr_status
+const_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
+{
+    if (!fx_printable(cobj(v))) {
+        return cdyn_tx_unsupported(tx, "constant %R cannot be an argument in the graph",
+                                   cobj(v));
+    }
+    *fake = Py_NewRef(cobj(v));
+    *node = Py_NewRef(cobj(v));
+    return TR_OK;
+}
+
+static PyTypeObject *
+const_python_type(PyObject *v)
+{
+    return Py_TYPE(cobj(v));
+}
+
+static int
+const_reconstruct(cdyn_cg *cg, PyObject *v)
+{
+    return cdyn_cg_load_const(cg, cobj(v));
+}
+
+const cdyn_vtable cdyn_const_vt = {
+    .name = "ConstantVariable",
+    .getattr = const_getattr,
+    .truth = const_truth,
+    .unpack = const_unpack,
+    .subscr = const_subscr,
+    .contains = const_contains,
+    .binop = const_binop,
+    .compare = const_compare,
+    .unary = const_unary,
+    .len = const_len,
+    .graph_arg = const_graph_arg,
+    .python_type = const_python_type,
+    .collect = cdyn_collect_nothing,
+    .reconstruct = const_reconstruct,
+};

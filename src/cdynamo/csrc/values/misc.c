@@ -1,0 +1,176 @@
+/* values/misc.c: the NULL of the call protocol, Python modules, closure cells and opaque
+ * callables; plus helpers shared by the families whose values hold a real object
+ * (u.obj.obj): attribute reads through a source, rebuilding from a source or a constant. */
+#include "../tx.h"
+#include "../codegen.h"
+
+/* ---- shared by families of real objects ---------------------------------------------- */
+
+PyTypeObject *
+cdyn_python_type_obj(PyObject *v)
+{
+    return V(v)->u.obj.obj ? Py_TYPE(V(v)->u.obj.obj) : NULL;
+}
+
+int
+cdyn_reconstruct_obj(cdyn_cg *cg, PyObject *v)
+{
+    if (V(v)->source != NULL) {
+        return cdyn_cg_source(cg, V(v)->source);
+    }
+    assert(V(v)->u.obj.obj != NULL);
+    return cdyn_cg_load_const(cg, V(v)->u.obj.obj);
+}
+
+tr_status
+cdyn_collect_nothing(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    (void)tx;
+    (void)cg;
+    (void)v;
+    return TR_OK;
+}
+
+/* Truth of values that are always true (functions, modules, classes). */
+static tr_status
+truth_true(cdyn_tx *tx, PyObject *v, int *out)
+{
+    (void)tx;
+    (void)v;
+    *out = 1;
+    return TR_OK;
+}
+
+/* getattr on a real object held by v. trusted: the attribute is wrapped without a source
+ * (not guarded; torch's own modules and classes, as torch._dynamo trusts them) unless it
+ * is a tensor. */
+tr_status
+cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int trusted, PyObject **out)
+{
+    PyObject *obj = V(v)->u.obj.obj, *attr = NULL, *src = NULL;
+    tr_status st = cdyn_tx_memo_attr(tx, v, name, &src, out);
+    if (st != TR_OK || *out != NULL) {
+        Py_XDECREF(src);
+        return st;
+    }
+    attr = PyObject_GetAttr(obj, name);
+    if (attr == NULL) {
+        Py_XDECREF(src);
+        return cdyn_tx_unsupported(tx, "attribute %U", name);
+    }
+    if (trusted && !cdyn_is_tensor(attr)) {
+        Py_CLEAR(src);
+    }
+    st = cdyn_tx_wrap_real(tx, attr, src, out);
+    Py_DECREF(attr);
+    Py_XDECREF(src);
+    return st;
+}
+
+/* ---- Python modules ------------------------------------------------------------------ */
+
+static tr_status
+pymodule_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    const char *m = cdyn_pymodule_name(V(v)->u.obj.obj);
+    int trusted = cdyn_startswith(m, "torch") || strcmp(m, "math") == 0 ||
+                  strcmp(m, "operator") == 0 || strcmp(m, "builtins") == 0;
+    return cdyn_getattr_real(tx, v, name, trusted, out);
+}
+
+static tr_status
+opaque_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    return cdyn_getattr_real(tx, v, name, cdyn_module_startswith(V(v)->u.obj.obj, "torch"),
+                             out);
+}
+
+/* ---- the family table ------------------------------------------------------------------- */
+
+static tr_status
+misc_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    switch (V(v)->kind) {
+    case VK_PYMODULE:
+        return pymodule_getattr(tx, v, name, out);
+    case VK_OPAQUE:
+        return opaque_getattr(tx, v, name, out);
+    default:
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+    }
+}
+
+static tr_status
+misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames, PyObject **out)
+{
+    PyObject *obj = V(fn)->u.obj.obj;
+    (void)fs;
+    (void)args;
+    (void)nargs;
+    (void)kwnames;
+    (void)out;
+    if (V(fn)->kind != VK_OPAQUE) {
+        return cdyn_tx_unsupported(tx, "call of %S", fn);
+    }
+    if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "cdynamo")) {
+        return cdyn_tx_unsupported(tx, "call to %R (an explicit graph break or a compiler "
+                                       "function)", obj);
+    }
+    return cdyn_tx_unsupported(tx, "call to %R", obj);
+}
+
+static tr_status
+misc_truth(cdyn_tx *tx, PyObject *v, int *out)
+{
+    if (V(v)->kind == VK_PYMODULE || V(v)->kind == VK_OPAQUE) {
+        return truth_true(tx, v, out);
+    }
+    return cdyn_tx_unsupported(tx, "truth value of %S", v);
+}
+
+static tr_status
+misc_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    if (V(v)->kind == VK_CELL) {
+        return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
+    }
+    return cdyn_collect_nothing(tx, cg, v);
+}
+
+static int
+misc_reconstruct(cdyn_cg *cg, PyObject *v)
+{
+    if (V(v)->kind == VK_NULL) {
+        return cdyn_cg_emit(cg, PUSH_NULL, 0);
+    }
+    return cdyn_reconstruct_obj(cg, v);
+}
+
+static PyTypeObject *
+misc_python_type(PyObject *v)
+{
+    if (V(v)->kind == VK_PYMODULE || V(v)->kind == VK_OPAQUE) {
+        return cdyn_python_type_obj(v);
+    }
+    return NULL;
+}
+
+static tr_status
+misc_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
+{
+    return cdyn_tx_unsupported(tx, "%S as an argument to a torch operation", v);
+    (void)fake;
+    (void)node;
+}
+
+const cdyn_vtable cdyn_misc_vt = {
+    .name = "Misc",
+    .getattr = misc_getattr,
+    .call = misc_call,
+    .truth = misc_truth,
+    .graph_arg = misc_graph_arg,
+    .python_type = misc_python_type,
+    .collect = misc_collect,
+    .reconstruct = misc_reconstruct,
+};

@@ -1,0 +1,306 @@
+/* values/tensor.c: tensors. A tensor value is a fake tensor (its metadata, the example
+ * value) and the FX node that computes it. Operations on tensors become graph nodes;
+ * metadata reads (shape, dtype, size(), dim(), ...) are constants taken from the fake
+ * tensor; anything that needs the data (.item(), .tolist(), a branch on a value) is
+ * unsupported: a graph break. */
+#include "../tx.h"
+#include "../codegen.h"
+
+static PyObject *
+fake(PyObject *v)
+{
+    return V(v)->u.tensor.fake;
+}
+
+/* A tensor attribute read as a graph node getattr(x, name) (views such as x.T). */
+static tr_status
+getattr_node(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *nv = cdyn_value_const(name);
+    PyObject *args[2] = {v, nv};
+    tr_status st;
+    if (nv == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.getattr_fn, NULL, args, 2, NULL, out);
+    Py_DECREF(nv);
+    return st;
+}
+
+static int
+in_list(PyObject *name, const char *const *list)
+{
+    for (int i = 0; list[i]; i++) {
+        if (cdyn_name_is(name, list[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static tr_status
+tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    static const char *const meta[] = {"shape", "dtype", "device", "ndim", "requires_grad",
+                                       "is_cuda", "layout", "is_sparse", "is_quantized",
+                                       "is_meta", "is_cpu", NULL};
+    static const char *const views[] = {"T", "mT", "H", "mH", "real", "imag", NULL};
+    static const char *const bad[] = {"data", "grad", "grad_fn", "_base", "_version", NULL};
+    PyObject *attr;
+    if (in_list(name, meta)) {
+        PyObject *r = PyObject_GetAttr(fake(v), name);
+        if (r == NULL) {
+            return cdyn_tx_unsupported(tx, "tensor attribute failed");
+        }
+        *out = cdyn_value_const_steal(r);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (in_list(name, views)) {
+        return getattr_node(tx, v, name, out);
+    }
+    if (in_list(name, bad)) {
+        return cdyn_tx_unsupported(tx, "Tensor.%U is not traced", name);
+    }
+    /* a method of torch.Tensor; a data attribute (property / getset) is read from the fake
+       tensor when it is a constant (is_nested, is_sparse, ...); anything else (an attribute
+       error included) is left to plain Python */
+    attr = _PyType_Lookup((PyTypeObject *)cdyn_G.torch_tensor_type, name);
+    if (attr != NULL && (PyObject_TypeCheck(attr, &PyProperty_Type) ||
+                         Py_TYPE(attr) == &PyGetSetDescr_Type ||
+                         Py_TYPE(attr) == &PyMemberDescr_Type)) {
+        PyObject *val = PyObject_GetAttr(fake(v), name);
+        if (val == NULL) {
+            return cdyn_tx_unsupported(tx, "Tensor attribute %U", name);
+        }
+        if (!cdyn_is_constant(val)) {
+            Py_DECREF(val);
+            return cdyn_tx_unsupported(tx, "Tensor attribute %U is not a constant", name);
+        }
+        *out = cdyn_value_const_steal(val);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (attr == NULL || !PyCallable_Check(attr)) {
+        return cdyn_tx_unsupported(tx, "Tensor attribute %U", name);
+    }
+    *out = cdyn_value_method(NULL, name, v);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* Metadata methods answered from the fake tensor as constants. */
+static tr_status
+call_meta_method(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
+                 Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *m = NULL, *objs[64], *res = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (!cdyn_all_const(args, nargs) || nargs > 64) {
+        return cdyn_tx_unsupported(tx, "Tensor.%U with non-constant arguments", name);
+    }
+    for (Py_ssize_t j = 0; j < nargs; j++) {
+        objs[j] = V(args[j])->u.cnst.value;
+    }
+    m = PyObject_GetAttr(fake(self), name);
+    res = m ? PyObject_Vectorcall(m, objs, nargs - nkw, kwnames) : NULL;
+    Py_XDECREF(m);
+    if (res == NULL) {
+        return cdyn_tx_unsupported(tx, "Tensor.%U failed", name);
+    }
+    *out = cdyn_value_const_steal(res);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
+                   PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    static const char *const meta[] = {"size", "dim", "ndimension", "numel", "nelement",
+                                       "stride", "is_contiguous", "is_floating_point",
+                                       "is_complex", "element_size", "get_device", "__len__",
+                                       NULL};
+    static const char *const bad[] = {"item", "tolist", "numpy", "backward", "__index__",
+                                      "data_ptr", "__bool__", "__int__", "__float__",
+                                      "register_hook", "retain_grad", NULL};
+    PyObject *all[65];
+    (void)fs;
+    if (in_list(name, meta)) {
+        return call_meta_method(tx, self, name, args, nargs, kwnames, out);
+    }
+    if (in_list(name, bad)) {
+        return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data", name);
+    }
+    if (nargs > 64) {
+        return cdyn_tx_unsupported(tx, "too many arguments");
+    }
+    all[0] = self;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        all[i + 1] = args[i];
+    }
+    return cdyn_tx_graph_call(tx, "call_method", name, NULL, all, nargs + 1, kwnames, out);
+}
+
+static tr_status
+tensor_truth(cdyn_tx *tx, PyObject *v, int *out)
+{
+    (void)v;
+    (void)out;
+    return cdyn_tx_unsupported(tx, "generic_jump on a tensor value (data-dependent control "
+                                   "flow)");
+}
+
+/* Iterating a tensor unrolls over its first dimension: x[0], x[1], ... */
+static tr_status
+tensor_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
+{
+    PyObject *shape = PyObject_GetAttrString(fake(v), "shape"), *l = NULL;
+    Py_ssize_t n;
+    if (shape == NULL) {
+        return TR_ERROR;
+    }
+    if (PyTuple_GET_SIZE(shape) == 0) {
+        Py_DECREF(shape);
+        return cdyn_tx_unsupported(tx, "iteration over a 0-d tensor");
+    }
+    n = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0));
+    Py_DECREF(shape);
+    l = PyList_New(0);
+    for (Py_ssize_t i = 0; l && i < n; i++) {
+        PyObject *idx = cdyn_value_const_steal(PyLong_FromSsize_t(i)), *r = NULL;
+        PyObject *args[2] = {v, idx};
+        tr_status st;
+        if (idx == NULL) {
+            Py_CLEAR(l);
+            return TR_ERROR;
+        }
+        st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.getitem_fn, NULL, args, 2, NULL,
+                                &r);
+        Py_DECREF(idx);
+        if (st != TR_OK) {
+            Py_DECREF(l);
+            return st;
+        }
+        if (PyList_Append(l, r) < 0) {
+            Py_DECREF(r);
+            Py_DECREF(l);
+            return TR_ERROR;
+        }
+        Py_DECREF(r);
+    }
+    *out_list = l;
+    return l ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+tensor_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    PyObject *args[2] = {v, key};
+    return cdyn_tx_graph_call(tx, "call_function", cdyn_G.getitem_fn, NULL, args, 2, NULL, out);
+}
+
+static tr_status
+tensor_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
+{
+    PyObject *args[3] = {v, key, value}, *res = NULL;
+    tr_status st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.setitem_fn, NULL, args, 3,
+                                      NULL, &res);
+    Py_XDECREF(res);
+    return st;
+}
+
+/* Binary operators with a tensor on either side. `acc += t` with a non-tensor acc is
+ * acc = acc + t (Python falls back to __add__ / __radd__; the in-place form would print
+ * as invalid FX code). */
+static tr_status
+tensor_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *args[2] = {a, b};
+    if (V(a)->kind != VK_TENSOR && V(b)->kind != VK_TENSOR) {
+        return TR_NOTIMPL;
+    }
+    if (op >= 13 && V(a)->kind != VK_TENSOR) {
+        op -= 13;
+    }
+    return cdyn_tx_graph_call(tx, "call_function", cdyn_G.binop_fns[op], NULL, args, 2, NULL,
+                              out);
+}
+
+static tr_status
+tensor_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *args[2] = {a, b};
+    if (V(a)->kind != VK_TENSOR && V(b)->kind != VK_TENSOR) {
+        return TR_NOTIMPL;
+    }
+    return cdyn_tx_graph_call(tx, "call_function", cdyn_G.cmp_fns[op], NULL, args, 2, NULL, out);
+}
+
+static tr_status
+tensor_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
+{
+    PyObject *fn = opcode == UNARY_NEGATIVE ? cdyn_G.neg
+                   : opcode == UNARY_POSITIVE ? cdyn_G.pos : cdyn_G.invert;
+    return cdyn_tx_graph_call(tx, "call_function", fn, NULL, &v, 1, NULL, out);
+}
+
+static tr_status
+tensor_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
+{
+    Py_ssize_t n = PyObject_Length(fake(v));
+    if (n < 0) {
+        return cdyn_tx_unsupported(tx, "len() of a 0-d tensor");
+    }
+    *out = n;
+    return TR_OK;
+}
+
+static tr_status
+tensor_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fk, PyObject **node)
+{
+    (void)tx;
+    *fk = Py_NewRef(fake(v));
+    *node = Py_NewRef(V(v)->u.tensor.node);
+    return TR_OK;
+}
+
+static PyTypeObject *
+tensor_python_type(PyObject *v)
+{
+    (void)v;
+    return (PyTypeObject *)cdyn_G.torch_tensor_type;
+}
+
+static tr_status
+tensor_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    (void)tx;
+    if (V(v)->source != NULL) {
+        return TR_OK;
+    }
+    return cdyn_cg_add_output(cg, V(v)->u.tensor.node) < 0 ? TR_ERROR : TR_OK;
+}
+
+static int
+tensor_reconstruct(cdyn_cg *cg, PyObject *v)
+{
+    if (V(v)->source != NULL) {
+        return cdyn_cg_source(cg, V(v)->source);
+    }
+    return cdyn_cg_load_output(cg, V(v)->u.tensor.node);
+}
+
+const cdyn_vtable cdyn_tensor_vt = {
+    .name = "TensorVariable",
+    .getattr = tensor_getattr,
+    .call_method = tensor_call_method,
+    .truth = tensor_truth,
+    .unpack = tensor_unpack,
+    .subscr = tensor_subscr,
+    .store_subscr = tensor_store_subscr,
+    .binop = tensor_binop,
+    .compare = tensor_compare,
+    .unary = tensor_unary,
+    .len = tensor_len,
+    .graph_arg = tensor_graph_arg,
+    .python_type = tensor_python_type,
+    .collect = tensor_collect,
+    .reconstruct = tensor_reconstruct,
+};

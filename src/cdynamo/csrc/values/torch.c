@@ -1,0 +1,227 @@
+/* values/torch.c: torch callables recorded in the graph (torch.add, F.relu, torch.nn.init
+ * helpers are not: see cdyn_is_graph_function), and torch's grad-mode functions, which
+ * change the symbolic grad mode (torch.no_grad(), enable_grad(), set_grad_enabled(m),
+ * is_grad_enabled()). */
+#include "../tx.h"
+#include "../codegen.h"
+
+int
+cdyn_is_graph_function(PyObject *obj)
+{
+    if (PyType_Check(obj) || PyMethod_Check(obj)) {
+        return 0;   /* a bound method (types.MethodType(torch.add, x)) is not torch.add */
+    }
+    if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL &&
+        !PyModule_Check(PyCFunction_GET_SELF(obj)) && !PyType_Check(PyCFunction_GET_SELF(obj))) {
+        return 0;   /* a builtin method bound to an object */
+    }
+    if (!(PyCFunction_Check(obj) || PyFunction_Check(obj) || Py_TYPE(obj)->tp_call != NULL)) {
+        return 0;
+    }
+    if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "torch.fx") ||
+        cdyn_module_startswith(obj, "torch.compiler") ||
+        cdyn_module_startswith(obj, "torch.autograd")) {
+        return 0;
+    }
+    return cdyn_module_startswith(obj, "torch");
+}
+
+/* ---- torch functions folded at trace time ------------------------------------------------
+ * Non-tensor helpers whose value is fixed while compiling: (module, name, result). */
+static const struct {
+    const char *module, *name;
+    int result;
+} constant_fns[] = {
+    {"torch.jit", "is_tracing", 0},
+    {"torch.jit", "is_scripting", 0},
+    {"torch.onnx", "is_in_onnx_export", 0},
+    {"torch.compiler", "is_compiling", 1},
+    {"torch.compiler", "is_dynamo_compiling", 1},
+    {"torch._dynamo", "is_compiling", 1},
+    {"torch._utils", "is_compiling", 1},
+    {NULL, NULL, 0},
+};
+
+static PyObject *constant_results;   /* dict: function -> constant result */
+static PyObject *fn_annotate, *fn_assert;
+
+/* 1 when obj is a torch function this family folds or handles specially. */
+int
+cdyn_is_torch_special(PyObject *obj)
+{
+    PyObject *r;
+    if (obj == fn_annotate || obj == fn_assert) {
+        return 1;
+    }
+    r = constant_results ? PyDict_GetItemWithError(constant_results, obj) : NULL;
+    if (r == NULL) {
+        PyErr_Clear();
+    }
+    return r != NULL;
+}
+
+/* torch.jit.annotate(type, x) is x; torch._assert(cond, msg) on a constant cond is checked
+ * now; the constant helpers fold. *handled = 0 for other functions. */
+static tr_status
+call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
+             PyObject *kwnames, PyObject **out, int *handled)
+{
+    PyObject *r;
+    *handled = 1;
+    if (obj == fn_annotate && nargs == 2 && kwnames == NULL) {
+        *out = Py_NewRef(args[1]);
+        return TR_OK;
+    }
+    if (obj == fn_assert && nargs == 2 && kwnames == NULL && V(args[0])->kind == VK_CONST) {
+        int t = PyObject_IsTrue(V(args[0])->u.cnst.value);
+        if (t != 1) {
+            PyErr_Clear();
+            return cdyn_tx_unsupported(tx, "torch._assert fails (raised in Python)");
+        }
+        *out = cdyn_value_const(Py_None);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    r = constant_results ? PyDict_GetItemWithError(constant_results, obj) : NULL;
+    if (r != NULL && nargs == 0) {
+        *out = cdyn_value_const(r);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    PyErr_Clear();
+    *handled = 0;
+    return TR_OK;
+}
+
+/* A GRADCTX value setting `mode`; applied: the mode is already set (set_grad_enabled) and
+ * prev is the mode before it. */
+static PyObject *
+grad_ctx(int mode, int applied, int prev)
+{
+    PyObject *v = cdyn_value_alloc(VK_GRADCTX, NULL);
+    if (v != NULL) {
+        V(v)->bits = (mode ? GRAD_MODE_ON : 0) | (applied ? GRAD_APPLIED : 0) |
+                     (prev ? GRAD_PREV_ON : 0);
+    }
+    return v;
+}
+
+/* torch.set_grad_enabled(mode) sets the mode at once (also usable in a with). */
+static tr_status
+set_grad_enabled(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                 PyObject **out)
+{
+    PyObject *mv = NULL, *r = NULL;
+    int prev = tx->grad_enabled, mode;
+    tr_status st;
+    if (nargs != 1 || kwnames != NULL || V(args[0])->kind != VK_CONST) {
+        return cdyn_tx_unsupported(tx, "torch.set_grad_enabled with a non-constant mode");
+    }
+    mode = PyObject_IsTrue(V(args[0])->u.cnst.value);
+    if (mode < 0) {
+        return TR_ERROR;
+    }
+    mv = cdyn_value_bool(mode);
+    if (mv == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.set_grad_enabled, NULL, &mv, 1, NULL, &r);
+    Py_DECREF(mv);
+    Py_XDECREF(r);
+    if (st != TR_OK) {
+        return st;
+    }
+    *out = grad_ctx(mode, 1, prev);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+           PyObject *kwnames, PyObject **out)
+{
+    PyObject *obj = V(fn)->u.obj.obj;
+    (void)fs;
+    if (obj == cdyn_G.no_grad || obj == cdyn_G.enable_grad) {
+        if (nargs != 0) {
+            return cdyn_tx_unsupported(tx, "grad-mode context with arguments");
+        }
+        *out = grad_ctx(obj == cdyn_G.enable_grad, 0, 0);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (obj == cdyn_G.is_grad_enabled && nargs == 0) {
+        *out = cdyn_value_bool(tx->grad_enabled);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (obj == cdyn_G.set_grad_enabled_cls) {
+        return set_grad_enabled(tx, args, nargs, kwnames, out);
+    }
+    {
+        int handled = 0;
+        tr_status st = call_special(tx, obj, args, nargs, kwnames, out, &handled);
+        if (handled) {
+            return st;
+        }
+    }
+    return cdyn_tx_graph_call(tx, "call_function", obj, NULL, args, nargs, kwnames, out);
+}
+
+static tr_status
+torch_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    return cdyn_getattr_real(tx, v, name, 1, out);
+}
+
+static tr_status
+torch_truth(cdyn_tx *tx, PyObject *v, int *out)
+{
+    (void)tx;
+    (void)v;
+    *out = 1;
+    return TR_OK;
+}
+
+int cdyn_torch_init(void);
+
+/* Resolve the special functions; 0 / -1 (a missing helper is skipped). */
+int
+cdyn_torch_init(void)
+{
+    if (constant_results != NULL) {
+        return 0;
+    }
+    constant_results = PyDict_New();
+    if (constant_results == NULL) {
+        return -1;
+    }
+    for (int i = 0; constant_fns[i].name != NULL; i++) {
+        PyObject *mod = PyImport_ImportModule(constant_fns[i].module), *fn = NULL;
+        int e = 0;
+        fn = mod ? PyObject_GetAttrString(mod, constant_fns[i].name) : NULL;
+        if (fn != NULL) {
+            e = PyDict_SetItem(constant_results, fn, constant_fns[i].result ? Py_True : Py_False) < 0;
+        }
+        PyErr_Clear();
+        Py_XDECREF(mod);
+        Py_XDECREF(fn);
+        if (e) {
+            return -1;
+        }
+    }
+    {
+        PyObject *jit = PyImport_ImportModule("torch.jit"), *torch = PyImport_ImportModule("torch");
+        fn_annotate = jit ? PyObject_GetAttrString(jit, "annotate") : NULL;
+        fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
+        Py_XDECREF(jit);
+        Py_XDECREF(torch);
+        PyErr_Clear();
+    }
+    return 0;
+}
+
+const cdyn_vtable cdyn_torch_vt = {
+    .name = "TorchVariable",
+    .getattr = torch_getattr,
+    .call = torch_call,
+    .truth = torch_truth,
+    .python_type = cdyn_python_type_obj,
+    .collect = cdyn_collect_nothing,
+    .reconstruct = cdyn_reconstruct_obj,
+};

@@ -1,0 +1,557 @@
+/* wrap.c: real objects -> values (torch._dynamo's VariableBuilder). Each real object read
+ * from the frame (a local, a global, an attribute, an item) is classified into a family of
+ * values and guarded through its source as that family needs: tensors TENSOR_MATCH (graph
+ * inputs), constants EQUALS_MATCH, modules and functions ID/FUNCTION_MATCH, containers
+ * TYPE_MATCH + LENGTH_CHECK once read, other objects TYPE_MATCH. */
+#include "tx.h"
+
+/* ---- classification helpers ---------------------------------------------------------- */
+
+int
+cdyn_is_constant(PyObject *obj)
+{
+    if (obj == Py_None || obj == Py_Ellipsis || obj == Py_NotImplemented || PyBool_Check(obj) ||
+        PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) || PyComplex_CheckExact(obj) ||
+        PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) || PyCode_Check(obj) ||
+        PySlice_Check(obj) || PyRange_Check(obj)) {
+        return 1;
+    }
+    if (Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_dtype_type ||
+        Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_device_type ||
+        Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) {
+        return 1;
+    }
+    if (PyTuple_CheckExact(obj) || PyFrozenSet_CheckExact(obj)) {
+        PyObject *it = PyObject_GetIter(obj), *item = NULL;
+        int ok = 1;
+        if (it == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        while (ok && (item = PyIter_Next(it)) != NULL) {
+            ok = cdyn_is_constant(item);
+            Py_DECREF(item);
+        }
+        Py_DECREF(it);
+        PyErr_Clear();
+        return ok;
+    }
+    return 0;
+}
+
+int
+cdyn_is_tensor(PyObject *obj)
+{
+    return PyObject_TypeCheck(obj, (PyTypeObject *)cdyn_G.torch_tensor_type);
+}
+
+int
+cdyn_is_nn_module(PyObject *obj)
+{
+    return PyObject_TypeCheck(obj, (PyTypeObject *)cdyn_G.nn_module_type);
+}
+
+int
+cdyn_startswith(const char *s, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(s, prefix, n) == 0 && (s[n] == '\0' || s[n] == '.');
+}
+
+int
+cdyn_module_startswith(PyObject *obj, const char *prefix)
+{
+    PyObject *m = PyObject_GetAttr(obj, cdyn_G.s_module);
+    int r = 0;
+    if (m == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyUnicode_Check(m)) {
+        const char *s = PyUnicode_AsUTF8(m);
+        r = s != NULL && cdyn_startswith(s, prefix);
+        if (s == NULL) {
+            PyErr_Clear();
+        }
+    }
+    Py_DECREF(m);
+    return r;
+}
+
+const char *
+cdyn_pymodule_name(PyObject *mod)
+{
+    const char *s = PyModule_GetName(mod);
+    if (s == NULL) {
+        PyErr_Clear();
+        return "";
+    }
+    return s;
+}
+
+int
+cdyn_name_is(PyObject *name, const char *s)
+{
+    return PyUnicode_CompareWithASCIIString(name, s) == 0;
+}
+
+int
+cdyn_all_const(PyObject *const *args, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (V(args[i])->kind != VK_CONST) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int
+cdyn_any_tensor(PyObject *const *args, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (V(args[i])->kind == VK_TENSOR) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+tr_status
+cdyn_call_on_constants(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames, PyObject **out)
+{
+    PyObject *objs[64], *res = NULL, *t = NULL, *lst = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    tr_status st;
+    if (nargs > 64) {
+        return cdyn_tx_unsupported(tx, "too many arguments");
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        objs[i] = V(args[i])->u.cnst.value;
+    }
+    res = PyObject_Vectorcall(fn, objs, nargs - nkw, kwnames);
+    if (res == NULL) {
+        return cdyn_tx_unsupported(tx, "constant call of %R failed", fn);
+    }
+    if (!PyList_CheckExact(res)) {
+        if (!cdyn_is_constant(res)) {
+            Py_DECREF(res);
+            return cdyn_tx_unsupported(tx, "constant call of %R gave a non-constant", fn);
+        }
+        *out = cdyn_value_const_steal(res);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    /* e.g. sorted(): a list of constants */
+    t = PyList_AsTuple(res);
+    Py_DECREF(res);
+    *out = t ? cdyn_value_const(t) : NULL;
+    Py_XDECREF(t);
+    if (*out == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_v_unpack(tx, *out, &lst);
+    Py_CLEAR(*out);
+    if (st != TR_OK) {
+        return st;
+    }
+    *out = cdyn_value_seq_list(VK_LIST, lst);
+    Py_DECREF(lst);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* ---- containers -------------------------------------------------------------------------- */
+
+tr_status
+cdyn_tx_memo_attr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **src, PyObject **out)
+{
+    PyObject *hit;
+    *src = *out = NULL;
+    if (V(v)->source == NULL) {
+        return TR_OK;
+    }
+    *src = cdyn_source_attr(V(v)->source, name);
+    if (*src == NULL) {
+        return TR_ERROR;
+    }
+    hit = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(*src));
+    if (hit != NULL) {
+        *out = Py_NewRef(hit);
+        return TR_OK;
+    }
+    return PyErr_Occurred() ? TR_ERROR : TR_OK;
+}
+
+int
+cdyn_tx_memo_source(cdyn_tx *tx, PyObject *source, PyObject *v)
+{
+    if (source == NULL) {
+        return 0;
+    }
+    return PyDict_SetItem(tx->by_source, cdyn_source_repr(source), v);
+}
+
+/* The items of obj (a real sequence) wrapped with ITEM sources: a new list of values. */
+static tr_status
+wrap_items(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out_list)
+{
+    PyObject *items = NULL, *seq = PySequence_Fast(obj, "not a sequence");
+    tr_status st = TR_ERROR;
+    Py_ssize_t n;
+    if (seq == NULL) {
+        return TR_ERROR;
+    }
+    n = PySequence_Fast_GET_SIZE(seq);
+    items = PyList_New(n);
+    if (items == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyLong_FromSsize_t(i), *src = NULL, *v = NULL;
+        if (key == NULL) {
+            goto done;
+        }
+        src = source ? cdyn_source_item(source, key) : NULL;
+        Py_DECREF(key);
+        if (source != NULL && src == NULL) {
+            goto done;
+        }
+        st = cdyn_tx_wrap_real(tx, PySequence_Fast_GET_ITEM(seq, i), src, &v);
+        Py_XDECREF(src);
+        if (st != TR_OK) {
+            goto done;
+        }
+        st = TR_ERROR;
+        PyList_SET_ITEM(items, i, v);
+    }
+    *out_list = items;
+    items = NULL;
+    st = TR_OK;
+done:
+    Py_XDECREF(items);
+    Py_DECREF(seq);
+    return st;
+}
+
+tr_status
+cdyn_tx_wrap_sequence(cdyn_tx *tx, PyObject *obj, PyObject *source, cdyn_vkind kind,
+                      PyObject **out)
+{
+    PyObject *items = NULL;
+    tr_status st = wrap_items(tx, obj, source, &items);
+    if (st != TR_OK) {
+        return st;
+    }
+    *out = cdyn_value_seq_list(kind, items);
+    Py_DECREF(items);
+    if (*out != NULL && source != NULL) {
+        V(*out)->source = Py_NewRef(source);
+    }
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* The entries of a real dict: keys (a new list of real keys) and values wrapped with ITEM
+ * sources (a new list of values). */
+static tr_status
+wrap_entries(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **keys_out,
+             PyObject **vals_out)
+{
+    PyObject *keys = PyList_New(0), *vals = PyList_New(0), *k, *v;
+    Py_ssize_t pos = 0;
+    tr_status st = TR_ERROR;
+    if (keys == NULL || vals == NULL) {
+        goto done;
+    }
+    while (PyDict_Next(obj, &pos, &k, &v)) {
+        PyObject *src = NULL, *w = NULL;
+        if (!(PyUnicode_CheckExact(k) || PyLong_CheckExact(k))) {
+            st = cdyn_tx_unsupported(tx, "dict with a non-str/int key");
+            goto done;
+        }
+        src = source ? cdyn_source_item(source, k) : NULL;
+        if (source != NULL && src == NULL) {
+            goto done;
+        }
+        st = cdyn_tx_wrap_real(tx, v, src, &w);
+        Py_XDECREF(src);
+        if (st != TR_OK) {
+            goto done;
+        }
+        st = TR_ERROR;
+        if (PyList_Append(keys, k) < 0 || PyList_Append(vals, w) < 0) {
+            Py_DECREF(w);
+            goto done;
+        }
+        Py_DECREF(w);
+    }
+    *keys_out = keys;
+    *vals_out = vals;
+    keys = vals = NULL;
+    st = TR_OK;
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    return st;
+}
+
+tr_status
+cdyn_tx_wrap_dict(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    PyObject *keys = NULL, *vals = NULL;
+    tr_status st = wrap_entries(tx, obj, source, &keys, &vals);
+    if (st != TR_OK) {
+        return st;
+    }
+    *out = cdyn_value_dict(keys, vals);
+    Py_DECREF(keys);
+    Py_DECREF(vals);
+    if (*out != NULL && source != NULL) {
+        V(*out)->source = Py_NewRef(source);
+    }
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* An input container read through a source: lazy, its items wrapped on first use. The same
+ * list/dict reached under two names is refused (aliasing is not guarded). */
+static tr_status
+wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    cdyn_vkind k = PyTuple_CheckExact(obj) ? VK_TUPLE : PyList_CheckExact(obj) ? VK_LIST
+                                                                                : VK_DICT;
+    PyObject *key = PyLong_FromVoidPtr(obj), *seen = NULL;
+    tr_status st = TR_ERROR;
+    if (key == NULL) {
+        return TR_ERROR;
+    }
+    seen = PyDict_GetItemWithError(tx->by_id, key);
+    if (seen != NULL) {
+        st = cdyn_tx_unsupported(tx, "one input container reached through two sources "
+                                     "(aliasing)");
+        goto done;
+    }
+    if (PyErr_Occurred() || cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+        goto done;
+    }
+    *out = cdyn_value_alloc(k, source);
+    if (*out == NULL) {
+        goto done;
+    }
+    V(*out)->bits = SEQ_LAZY;
+    if (k == VK_DICT) {
+        V(*out)->u.dict.real = Py_NewRef(obj);
+    }
+    else {
+        V(*out)->u.seq.real = Py_NewRef(obj);
+    }
+    if (k != VK_TUPLE && PyDict_SetItem(tx->by_id, key, *out) < 0) {
+        Py_CLEAR(*out);
+        goto done;
+    }
+    st = TR_OK;
+done:
+    Py_DECREF(key);
+    return st;
+}
+
+tr_status
+cdyn_tx_materialize(cdyn_tx *tx, PyObject *v)
+{
+    cdyn_value *x = V(v);
+    PyObject *real, *items = NULL, *keys = NULL;
+    tr_status st;
+    if (!(x->bits & (SEQ_LAZY | SEQ_APPENDED)) ||
+        !(x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT)) {
+        return TR_OK;
+    }
+    if (x->bits & SEQ_APPENDED) {
+        return cdyn_tx_unsupported(tx, "read of an input list after an append to it");
+    }
+    real = x->kind == VK_DICT ? x->u.dict.real : x->u.seq.real;
+    if (cdyn_guards_add_len(tx->guards, x->source, PyObject_Length(real)) < 0) {
+        return TR_ERROR;
+    }
+    if (x->kind == VK_DICT) {
+        st = wrap_entries(tx, real, x->source, &keys, &items);
+        if (st != TR_OK) {
+            return st;
+        }
+        x->u.dict.keys = keys;
+        x->u.dict.vals = items;
+    }
+    else {
+        st = wrap_items(tx, real, x->source, &items);
+        if (st != TR_OK) {
+            return st;
+        }
+        x->u.seq.items = items;
+    }
+    x->bits &= ~SEQ_LAZY;
+    return TR_OK;
+}
+
+/* ---- the builder ----------------------------------------------------------------------------- */
+
+/* A bound method whose self (borrowed) is wrapped through source.__self__: a METHOD of the
+ * Python function func (or NULL) and the method name. */
+static tr_status
+wrap_bound_method(cdyn_tx *tx, PyObject *self, PyObject *func, PyObject *name,
+                  PyObject *source, PyObject **out)
+{
+    PyObject *ssrc = NULL, *sv = NULL;
+    tr_status st;
+    if (source != NULL && (ssrc = cdyn_source_attr(source, cdyn_G.s_self)) == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_tx_wrap_real(tx, self, ssrc, &sv);
+    Py_XDECREF(ssrc);
+    if (st != TR_OK) {
+        return st;
+    }
+    *out = cdyn_value_method(func, name, sv);
+    Py_DECREF(sv);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* The family of a callable that is not a module, a method or a container. */
+static cdyn_vkind
+callable_kind(PyObject *obj)
+{
+    if (cdyn_is_torch_special(obj)) {
+        return VK_TORCHFN;
+    }
+    if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "cdynamo")) {
+        return VK_OPAQUE;
+    }
+    if (obj == cdyn_G.no_grad || obj == cdyn_G.enable_grad || obj == cdyn_G.set_grad_enabled_cls ||
+        obj == cdyn_G.is_grad_enabled) {
+        return VK_TORCHFN;
+    }
+    if (cdyn_is_builtin(obj)) {
+        return VK_BUILTIN;
+    }
+    if (cdyn_is_graph_function(obj)) {
+        return VK_TORCHFN;
+    }
+    if (PyFunction_Check(obj)) {
+        return VK_USERFN;
+    }
+    if (PyType_Check(obj)) {
+        return VK_CLASS;
+    }
+    return VK_OPAQUE;
+}
+
+/* Wrap obj (not memoized yet) guarded through source (may be NULL). */
+static tr_status
+build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    int guard_ok = 0;
+    if (cdyn_is_tensor(obj)) {
+        return cdyn_tx_wrap_tensor_input(tx, obj, source, out);
+    }
+    if ((PyObject *)Py_TYPE(obj) == cdyn_G.grad_mode_exit_type) {
+        /* the exit of a grad-mode block split by a graph break (codegen.c) */
+        PyObject *prev = PyObject_GetAttr(obj, cdyn_G.s_prev), *psrc = NULL;
+        if (prev == NULL) {
+            return TR_ERROR;
+        }
+        if (source != NULL) {
+            psrc = cdyn_source_attr(source, cdyn_G.s_prev);
+            guard_ok = psrc != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) == 0 &&
+                       cdyn_guards_add_equals(tx->guards, psrc, prev) == 0;
+            Py_XDECREF(psrc);
+            if (!guard_ok) {
+                Py_DECREF(prev);
+                return TR_ERROR;
+            }
+        }
+        *out = cdyn_value_alloc(VK_GRADEXIT, source);
+        if (*out != NULL) {
+            V(*out)->bits = prev == Py_True ? GRAD_MODE_ON : 0;
+        }
+        Py_DECREF(prev);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_is_constant(obj)) {
+        if (source != NULL && cdyn_guards_add_equals(tx->guards, source, obj) < 0) {
+            return TR_ERROR;
+        }
+        *out = cdyn_value_const(obj);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_is_nn_module(obj) || PyModule_Check(obj)) {
+        if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, PyModule_Check(obj)) < 0) {
+            return TR_ERROR;
+        }
+        *out = cdyn_value_obj(PyModule_Check(obj) ? VK_PYMODULE : VK_NNMODULE, obj, source);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj) || PyDict_CheckExact(obj)) {
+        if (source != NULL) {
+            return wrap_input_container(tx, obj, source, out);
+        }
+        return PyDict_CheckExact(obj)
+                   ? cdyn_tx_wrap_dict(tx, obj, NULL, out)
+                   : cdyn_tx_wrap_sequence(tx, obj, NULL,
+                                           PyTuple_CheckExact(obj) ? VK_TUPLE : VK_LIST, out);
+    }
+    if (PyMethod_Check(obj) && PyFunction_Check(PyMethod_GET_FUNCTION(obj))) {
+        /* a Python method: inlined with its self */
+        PyObject *func = PyMethod_GET_FUNCTION(obj);
+        return wrap_bound_method(tx, PyMethod_GET_SELF(obj), func,
+                                 ((PyFunctionObject *)func)->func_name, source, out);
+    }
+    if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL &&
+        !PyModule_Check(PyCFunction_GET_SELF(obj)) && !PyType_Check(PyCFunction_GET_SELF(obj))) {
+        /* a builtin method bound to an object (e.g. x.add, lst.append reaching a resume
+           function): the method of its self, which is wrapped and guarded itself */
+        PyObject *nm = PyUnicode_FromString(((PyCFunctionObject *)obj)->m_ml->ml_name);
+        tr_status st;
+        if (nm == NULL) {
+            return TR_ERROR;
+        }
+        st = wrap_bound_method(tx, PyCFunction_GET_SELF(obj), NULL, nm, source, out);
+        Py_DECREF(nm);
+        return st;
+    }
+    if (PyCallable_Check(obj)) {
+        if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, PyFunction_Check(obj)) < 0) {
+            return TR_ERROR;
+        }
+        *out = cdyn_value_obj(callable_kind(obj), obj, source);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    /* Any other object: specialise on its type only; what is read through it is guarded
+       at its own source. */
+    if (source != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+        return TR_ERROR;
+    }
+    *out = cdyn_value_obj(VK_OBJECT, obj, source);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+tr_status
+cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    tr_status st;
+    *out = NULL;
+    if (source != NULL) {
+        PyObject *cached = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(source));
+        if (cached != NULL) {
+            *out = Py_NewRef(cached);
+            return TR_OK;
+        }
+        if (PyErr_Occurred()) {
+            return TR_ERROR;
+        }
+    }
+    st = build(tx, obj, source, out);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (cdyn_tx_memo_source(tx, source, *out) < 0) {
+        Py_CLEAR(*out);
+        return TR_ERROR;
+    }
+    return TR_OK;
+}
