@@ -1,0 +1,303 @@
+"""Faults found by trying code nobody on the project wrote (issue 8): each program gave a
+crash, a hang, a wrong result or an exception eager does not raise. Results are compared
+with eager (and graph counts with torch._dynamo where both compile the same)."""
+import logging
+import types
+
+import numpy as np
+import pytest
+import torch
+
+import cdynamo
+from cdynamo import _glue
+from helpers import CountingBackend, assert_same
+
+
+def run(fn, *args, calls=2):
+    """Eager result vs cdynamo (backend eager) on `calls` calls; returns the backend."""
+    expected = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter)
+    for i in range(calls):
+        got = compiled(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        assert_same(got, expected, f"call {i}")
+    return counter
+
+
+X = torch.arange(6, dtype=torch.float32).reshape(2, 3) - 2
+
+
+# ---- super() across a graph break (transformers' config __getattribute__) ----------------
+
+class Base:
+    def f(self, x):
+        print("Base.f")
+        return x + 1
+
+
+class Derived(Base):
+    def f(self, x):
+        y = x * 2
+        return super().f(y)
+
+
+def test_super_method_graph_break_calls_the_base_method():
+    # before: the break re-emitted `self.f(...)`, the override: RecursionError
+    counter = run(Derived().f, X)
+    assert counter.frame_count == 2
+
+
+# ---- cells not assigned yet at a break ---------------------------------------------------
+
+def genexpr_after_break(x):
+    t = {"a": 1, "b": 2}
+    print("b")
+    keep = "a"
+    return x + sum(t[k] for k in t if k != keep)
+
+
+def test_break_with_an_unassigned_cell():
+    # before: SystemError: cdynamo: live empty cell
+    run(genexpr_after_break, X)
+
+
+# ---- nn.ModuleList slicing ----------------------------------------------------------------
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(3, 3) for _ in range(3)])
+
+    def forward(self, x, n=2):
+        for layer in self.layers[:n]:
+            x = layer(x)
+        return x
+
+
+def test_modulelist_slice_is_iterated():
+    # before: TypeError: cdyn_source_item: key must be int or str, not slice
+    torch.manual_seed(0)
+    m = Stack()
+    counter = run(m, X)
+    assert counter.frame_count == 1
+    assert counter.op_count == 2
+
+
+# ---- in-place operators with a constant on the left ---------------------------------------
+
+def t5_buckets(x):
+    acc = 0
+    acc += (x > 0).to(torch.long) * 16
+    acc += 1
+    return acc
+
+
+def test_inplace_add_on_a_constant_accumulator():
+    # before: SyntaxError '0 += mul' in the generated FX code
+    assert run(t5_buckets, X).frame_count == 1
+
+
+# ---- wrong results ------------------------------------------------------------------------
+
+def view_sees_later_insert(x):
+    d = {"a": x}
+    v = d.values()
+    k = d.keys()
+    d["b"] = x * 2
+    return len(v), list(k), sum(v)
+
+
+def inplace_returns_receiver(x):
+    y = x.add_(1)
+    return y is x, y
+
+
+def test_dict_view_sees_later_inserts():
+    # before: len(v) == 1 (eager 2)
+    run(view_sees_later_insert, X)
+
+
+def test_inplace_method_returns_the_same_value():
+    # before: `y is x` was False
+    run(inplace_returns_receiver, X)
+
+
+# ---- crashes ---------------------------------------------------------------------------------
+
+class CallableObj:
+    def __call__(self, a, b):
+        return a * b
+
+
+def method_type_of_c_function(x):
+    f = types.MethodType(torch.add, x)
+    g = types.MethodType(CallableObj(), x)
+    return f(1), g(3)
+
+
+def numpy_random_inside(x):
+    return x + float(np.random.rand(1)[0] * 0)
+
+
+def test_method_type_of_a_non_function():
+    # before: segmentation fault (the bound callable was taken for a Python function)
+    run(method_type_of_c_function, X)
+
+
+def test_numpy_random_inside_is_a_graph_break():
+    run(numpy_random_inside, X)
+
+
+# ---- FX code that did not compile ----------------------------------------------------------
+
+def tensor_type_class(x):
+    return x.type(torch.DoubleTensor) + 1
+
+
+def jit_annotate(x):
+    import typing
+    y = torch.jit.annotate(typing.Any, x)
+    return y * 2
+
+
+def test_non_printable_constants_never_enter_the_graph():
+    # before: SyntaxError in <eval_with_key> (torch.DoubleTensor printed as a class repr)
+    run(tensor_type_class, X)
+
+
+def test_jit_annotate_is_identity():
+    # before: NameError in the generated FX code
+    counter = run(jit_annotate, X)
+    assert counter.frame_count == 1 and counter.op_count == 1
+
+
+def helpers_fold(x):
+    a = torch.jit.is_tracing()
+    b = torch.jit.is_scripting()
+    c = torch.onnx.is_in_onnx_export()
+    d = torch.compiler.is_compiling()
+    torch._assert(x.dim() == 2, "2-d")
+    return x + int(a) + int(b) + int(c) + int(d)
+
+
+def test_non_tensor_torch_helpers_are_constants():
+    # before: each became a graph node (is_compiling: an extra node, and False); while
+    # compiling, is_compiling() is True (as torch._dynamo), so the result differs from eager
+    counter = CountingBackend()
+    out = cdynamo.compile(helpers_fold, backend=counter)(X)
+    assert torch.equal(out, X + 1) and torch.equal(helpers_fold(X), X)
+    assert counter.frame_count == 1
+    assert counter.op_count == 4
+
+
+def non_tensor_torch_call(x):
+    torch.manual_seed(3)
+    return x + 1
+
+
+def test_non_tensor_torch_function_runs_in_python():
+    # torch.manual_seed: no tensor argument or result, so not a graph node (a graph break)
+    counter = run(non_tensor_torch_call, X)
+    for gm in counter.graphs:
+        assert all("manual_seed" not in str(n.target) for n in gm.graph.nodes)
+
+
+# ---- graph breaks inside try / with blocks -----------------------------------------------------
+
+def try_missing_attribute(x):
+    try:
+        y = x.no_such_attribute
+    except AttributeError:
+        y = x + 1
+    return y * 2
+
+
+def try_import_missing(x):
+    try:
+        import cdynamo_no_such_module  # noqa: F401
+    except ImportError:
+        return x + 1
+    return x
+
+
+def raise_inside_no_grad(x):
+    try:
+        with torch.no_grad():
+            y = x * 2
+            y.no_such_attribute
+    except AttributeError:
+        return torch.is_grad_enabled(), x + 3
+    return y
+
+
+def raise_in_break_call(x):
+    y = x * 2
+    try:
+        int("not a number")
+    except ValueError:
+        y = y + 1
+    return y
+
+
+@pytest.mark.parametrize("fn", [try_missing_attribute, try_import_missing,
+                                raise_inside_no_grad, raise_in_break_call],
+                         ids=lambda f: f.__name__)
+def test_exception_at_a_graph_break_reaches_its_handler(fn):
+    run(fn, X)
+
+
+def raises_user_error(x):
+    y = x + 1
+    raise KeyError(f"user {y.shape[0]}")
+
+
+def test_raise_in_traced_code_reaches_the_user():
+    with pytest.raises(KeyError, match="user 2"):
+        cdynamo.compile(raises_user_error, backend="eager")(X)
+
+
+# ---- internal errors -------------------------------------------------------------------------
+
+def plain(x):
+    return x.sin() + 1
+
+
+def test_internal_error_runs_the_frame_unmodified(monkeypatch, caplog):
+    def broken_trace():
+        raise RuntimeError("glue exploded")
+    monkeypatch.setattr(_glue, "new_trace", broken_trace)
+    with cdynamo.config.patch(raise_internal_errors=False):
+        with caplog.at_level(logging.WARNING, logger="cdynamo"):
+            out = cdynamo.compile(plain, backend="eager")(X)
+    assert torch.equal(out, plain(X))
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "glue exploded" in warnings[0].getMessage()
+    assert cdynamo.counters()["unmodified"] >= 1
+
+
+def test_internal_error_raises_when_asked(monkeypatch):
+    def broken_trace():
+        raise RuntimeError("glue exploded")
+    monkeypatch.setattr(_glue, "new_trace", broken_trace)
+    with cdynamo.config.patch(raise_internal_errors=True):
+        with pytest.raises(RuntimeError, match="glue exploded"):
+            cdynamo.compile(plain, backend="eager")(X)
+
+
+def test_backend_failure_reaches_the_user():
+    def bad_backend(gm, example_inputs):
+        raise ZeroDivisionError("in the backend")
+    with pytest.raises(_glue.BackendCompilerFailed) as e:
+        cdynamo.compile(plain, backend=bad_backend)(X)
+    assert isinstance(e.value.__cause__, ZeroDivisionError)
+
+
+def test_unmodified_frames_are_logged_at_info(caplog):
+    def generator_user(x):
+        def gen():
+            yield x
+        return x + 1, [g for g in gen()]
+    with caplog.at_level(logging.INFO, logger="cdynamo"):
+        cdynamo.compile(generator_user, backend="eager")(X)
+    assert any("unmodified" in r.getMessage() or "Graph break" in r.getMessage()
+               for r in caplog.records if r.levelno == logging.INFO)
