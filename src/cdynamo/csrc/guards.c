@@ -24,11 +24,12 @@ typedef enum {
     G_FUNCTION,
     G_GRAD_MODE,
     G_LEN,
+    G_HASATTR,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK",
+    "LENGTH_CHECK", "HASATTR",
 };
 
 typedef struct {
@@ -342,6 +343,28 @@ cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n)
 }
 
 int
+cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present)
+{
+    guard *gd;
+    if (check_source_arg(attr_source) < 0) {
+        return -1;
+    }
+    if (((cdyn_source *)attr_source)->kind != CDYN_SRC_ATTR) {
+        PyErr_SetString(PyExc_TypeError, "HASATTR: expected an attribute source");
+        return -1;
+    }
+    if (guards_contain(g, G_HASATTR, attr_source)) {
+        return 0;
+    }
+    gd = guards_append(g, G_HASATTR, attr_source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->flag = present != 0;
+    return 0;
+}
+
+int
 cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
 {
     if (guards_contain(g, G_GRAD_MODE, NULL)) {
@@ -546,6 +569,9 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
                          on ? "enabled" : "disabled");
     }
     cdyn_source *src = (cdyn_source *)gd->source;
+    if (gd->kind == G_HASATTR) {
+        src = src->base;   /* hasattr(base, name): evaluate the object, not the attribute */
+    }
     if (src->kind == CDYN_SRC_LOCAL) {
         v = localsplus[src->index];    /* borrowed */
         if (v == NULL) {
@@ -619,6 +645,15 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         }
         break;
     }
+    case G_HASATTR:
+        rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
+        if (rc != gd->flag) {
+            rc = fail_with(why, "expected the attribute to be %s", gd->flag ? "present" : "absent");
+        }
+        else {
+            rc = 1;
+        }
+        break;
     case G_GRAD_MODE:
         break;
     }
@@ -700,6 +735,11 @@ guard_describe(const guard *gd)
     }
     else {
         head = PyUnicode_FromFormat("%U %s", src->repr, kind);
+    }
+    if (head != NULL && gd->kind == G_HASATTR) {
+        res = PyUnicode_FromFormat("%U %s", head, gd->flag ? "present" : "absent");
+        Py_DECREF(head);
+        return res;
     }
     if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN)) {
         return head;

@@ -9,6 +9,7 @@
  *   ID_MATCH       object identity (modules, nn.Modules, other objects)
  *   FUNCTION_MATCH object identity of a function or Python module (printed as such)
  *   GRAD_MODE      torch.is_grad_enabled() as at trace time
+ *   HASATTR        whether an object has an attribute (hasattr / getattr with a default)
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
  */
 #ifndef CDYN_GUARDS_H
@@ -32,6 +33,9 @@ int cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled);
 /* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
  * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
 int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
+/* HASATTR: hasattr(<base of attr_source>, <its name>) == present; attr_source an ATTR
+ * source (printed as "<source> HASATTR present|absent"). */
+int cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present);
 
 /* Check every guard against a frame about to run (arguments borrowed, see
  * cdyn_source_eval). Returns 1 when all pass, 0 when one fails, -1 with an exception
