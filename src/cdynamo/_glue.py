@@ -36,6 +36,24 @@ class GradModeExit:
         return f"GradModeExit(prev={self.prev})"
 
 
+def autocast_args(cls, args, kwargs):
+    """The (device_type, dtype, enabled, cache_enabled) of `cls(*args, **kwargs)` for
+    torch.autocast and its torch.cpu/cuda.amp forms (constants), as torch.amp._enter_autocast
+    takes them."""
+    import inspect
+    if cls is not torch.autocast and issubclass(cls, torch.autocast) and \
+            cls.__module__.startswith(("torch.cpu", "torch.cuda")):
+        device = "cuda" if cls.__module__.startswith("torch.cuda") else "cpu"
+        bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        return (device, a.get("dtype"), a.get("enabled", True), a.get("cache_enabled"))
+    bound = inspect.signature(torch.autocast.__init__).bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    a = bound.arguments
+    return (a["device_type"], a["dtype"], a["enabled"], a["cache_enabled"])
+
+
 def new_trace():
     """Return a fresh (torch.fx.Graph, FakeTensorMode) pair for one traced frame."""
     return torch.fx.Graph(), FakeTensorMode(allow_non_fake_inputs=True)
