@@ -4,8 +4,8 @@
  * compiled call, the depth of compiled calls, a "disabled" flag (set around guards, the
  * translator and _C.disable'd callables), and a one-shot pass-through marker for the
  * transformed code the hook is about to run. Global state (GIL-protected): the install
- * counter, the previous eval-frame function, the cache size limit, the skip prefixes,
- * and the counters.
+ * counter, the previous eval-frame function, the cache size limit, the trace rules
+ * (trace_rules.h) and the counters.
  *
  * Running an entry: the transformed code takes every argument slot of the original frame
  * as a plain positional parameter (translate.h), so the hook calls a function built from
@@ -16,6 +16,7 @@
  */
 #include "hook.h"
 #include "cache.h"
+#include "trace_rules.h"
 #include "translate.h"
 
 #include <stddef.h>
@@ -34,8 +35,8 @@ cdyn_counters cdyn_counts;
 static Py_ssize_t install_count;
 static _PyFrameEvalFunction prev_eval = _PyEval_EvalFrameDefault;
 static int cache_size_limit = 8;
-static PyObject *skip_prefixes;    /* strong tuple of str or NULL */
-static PyObject *str_frozen;       /* strong "<frozen " */
+
+static void decide_skip(PyCodeObject *code, PyObject *globals, cdyn_extra *x);
 
 /* ---- installation ------------------------------------------------------------------ */
 
@@ -90,24 +91,6 @@ cdyn_set_cache_size_limit(int n)
 }
 
 int
-cdyn_set_skip_prefixes(PyObject *prefixes)
-{
-    if (!PyTuple_Check(prefixes)) {
-        PyErr_SetString(PyExc_TypeError, "set_skip_prefixes: expected a tuple of str");
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(prefixes); i++) {
-        if (!PyUnicode_Check(PyTuple_GET_ITEM(prefixes, i))) {
-            PyErr_SetString(PyExc_TypeError, "set_skip_prefixes: expected a tuple of str");
-            return -1;
-        }
-    }
-    Py_XSETREF(skip_prefixes, Py_NewRef(prefixes));
-    cdyn_cache_forget_decisions();
-    return 0;
-}
-
-int
 cdyn_mark_force_compile(PyObject *code)
 {
     if (!PyCode_Check(code)) {
@@ -126,6 +109,32 @@ cdyn_mark_force_compile(PyObject *code)
     return 0;
 }
 
+int
+cdyn_code_trace_rule(PyCodeObject *code, PyObject *globals)
+{
+    cdyn_extra *x = cdyn_cache_get(code);
+    if (x == NULL && (x = cdyn_cache_ensure(code)) == NULL) {
+        PyErr_Clear();
+        return (int)cdyn_rules_for_code(code, globals);
+    }
+    if (!x->decided) {
+        decide_skip(code, globals, x);
+    }
+    return x->force ? (int)CDYN_RULE_COMPILE : (int)x->rule;
+}
+
+int
+cdyn_frame_decision(PyCodeObject *code, int *rule, int *skip)
+{
+    cdyn_extra *x = cdyn_cache_get(code);
+    if (x == NULL || !x->decided) {
+        return 0;
+    }
+    *rule = (int)x->rule;
+    *skip = (int)x->skip;
+    return 1;
+}
+
 /* ---- the hook ---------------------------------------------------------------------- */
 
 /* Evaluate f as if no hook were installed. */
@@ -135,41 +144,14 @@ eval_default(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
     return prev_eval(ts, f, throwflag);
 }
 
-/* 1 when code's file starts with one of the skip prefixes. */
-static int
-under_skip_prefix(PyCodeObject *code)
-{
-    if (!PyUnicode_Check(code->co_filename)) {
-        return 0;
-    }
-    /* Frozen standard-library modules (importlib) are always skipped. */
-    if (PyUnicode_GET_LENGTH(code->co_filename) >= 8 &&
-        PyUnicode_READ_CHAR(code->co_filename, 0) == '<' &&
-        PyUnicode_Tailmatch(code->co_filename, str_frozen, 0, PY_SSIZE_T_MAX, -1) == 1) {
-        return 1;
-    }
-    if (skip_prefixes == NULL) {
-        return 0;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(skip_prefixes); i++) {
-        Py_ssize_t r = PyUnicode_Tailmatch(code->co_filename, PyTuple_GET_ITEM(skip_prefixes, i),
-                                           0, PY_SSIZE_T_MAX, -1);
-        if (r < 0) {
-            PyErr_Clear();
-        }
-        else if (r == 1) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Decide once whether frames of code are skipped; fills x->skip. 0, or -1 on error. */
-static int
-decide_skip(PyCodeObject *code, cdyn_extra *x)
+/* Decide once whether frames of code (run with globals, borrowed) are translated: fills
+ * x->rule, x->skip and x->decided. Never fails. */
+static void
+decide_skip(PyCodeObject *code, PyObject *globals, cdyn_extra *x)
 {
     int flags = code->co_flags;
     int skip = 0;
+    cdyn_rule rule = cdyn_rules_for_code(code, globals);
     if (flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
         skip = 1;
     }
@@ -180,15 +162,15 @@ decide_skip(PyCodeObject *code, cdyn_extra *x)
              PyUnicode_CompareWithASCIIString(code->co_name, "<module>") == 0) {
         skip = 1;
     }
-    else if (!x->force && under_skip_prefix(code)) {
+    else if (!x->force && cdyn_rule_skips_frame(rule)) {
         skip = 1;
     }
+    x->rule = (unsigned)rule;
     x->decided = 1;
     x->skip = skip;
     if (skip) {
         cdyn_counts.skipped++;
     }
-    return 0;
 }
 
 /* Number of argument slots of the original code: the transformed code's parameters. */
@@ -335,9 +317,7 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
         if (x == NULL && (x = cdyn_cache_ensure(code)) == NULL) {
             return NULL;
         }
-        if (decide_skip(code, x) < 0) {
-            return NULL;
-        }
+        decide_skip(code, f->f_globals, x);
     }
     if (x->skip || f->prev_instr != _PyCode_CODE(code) - 1 || f->f_func == NULL) {
         return eval_default(ts, f, 0);
@@ -557,9 +537,6 @@ cdyn_hook_init(PyObject *module)
         return -1;
     }
     if (cdyn_cache_init() < 0) {
-        return -1;
-    }
-    if (str_frozen == NULL && (str_frozen = PyUnicode_InternFromString("<frozen ")) == NULL) {
         return -1;
     }
     Py_INCREF(&CompiledFunctionType);
