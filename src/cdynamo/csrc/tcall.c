@@ -3,6 +3,8 @@
  * builtins folded on constants, user functions and nn.Modules inlined).
  */
 #include "tx.h"
+#include "hook.h"
+#include "trace_rules.h"
 
 static PyObject *str_self, *str_globals, *str_closure, *str_cell_contents, *str_parameters, *str_buffers,
     *str_modules, *str_forward, *str_module_attr, *str_placeholder, *str_create_node,
@@ -1451,6 +1453,12 @@ inline_real_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObject 
     PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL;
     tr_status st = TR_ERROR;
     PyCodeObject *code = (PyCodeObject *)f->func_code;
+    int rule = cdyn_code_trace_rule(code, f->func_globals);
+    if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
+        /* trace_rules: library internals are never traced, not even inlined */
+        return cdyn_tx_unsupported(tx, "call to %R (trace rule \"%s\": never traced)", func,
+                                   cdyn_rule_name((cdyn_rule)rule));
+    }
     if (f->func_defaults != NULL) {
         Py_ssize_t nd = PyTuple_GET_SIZE(f->func_defaults);
         defaults = PyList_New(nd);
