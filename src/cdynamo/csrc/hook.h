@@ -2,8 +2,10 @@
  *
  * The hook is installed interpreter-wide only while at least one compiled call is active
  * (a global counter, GIL-protected), and acts only on frames of a thread that is inside a
- * compiled call and not disabled (thread-local state). On a frame it consults the code's
- * cache (cache.h) and trace rule (trace_rules.h), runs the guards, and either redirects to
+ * compiled call and not disabled (thread-local state), while it is the installed function
+ * (a frame passed down by another PEP 523 hook installed over it belongs to that hook; see
+ * hook.c for how it nests with torch._dynamo's). On a frame it consults the code's cache
+ * (cache.h) and trace rule (trace_rules.h), runs the guards, and either redirects to
  * transformed code, compiles (translate.h), or evaluates the frame unmodified.
  */
 #ifndef CDYN_HOOK_H
@@ -54,6 +56,11 @@ int cdyn_frame_decision(PyCodeObject *code, int *rule, int *skip);
 
 /* 1 when the hook is currently installed on this interpreter. */
 int cdyn_hook_installed(void);
+
+/* Tests: a stand-in for another PEP 523 hook that counts frames and calls the function it
+ * replaced. on=1 installs it over the current function (remembering that one), on=0 puts
+ * that one back if it is still on top, on=-1 changes nothing. Returns the frames it saw. */
+Py_ssize_t cdyn_test_other_hook(int on);
 
 /* New tuple (active_depth, disabled) of the calling thread (tests). */
 PyObject *cdyn_thread_state(void);

@@ -176,6 +176,17 @@ mod_thread_state(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
     return cdyn_thread_state();
 }
 
+/* _other_hook(on) -> int: the test stand-in for another PEP 523 hook (see hook.h) */
+static PyObject *
+mod_other_hook(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    long on = PyLong_AsLong(arg);
+    if (on == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyLong_FromSsize_t(cdyn_test_other_hook(on > 0 ? 1 : (on == 0 ? 0 : -1)));
+}
+
 /* _time_guards(code, args_tuple, n) -> float: ns per cdyn_guards_check of code's most
  * recent cache entry against args as the argument slots (benchmarks and tests). */
 static PyObject *
@@ -226,6 +237,8 @@ static PyMethodDef runtime_methods[] = {
     {"reset_counters", mod_reset_counters, METH_NOARGS, "reset_counters()"},
     {"hook_installed", mod_hook_installed, METH_NOARGS, "hook_installed() -> bool"},
     {"thread_state", mod_thread_state, METH_NOARGS, "thread_state() -> (active, disabled)"},
+    {"_other_hook", mod_other_hook, METH_O,
+     "_other_hook(on) -> frames seen: 1 installs a stand-in PEP 523 hook, 0 removes it (tests)"},
     {"_time_guards", mod_time_guards, METH_VARARGS,
      "_time_guards(code, args, n) -> ns per guard check of the most recent entry"},
     {NULL, NULL, 0, NULL},
