@@ -1195,8 +1195,6 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
     tx->break_pc = pc;
     tx->break_arg = kind == BRK_CALL ? fs->call_n : ins->oparg;
     Py_XSETREF(tx->break_kwnames, kind == BRK_CALL ? Py_XNewRef(fs->kw_names) : NULL);
-    cdyn_log(20, "Graph break in %U at %U:%d: %U", fs->code->co_qualname, fs->code->co_filename,
-             instr_line(fs, pc), tx->reason ? tx->reason : Py_None);
     r = PyObject_CallMethod(tx->glue, "record_break", "OOOi", tx->reason ? tx->reason : Py_None,
                             fs->code->co_qualname, fs->code->co_filename, instr_line(fs, pc));
     if (r == NULL) {
@@ -1374,14 +1372,12 @@ fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
     return 1;
 }
 
-/* Log (INFO) and record for explain() that the frame runs unmodified. */
+/* Record for explain() that the frame runs unmodified (the glue logs it at INFO). */
 static void
 note_unmodified(cdyn_tx *tx)
 {
     PyCodeObject *co = tx->code;
     PyObject *r;
-    cdyn_log(20, "running %U (%U:%d) unmodified: %U", co->co_qualname, co->co_filename,
-             co->co_firstlineno, tx->reason ? tx->reason : Py_None);
     r = PyObject_CallMethod(tx->glue, "record_unmodified", "OOOi",
                             tx->reason ? tx->reason : Py_None, co->co_qualname, co->co_filename,
                             tx->reason_line ? tx->reason_line : co->co_firstlineno);
