@@ -195,6 +195,16 @@ cdyn_value_iter(PyObject *items)
 }
 
 PyObject *
+cdyn_value_iter_typed(PyObject *items, PyTypeObject *type)
+{
+    PyObject *v = cdyn_value_iter(items);
+    if (v != NULL) {
+        V(v)->u.iter.type = Py_XNewRef((PyObject *)type);
+    }
+    return v;
+}
+
+PyObject *
 cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source)
 {
     PyObject *v = cdyn_value_alloc(VK_TENSOR, source);
@@ -310,6 +320,30 @@ cdyn_v_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     return V(v)->vt->unpack(tx, v, out_list);
 }
 
+/* The type of iter(x) for a value whose type is t (borrowed), or NULL when unknown: the
+ * iterator type of an empty instance of t (list_iterator, range_iterator, ...). */
+static PyTypeObject *
+iterator_type_of(PyObject *v)
+{
+    PyObject *real = V(v)->kind == VK_CONST ? V(v)->u.cnst.value : NULL, *probe = NULL, *it;
+    PyTypeObject *t = cdyn_v_python_type(v), *r = NULL;
+    if (real != NULL) {
+        probe = Py_NewRef(real);
+    }
+    else if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
+             t == &PyFrozenSet_Type || t == &PyUnicode_Type) {
+        probe = PyObject_CallNoArgs((PyObject *)t);
+    }
+    it = probe ? PyObject_GetIter(probe) : NULL;
+    if (it != NULL) {
+        r = Py_TYPE(it);   /* builtin iterator types live for the process */
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(probe);
+    PyErr_Clear();
+    return r;
+}
+
 tr_status
 cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
@@ -323,7 +357,7 @@ cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
     if (st != TR_OK) {
         return st;
     }
-    *out = cdyn_value_iter(items);
+    *out = cdyn_value_iter_typed(items, iterator_type_of(v));
     Py_DECREF(items);
     return *out ? TR_OK : TR_ERROR;
 }

@@ -97,7 +97,9 @@ typedef struct cdyn_value {
         /* func: the real function to inline with self (or NULL: call self's method name);
            name: the method name (str); self: the value bound */
         struct { PyObject *func, *name, *self; } method;
-        struct { PyObject *items; } iter;          /* list of values */
+        /* items: list of values; type: the type of the real iterator it stands for (NULL:
+           a tuple iterator), for isinstance/type() */
+        struct { PyObject *items, *type; } iter;
         struct { PyObject *dict; } view;           /* the DICT value; bits: VIEW_* */
         /* args: (device_type, dtype, enabled, cache_enabled); node: the _enter_autocast
            node; mode: the real autocast entered at trace time (fake runs see it) */
@@ -203,6 +205,8 @@ PyObject *cdyn_value_seq(cdyn_vkind kind, PyObject *const *vals, Py_ssize_t n);
 PyObject *cdyn_value_dict(PyObject *keys, PyObject *vals);
 /* New ITER over items (list of values, borrowed). */
 PyObject *cdyn_value_iter(PyObject *items);
+/* New ITER over items standing for an iterator of type `type` (borrowed, may be NULL). */
+PyObject *cdyn_value_iter_typed(PyObject *items, PyTypeObject *type);
 /* New TENSOR of fake (example value) and node (borrowed), source may be NULL. */
 PyObject *cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source);
 /* New METHOD: func (borrowed real function to inline, or NULL), name (borrowed str), self
