@@ -406,3 +406,19 @@ def test_mutable_default_is_mutated_in_place():
     compiled(X)
     compiled(X)
     assert helper_with_cache.__defaults__[0] == {"n": 2}
+
+
+# ---- torch objects made in the frame ------------------------------------------------------------
+
+def torch_objects_made_here(x):
+    y = torch.nn.Softmax(dim=-1)(x)
+    m = torch.finfo(x.dtype).min
+    z = torch.nn.functional.relu(x).masked_fill(x < 0, m)
+    return y + torch.nn.ReLU()(x) + z * 0 + torch.tensor(range(3)).sum()
+
+
+def test_torch_modules_and_finfo_made_in_the_frame():
+    # before: each class call was a graph break; torch._dynamo makes one graph (its graph
+    # also records nn.Module.__init__'s _log_api_usage_once calls)
+    counter = run(torch_objects_made_here, torch.randn(3))
+    assert counter.frame_count == 1 and counter.op_count == 11
