@@ -19,6 +19,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
     [VK_GRADEXIT] = &cdyn_ctx_vt,   [VK_AUTOCAST] = &cdyn_ctx_vt,
     [VK_AUTOCAST_EXIT] = &cdyn_ctx_vt, [VK_NULLCTX] = &cdyn_ctx_vt,
+    [VK_EXCTYPE] = &cdyn_exc_vt,    [VK_EXC] = &cdyn_exc_vt,
 };
 
 static const char *const kind_names[VK__COUNT] = {
@@ -31,6 +32,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
     [VK_GRADEXIT] = "GradModeExit", [VK_AUTOCAST] = "AutocastMode",
     [VK_AUTOCAST_EXIT] = "AutocastExit", [VK_NULLCTX] = "NullContext",
+    [VK_EXCTYPE] = "ExceptionClass", [VK_EXC] = "Exception",
 };
 
 /* Release the payload and the source; the payload is CDYN_VREFS references. */
@@ -240,7 +242,7 @@ cdyn_v_real(PyObject *v)
 {
     switch (V(v)->kind) {
     case VK_CONST: case VK_PYMODULE: case VK_OPAQUE: case VK_USERFN: case VK_BUILTIN:
-    case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE:
+    case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE: case VK_EXCTYPE:
         return V(v)->u.obj.obj;
     default:
         return NULL;

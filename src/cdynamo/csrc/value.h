@@ -42,6 +42,8 @@
  *                                     AUTOCAST     u.amp.args         torch.autocast(...) (its 4 arguments)
  *                                     AUTOCAST_EXIT u.amp             the __exit__ of an entered autocast
  *                                     NULLCTX      u.nullctx          contextlib.nullcontext(enter_result)
+ *   exceptions    values/exception.c  EXCTYPE      u.obj.obj          an exception class
+ *                                     EXC          u.exc              an exception made in the trace
  */
 #ifndef CDYN_VALUE_H
 #define CDYN_VALUE_H
@@ -49,8 +51,16 @@
 
 /* Result of a translator step. Unsupported code is not an error: it sets tx->reason and
  * becomes a graph break or makes the frame run unmodified. TR_NOTIMPL is only returned by
- * binop/compare handlers to let the other operand's family try (as NotImplemented). */
-typedef enum { TR_OK = 0, TR_UNSUPPORTED = 1, TR_BREAK = 2, TR_NOTIMPL = 3, TR_ERROR = -1 } tr_status;
+ * binop/compare handlers to let the other operand's family try (as NotImplemented).
+ * TR_EXCEPTION: the traced program raised an exception (values/exception.c). */
+typedef enum {
+    TR_OK = 0,
+    TR_UNSUPPORTED = 1,
+    TR_BREAK = 2,
+    TR_NOTIMPL = 3,     /* binop/compare: let the other operand's family try */
+    TR_EXCEPTION = 4,   /* the traced code raised tx->exc (translate.c unwinds it) */
+    TR_ERROR = -1
+} tr_status;
 
 typedef enum {
     VK_NULL, VK_PYMODULE, VK_CELL, VK_OPAQUE,
@@ -66,6 +76,7 @@ typedef enum {
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
+    VK_EXCTYPE, VK_EXC,
     VK__COUNT
 } cdyn_vkind;
 
@@ -105,6 +116,7 @@ typedef struct cdyn_value {
            node; mode: the real autocast entered at trace time (fake runs see it) */
         struct { PyObject *args, *node, *mode; } amp;
         struct { PyObject *enter_result; } nullctx; /* a value */
+        struct { PyObject *type, *args; } exc;      /* the class; list of argument values */
         /* real: the real cell (a closure of the top frame or of a real function) or NULL
            for a cell made in the trace; contents: the value, NULL while empty / unread */
         struct { PyObject *real, *contents; } cell;
@@ -175,7 +187,7 @@ typedef struct cdyn_vtable {
 /* The families' tables (values/<family>.c). */
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
-    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt;
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_exc_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;

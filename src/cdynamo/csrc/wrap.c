@@ -455,7 +455,8 @@ callable_kind(PyObject *obj)
         return VK_USERFN;
     }
     if (PyType_Check(obj)) {
-        return VK_CLASS;
+        return PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)PyExc_BaseException)
+                   ? VK_EXCTYPE : VK_CLASS;
     }
     return VK_OPAQUE;
 }
