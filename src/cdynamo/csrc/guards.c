@@ -26,11 +26,12 @@ typedef enum {
     G_LEN,
     G_HASATTR,
     G_CALL,
+    G_SAME,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE",
+    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SAME_OBJECT",
 };
 
 typedef struct {
@@ -370,6 +371,27 @@ cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present)
         return -1;
     }
     gd->flag = present != 0;
+    return 0;
+}
+
+int
+cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
+{
+    guard *gd;
+    if (check_source_arg(source) < 0 || check_source_arg(other) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        if (g->items[i].kind == G_SAME && cdyn_source_equal(g->items[i].source, source) &&
+            cdyn_source_equal(g->items[i].value, other)) {
+            return 0;
+        }
+    }
+    gd = guards_append(g, G_SAME, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(other);
     return 0;
 }
 
@@ -727,6 +749,21 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         }
         break;
     }
+    case G_SAME: {
+        PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
+                                            builtins, memo);
+        if (o == NULL) {
+            PyErr_Clear();
+            rc = fail_with(why, "cannot evaluate %U", cdyn_source_repr(gd->value));
+            break;
+        }
+        rc = o == v;
+        Py_DECREF(o);
+        if (rc == 0) {
+            rc = fail_with(why, "expected the same object as %U", cdyn_source_repr(gd->value));
+        }
+        break;
+    }
     case G_HASATTR:
         rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
         if (rc != gd->flag) {
@@ -825,6 +862,11 @@ guard_describe(const guard *gd)
     }
     if (head != NULL && gd->kind == G_HASATTR) {
         res = PyUnicode_FromFormat("%U %s", head, gd->flag ? "present" : "absent");
+        Py_DECREF(head);
+        return res;
+    }
+    if (head != NULL && gd->kind == G_SAME) {
+        res = PyUnicode_FromFormat("%U %U", head, cdyn_source_repr(gd->value));
         Py_DECREF(head);
         return res;
     }

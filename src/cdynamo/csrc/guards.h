@@ -11,6 +11,7 @@
  *   GRAD_MODE      torch.is_grad_enabled() and whether any autocast is on, as at trace time
  *   GLOBAL_STATE   a torch state function called with constants gives what it gave
  *   HASATTR        whether an object has an attribute (hasattr / getattr with a default)
+ *   SAME_OBJECT    two sources denote the same object (an aliased input)
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
  */
 #ifndef CDYN_GUARDS_H
@@ -41,6 +42,9 @@ int cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject 
 /* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
  * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
 int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
+/* SAME_OBJECT: source evaluates to the very object `other` (a source) evaluates to: one input
+ * reached under two names (aliasing) at trace time must stay so. */
+int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);
 /* HASATTR: hasattr(<base of attr_source>, <its name>) == present; attr_source an ATTR
  * source (printed as "<source> HASATTR present|absent"). */
 int cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present);

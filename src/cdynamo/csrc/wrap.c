@@ -325,8 +325,12 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     }
     seen = PyDict_GetItemWithError(tx->by_id, key);
     if (seen != NULL) {
-        st = cdyn_tx_unsupported(tx, "one input container reached through two sources "
-                                     "(aliasing)");
+        /* the same container under another name: one value, while it stays the same */
+        if (cdyn_guards_add_same(tx->guards, source, V(seen)->source) < 0) {
+            goto done;
+        }
+        *out = Py_NewRef(seen);
+        st = TR_OK;
         goto done;
     }
     if (PyErr_Occurred() || cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
