@@ -19,6 +19,7 @@ entry_free(cdyn_cache_entry *e)
     Py_XDECREF(e->code);
     Py_XDECREF(e->func);
     PyMem_Free(e);
+    cdyn_live.cache_entries--;
 }
 
 /* Free a detached list of entries. */
@@ -118,6 +119,7 @@ cdyn_cache_insert(cdyn_extra *x, cdyn_guards *guards, PyObject *code)
         PyErr_NoMemory();
         return NULL;
     }
+    cdyn_live.cache_entries++;
     e->guards = guards;
     e->code = Py_NewRef(code);
     e->next = x->entries;

@@ -67,7 +67,9 @@ cdyn_guards_new(void)
     cdyn_guards *g = PyMem_Calloc(1, sizeof(cdyn_guards));
     if (g == NULL) {
         PyErr_NoMemory();
+        return NULL;
     }
+    cdyn_live.guard_sets++;
     return g;
 }
 
@@ -94,6 +96,7 @@ cdyn_guards_free(cdyn_guards *g)
     }
     PyMem_Free(g->items);
     PyMem_Free(g);
+    cdyn_live.guard_sets--;
 }
 
 Py_ssize_t

@@ -1978,6 +1978,7 @@ cdyn_translate_init(PyObject *module)
     if (null_value == NULL) {
         return -1;
     }
+    cdyn_live.values--;    /* lives as long as the module: not counted as live */
 #define IMP(field, mod, attr)                       \
     do {                                            \
         if ((g->field = import_attr(mod, attr)) == NULL) { \

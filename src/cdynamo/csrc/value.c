@@ -10,6 +10,7 @@ value_dealloc(PyObject *self)
     Py_CLEAR(v->items);
     Py_CLEAR(v->source);
     Py_TYPE(self)->tp_free(self);
+    cdyn_live.values--;
 }
 
 static const char *kind_names[] = {
@@ -71,6 +72,7 @@ cdyn_value_new(cdyn_vkind kind, PyObject *obj, PyObject *node, PyObject *items,
     v->flag = 0;
     v->pos = 0;
     v->serial = cdyn_value_serial++;
+    cdyn_live.values++;
     return (PyObject *)v;
 }
 
