@@ -176,3 +176,39 @@ def test_reset_from_inside_a_compiled_call():
 
     f = cdynamo.compile(g, backend="eager")
     assert f(1) == 2 and f(1) == 2
+
+
+class _CfgResettingOnRead:
+    """A config object whose attribute is a property; reading it while armed clears the
+    engine's caches (as another thread's reset() can, at any Python code a guard runs)."""
+
+    armed = False
+
+    @property
+    def scale(self):
+        if _CfgResettingOnRead.armed:
+            _CfgResettingOnRead.armed = False
+            _C.reset()
+        return 2.0
+
+
+def _scale_by_cfg(cfg, x):
+    return x * cfg.scale
+
+
+def test_reset_by_python_code_inside_a_guard_check():
+    """The guard on `cfg.scale` runs the property; the set being checked was freed under the
+    check, which went on reading it (a use-after-free, found by make test-asan). The check
+    now holds the set until it returns, and the call runs unmodified."""
+    f = cdynamo.compile(_scale_by_cfg, backend="eager")
+    cfg, x = _CfgResettingOnRead(), torch.ones(3)
+    assert torch.equal(f(cfg, x), x * 2)                 # compile: the guard reads cfg.scale
+    assert any("scale" in g for g in cdynamo.cache_entries(_scale_by_cfg)[0].guards)
+    for _ in range(3):
+        _CfgResettingOnRead.armed = True
+        assert torch.equal(f(cfg, x), x * 2)
+        assert not _CfgResettingOnRead.armed, "the guard did not read the property"
+        assert torch.equal(f(cfg, x), x * 2)             # compiles again after the reset
+    assert _C.live_counts()["values"] == 0
+    cdynamo.reset()
+    assert _C.live_counts() == {"values": 0, "guard_sets": 0, "cache_entries": 0}
