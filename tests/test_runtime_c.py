@@ -178,6 +178,50 @@ def test_reset_from_inside_a_compiled_call():
     assert f(1) == 2 and f(1) == 2
 
 
+def _make_scaled(k):
+    def scaled(x):
+        return x * k + torch.ones(1)
+    return scaled
+
+
+class _ResetWhenCollected:
+    """Garbage that only the cyclic GC frees; its finalizer clears the engine's caches."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _C.reset()
+
+
+def test_reset_by_a_finalizer_while_the_entry_builds_its_function():
+    """A hit on a new closure builds a new function for the entry (PyFunction_New); that
+    allocation can run the GC, whose finalizers may free the entry (a reset here, another
+    thread's reset in general). The entry must not be written or read after that (it was: a
+    use-after-free and a second DECREF of the entry's old function; found by make test-asan)."""
+    import gc
+    f = cdynamo.compile(_make_scaled(2), backend="eager")
+    assert torch.equal(f(3), torch.full((1,), 7.0))          # compile
+    old = gc.get_threshold()
+    freed = 0
+    try:
+        for _ in range(10):
+            f = cdynamo.compile(_make_scaled(2), backend="eager")  # new closure: a hit, new function
+            entries_before = _C.live_counts()["cache_entries"]
+            gc.collect()
+            _ResetWhenCollected()
+            gc.set_threshold(1)            # the next GC allocation collects: PyFunction_New's
+            out = f(3)
+            gc.set_threshold(*old)
+            assert torch.equal(out, torch.full((1,), 7.0))
+            freed += entries_before - _C.live_counts()["cache_entries"]
+            f(3)                           # recompiles after the reset
+    finally:
+        gc.set_threshold(*old)
+    assert freed > 0, "the finalizer never ran during the call: the test did not test anything"
+    assert _C.live_counts()["values"] == 0
+
+
 class _CfgResettingOnRead:
     """A config object whose attribute is a property; reading it while armed clears the
     engine's caches (as another thread's reset() can, at any Python code a guard runs)."""

@@ -147,8 +147,9 @@ cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure)
     PyFunctionObject *f = (PyFunctionObject *)e->func;
     PyObject *nf = NULL;
     if (f != NULL && f->func_globals == globals && f->func_closure == closure) {
-        return (PyObject *)f;
+        return Py_NewRef(f);
     }
+    unsigned long gen = cdyn_cache_generation;
     nf = PyFunction_New(e->code, globals);
     if (nf == NULL) {
         return NULL;
@@ -157,9 +158,14 @@ cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure)
         Py_DECREF(nf);
         return NULL;
     }
+    if (gen != cdyn_cache_generation) {
+        /* The allocations ran the GC, whose finalizers may have freed e (a reset, another
+         * thread): e is not touched again; the caller holds the code by itself. */
+        return nf;
+    }
     /* Swap in before releasing the old one: its finalizers may re-enter. */
     PyObject *old = e->func;
-    e->func = nf;
+    e->func = Py_NewRef(nf);
     Py_XDECREF(old);
     return nf;
 }

@@ -51,8 +51,10 @@ cdyn_cache_entry *cdyn_cache_insert(cdyn_extra *x, cdyn_guards *guards, PyObject
 /* Move entry e (with predecessor prev, NULL if e is first) to the front. */
 void cdyn_cache_move_to_front(cdyn_extra *x, cdyn_cache_entry *prev, cdyn_cache_entry *e);
 
-/* Borrowed: e's function for (globals, closure), built and cached when they changed;
- * NULL with an exception. globals and closure (may be NULL) borrowed. */
+/* New reference: e's function for (globals, closure), built and cached in e when they
+ * changed; NULL with an exception. globals and closure (may be NULL) borrowed. e may be
+ * freed by the time this returns (building a function can run the GC's finalizers): the
+ * caller must not use e afterwards unless cdyn_cache_generation is unchanged. */
 PyObject *cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure);
 
 /* Drop every cache entry and SKIP decision of every code object (force marks are kept).

@@ -205,14 +205,14 @@ static PyObject *
 run_entry(struct _PyInterpreterFrame *f, cdyn_cache_entry *e)
 {
     PyObject *closure = f->f_func != NULL ? f->f_func->func_closure : NULL;
+    /* A new reference: the entry may be freed while its code runs (a reset from inside, or
+     * from another thread), or already while the function is built; e is not used after. */
     PyObject *func = cdyn_cache_entry_func(e, f->f_globals, closure);
     if (func == NULL) {
         return NULL;
     }
-    /* The entry may be freed while its code runs (reset from inside); keep the function. */
-    Py_INCREF(func);
     cdyn_tls *t = &tls;
-    t->passthrough = e->code;
+    t->passthrough = PyFunction_GET_CODE(func);
     PyObject *res = _PyFunction_Vectorcall(func, f->localsplus, (size_t)frame_nargs(f->f_code),
                                            NULL);
     t->passthrough = NULL;
