@@ -9,6 +9,7 @@
 static Py_ssize_t extra_index = -1;
 static cdyn_extra *registry;         /* doubly linked list of every live extra */
 unsigned long cdyn_cache_generation;
+unsigned long cdyn_cache_order;
 
 /* Free one entry and what it owns (may run finalizers). */
 static void
@@ -125,12 +126,26 @@ cdyn_cache_insert(cdyn_extra *x, cdyn_guards *guards, PyObject *code)
     e->next = x->entries;
     x->entries = e;
     x->nentries++;
+    cdyn_cache_order++;
     return e;
 }
 
 void
 cdyn_cache_move_to_front(cdyn_extra *x, cdyn_cache_entry *prev, cdyn_cache_entry *e)
 {
+    if (prev == NULL ? x->entries != e : prev->next != e) {
+        /* Another thread reordered the list while e's guards ran (they may run Python code,
+         * which can switch threads): find e's predecessor again. */
+        cdyn_cache_entry *p = x->entries;
+        prev = NULL;
+        while (p != NULL && p != e) {
+            prev = p;
+            p = p->next;
+        }
+        if (p == NULL) {
+            return;
+        }
+    }
     if (prev == NULL) {
         assert(x->entries == e);
         return;
@@ -139,6 +154,7 @@ cdyn_cache_move_to_front(cdyn_extra *x, cdyn_cache_entry *prev, cdyn_cache_entry
     prev->next = e->next;
     e->next = x->entries;
     x->entries = e;
+    cdyn_cache_order++;
 }
 
 PyObject *

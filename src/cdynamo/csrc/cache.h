@@ -35,6 +35,11 @@ typedef struct cdyn_extra {
  * repr) compares it before following a pointer it read earlier. */
 extern unsigned long cdyn_cache_generation;
 
+/* Incremented whenever an entry is inserted or moved to the front of any list: a walk that
+ * ran Python code (guards) and found no passing entry compares it, since another thread may
+ * have put an entry before the walk's position meanwhile (see eval_frame in hook.c). */
+extern unsigned long cdyn_cache_order;
+
 /* Request the co_extra index; 0 or -1. Called once from module init. */
 int cdyn_cache_init(void);
 
@@ -48,7 +53,10 @@ cdyn_extra *cdyn_cache_ensure(PyCodeObject *code);
  * borrowed. Returns the entry (borrowed, owned by the extra) or NULL with an exception. */
 cdyn_cache_entry *cdyn_cache_insert(cdyn_extra *x, cdyn_guards *guards, PyObject *code);
 
-/* Move entry e (with predecessor prev, NULL if e is first) to the front. */
+/* Move entry e to the front. prev: e's predecessor when the caller's walk passed it (NULL if
+ * e was first); when the list was reordered since (by another thread while guards ran
+ * Python code) the predecessor is found again. e must still be on x's list or absent
+ * from it (then nothing happens): a freed e is excluded by cdyn_cache_generation. */
 void cdyn_cache_move_to_front(cdyn_extra *x, cdyn_cache_entry *prev, cdyn_cache_entry *e);
 
 /* New reference: e's function for (globals, closure), built and cached in e when they

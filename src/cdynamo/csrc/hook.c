@@ -345,13 +345,18 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
     cdyn_counts.frames++;
     /* Guards may run Python code (attribute getters): keep the hook off meanwhile. If that
      * code freed cache entries (reset, code objects dying), restart the walk from a fresh
-     * extra rather than follow a stale pointer; give up after a few restarts. */
+     * extra rather than follow a stale pointer; give up after a few restarts. That code can
+     * also switch threads: another thread may insert an entry or move one to the front, ahead
+     * of this walk's position, so a walk that finds nothing while the order changed walks
+     * again (bounded) before it compiles. */
     int saved_disabled = t->disabled;
-    int restarts = 0;
+    int restarts = 0, rewalks = 0;
+    unsigned long order;
     cdyn_cache_entry *prev = NULL, *e = NULL;
     t->disabled = 1;
 restart:
     prev = NULL;
+    order = cdyn_cache_order;
     for (e = x->entries; e != NULL; prev = e, e = e->next) {
         unsigned long gen = cdyn_cache_generation;
         int r = cdyn_guards_check(e->guards, f->localsplus, f->f_func, f->f_globals,
@@ -371,6 +376,9 @@ restart:
         if (r) {
             break;
         }
+    }
+    if (e == NULL && order != cdyn_cache_order && ++rewalks <= 100) {
+        goto restart;
     }
     t->disabled = saved_disabled;
     if (e == NULL) {
