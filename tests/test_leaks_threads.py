@@ -8,7 +8,7 @@ import weakref
 import torch
 
 import cdynamo
-from conftest import requires_engine
+from conftest import requires_engine, under_asan
 
 pytestmark = requires_engine
 
@@ -44,7 +44,8 @@ def test_100k_calls_keep_memory_flat():
         tracemalloc.stop()
     # a leak of even one small object per call would be >= 3 MB here
     assert traced_after - traced_before < 256 * 1024, f"tracemalloc grew {traced_after - traced_before} B"
-    assert rss_after - rss_before < 4 * 1024 * 1024, f"RSS grew {rss_after - rss_before} B"
+    if not under_asan():   # ASan's quarantine holds freed blocks: RSS grows by design
+        assert rss_after - rss_before < 4 * 1024 * 1024, f"RSS grew {rss_after - rss_before} B"
     assert cdynamo.counters()["compiles"] >= 1
 
 
