@@ -303,3 +303,42 @@ def test_threads_reordering_one_cache_list_do_not_corrupt_it():
     proc = subprocess.run([sys.executable, "-c", _REORDER_RACE], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+
+
+def test_threads_missing_together_share_one_entry():
+    """8 threads call the same functions with the same inputs at once: they all miss and
+    translate, but only the first translation is inserted; the others run its entry. (Each
+    thread inserted its own duplicate before, which filled cache_size_limit (8) at once.)"""
+    import sys
+    n_threads = 8
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    errors = []
+    try:
+        for _ in range(2):
+            cdynamo.reset()
+            barrier = threading.Barrier(n_threads)
+            a, b, cfg = _t_inputs(0, 0)
+
+            def worker():
+                try:
+                    compiled = [cdynamo.compile(fn, backend="eager") for fn in _T_FUNCS]
+                    barrier.wait()
+                    for fn, cf in zip(_T_FUNCS, compiled):
+                        args = (a, b, cfg) if fn is _t_module_like else (a, b)
+                        if not torch.equal(cf(*args), fn(*args)):
+                            errors.append(f"{fn.__name__}: result differs from eager")
+                except Exception as e:  # reported below
+                    errors.append(f"{type(e).__name__}: {e}")
+
+            threads = [threading.Thread(target=worker) for _ in range(n_threads)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=120)
+            assert not any(t.is_alive() for t in threads), "a thread hung"
+            assert errors == []
+            counts = {fn.__name__: len(cdynamo.cache_entries(fn)) for fn in _T_FUNCS}
+            assert counts == {fn.__name__: 1 for fn in _T_FUNCS}, counts
+    finally:
+        sys.setswitchinterval(old_interval)

@@ -238,9 +238,43 @@ recent_failure(cdyn_extra *x, struct _PyInterpreterFrame *f)
     return r;
 }
 
-/* The slow path of a frame whose code has no passing entry: compile or run unmodified. */
+/* An entry of x that another thread inserted while this one translated the same code (the
+ * translator runs Python code, where threads switch) and whose guards pass for f; NULL when
+ * none does. When the walk saw the cache change (cdyn_cache_generation), *px is refetched
+ * (NULL with an exception on failure) and NULL returned. A guard error is cleared: the
+ * caller then inserts its own entry. */
+static cdyn_cache_entry *
+entry_compiled_meanwhile(PyCodeObject *code, struct _PyInterpreterFrame *f, cdyn_extra **px)
+{
+    cdyn_tls *t = &tls;
+    int saved_disabled = t->disabled;
+    unsigned long gen = cdyn_cache_generation;
+    cdyn_cache_entry *e = NULL;
+    int r = 0;
+    t->disabled = 1;
+    for (e = (*px)->entries; e != NULL; e = e->next) {
+        r = cdyn_guards_check(e->guards, f->localsplus, f->f_func, f->f_globals,
+                              f->f_builtins);
+        if (r < 0) {
+            PyErr_Clear();
+        }
+        if (r != 0 || gen != cdyn_cache_generation) {
+            break;
+        }
+    }
+    t->disabled = saved_disabled;
+    if (gen != cdyn_cache_generation) {
+        *px = cdyn_cache_ensure(code);
+        return NULL;
+    }
+    return r == 1 ? e : NULL;
+}
+
+/* The slow path of a frame whose code has no passing entry: compile or run unmodified.
+ * order: cdyn_cache_order when the walk that found no entry started. */
 static PyObject *
-handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x)
+handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
+            unsigned long order)
 {
     cdyn_tls *t = &tls;
     PyCodeObject *code = f->f_code;
@@ -302,6 +336,21 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x)
         PyErr_SetString(PyExc_SystemError,
                         "cdynamo: the translator must return a new code object and guards");
         goto done;
+    }
+    if (order != cdyn_cache_order) {
+        /* Threads that miss on the same code at once all translate it: the first to finish
+         * inserts its entry, the others run that one instead of inserting duplicates (8 of
+         * them filled cache_size_limit at the first call). */
+        cdyn_cache_entry *other = entry_compiled_meanwhile(code, f, &x);
+        if (x == NULL) {
+            goto done;
+        }
+        if (other != NULL) {
+            cdyn_counts.cache_hits++;
+            other->hits++;
+            res = run_entry(f, other);
+            goto done;
+        }
     }
     cdyn_counts.compiles++;
     cdyn_cache_entry *e = cdyn_cache_insert(x, out.guards, out.code);
@@ -382,7 +431,7 @@ restart:
     }
     t->disabled = saved_disabled;
     if (e == NULL) {
-        return handle_miss(ts, f, x);
+        return handle_miss(ts, f, x, order);
     }
     cdyn_counts.cache_hits++;
     e->hits++;
