@@ -342,3 +342,32 @@ def test_threads_missing_together_share_one_entry():
             assert counts == {fn.__name__: 1 for fn in _T_FUNCS}, counts
     finally:
         sys.setswitchinterval(old_interval)
+
+
+def test_reset_while_another_thread_runs_compiled_code():
+    # the transformed code holds its compiled graph (a constant), so reset() from another
+    # thread cannot make a running call fail with NameError: __compiled_fn_N
+    import threading
+
+    def work(x):
+        return (x * 2).sin() + 1
+
+    compiled = cdynamo.compile(work, backend="eager")
+    errors = []
+    stop = threading.Event()
+
+    def caller():
+        x = torch.ones(4)
+        try:
+            while not stop.is_set():
+                assert torch.allclose(compiled(x), work(x))
+        except Exception as e:   # reported below
+            errors.append(e)
+
+    t = threading.Thread(target=caller)
+    t.start()
+    for _ in range(200):
+        cdynamo.reset()
+    stop.set()
+    t.join()
+    assert errors == []

@@ -699,6 +699,12 @@ wrapper_descr_get(PyObject *self, PyObject *obj, PyObject *Py_UNUSED(type))
 static PyObject *
 wrapper_repr(cdyn_wrapper *self)
 {
+    /* a compiled graph named by the engine (_cdynamo_name, e.g. __compiled_fn_0) reads as its
+       name in the transformed code's listing */
+    PyObject *name = self->dict ? PyDict_GetItemString(self->dict, "_cdynamo_name") : NULL;
+    if (name != NULL && PyUnicode_Check(name)) {
+        return Py_NewRef(name);
+    }
     return PyUnicode_FromFormat("<%s wrapping %R>", Py_TYPE(self)->tp_name, self->fn);
 }
 
