@@ -409,6 +409,7 @@ cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
     ck->n_call_nodes = tx->n_call_nodes;
     ck->grad_enabled = tx->grad_enabled;
     ck->n_open_modes = tx->open_modes ? PyList_GET_SIZE(tx->open_modes) : 0;
+    ck->n_effects = tx->effects ? PyList_GET_SIZE(tx->effects) : 0;
     tx->ckpt_serial = cdyn_value_serial;
 }
 
@@ -416,7 +417,8 @@ tr_status
 cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
 {
     PyObject *r;
-    if (tx->mutations != ck->mutations) {
+    if (tx->mutations != ck->mutations
+        || (tx->effects ? PyList_GET_SIZE(tx->effects) : 0) != ck->n_effects) {
         return TR_UNSUPPORTED;   /* the failed step changed traced state: give up */
     }
     if (tx->last_node != ck->last_node) {

@@ -110,8 +110,10 @@ enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEN
 static inline void
 cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
 {
-    /* iterators passed to a call are restored by the caller's checkpoint instead */
-    if (V(v)->serial < tx->ckpt_serial && V(v)->kind != VK_ITER) {
+    /* a value made after the checkpoint is new state, unless it stands for an object from
+       the frame (it has a source); iterators passed to a call are restored by the caller's
+       checkpoint instead */
+    if ((V(v)->serial < tx->ckpt_serial || V(v)->source != NULL) && V(v)->kind != VK_ITER) {
         tx->mutations++;
     }
 }
@@ -198,6 +200,7 @@ typedef struct {
     int n_call_nodes;
     int grad_enabled;
     Py_ssize_t n_open_modes;
+    Py_ssize_t n_effects;
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
