@@ -24,11 +24,13 @@ typedef enum {
     G_FUNCTION,
     G_GRAD_MODE,
     G_LEN,
+    G_KEYS,
+    G_SAME,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK",
+    "LENGTH_CHECK", "DICT_KEYS", "IS",
 };
 
 typedef struct {
@@ -342,6 +344,45 @@ cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n)
 }
 
 int
+cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys)
+{
+    if (check_source_arg(source) < 0) {
+        return -1;
+    }
+    if (!PyTuple_CheckExact(keys)) {
+        PyErr_SetString(PyExc_TypeError, "DICT_KEYS: keys must be a tuple");
+        return -1;
+    }
+    if (guards_contain(g, G_KEYS, source)) {
+        return 0;
+    }
+    guard *gd = guards_append(g, G_KEYS, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(keys);
+    gd->len = PyTuple_GET_SIZE(keys);
+    return 0;
+}
+
+int
+cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
+{
+    if (check_source_arg(source) < 0 || check_source_arg(other) < 0) {
+        return -1;
+    }
+    if (guards_contain(g, G_SAME, source)) {
+        return 0;
+    }
+    guard *gd = guards_append(g, G_SAME, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(other);
+    return 0;
+}
+
+int
 cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
 {
     if (guards_contain(g, G_GRAD_MODE, NULL)) {
@@ -514,6 +555,50 @@ equals_exact(PyObject *a, PyObject *b)
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
 
+/* DICT_KEYS: v iterates exactly the keys (dict keys, set items) of the tuple `keys`, in
+ * order. 1 pass, 0 fail, -1 error. */
+static int
+check_keys(PyObject *keys, PyObject *v)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(keys), i = 0, pos = 0;
+    PyObject *k, *val, *it;
+    Py_hash_t hash;
+    int r = 1;
+    if (PyDict_CheckExact(v)) {
+        if (PyDict_GET_SIZE(v) != n) {
+            return 0;
+        }
+        while (r == 1 && PyDict_Next(v, &pos, &k, &val)) {
+            r = equals_exact(k, PyTuple_GET_ITEM(keys, i++));
+        }
+        return r;
+    }
+    if (PyAnySet_CheckExact(v)) {
+        if (PySet_GET_SIZE(v) != n) {
+            return 0;
+        }
+        while (r == 1 && _PySet_NextEntry(v, &pos, &k, &hash)) {
+            r = equals_exact(k, PyTuple_GET_ITEM(keys, i++));
+        }
+        return r;
+    }
+    it = PyObject_GetIter(v);
+    if (it == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    while (r == 1 && (k = PyIter_Next(it)) != NULL) {
+        r = i < n ? equals_exact(k, PyTuple_GET_ITEM(keys, i++)) : 0;
+        Py_DECREF(k);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return r == 1 && i == n;
+}
+
 /* 1 when grad mode is enabled, 0 when not, -1 on error. */
 static int
 grad_mode_enabled(void)
@@ -619,6 +704,27 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         }
         break;
     }
+    case G_SAME: {
+        PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
+                                            builtins, memo);
+        if (o == NULL) {
+            PyErr_Clear();
+            rc = fail_with(why, "cannot evaluate %U", cdyn_source_repr(gd->value));
+            break;
+        }
+        rc = o == v;
+        Py_DECREF(o);
+        if (rc == 0) {
+            rc = fail_with(why, "not the same object as %U", cdyn_source_repr(gd->value));
+        }
+        break;
+    }
+    case G_KEYS:
+        rc = check_keys(gd->value, v);
+        if (rc == 0) {
+            rc = fail_with(why, "expected keys %R", gd->value);
+        }
+        break;
     case G_GRAD_MODE:
         break;
     }
@@ -701,8 +807,14 @@ guard_describe(const guard *gd)
     else {
         head = PyUnicode_FromFormat("%U %s", src->repr, kind);
     }
-    if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN)) {
+    if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN && gd->kind != G_KEYS &&
+                         gd->kind != G_SAME)) {
         return head;
+    }
+    if (gd->kind == G_SAME) {
+        res = PyUnicode_FromFormat("%U %U", head, cdyn_source_repr(gd->value));
+        Py_DECREF(head);
+        return res;
     }
     res = gd->kind == G_LEN ? PyUnicode_FromFormat("%U %zd", head, gd->len)
                             : PyUnicode_FromFormat("%U %R", head, gd->value);

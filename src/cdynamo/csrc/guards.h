@@ -9,6 +9,8 @@
  *   ID_MATCH       object identity (modules, nn.Modules, other objects)
  *   FUNCTION_MATCH object identity of a function or Python module (printed as such)
  *   GRAD_MODE      torch.is_grad_enabled() as at trace time
+ *   DICT_KEYS      the keys of a dict / items of a set, in iteration order
+ *   IS             two sources reach the same object (an aliased input container)
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
  */
 #ifndef CDYN_GUARDS_H
@@ -32,6 +34,13 @@ int cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled);
 /* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
  * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
 int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
+/* DICT_KEYS: the dict (keys) or set (items) at source iterates exactly the items of the tuple
+ * `keys` (borrowed), in order, each of the same type and == (pins constants and objects
+ * compared by identity). */
+int cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys);
+/* IS: the object at source is the object at other (a borrowed source): one input container
+ * reached under two names. */
+int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);
 
 /* Check every guard against a frame about to run (arguments borrowed, see
  * cdyn_source_eval). Returns 1 when all pass, 0 when one fails, -1 with an exception

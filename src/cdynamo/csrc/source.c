@@ -181,18 +181,37 @@ cdyn_source_attr(PyObject *base, PyObject *name)
     return source_make(CDYN_SRC_ATTR, -1, name, base, repr);
 }
 
+/* 1 when repr(key) identifies the key: int, str, float, bytes, None, bool, tuples of them. */
+static int
+repr_names_key(PyObject *key)
+{
+    if (PyTuple_CheckExact(key)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); i++) {
+            if (!repr_names_key(PyTuple_GET_ITEM(key, i))) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    return PyLong_CheckExact(key) || PyUnicode_CheckExact(key) || PyFloat_CheckExact(key) ||
+           PyBytes_CheckExact(key) || key == Py_None || PyBool_Check(key);
+}
+
 PyObject *
 cdyn_source_item(PyObject *base, PyObject *key)
 {
     if (require_source(base, "cdyn_source_item") < 0) {
         return NULL;
     }
-    if (!PyLong_Check(key) && !PyUnicode_Check(key)) {
-        PyErr_Format(PyExc_TypeError, "cdyn_source_item: key must be int or str, not %.100s",
-                     Py_TYPE(key)->tp_name);
+    if (PyObject_Hash(key) == -1) {
         return NULL;
     }
-    PyObject *repr = PyUnicode_FromFormat("%U[%R]", cdyn_source_repr(base), key);
+    /* a key whose repr names it exactly prints as itself; any other (a class, an enum
+       member used as a dict key) by its address: the source keeps it alive */
+    PyObject *repr = repr_names_key(key)
+                         ? PyUnicode_FromFormat("%U[%R]", cdyn_source_repr(base), key)
+                         : PyUnicode_FromFormat("%U[<%s at %p>]", cdyn_source_repr(base),
+                                                Py_TYPE(key)->tp_name, (void *)key);
     return source_make(CDYN_SRC_ITEM, -1, key, base, repr);
 }
 

@@ -15,7 +15,7 @@ typedef enum {
     CDYN_SRC_GLOBAL,      /* f_globals[name], then f_builtins[name] */
     CDYN_SRC_CLOSURE,     /* f_func->func_closure[index].cell_contents; name = free var name */
     CDYN_SRC_ATTR,        /* getattr(base, name) */
-    CDYN_SRC_ITEM,        /* base[key]; key is a constant int or str held in name */
+    CDYN_SRC_ITEM,        /* base[key]; key (hashable, usually an int or str) held in name */
     CDYN_SRC_CONST,       /* a fixed object held in name (e.g. the globals dict of another
                              module, for globals read by inlined functions); repr given */
 } cdyn_source_kind;

@@ -18,6 +18,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_SUPER] = &cdyn_user_vt,     [VK_NNMODULE] = &cdyn_nnmodule_vt,
     [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
     [VK_GRADEXIT] = &cdyn_ctx_vt,
+    [VK_SET] = &cdyn_set_vt,        [VK_FROZENSET] = &cdyn_set_vt,
 };
 
 static const char *const kind_names[VK__COUNT] = {
@@ -29,6 +30,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_CLASS] = "UserDefinedClass", [VK_OBJECT] = "UserDefinedObject", [VK_SUPER] = "Super",
     [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
     [VK_GRADEXIT] = "GradModeExit",
+    [VK_SET] = "Set", [VK_FROZENSET] = "FrozenSet",
 };
 
 /* Release the payload and the source; the payload is CDYN_VREFS references. */
@@ -65,6 +67,11 @@ cdyn_value_repr(PyObject *self)
         return PyUnicode_FromFormat("%sVariable(len=%zd)", k,
                                     v->u.dict.vals ? PyList_GET_SIZE(v->u.dict.vals)
                                                    : (Py_ssize_t)-1);
+    case VK_SET:
+    case VK_FROZENSET:
+        return PyUnicode_FromFormat("%sVariable(len=%zd)", k,
+                                    v->u.set.map ? PyDict_GET_SIZE(v->u.set.map)
+                                                 : (Py_ssize_t)-1);
     case VK_ITER:
         return PyUnicode_FromFormat("%sVariable(%zd of %zd)", k, v->pos,
                                     PyList_GET_SIZE(v->u.iter.items));
@@ -452,7 +459,7 @@ cdyn_v_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
 static int
 is_container_kind(cdyn_vkind k)
 {
-    return k == VK_LIST || k == VK_DICT || k == VK_TUPLE;
+    return k == VK_LIST || k == VK_DICT || k == VK_TUPLE || k == VK_SET;
 }
 
 tr_status
@@ -545,6 +552,23 @@ cdyn_v_python_type(PyObject *v)
         return NULL;
     }
     return V(v)->vt->python_type(v);
+}
+
+PyObject *
+cdyn_v_as_constant(PyObject *v)
+{
+    PyObject *r;
+    if (V(v)->kind == VK_CONST) {
+        return Py_NewRef(V(v)->u.cnst.value);
+    }
+    if (V(v)->vt->as_constant == NULL || (V(v)->bits & (SEQ_LAZY | SEQ_APPENDED))) {
+        return NULL;
+    }
+    r = V(v)->vt->as_constant(v);
+    if (r == NULL) {
+        PyErr_Clear();
+    }
+    return r;
 }
 
 int

@@ -395,27 +395,37 @@ b_tuple(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_
     return list_or_tuple(tx, VK_TUPLE, args, npos, nkw, out);
 }
 
+/* dict / OrderedDict / defaultdict / Counter and set / frozenset (values/dict.c, set.c). */
 static tr_status
 b_dict(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
        PyObject *kwnames, PyObject **out)
 {
-    PyObject *keys = NULL, *vals = NULL;
     (void)fs;
-    (void)fn;
-    if (npos != 0) {
-        return cdyn_tx_unsupported(tx, "dict() with positional arguments");
+    (void)nkw;
+    return cdyn_dict_construct(tx, (PyTypeObject *)fn, args, npos, kwnames, out);
+}
+
+static tr_status
+b_fromkeys(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+           Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    PyObject *self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn) : NULL;
+    (void)fs;
+    (void)nkw;
+    if (self == NULL || !PyType_Check(self)) {
+        return cdyn_tx_unsupported(tx, "fromkeys of %R", fn);
     }
-    keys = kwnames ? PySequence_List(kwnames) : PyList_New(0);
-    vals = PyList_New(0);
-    for (Py_ssize_t i = 0; keys && vals && i < nkw; i++) {
-        if (PyList_Append(vals, args[i]) < 0) {
-            Py_CLEAR(vals);
-        }
-    }
-    *out = keys && vals ? cdyn_value_dict(keys, vals) : NULL;
-    Py_XDECREF(keys);
-    Py_XDECREF(vals);
-    return *out ? TR_OK : TR_ERROR;
+    return cdyn_dict_fromkeys(tx, (PyTypeObject *)self, args, npos, kwnames, out);
+}
+
+static tr_status
+b_set(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
+      PyObject *kwnames, PyObject **out)
+{
+    (void)fs;
+    (void)nkw;
+    return cdyn_set_construct(tx, fn == (PyObject *)&PySet_Type ? VK_SET : VK_FROZENSET, args,
+                              npos, kwnames, out);
 }
 
 /* super(cls, self): a proxy whose methods are inlined with self. */
@@ -471,6 +481,14 @@ static const struct {
     {"builtins", "list", b_list},
     {"builtins", "tuple", b_tuple},
     {"builtins", "dict", b_dict},
+    {"collections", "OrderedDict", b_dict},
+    {"collections", "defaultdict", b_dict},
+    {"collections", "Counter", b_dict},
+    {"builtins", "dict.fromkeys", b_fromkeys},
+    {"collections", "OrderedDict.fromkeys", b_fromkeys},
+    {"collections", "defaultdict.fromkeys", b_fromkeys},
+    {"builtins", "set", b_set},
+    {"builtins", "frozenset", b_set},
     {"builtins", "super", b_super},
     {NULL, NULL, NULL},
 };
@@ -515,6 +533,39 @@ is_pure_builtin(PyObject *obj)
     return 0;
 }
 
+/* A pure builtin whose arguments are constants or containers of constants only (sorted of
+ * a set, max of a list): folded on real copies of them (the containers are not changed). */
+static tr_status
+fold_on_containers(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **out)
+{
+    PyObject *consts[64];
+    Py_ssize_t got = 0;
+    tr_status st = TR_OK;
+    if (nargs > 64) {
+        return cdyn_tx_unsupported(tx, "too many arguments");
+    }
+    for (; got < nargs; got++) {
+        PyObject *c = cdyn_v_as_constant(args[got]);
+        if (c == NULL) {
+            st = cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
+            break;
+        }
+        consts[got] = cdyn_value_const_steal(c);
+        if (consts[got] == NULL) {
+            st = TR_ERROR;
+            break;
+        }
+    }
+    if (st == TR_OK) {
+        st = cdyn_call_on_constants(tx, fn, consts, nargs, kwnames, out);
+    }
+    for (Py_ssize_t i = 0; i < got; i++) {
+        Py_DECREF(consts[i]);
+    }
+    return st;
+}
+
 /* Index of obj's handler, or -1 (no error). */
 static Py_ssize_t
 handler_of(PyObject *obj)
@@ -554,7 +605,7 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
         if (cdyn_all_const(args, nargs)) {
             return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
         }
-        return cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
+        return fold_on_containers(tx, fn, args, nargs, kwnames, out);
     }
     *handled = 0;
     return TR_OK;
@@ -619,8 +670,14 @@ cdyn_builtin_init(void)
         if (mod == NULL) {
             return -1;
         }
-        obj = PyObject_GetAttrString(mod, handlers[i].name);
-        Py_DECREF(mod);
+        obj = mod;   /* a dotted name: attributes of attributes (dict.fromkeys) */
+        for (const char *p = handlers[i].name; obj != NULL && p != NULL;) {
+            const char *dot = strchr(p, '.');
+            PyObject *nm = dot ? PyUnicode_FromStringAndSize(p, dot - p) : PyUnicode_FromString(p);
+            Py_SETREF(obj, nm ? PyObject_GetAttr(obj, nm) : NULL);
+            Py_XDECREF(nm);
+            p = dot ? dot + 1 : NULL;
+        }
         idx = PyLong_FromSsize_t(i);
         e = obj == NULL || idx == NULL || PyDict_SetItem(handler_index, obj, idx) < 0;
         Py_XDECREF(obj);
