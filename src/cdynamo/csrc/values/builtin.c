@@ -546,7 +546,12 @@ fold_on_containers(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t 
         return cdyn_tx_unsupported(tx, "too many arguments");
     }
     for (; got < nargs; got++) {
-        PyObject *c = cdyn_v_as_constant(args[got]);
+        PyObject *c = NULL;
+        st = cdyn_tx_materialize(tx, args[got]);
+        if (st != TR_OK) {
+            break;
+        }
+        c = cdyn_v_as_constant(args[got]);
         if (c == NULL) {
             st = cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
             break;
