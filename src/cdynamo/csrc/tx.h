@@ -182,6 +182,7 @@ typedef struct {
     long mutations;
     int n_call_nodes;
     int grad_enabled;
+    Py_ssize_t n_effects; /* side effects recorded before the step (later ones are undone) */
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
@@ -297,6 +298,9 @@ tr_status cdyn_set_construct(cdyn_tx *tx, cdyn_vkind kind, PyObject *const *args
 tr_status cdyn_set_materialize(cdyn_tx *tx, PyObject *v);
 /* A set read without a source (trusted): a SET value of its items, unguarded. */
 tr_status cdyn_set_construct_real(cdyn_tx *tx, PyObject *obj, PyObject **out);
+/* 1 when obj (a key of an input dict, an item of an input set) is pinned by a DICT_KEYS
+ * guard: a constant, an object compared by identity, or a tuple of those. */
+int cdyn_pinnable_key(PyObject *obj);
 /* 1 when type is exactly dict, OrderedDict, defaultdict or Counter. */
 int cdyn_is_dict_type(PyTypeObject *type);
 

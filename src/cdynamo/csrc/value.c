@@ -486,9 +486,20 @@ cdyn_v_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
         *out = 0;   /* two containers made in the frame are distinct objects */
         return TR_OK;
     }
-    /* A constant against a non-constant: only None/True/False are decidable. */
+    /* A constant against a non-constant: only None/True/False are decidable, or a real
+       object held by the other value (never a constant: constants are wrapped as such). */
     if ((va->kind == VK_CONST && (ra == Py_None || PyBool_Check(ra))) ||
         (vb->kind == VK_CONST && (rb == Py_None || PyBool_Check(rb)))) {
+        *out = 0;
+        return TR_OK;
+    }
+    if ((va->kind == VK_CONST) != (vb->kind == VK_CONST) && ra != NULL && rb != NULL) {
+        *out = ra == rb;
+        return TR_OK;
+    }
+    /* a tensor is never a value of another family (tensors are always wrapped as such) */
+    if ((va->kind == VK_TENSOR) != (vb->kind == VK_TENSOR) && va->kind != VK_NULL &&
+        vb->kind != VK_NULL) {
         *out = 0;
         return TR_OK;
     }

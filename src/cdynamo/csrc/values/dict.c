@@ -791,11 +791,30 @@ cdyn_dict_fromkeys(cdyn_tx *tx, PyTypeObject *type, PyObject *const *args, Py_ss
 
 /* ---- materialization of input dicts --------------------------------------------------------- */
 
-/* 1 when obj can be a key of an input dict pinned by the DICT_KEYS guard (== fixes it). */
-static int
-pinnable_key(PyObject *obj)
+/* 1 when obj can be a key of an input dict (or an item of an input set) pinned by the
+ * DICT_KEYS guard: a constant, an object compared by identity, a tuple of those. */
+int
+cdyn_pinnable_key(PyObject *obj)
 {
-    return cdyn_is_constant(obj) || (!cdyn_is_tensor(obj) && identity_eq(obj));
+    if (PyTuple_CheckExact(obj)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
+            if (!cdyn_pinnable_key(PyTuple_GET_ITEM(obj, i))) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    if (cdyn_is_constant(obj)) {
+        return 1;
+    }
+    if (cdyn_is_tensor(obj) || !identity_eq(obj)) {
+        return 0;
+    }
+    if (PyObject_Hash(obj) == -1) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
 }
 
 /* The keys of a real mapping in iteration order (an OrderedDict's may differ from its dict
@@ -888,7 +907,7 @@ cdyn_dict_materialize(cdyn_tx *tx, PyObject *v)
         return TR_ERROR;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(kl); i++) {
-        if (!pinnable_key(PyList_GET_ITEM(kl, i))) {
+        if (!cdyn_pinnable_key(PyList_GET_ITEM(kl, i))) {
             st = cdyn_tx_unsupported(tx, "input dict with a key of type %s",
                                      Py_TYPE(PyList_GET_ITEM(kl, i))->tp_name);
             goto done;

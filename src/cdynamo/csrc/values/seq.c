@@ -560,14 +560,47 @@ seq_repeat(cdyn_tx *tx, PyObject *seq, PyObject *count, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* seq + seq / seq * n on sequences of constants where one side is a constant tuple subclass
+ * (torch.Size + (-1, 4) is a torch.Size): folded on the real objects. TR_NOTIMPL otherwise. */
+static tr_status
+fold_sized(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *ra = cdyn_v_real(a), *rb = cdyn_v_real(b), *ca = NULL, *cb = NULL, *r = NULL;
+    int sized = (V(a)->kind == VK_CONST && PyTuple_Check(ra) && !PyTuple_CheckExact(ra)) ||
+                (V(b)->kind == VK_CONST && PyTuple_Check(rb) && !PyTuple_CheckExact(rb));
+    if (!sized || (op != 0 && op != 5)) {
+        return TR_NOTIMPL;
+    }
+    ca = cdyn_v_as_constant(a);
+    cb = ca ? cdyn_v_as_constant(b) : NULL;
+    if (cb != NULL) {
+        r = op == 0 ? PyNumber_Add(ca, cb) : PyNumber_Multiply(ca, cb);
+        if (r == NULL) {
+            PyErr_Clear();
+        }
+    }
+    Py_XDECREF(ca);
+    Py_XDECREF(cb);
+    if (r == NULL || !cdyn_is_constant(r)) {
+        Py_XDECREF(r);
+        return TR_NOTIMPL;
+    }
+    (void)tx;
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 static tr_status
 seq_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     cdyn_vkind ka = seq_kind_of(a), kb = seq_kind_of(b);
     int opb = op >= 13 ? op - 13 : op;
     PyObject *la = NULL, *lb = NULL;
-    tr_status st;
+    tr_status st = fold_sized(tx, op, a, b, out);
     Py_ssize_t n;
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
     if (op == 18 /* *= */ && V(a)->kind == VK_LIST) {
         PyObject *r = NULL;
         st = seq_repeat(tx, a, b, &r);

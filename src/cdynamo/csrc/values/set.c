@@ -311,9 +311,7 @@ cdyn_set_materialize(cdyn_tx *tx, PyObject *v)
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kt); i++) {
         PyObject *e = PyTuple_GET_ITEM(kt, i);
-        if (!cdyn_is_constant(e) &&
-            (cdyn_is_tensor(e) || (Py_TYPE(e)->tp_richcompare != PyBaseObject_Type.tp_richcompare &&
-                                   !PyCFunction_Check(e)))) {
+        if (!cdyn_pinnable_key(e)) {
             st = cdyn_tx_unsupported(tx, "input set with an item of type %s", Py_TYPE(e)->tp_name);
             goto done;
         }
