@@ -1206,6 +1206,7 @@ def list_pop_across(x):
 
 
 @pytest.mark.parametrize("fn", [
+    # two locals naming the same list/dict cross the break as one input (SAME_OBJECT guard)
     list_mutated_after_break, dict_mutated_after_break,
     list_holds_tensors, nested_containers, list_pop_across],
     ids=lambda f: getattr(f, "__name__", None))
