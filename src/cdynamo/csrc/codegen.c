@@ -132,6 +132,22 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
         return cdyn_cg_emit(cg, BINARY_SUBSCR, 0);
     case CDYN_SRC_CONST:
         return cdyn_cg_load_const(cg, src->name);
+    case CDYN_SRC_ENTRY: {
+        /* list(base.keys())[index] / list(base.values())[index] */
+        PyObject *meth = PyUnicode_FromString(PyLong_AsLong(src->name) == 1 ? "values" : "keys");
+        PyObject *idx = PyLong_FromLong(src->index);
+        i = meth ? cdyn_cg_name(cg, meth) : -1;
+        if (i < 0 || idx == NULL || cdyn_cg_push_callable(cg, (PyObject *)&PyList_Type) < 0 ||
+            cdyn_cg_source(cg, (PyObject *)src->base) < 0 || cdyn_cg_emit(cg, LOAD_METHOD, i) < 0 ||
+            cdyn_cg_call(cg, 0) < 0 || cdyn_cg_call(cg, 1) < 0 || cdyn_cg_load_const(cg, idx) < 0) {
+            Py_XDECREF(meth);
+            Py_XDECREF(idx);
+            return -1;
+        }
+        Py_DECREF(meth);
+        Py_DECREF(idx);   /* the constants keep it */
+        return cdyn_cg_emit(cg, BINARY_SUBSCR, 0);
+    }
     }
     PyErr_SetString(PyExc_SystemError, "cdynamo: unknown source kind");
     return -1;

@@ -422,6 +422,17 @@ cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *exp
     return 0;
 }
 
+static PyObject *any_key;   /* in a DICT_KEYS tuple: a position another guard checks */
+
+PyObject *
+cdyn_guards_any_key(void)
+{
+    if (any_key == NULL) {
+        any_key = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    }
+    return any_key;
+}
+
 int
 cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys)
 {
@@ -638,7 +649,8 @@ check_keys(PyObject *keys, PyObject *v)
             return 0;
         }
         while (r == 1 && PyDict_Next(v, &pos, &k, &val)) {
-            r = equals_exact(k, PyTuple_GET_ITEM(keys, i++));
+            PyObject *want = PyTuple_GET_ITEM(keys, i++);
+            r = want == any_key ? 1 : equals_exact(k, want);
         }
         return r;
     }
@@ -657,7 +669,8 @@ check_keys(PyObject *keys, PyObject *v)
         return 0;
     }
     while (r == 1 && (k = PyIter_Next(it)) != NULL) {
-        r = i < n ? equals_exact(k, PyTuple_GET_ITEM(keys, i++)) : 0;
+        PyObject *want = i < n ? PyTuple_GET_ITEM(keys, i++) : NULL;
+        r = want == NULL ? 0 : want == any_key ? 1 : equals_exact(k, want);
         Py_DECREF(k);
     }
     Py_DECREF(it);

@@ -47,6 +47,9 @@ int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
  * `keys` (borrowed), in order, each of the same type and == (pins constants and objects
  * compared by identity). */
 int cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys);
+/* The placeholder of a DICT_KEYS tuple for a key another guard checks (a tensor key, guarded
+ * through its entry source); borrowed, NULL + MemoryError. */
+PyObject *cdyn_guards_any_key(void);
 /* SAME_OBJECT: source evaluates to the very object `other` (a source) evaluates to: one input
  * reached under two names (aliasing) at trace time must stay so. */
 int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);

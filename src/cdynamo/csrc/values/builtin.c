@@ -598,6 +598,106 @@ fold_on_containers(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t 
     return st;
 }
 
+/* A method taken from a container type (dict.get, set.union, list.append, set.__or__,
+ * OrderedDict.move_to_end): 1 with its type and name. */
+static int
+container_descr(PyObject *obj, PyTypeObject **type, PyObject **name)
+{
+    PyTypeObject *t;
+    if (!Py_IS_TYPE(obj, &PyMethodDescr_Type) && !Py_IS_TYPE(obj, &PyWrapperDescr_Type)) {
+        return 0;
+    }
+    t = ((PyDescrObject *)obj)->d_type;
+    if (t != &PyList_Type && t != &PyTuple_Type && t != &PySet_Type && t != &PyFrozenSet_Type &&
+        !cdyn_is_dict_type(t)) {
+        return 0;
+    }
+    *type = t;
+    *name = ((PyDescrObject *)obj)->d_name;
+    return 1;
+}
+
+/* The BINARY_OP oparg of a binary dunder (__or__ 7, __ior__ 20, ...), or -1. */
+static int
+dunder_binop(PyObject *name)
+{
+    static const char *const names[13] = {"add", "and", "floordiv", "lshift", "matmul", "mul",
+                                           "mod", "or", "pow", "rshift", "sub", "truediv", "xor"};
+    for (int i = 0; i < 13; i++) {
+        PyObject *plain = PyUnicode_FromFormat("__%s__", names[i]);
+        PyObject *inpl = PyUnicode_FromFormat("__i%s__", names[i]);
+        int hit = plain && inpl ? (PyUnicode_Compare(name, plain) == 0 ? i
+                                   : PyUnicode_Compare(name, inpl) == 0 ? 13 + i : -1)
+                                : -1;
+        Py_XDECREF(plain);
+        Py_XDECREF(inpl);
+        if (hit >= 0) {
+            return hit;
+        }
+    }
+    return -1;
+}
+
+/* type.method(self, *args) for a container method (dict.get(d, k), set.__or__(a, b)): the
+ * method called on self, when self is a container value whose type does not override it. */
+static tr_status
+call_container_descr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyTypeObject *type, PyObject *name,
+                     PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    static const char *const cmps[6] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+    PyTypeObject *st;
+    Py_ssize_t npos = nargs - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    int op, truth = 0;
+    tr_status r;
+    if (npos >= 1 && cdyn_all_const(args, nargs)) {
+        /* on a constant tuple / frozenset (immutable): folded */
+        return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
+    }
+    if (npos < 1 || (st = cdyn_v_python_type(args[0])) == NULL || !PyType_IsSubtype(st, type) ||
+        _PyType_Lookup(st, name) != fn ||
+        (V(args[0])->vt != &cdyn_dict_vt && V(args[0])->vt != &cdyn_set_vt &&
+         V(args[0])->vt != &cdyn_seq_vt)) {
+        return cdyn_tx_unsupported(tx, "%s.%U on %S", type->tp_name, name,
+                                   npos ? args[0] : Py_None);
+    }
+    if (kwnames == NULL && nargs == 2 && (op = dunder_binop(name)) >= 0) {
+        return cdyn_v_binop(tx, op, args[0], args[1], out);
+    }
+    for (int i = 0; kwnames == NULL && nargs == 2 && i < 6; i++) {
+        if (cdyn_name_is(name, cmps[i])) {
+            return cdyn_v_compare(tx, Py_LT + i, args[0], args[1], out);
+        }
+    }
+    if (kwnames == NULL && nargs == 2 && cdyn_name_is(name, "__getitem__")) {
+        return cdyn_v_subscr(tx, args[0], args[1], out);
+    }
+    if (kwnames == NULL && ((nargs == 3 && cdyn_name_is(name, "__setitem__")) ||
+                            (nargs == 2 && cdyn_name_is(name, "__delitem__")))) {
+        r = nargs == 3 ? cdyn_v_store_subscr(tx, args[0], args[1], args[2])
+                       : cdyn_v_delete_subscr(tx, args[0], args[1]);
+        *out = r == TR_OK ? cdyn_value_const(Py_None) : NULL;
+        return r == TR_OK && *out == NULL ? TR_ERROR : r;
+    }
+    if (kwnames == NULL && nargs == 2 && cdyn_name_is(name, "__contains__")) {
+        r = cdyn_v_contains(tx, args[0], args[1], &truth);
+        *out = r == TR_OK ? cdyn_value_bool(truth) : NULL;
+        return r == TR_OK && *out == NULL ? TR_ERROR : r;
+    }
+    if (kwnames == NULL && nargs == 1 && cdyn_name_is(name, "__iter__")) {
+        return cdyn_v_iter(tx, args[0], out);
+    }
+    if (kwnames == NULL && nargs == 1 && cdyn_name_is(name, "__len__")) {
+        Py_ssize_t n = 0;
+        r = cdyn_v_len(tx, args[0], &n);
+        *out = r == TR_OK ? cdyn_value_const_steal(PyLong_FromSsize_t(n)) : NULL;
+        return r == TR_OK && *out == NULL ? TR_ERROR : r;
+    }
+    if (PyUnicode_READ_CHAR(name, 0) == '_') {
+        return cdyn_tx_unsupported(tx, "%s.%U", type->tp_name, name);
+    }
+    return cdyn_v_call_method(tx, fs, args[0], name, args + 1, nargs - 1, kwnames, out);
+}
+
 /* Index of obj's handler, or -1 (no error). */
 static Py_ssize_t
 handler_of(PyObject *obj)
@@ -613,6 +713,11 @@ handler_of(PyObject *obj)
 int
 cdyn_is_builtin(PyObject *obj)
 {
+    PyTypeObject *ctype = NULL;
+    PyObject *cname = NULL;
+    if (container_descr(obj, &ctype, &cname)) {
+        return 1;
+    }
     int hashable = PyObject_Hash(obj) != -1;
     if (!hashable) {
         PyErr_Clear();
@@ -626,9 +731,14 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     Py_ssize_t h = handler_of(fn);
+    PyTypeObject *ctype = NULL;
+    PyObject *cname = NULL;
     *handled = 1;
     if (h >= 0) {
         return handlers[h].fn(tx, fs, fn, args, nargs - nkw, nkw, kwnames, out);
+    }
+    if (container_descr(fn, &ctype, &cname)) {
+        return call_container_descr(tx, fs, fn, ctype, cname, args, nargs, kwnames, out);
     }
     if (is_pure_builtin(fn)) {
         if (cdyn_any_tensor(args, nargs)) {

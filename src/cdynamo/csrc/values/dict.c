@@ -837,32 +837,41 @@ real_keys(PyObject *real)
     return kl;
 }
 
-/* Wrap entry k of the input dict v (value through an ITEM source, key pinned by the
- * DICT_KEYS guard) and add it. */
+/* Wrap entry i (key k) of the input dict v and add it: the value through an ITEM source and
+ * the key pinned by the DICT_KEYS guard, or, for a tensor key, both through entry sources
+ * (list(d.keys())[i], list(d.values())[i]): the key is a graph input. */
 static tr_status
-wrap_entry(cdyn_tx *tx, PyObject *v, PyObject *k)
+wrap_entry(cdyn_tx *tx, PyObject *v, Py_ssize_t i, PyObject *k)
 {
     PyObject *val = PyDict_GetItemWithError(V(v)->u.dict.real, k);   /* no __missing__ */
-    PyObject *src = NULL, *w = NULL, *kv = NULL;
+    PyObject *src = NULL, *ksrc = NULL, *w = NULL, *kv = NULL, *h = NULL;
+    int tensor_key = cdyn_is_tensor(k);
     tr_status st;
     if (val == NULL) {
         return PyErr_Occurred() ? TR_ERROR
                                 : cdyn_tx_unsupported(tx, "input dict changed while tracing");
     }
-    src = cdyn_source_item(V(v)->source, k);
-    if (src == NULL) {
+    src = tensor_key ? cdyn_source_entry(V(v)->source, i, 1) : cdyn_source_item(V(v)->source, k);
+    ksrc = tensor_key ? cdyn_source_entry(V(v)->source, i, 0) : NULL;
+    if (src == NULL || (tensor_key && ksrc == NULL)) {
+        Py_XDECREF(src);
         return TR_ERROR;
     }
     st = cdyn_tx_wrap_real(tx, val, src, &w);
-    Py_DECREF(src);
     if (st == TR_OK) {
-        st = cdyn_tx_wrap_real(tx, k, NULL, &kv);
+        st = cdyn_tx_wrap_real(tx, k, ksrc, &kv);
     }
-    if (st == TR_OK && raw_set(v, k, kv, w) < 0) {
+    if (st == TR_OK) {
+        st = tensor_key ? cdyn_hash_key(tx, kv, &h) : TR_OK;
+    }
+    if (st == TR_OK && raw_set(v, h ? h : k, kv, w) < 0) {
         st = TR_ERROR;
     }
+    Py_DECREF(src);
+    Py_XDECREF(ksrc);
     Py_XDECREF(w);
     Py_XDECREF(kv);
+    Py_XDECREF(h);
     return st;
 }
 
@@ -906,19 +915,27 @@ cdyn_dict_materialize(cdyn_tx *tx, PyObject *v)
     if (kl == NULL) {
         return TR_ERROR;
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(kl); i++) {
-        if (!cdyn_pinnable_key(PyList_GET_ITEM(kl, i))) {
-            st = cdyn_tx_unsupported(tx, "input dict with a key of type %s",
-                                     Py_TYPE(PyList_GET_ITEM(kl, i))->tp_name);
+    kt = PyList_AsTuple(kl);
+    if (kt == NULL || cdyn_guards_any_key() == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kt); i++) {
+        PyObject *k = PyTuple_GET_ITEM(kt, i);
+        if (cdyn_is_tensor(k)) {   /* a tensor key is checked by its TENSOR_MATCH */
+            Py_INCREF(cdyn_guards_any_key());
+            PyTuple_SET_ITEM(kt, i, cdyn_guards_any_key());
+            Py_DECREF(k);
+        }
+        else if (!cdyn_pinnable_key(k)) {
+            st = cdyn_tx_unsupported(tx, "input dict with a key of type %s", Py_TYPE(k)->tp_name);
             goto done;
         }
     }
-    kt = PyList_AsTuple(kl);
-    if (kt == NULL || cdyn_guards_add_keys(tx->guards, x->source, kt) < 0) {
+    if (cdyn_guards_add_keys(tx->guards, x->source, kt) < 0) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(kl); i++) {
-        if ((st = wrap_entry(tx, v, PyList_GET_ITEM(kl, i))) != TR_OK) {
+        if ((st = wrap_entry(tx, v, i, PyList_GET_ITEM(kl, i))) != TR_OK) {
             goto done;
         }
     }
