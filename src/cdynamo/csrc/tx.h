@@ -289,6 +289,10 @@ int cdyn_hash_key_is_real(PyObject *h);
 /* `a == b` decided at trace time (identity, constants, the families' compare): *out 0/1;
  * TR_UNSUPPORTED when undecidable (e.g. two different tensors). */
 tr_status cdyn_values_equal(cdyn_tx *tx, PyObject *a, PyObject *b, int *out);
+/* Attribute `name` of container v of real type `type`: __class__, or a method bound to v
+ * (its family's call_method runs it); anything else is unsupported. */
+tr_status cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, PyObject *name,
+                                 PyObject **out);
 /* Before a mutation of container v (all checks done): an input container (with a source)
  * gets its EFF_SYNC side effect once (SEQ_SYNCED); notes the mutation. */
 tr_status cdyn_container_mutating(cdyn_tx *tx, PyObject *v);

@@ -610,7 +610,7 @@ cdyn_v_as_constant(PyObject *v)
     if (V(v)->kind == VK_CONST) {
         return Py_NewRef(V(v)->u.cnst.value);
     }
-    if (V(v)->vt->as_constant == NULL || (V(v)->bits & (SEQ_LAZY | SEQ_APPENDED))) {
+    if (V(v)->vt->as_constant == NULL) {
         return NULL;
     }
     r = V(v)->vt->as_constant(v);

@@ -213,6 +213,23 @@ cdyn_values_equal(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
 }
 
 tr_status
+cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, PyObject *name,
+                       PyObject **out)
+{
+    PyObject *attr = _PyType_Lookup(type, name);   /* borrowed */
+    if (cdyn_name_is(name, "__class__")) {
+        return cdyn_tx_wrap_real(tx, (PyObject *)type, NULL, out);
+    }
+    if (attr == NULL || !(Py_IS_TYPE(attr, &PyMethodDescr_Type) ||
+                          Py_IS_TYPE(attr, &PyWrapperDescr_Type) ||
+                          Py_IS_TYPE(attr, &PyClassMethodDescr_Type) || PyFunction_Check(attr))) {
+        return cdyn_tx_unsupported(tx, "attribute %U of a %s", name, type->tp_name);
+    }
+    *out = cdyn_value_method(NULL, name, v);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+tr_status
 cdyn_container_mutating(cdyn_tx *tx, PyObject *v)
 {
     if (V(v)->source != NULL && !(V(v)->bits & SEQ_SYNCED)) {
@@ -1045,11 +1062,8 @@ dict_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         *out = V(v)->u.dict.factory ? Py_NewRef(V(v)->u.dict.factory) : cdyn_value_const(Py_None);
         return *out ? TR_OK : TR_ERROR;
     }
-    if (_PyType_Lookup(V(v)->kind == VK_DICTVIEW ? view_type(v) : dtype(v), name) == NULL) {
-        return cdyn_tx_unsupported(tx, "attribute %U of a dict", name);
-    }
-    *out = cdyn_value_method(NULL, name, v);
-    return *out ? TR_OK : TR_ERROR;
+    return cdyn_container_getattr(tx, v, V(v)->kind == VK_DICTVIEW ? view_type(v) : dtype(v),
+                                  name, out);
 }
 
 /* Positional and keyword arguments of a method into slots[0..n) by parameter names (NULL
@@ -2013,13 +2027,20 @@ dict_writeback(cdyn_cg *cg, PyObject *v)
     return cdyn_cg_emit(cg, POP_TOP, 0);
 }
 
-/* A dict (OrderedDict, Counter) of constants as a real one. */
+/* A dict (OrderedDict, Counter) of constants as a real one; a view of one as the same view
+ * of the real dict. */
 static PyObject *
 dict_as_constant(PyObject *v)
 {
     PyObject *d = NULL, *r = NULL;
-    if (V(v)->kind != VK_DICT || V(v)->u.dict.keyvals != NULL || IS_DDICT(v) ||
-        !rebuildable_type(v) || (d = PyDict_New()) == NULL) {
+    if (V(v)->kind == VK_DICTVIEW) {
+        d = cdyn_v_as_constant(vdict(v));
+        r = d ? PyObject_CallMethod(d, view_methods[V(v)->bits], NULL) : NULL;
+        Py_XDECREF(d);
+        return r;
+    }
+    if (V(v)->kind != VK_DICT || (V(v)->bits & SEQ_LAZY) || V(v)->u.dict.keyvals != NULL ||
+        IS_DDICT(v) || !rebuildable_type(v) || (d = PyDict_New()) == NULL) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < dlen(v); i++) {

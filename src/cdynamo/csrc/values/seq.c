@@ -40,6 +40,8 @@ field_index(PyObject *nt_type, PyObject *name)
     return idx;
 }
 
+static PyTypeObject *seq_python_type(PyObject *v);
+
 static tr_status
 seq_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -56,11 +58,8 @@ seq_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
             return TR_OK;
         }
     }
-    if (_PyType_Lookup(base, name) == NULL) {
-        return cdyn_tx_unsupported(tx, "attribute %U of a %s", name, base->tp_name);
-    }
-    *out = cdyn_value_method(NULL, name, v);
-    return *out ? TR_OK : TR_ERROR;
+    return cdyn_container_getattr(tx, v, V(v)->u.seq.nt_type ? seq_python_type(v) : base, name,
+                                  out);
 }
 
 /* An int constant argument: 0 and *i set, or -1 when it is not one. */
@@ -731,8 +730,12 @@ done:
 static PyObject *
 seq_as_constant(PyObject *v)
 {
-    Py_ssize_t n = PyList_GET_SIZE(items(v));
+    Py_ssize_t n;
     PyObject *l = NULL;
+    if (V(v)->bits & (SEQ_LAZY | SEQ_APPENDED)) {
+        return NULL;
+    }
+    n = PyList_GET_SIZE(items(v));
     if (V(v)->u.seq.nt_type != NULL) {
         return NULL;
     }

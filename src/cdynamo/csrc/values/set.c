@@ -536,11 +536,7 @@ static tr_status
 set_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     PyTypeObject *t = V(v)->kind == VK_SET ? &PySet_Type : &PyFrozenSet_Type;
-    if (_PyType_Lookup(t, name) == NULL) {
-        return cdyn_tx_unsupported(tx, "attribute %U of a %s", name, t->tp_name);
-    }
-    *out = cdyn_value_method(NULL, name, v);
-    return *out ? TR_OK : TR_ERROR;
+    return cdyn_container_getattr(tx, v, t, name, out);
 }
 
 /* add / discard / remove / pop / clear. */
@@ -797,7 +793,11 @@ set_python_type(PyObject *v)
 static PyObject *
 set_as_constant(PyObject *v)
 {
-    PyObject *list = PyList_New(0), *it, *h, *r = NULL, *maps[2] = {smap(v), NULL};
+    PyObject *list = NULL, *it, *h, *r = NULL, *maps[2] = {smap(v), NULL};
+    if (V(v)->bits & SEQ_LAZY) {
+        return NULL;
+    }
+    list = PyList_New(0);
     it = list ? PyObject_GetIter(order(v)) : NULL;
     while (it != NULL && (h = PyIter_Next(it)) != NULL) {
         PyObject *item = item_of(h, maps);
