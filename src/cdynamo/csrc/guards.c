@@ -58,6 +58,7 @@ typedef struct {
 struct cdyn_guards {
     guard *items;          /* PyMem */
     Py_ssize_t len, cap;
+    Py_ssize_t refs;       /* the owner's reference plus one per check running on the set */
 };
 
 /* Resolved once by cdyn_guards_init (strong references kept for the process lifetime). */
@@ -77,7 +78,10 @@ cdyn_guards_new(void)
     cdyn_guards *g = PyMem_Calloc(1, sizeof(cdyn_guards));
     if (g == NULL) {
         PyErr_NoMemory();
+        return NULL;
     }
+    g->refs = 1;
+    cdyn_live.guard_sets++;
     return g;
 }
 
@@ -101,11 +105,16 @@ cdyn_guards_free(cdyn_guards *g)
     if (g == NULL) {
         return;
     }
+    assert(g->refs > 0);
+    if (--g->refs > 0) {
+        return;    /* a check still runs on it: the last one frees it */
+    }
     for (Py_ssize_t i = 0; i < g->len; i++) {
         guard_clear(&g->items[i]);
     }
     PyMem_Free(g->items);
     PyMem_Free(g);
+    cdyn_live.guard_sets--;
 }
 
 Py_ssize_t
@@ -869,16 +878,18 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
 }
 
 int
-cdyn_guards_check(const cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
+cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
                   PyObject *globals, PyObject *builtins)
 {
     cdyn_source_memo memo;
     int r = 1;
     memo.n = 0;
+    g->refs++;    /* Python code run by a guard may free the owner (a reset) */
     for (Py_ssize_t i = 0; i < g->len && r == 1; i++) {
         r = check_one(&g->items[i], localsplus, func, globals, builtins, NULL, &memo);
     }
     cdyn_source_memo_clear(&memo);
+    cdyn_guards_free(g);
     return r;
 }
 
@@ -894,10 +905,11 @@ guard_name(const guard *gd)
 }
 
 PyObject *
-cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
+cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
                           PyFunctionObject *func, PyObject *globals, PyObject *builtins)
 {
     PyObject *why = NULL, *name = NULL, *res = NULL;
+    g->refs++;    /* as in cdyn_guards_check */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         const guard *gd = &g->items[i];
         int r = check_one(gd, localsplus, func, globals, builtins, &why, NULL);
@@ -919,6 +931,7 @@ cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
 done:
     Py_XDECREF(why);
     Py_XDECREF(name);
+    cdyn_guards_free(g);
     return res;
 }
 
@@ -967,20 +980,22 @@ guard_describe(const guard *gd)
 }
 
 PyObject *
-cdyn_guards_describe(const cdyn_guards *g)
+cdyn_guards_describe(cdyn_guards *g)
 {
     PyObject *list = PyList_New(g->len);
     if (list == NULL) {
         return NULL;
     }
+    g->refs++;    /* as in cdyn_guards_check (a repr may run Python code) */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         PyObject *s = guard_describe(&g->items[i]);
         if (s == NULL) {
-            Py_DECREF(list);
-            return NULL;
+            Py_CLEAR(list);
+            break;
         }
         PyList_SET_ITEM(list, i, s);
     }
+    cdyn_guards_free(g);
     return list;
 }
 

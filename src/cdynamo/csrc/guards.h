@@ -23,6 +23,9 @@ typedef struct cdyn_guards cdyn_guards;
 
 /* New empty guard set (owned by the caller; free with cdyn_guards_free), NULL + MemoryError. */
 cdyn_guards *cdyn_guards_new(void);
+/* Drop the owner's reference (g may be NULL). The set is freed at once, or, when a check,
+ * first_failure or describe is running on it (its guards ran Python code that dropped the
+ * owner: a reset, another thread), when that call returns. */
 void cdyn_guards_free(cdyn_guards *g);
 
 /* Adders. source: borrowed cdyn_source; value/obj: borrowed (the guard keeps what it needs:
@@ -60,19 +63,19 @@ int cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present);
 /* Check every guard against a frame about to run (arguments borrowed, see
  * cdyn_source_eval). Returns 1 when all pass, 0 when one fails, -1 with an exception
  * set only on an internal error (a missing attribute or name is a failure, not an error). */
-int cdyn_guards_check(const cdyn_guards *g, PyObject *const *localsplus,
+int cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus,
                       PyFunctionObject *func, PyObject *globals, PyObject *builtins);
 
 /* New str naming the first failing guard (e.g. "L['a'] TENSOR_MATCH: dtype
  * torch.float32 != torch.float64"), or Py_None (new ref) when all pass; NULL on error. */
-PyObject *cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
+PyObject *cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
                                     PyFunctionObject *func, PyObject *globals,
                                     PyObject *builtins);
 
 /* New list of str, one per guard, in the seeds' form: "local 'a' TENSOR_MATCH",
  * "global 'torch' FUNCTION_MATCH", "L['self'].training EQUALS_MATCH True",
  * "GRAD_MODE enabled". NULL on error. */
-PyObject *cdyn_guards_describe(const cdyn_guards *g);
+PyObject *cdyn_guards_describe(cdyn_guards *g);
 
 /* Number of guards in the set. */
 Py_ssize_t cdyn_guards_len(const cdyn_guards *g);

@@ -1590,17 +1590,9 @@ py_set_raise_internal_errors(PyObject *Py_UNUSED(m), PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* _live_values() -> int: symbolic values alive (0 between translations). */
-static PyObject *
-py_live_values(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
-{
-    return PyLong_FromSsize_t(cdyn_value_live);
-}
-
 PyMethodDef cdyn_translate_methods[] = {
     {"set_raise_internal_errors", py_set_raise_internal_errors, METH_O,
      "set_raise_internal_errors(flag)"},
-    {"_live_values", py_live_values, METH_NOARGS, "_live_values() -> int"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,7 +3,6 @@
 #include "tx.h"
 
 long long cdyn_value_serial = 0;
-Py_ssize_t cdyn_value_live = 0;
 
 static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_NULL] = &cdyn_misc_vt,      [VK_PYMODULE] = &cdyn_misc_vt,
@@ -46,8 +45,8 @@ value_dealloc(PyObject *self)
         Py_CLEAR(v->u.ref[i]);
     }
     Py_CLEAR(v->source);
-    cdyn_value_live--;
     Py_TYPE(self)->tp_free(self);
+    cdyn_live.values--;
 }
 
 /* Contract: a short readable form; never fails except on MemoryError. */
@@ -119,7 +118,7 @@ cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
     v->serial = cdyn_value_serial++;
     v->source = Py_XNewRef(source);
     memset(&v->u, 0, sizeof(v->u));
-    cdyn_value_live++;
+    cdyn_live.values++;
     return (PyObject *)v;
 }
 
@@ -632,7 +631,7 @@ cdyn_value_init(PyObject *module)
         if (null_value == NULL) {
             return -1;
         }
-        cdyn_value_live--;   /* the shared NULL lives for the process */
+        cdyn_live.values--;   /* the shared NULL lives for the process: not counted */
     }
     return 0;
 }

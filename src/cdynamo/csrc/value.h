@@ -211,8 +211,6 @@ extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_v
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;
-/* Number of values alive (debug/leak checks). */
-extern Py_ssize_t cdyn_value_live;
 
 extern PyTypeObject cdyn_ValueType;
 #define V(o) ((cdyn_value *)(o))

@@ -387,24 +387,36 @@ cdyn_tx_materialize(cdyn_tx *tx, PyObject *v)
 /* ---- the builder ----------------------------------------------------------------------------- */
 
 /* A bound method whose self (borrowed) is wrapped through source.__self__: a METHOD of the
- * Python function func (or NULL) and the method name. */
+ * Python function func (or NULL) and the method name. What the method is must be guarded
+ * too: the function (source.__func__ FUNCTION_MATCH) or, for a builtin method, its name
+ * (source.__name__ EQUALS_MATCH) with self's type. */
 static tr_status
 wrap_bound_method(cdyn_tx *tx, PyObject *self, PyObject *func, PyObject *name,
                   PyObject *source, PyObject **out)
 {
-    PyObject *ssrc = NULL, *sv = NULL;
-    tr_status st;
-    if (source != NULL && (ssrc = cdyn_source_attr(source, cdyn_G.s_self)) == NULL) {
-        return TR_ERROR;
+    PyObject *ssrc = NULL, *sv = NULL, *what = NULL, *wsrc = NULL;
+    tr_status st = TR_ERROR;
+    if (source != NULL) {
+        what = PyUnicode_FromString(func != NULL ? "__func__" : "__name__");
+        wsrc = what ? cdyn_source_attr(source, what) : NULL;
+        ssrc = cdyn_source_attr(source, cdyn_G.s_self);
+        if (wsrc == NULL || ssrc == NULL ||
+            (func != NULL ? cdyn_guards_add_id(tx->guards, wsrc, func, 1)
+                          : cdyn_guards_add_equals(tx->guards, wsrc, name)) < 0) {
+            goto done;
+        }
     }
     st = cdyn_tx_wrap_real(tx, self, ssrc, &sv);
-    Py_XDECREF(ssrc);
-    if (st != TR_OK) {
-        return st;
+    if (st == TR_OK) {
+        *out = cdyn_value_method(func, name, sv);
+        st = *out ? TR_OK : TR_ERROR;
     }
-    *out = cdyn_value_method(func, name, sv);
-    Py_DECREF(sv);
-    return *out ? TR_OK : TR_ERROR;
+done:
+    Py_XDECREF(what);
+    Py_XDECREF(wsrc);
+    Py_XDECREF(ssrc);
+    Py_XDECREF(sv);
+    return st;
 }
 
 /* 1 when the builtin function obj is the method of its __self__ under its own name (x.add,
