@@ -408,7 +408,6 @@ cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
     ck->mutations = tx->mutations;
     ck->n_call_nodes = tx->n_call_nodes;
     ck->grad_enabled = tx->grad_enabled;
-    ck->n_effects = PyList_GET_SIZE(tx->effects);
     ck->n_open_modes = tx->open_modes ? PyList_GET_SIZE(tx->open_modes) : 0;
     ck->n_effects = tx->effects ? PyList_GET_SIZE(tx->effects) : 0;
     tx->ckpt_serial = cdyn_value_serial;
@@ -418,8 +417,7 @@ tr_status
 cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
 {
     PyObject *r;
-    if (tx->mutations != ck->mutations
-        || (tx->effects ? PyList_GET_SIZE(tx->effects) : 0) != ck->n_effects) {
+    if (tx->mutations != ck->mutations) {
         return TR_UNSUPPORTED;   /* the failed step changed traced state: give up */
     }
     if (tx->last_node != ck->last_node) {
@@ -434,7 +432,7 @@ cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
     /* the step runs in Python instead: what it would have replayed is dropped (values made
        in it, e.g. an input wrapped and changed inside a failed inlined call, are not reached
        again: the trace ends at this instruction) */
-    if (PyList_GET_SIZE(tx->effects) > ck->n_effects &&
+    if (tx->effects && PyList_GET_SIZE(tx->effects) > ck->n_effects &&
         PyList_SetSlice(tx->effects, ck->n_effects, PY_SSIZE_T_MAX, NULL) < 0) {
         return TR_ERROR;
     }

@@ -204,7 +204,6 @@ typedef struct {
     int grad_enabled;
     Py_ssize_t n_effects; /* side effects recorded before the step (later ones are undone) */
     Py_ssize_t n_open_modes;
-    Py_ssize_t n_effects;
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
