@@ -9,7 +9,7 @@ DEPS   := $(VENV)/.cdynamo-deps
 STAMP  := $(VENV)/.cdynamo-installed
 SOURCES := $(wildcard src/cdynamo/csrc/*.c src/cdynamo/csrc/*.h src/cdynamo/*.py) setup.py pyproject.toml
 
-.PHONY: all demo test bench install clean
+.PHONY: all demo test bench fuzz install clean
 
 all: test
 
@@ -36,6 +36,13 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(VPY) bench/bench_compile.py
+
+# Differential fuzzer (tests/fuzz): FUZZ_N random programs from seed FUZZ_SEED, each run in
+# eager, under cdynamo and under torch._dynamo; reproducers and a summary go to fuzz-out/.
+FUZZ_N ?= 2000
+FUZZ_SEED ?= 0
+fuzz: $(STAMP)
+	$(VPY) tests/fuzz/runner.py -n $(FUZZ_N) --seed $(FUZZ_SEED)
 
 clean:
 	rm -rf build src/*.egg-info $(STAMP)
