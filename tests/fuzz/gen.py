@@ -28,11 +28,10 @@ import random
 SHAPES = [(3,), (4,), (2, 3), (5,), (3, 2)]
 KEYS = ["a", "b", "c", "w"]
 
-# Element types: T tensor of the program's shape, S 0-d tensor, i int, f float, b bool,
-# L non-empty list of T, M possibly empty list of T, A non-empty tuple of T (f's *args),
-# D dict str -> T, V a dict's values() view, O Box, P:<codes> tuple of those item types.
-NUMERIC = ("T", "S", "i", "f")
-REASSIGNABLE = ("T", "S", "i", "f", "b")
+# Types: T tensor of the program's shape, S 0-d tensor, i int, f float, b bool, L non-empty
+# list of T, M possibly empty list of T, A non-empty tuple of T (f's *args), R possibly empty
+# tuple of T (a helper's *rest), D dict str -> T, V a dict's values() view, O Box,
+# P:<codes> tuple with items of those types.
 
 PRELUDE = """\
 import contextlib
@@ -60,10 +59,6 @@ class Box2(Box):
     def scale(self, t):
         return super().scale(t) * 0.5 + 1
 """
-
-
-def _fmt_float(v: float) -> str:
-    return repr(v)
 
 
 class _Scope:
@@ -106,13 +101,16 @@ class ProgramGenerator:
     # -- names and scopes ------------------------------------------------------------------
 
     def fresh(self, prefix: str) -> str:
+        """A new variable name with this prefix (unique in the program)."""
         self.n += 1
         return f"{prefix}{self.n}"
 
     def bind(self, name: str, ty: str):
+        """Record name as bound to type ty in the innermost scope."""
         self.scopes[-1].vars[name] = ty
 
     def visible(self, ty: str | None = None, writable=False) -> list[str]:
+        """Names in scope (of type ty if given; P matches any tuple; writable: rebindable here)."""
         seen = {}
         for sc in self.scopes:
             for name, t in sc.vars.items():
@@ -122,38 +120,47 @@ class ProgramGenerator:
                 and not (writable and ro)]
 
     def pick(self, ty: str, writable=False):
+        """A random visible variable of type ty, or None."""
         vs = self.visible(ty, writable)
         return self.rng.choice(vs) if vs else None
 
     def push(self, readonly_below=False):
+        """Open a scope (readonly_below: the enclosing ones become read-only, for a closure body)."""
         if readonly_below:
             for sc in self.scopes:
                 sc.readonly = True
         self.scopes.append(_Scope())
 
     def pop(self):
+        """Close the innermost scope."""
         self.scopes.pop()
 
     def chance(self, p: float) -> bool:
+        """True with probability p."""
         return self.rng.random() < p
 
     # -- literals --------------------------------------------------------------------------
 
     def lit_f(self) -> str:
+        """A float literal."""
         return self.rng.choice(["0.5", "1.5", "-2.0", "0.25", "3.0", "-0.75", "2.0", "1.0"])
 
     def lit_i(self) -> str:
+        """A small int literal."""
         return str(self.rng.randint(0, 4))
 
     def shape_src(self) -> str:
+        """The program's tensor shape as a Python tuple literal."""
         return "(" + ", ".join(str(s) for s in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
 
     # -- expressions -------------------------------------------------------------------------
 
     def expr(self, ty: str, d: int) -> str:
+        """An expression of type ty, nested at most d levels."""
         return getattr(self, "e_" + ty)(d)
 
     def e_T(self, d: int) -> str:
+        """A tensor expression of the program's shape."""
         v = self.pick("T")
         if d <= 0 or self.chance(0.25):
             return v
@@ -254,6 +261,7 @@ class ProgramGenerator:
         return f"({self.e_T(d - 1)} {r.choice('+-*')} {self.e_T(d - 1)})"
 
     def e_S(self, d: int) -> str:
+        """A 0-d tensor expression."""
         v = self.pick("S")
         if v and (d <= 0 or self.chance(0.2)):
             return v
@@ -275,6 +283,7 @@ class ProgramGenerator:
         return f"{self.e_T(max(d - 1, 0))}.sum(dim={r.choice(['0', '-1'])}).sum()"
 
     def e_i(self, d: int) -> str:
+        """An int expression (small values: used in ranges and indices)."""
         v = self.pick("i")
         if d <= 0 or self.chance(0.25):
             return v if v and self.chance(0.7) else self.lit_i()
@@ -324,6 +333,7 @@ class ProgramGenerator:
         return f"({self.e_i(d - 1)} + {self.lit_i()})"
 
     def e_f(self, d: int) -> str:
+        """A float expression (.item() values among them)."""
         v = self.pick("f")
         if d <= 0 or self.chance(0.25):
             return v if v and self.chance(0.6) else self.lit_f()
@@ -362,6 +372,7 @@ class ProgramGenerator:
         return f"({self.e_f(d - 1)} + {self.lit_f()})"
 
     def e_b(self, d: int) -> str:
+        """A bool expression on Python values (no graph break)."""
         v = self.pick("b")
         if v and (d <= 0 or self.chance(0.2)):
             return v
@@ -405,6 +416,7 @@ class ProgramGenerator:
                          f"{t}.flatten()[0] > 0", f"{self.e_S(0)} > {self.e_S(0)}"])
 
     def e_L(self, d: int) -> str:
+        """A non-empty list of tensors."""
         r = self.rng
         l = self.pick("L")
         k = r.randrange(12)
@@ -437,6 +449,7 @@ class ProgramGenerator:
         return f"({l} + [{self.e_T(d - 1)}])"
 
     def e_M(self, d: int) -> str:
+        """A possibly empty list of tensors."""
         r = self.rng
         seq = self.pick("L") or self.pick("A") or f"[{self.e_T(0)}, {self.e_T(1)}]"
         k = r.randrange(4)
@@ -449,6 +462,7 @@ class ProgramGenerator:
         return f"{seq}[1:]"
 
     def e_D(self, d: int) -> tuple[str, set]:
+        """A dict of tensors and the keys it surely has."""
         r = self.rng
         dv = self.pick("D")
         k = r.randrange(8)
@@ -471,6 +485,7 @@ class ProgramGenerator:
         return f"dict(zip({keys2!r}, [{self.e_T(d - 1)}, {self.e_T(d - 1)}]))", set(keys2)
 
     def e_any(self, d: int) -> str:
+        """An expression of a random scalar-like type."""
         ty = self.rng.choice(["T", "S", "i", "f", "b", "i", "f"])
         return self.expr(ty, d)
 
@@ -480,7 +495,7 @@ class ProgramGenerator:
         """A call of a helper or closure that returns a tensor, or None if there is none."""
         r = self.rng
         opts = [c for c in self.callables + self.helpers
-                if c[1] in ("T2", "Tstar", "kw", "rec", "gen", "clo", "lam", "box2", "partial", "multi")]
+                if c[1] in ("T2", "Tstar", "kw", "rec", "gen", "clo", "lam", "partial", "multi")]
         if not opts:
             return None
         name, kind = r.choice(opts)
@@ -509,8 +524,6 @@ class ProgramGenerator:
             return r.choice([f"{name}({e()})", f"{name}({e()}, s={self.lit_f()})"])
         if kind == "lam":
             return f"{name}({e()})"
-        if kind == "box2":
-            return f"Box2({e()}, {self.lit_f()}).scale({e()})"
         if kind == "partial":
             return f"{name}({e()})"
         if kind == "multi":
@@ -518,6 +531,7 @@ class ProgramGenerator:
         return None
 
     def call_i(self):
+        """A call of a nonlocal-counting closure (an int), or None."""
         opts = [c for c in self.callables if c[1] == "bump"]
         if not opts:
             return None
@@ -539,9 +553,11 @@ class ProgramGenerator:
 
     @staticmethod
     def indent(lines: list[str]) -> list[str]:
+        """The lines indented by one level."""
         return ["    " + l for l in lines]
 
     def stmt(self, d: int) -> list[str]:
+        """One random statement (lines) allowed here; d bounds the nesting below it."""
         r = self.rng
         nested_ok = self.depth < 2 and d > 0
         table = [
@@ -573,6 +589,7 @@ class ProgramGenerator:
         return self.s_assign(d)
 
     def s_assign(self, d: int) -> list[str]:
+        """A new variable of a random type."""
         r = self.rng
         ty = r.choice(["T", "T", "T", "S", "i", "f", "b", "L", "D", "P", "M", "V"]
                       + (["O"] if self.use_box else []))
@@ -616,6 +633,7 @@ class ProgramGenerator:
         return [f"{name} = {src}"]
 
     def s_reassign(self, d: int) -> list[str]:
+        """Rebind a variable of this function (plain or augmented assignment, or a swap)."""
         r = self.rng
         ty = r.choice(["T", "T", "S", "i", "f"])
         name = self.pick(ty, writable=True)
@@ -634,6 +652,7 @@ class ProgramGenerator:
         return [f"{name} = {self.expr(ty, r.randint(1, 3))}"]
 
     def s_inplace(self, d: int) -> list[str]:
+        """An in-place tensor operation (some through an alias or a view)."""
         r = self.rng
         t = self.pick("T")
         k = r.randrange(9)
@@ -673,6 +692,7 @@ class ProgramGenerator:
         return name not in self.frozen and self.fn_level != 2
 
     def s_container(self, d: int) -> list[str]:
+        """A list or dict method call, item store, unpacking or star-unpacking."""
         r = self.rng
         l = self.pick("L")
         dv = self.pick("D")
@@ -741,6 +761,7 @@ class ProgramGenerator:
         return [f"{name} = {src}"]
 
     def s_print(self, d: int) -> list[str]:
+        """A print() call (a graph break)."""
         r = self.rng
         tag = f"'p{self.n}'"
         self.n += 1
@@ -756,6 +777,7 @@ class ProgramGenerator:
         return [f"print({tag}, {self.e_any(2)}, sep='|')"]
 
     def s_item(self, d: int) -> list[str]:
+        """A Python number from a tensor (.item(): a graph break)."""
         r = self.rng
         if r.random() < 0.7:
             src = f"{self.e_S(2)}.item()"
@@ -768,6 +790,7 @@ class ProgramGenerator:
         return [f"{name} = {src}"]
 
     def s_if_const(self, d: int) -> list[str]:
+        """An if/elif/else on Python values."""
         r = self.rng
         out = [f"if {self.e_b(2)}:"] + self.indent(self.block(r.randint(1, 3), d - 1))
         if r.random() < 0.3:
@@ -777,6 +800,7 @@ class ProgramGenerator:
         return out
 
     def s_if_tensor(self, d: int) -> list[str]:
+        """An if/else on tensor data (a graph break)."""
         r = self.rng
         out = [f"if {self.tensor_cond(1)}:"] + self.indent(self.block(r.randint(1, 3), d - 1))
         if r.random() < 0.5:
@@ -784,6 +808,7 @@ class ProgramGenerator:
         return out
 
     def s_for(self, d: int) -> list[str]:
+        """A for loop over a range, a list, enumerate, dict items or zip (with an else now and then)."""
         r = self.rng
         k = r.randrange(6)
         seq = self.pick("L") or self.pick("A")
@@ -825,6 +850,7 @@ class ProgramGenerator:
         return out
 
     def s_while(self, d: int) -> list[str]:
+        """A bounded while loop."""
         r = self.rng
         j = self.fresh("w")
         self.loops += 1
@@ -836,6 +862,7 @@ class ProgramGenerator:
         return [f"{j} = 0", f"while {j} < {r.randint(1, 3)}:", f"    {j} += 1"] + self.indent(body)
 
     def s_break(self, d: int) -> list[str]:
+        """A conditional break or continue."""
         r = self.rng
         word = r.choice(["break", "continue"])
         cond = self.e_b(1) if r.random() < 0.7 else self.tensor_cond(0)
@@ -857,6 +884,7 @@ class ProgramGenerator:
                "ZeroDivisionError": ["ArithmeticError", "Exception"]}
 
     def raiser(self) -> tuple[str, str]:
+        """A statement that raises and the type of what it raises."""
         r = self.rng
         k = r.randrange(14)
         if k < len(self.RAISERS):
@@ -880,6 +908,8 @@ class ProgramGenerator:
         return "raise ValueError('boom2')", "ValueError"
 
     def s_try(self, d: int) -> list[str]:
+        """A try statement whose body raises (sometimes conditionally) and whose handler
+        catches it (or, now and then, does not)."""
         r = self.rng
         rs, exc = self.raiser()  # in the enclosing scope: it may go before the try body's statements
         self.push()
@@ -922,12 +952,14 @@ class ProgramGenerator:
         return out
 
     def s_with(self, d: int) -> list[str]:
+        """A grad-mode with-block."""
         r = self.rng
         head = r.choice(["with torch.no_grad():", "with torch.enable_grad():",
                          "with torch.set_grad_enabled(False):"])
         return [head] + self.indent(self.block(r.randint(1, 2), d - 1))
 
     def s_closure(self, d: int) -> list[str]:
+        """A nested function: a nonlocal counter, a lambda, a closure over a cell assigned after it, a nested closure."""
         r = self.rng
         k = r.randrange(6)
         if k == 0:
@@ -979,6 +1011,7 @@ class ProgramGenerator:
         return [f"def {name}(z, s=1.0):"] + self.indent(body)
 
     def s_box(self, d: int) -> list[str]:
+        """An attribute read, write or method call on a Box."""
         r = self.rng
         o = self.pick("O")
         if not o:
@@ -1001,6 +1034,7 @@ class ProgramGenerator:
         return [f"{name} = {src}"]
 
     def s_global(self, d: int) -> list[str]:
+        """An update of the module's global state."""
         r = self.rng
         name, kind = r.choice(self.global_names)
         if kind == "list":
@@ -1010,6 +1044,7 @@ class ProgramGenerator:
         return [f"{name} = {name} + {self.lit_i()}"]
 
     def s_misc(self, d: int) -> list[str]:
+        """An assert, a del, a string, or a match statement."""
         r = self.rng
         k = r.randrange(5)
         if k == 0:
@@ -1029,11 +1064,13 @@ class ProgramGenerator:
         return ["pass"]
 
     def s_early_return(self, d: int) -> list[str]:
+        """A return from inside a block."""
         return [f"return {self.return_value()}"]
 
     # -- functions ------------------------------------------------------------------------------
 
     def return_value(self) -> str:
+        """f's return value: some variables in a tuple, list or dict, or one alone."""
         r = self.rng
         cands = [n for n in self.visible() if self.type_of(n) in ("T", "S", "i", "f", "b", "L", "D", "M")
                  or self.type_of(n).startswith("P:") or self.type_of(n) == "O"]
@@ -1048,12 +1085,14 @@ class ProgramGenerator:
         return "(" + ", ".join(picked) + ",)"
 
     def type_of(self, name: str) -> str:
+        """The type of a visible variable ('' if none)."""
         for sc in reversed(self.scopes):
             if name in sc.vars:
                 return sc.vars[name]
         return ""
 
     def helper(self, idx: int) -> list[str]:
+        """A module-level helper function (its kind decides its signature and how it is called)."""
         r = self.rng
         name = f"h{idx}"
         kind = r.choice(["T2", "T2", "Tstar", "kw", "raise", "rec", "gen", "multi", "partial"])
@@ -1112,6 +1151,7 @@ class ProgramGenerator:
         return [f"def {name}({sig}):"] + self.indent(body)
 
     def program(self) -> str:
+        """The whole program's source."""
         r = self.rng
         out = [PRELUDE]
         if self.use_box:

@@ -79,6 +79,7 @@ class Worker:
         self.buf = b""
 
     def start(self):
+        """Start (or restart) the worker process and wait for its ready message."""
         self.stop()
         self.log = open(self.log_path, "ab")
         env = dict(os.environ)
@@ -92,6 +93,7 @@ class Worker:
             raise RuntimeError(f"fuzz worker did not start (see {self.log_path}): {line!r}")
 
     def stop(self):
+        """Kill the worker process if it runs and release its pipes and log."""
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -213,6 +215,7 @@ class Pool:
         return self.spare.run(job, timeout or self.timeout)
 
     def close(self):
+        """Stop every worker."""
         for w in self.workers + [self.spare]:
             w.stop()
 

@@ -59,6 +59,7 @@ def _compilers():
 
 
 def send(obj):
+    """Write one protocol message to the parent."""
     PROTO.write(json.dumps(obj) + "\n")
     PROTO.flush()
 
