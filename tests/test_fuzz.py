@@ -88,7 +88,7 @@ def make_inputs(variant):
 def test_watchdog_catches_crash_and_hang(tmp_path):
     """A program that kills its process is a crash, one that never returns a hang; the worker
     is replaced and the next program runs normally."""
-    pool = runner.Pool(str(tmp_path), jobs=1, timeout=4)
+    pool = runner.Pool(str(tmp_path), jobs=1, timeout=4, warm=False)
     try:
         crash = PRELUDE + "import os, signal\ndef f(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n" + INPUTS
         hang = PRELUDE + "def f(x):\n    while True:\n        pass\n" + INPUTS
@@ -99,7 +99,8 @@ def test_watchdog_catches_crash_and_hang(tmp_path):
         pool.close()
     assert res[0].get("crash") and res[0]["signal"] == "SIGSEGV" and res[0]["phase"] == "eager"
     assert "Segmentation fault" in res[0]["log"]  # faulthandler's traceback
-    assert res[1].get("hang") and res[1]["phase"] == "eager"
+    assert res[1].get("hang") and res[1]["phase"] == "eager" and res[1]["cpu_s"] >= 4
+    assert "in f" in res[1]["log"]  # the stack dumped before the kill
     assert runner.classify(res[2]) == "ok", res[2]
 
 

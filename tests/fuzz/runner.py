@@ -20,6 +20,7 @@ one that dies (a crash), then starts a fresh worker. Each result is classified:
   shared             cdynamo and torch._dynamo both differ from eager, the same way (the
                      same exception type, or the same part of the outcome): listed, not hidden
   dynamo_only        torch._dynamo differs from eager (or crashed/hung), cdynamo does not
+  flaky              a crash or hang that did not happen again on a rerun (listed)
   nondeterministic   two eager runs disagree (discarded); invalid: the program does not run
 
 Every failing class is deduplicated by a signature; up to --minimize programs are reduced
@@ -52,14 +53,15 @@ from minimize import minimize  # noqa: E402
 WORKER = os.path.join(HERE, "worker.py")
 OURS = ("crash", "hang", "cdynamo_wrong", "cdynamo_exception")
 CLASSES = ("ok", "cdynamo_wrong", "cdynamo_exception", "crash", "hang", "shared", "dynamo_only",
-           "nondeterministic", "invalid")
+           "flaky", "nondeterministic", "invalid")
 DESCRIPTIONS = {
     "cdynamo_wrong": "wrong result, cdynamo only (our fault)",
     "cdynamo_exception": "exception eager does not raise, cdynamo only (our fault)",
     "crash": "worker died while cdynamo ran (our fault)",
     "hang": "timeout while cdynamo ran (our fault)",
-    "shared": "torch._dynamo differs from eager too",
+    "shared": "torch._dynamo differs from eager too, the same way",
     "dynamo_only": "torch._dynamo differs, cdynamo agrees with eager",
+    "flaky": "a crash or hang that did not happen again when rerun",
     "nondeterministic": "eager disagrees with itself (discarded)",
     "invalid": "the program does not run (generator bug)",
 }
@@ -67,13 +69,30 @@ DESCRIPTIONS = {
 
 # -- workers ----------------------------------------------------------------------------------
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc), 0.0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 class Worker:
     """One child process running worker.py; replaced when it dies, hangs or has served
-    `recycle` jobs."""
+    `recycle` jobs.
 
-    def __init__(self, log_path: str, recycle: int = 250):
+    The watchdog counts the worker's CPU time, not the wall clock: on a machine shared with
+    other jobs a slow program is not a hang. A job is a hang when the worker has used
+    `timeout` CPU seconds on it, or when `wall_factor * timeout` seconds have passed (a
+    deadlock uses no CPU)."""
+
+    def __init__(self, log_path: str, recycle: int = 250, warm: bool = True, wall_factor: float = 5.0):
         self.log_path = log_path
         self.recycle = recycle
+        self.warm = warm
+        self.wall_factor = wall_factor
         self.proc = None
         self.served = 0
         self.buf = b""
@@ -84,11 +103,15 @@ class Worker:
         self.log = open(self.log_path, "ab")
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
-        self.proc = subprocess.Popen([sys.executable, WORKER], stdin=subprocess.PIPE,
+        argv = [sys.executable, WORKER] + (["--warm"] if self.warm else [])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=ROOT)
         self.buf = b""
         self.served = 0
-        line = self._readline(time.monotonic() + 300)
+        deadline = time.monotonic() + 900
+        line = self._readline(deadline)
+        while isinstance(line, dict) and "phase" in line:  # the warm-up job's
+            line = self._readline(deadline)
         if not isinstance(line, dict) or not line.get("ready"):
             raise RuntimeError(f"fuzz worker did not start (see {self.log_path}): {line!r}")
 
@@ -147,14 +170,20 @@ class Worker:
             return self.run(job, timeout)
         self.served += 1
         phase = None
-        deadline = time.monotonic() + timeout
+        pid = self.proc.pid
+        cpu0 = _cpu_seconds(pid)
+        wall_deadline = time.monotonic() + timeout * self.wall_factor
         while True:
-            msg = self._readline(deadline)
+            msg = self._readline(min(wall_deadline, time.monotonic() + 1.0))
             if msg == "timeout":
-                time.sleep(0.2)
+                cpu = _cpu_seconds(pid) - cpu0
+                if cpu < timeout and time.monotonic() < wall_deadline:
+                    continue
+                os.kill(pid, signal.SIGUSR1)  # the worker's faulthandler dumps its stacks
+                time.sleep(1.0)
                 self.stop()
                 return {"id": job["id"], "hang": True, "phase": phase, "timeout": timeout,
-                        "log": self._log_tail(offset)}
+                        "cpu_s": round(cpu, 1), "log": self._log_tail(offset)}
             if msg == "eof":
                 rc = self.proc.wait()
                 self.stop()
@@ -171,11 +200,12 @@ class Worker:
 class Pool:
     """`jobs` workers, each driven by a thread of this process (which never imports torch)."""
 
-    def __init__(self, out_dir: str, jobs: int = 1, timeout: float = 60.0, recycle: int = 250):
+    def __init__(self, out_dir: str, jobs: int = 1, timeout: float = 60.0, recycle: int = 250,
+                 warm: bool = True):
         os.makedirs(out_dir, exist_ok=True)
         self.timeout = timeout
-        self.workers = [Worker(os.path.join(out_dir, f"worker{i}.log"), recycle) for i in range(jobs)]
-        self.spare = Worker(os.path.join(out_dir, "worker-single.log"), recycle)
+        self.workers = [Worker(os.path.join(out_dir, f"worker{i}.log"), recycle, warm) for i in range(jobs)]
+        self.spare = Worker(os.path.join(out_dir, "worker-single.log"), recycle, warm)
 
     def map(self, jobs, on_result=None):
         """Run every job (dicts with id, src, modes); returns {id: result}."""
@@ -226,6 +256,8 @@ def classify(res: dict) -> str:
     """The class of a worker result (see the module docstring)."""
     if res.get("crash") or res.get("hang"):
         kind = "crash" if res.get("crash") else "hang"
+        if res.get("who") == "not reproduced":
+            return "flaky"
         return "dynamo_only" if res.get("who") == "dynamo" else kind
     if "invalid" in res:
         return "invalid"
@@ -274,13 +306,29 @@ def _diff_category(entry: dict) -> str:
     for key in ("printed", "inputs after the call", "module globals", "aliasing"):
         if key in diff:
             return f"{call} {key}"
-    m = re.search(r"result[^:]*: (tensors differ|tensor|expected \w+|requires_grad|\w+ of length|.)", diff)
-    return f"{call} result {m.group(1) if m else ''}".strip()
+    m = re.search(r"result\S*: (.*)", diff)
+    rest = m.group(1) if m else ""
+    if rest.startswith("tensors differ"):
+        what = "tensor values"
+    elif rest.startswith("tensor "):
+        what = "tensor dtype/shape"
+    elif rest.startswith("expected"):
+        types = re.match(r"expected (\S+).*got (\S+)", rest)
+        what = f"type {types.group(1)} -> {types.group(2)}" if types else "type"
+    elif " of length " in rest:
+        what = "length"
+    elif rest.startswith("requires_grad"):
+        what = "requires_grad"
+    else:
+        what = "value"
+    return f"{call} result {what}"
 
 
 def signature(res: dict, cls: str) -> str:
     """What makes two failures of one class look like the same bug (for deduplication)."""
     modes = res.get("modes", {})
+    if cls == "flaky":
+        return f"flaky: {'crash' if res.get('crash') else 'hang'} in {res.get('phase')}"
     if cls in ("crash", "hang"):
         return f"{cls} in {res.get('who') or res.get('phase')} {res.get('signal') or ''}".strip()
     if cls in ("cdynamo_wrong", "cdynamo_exception"):
@@ -311,10 +359,12 @@ def confirm_crash(pool: Pool, job: dict, res: dict) -> dict:
         who = "cdynamo"
     elif alone["dynamo"]:
         who = "dynamo"
-    elif res.get("phase") in ("eager", "eager2"):
-        who = "eager"
     else:
-        who = "cdynamo+dynamo in one process"
+        again = pool.run_one(dict(job, modes=FULL))
+        if again.get("crash") or again.get("hang"):
+            who = "eager" if again.get("phase") in ("eager", "eager2") else "cdynamo+dynamo in one process"
+        else:
+            who = "not reproduced"
     res["who"] = who
     res["reproduced_alone"] = alone
     return res
@@ -443,7 +493,7 @@ def report_failures(pool, seed, results, classes, out_dir, max_min, per_sig, min
     seen_src = {}
     for g in order:
         g["reproducers"] = []
-        if g["class"] == "invalid":
+        if g["class"] in ("invalid", "flaky"):
             continue
         for i in g["programs"][:per_sig]:
             if done >= max_min:

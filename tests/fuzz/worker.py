@@ -22,6 +22,7 @@ import json
 import linecache
 import math
 import os
+import signal
 import sys
 import time
 import traceback
@@ -274,7 +275,8 @@ def compare_runs(expected, actual):
 
 
 def run_job(job):
-    """Run one program in the modes asked for; returns the result dict sent to the parent."""
+    """Run one program in the modes asked for; returns the result dict sent to the parent
+    (and before each mode a phase message)."""
     src, modes = job["src"], job.get("modes", MODES)
     filename = f"/fuzz/prog_{job['id']}.py"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
@@ -322,23 +324,32 @@ def run_job(job):
     return res
 
 
+WARM_UP = """
+import torch
+def f(x, n):
+    print(n)
+    return x.sin() + n
+def make_inputs(variant):
+    return (torch.ones(2) * variant, 1), {}
+"""
+
+
 def main():
-    """Serve jobs from stdin until it closes."""
+    """Serve jobs from stdin until it closes. With --warm, import both compilers and compile
+    a small function with each first, so that the first job's time is like the others'."""
     faulthandler.enable(sys.stderr)
+    # the parent sends SIGUSR1 before it kills a hung worker: every thread's stack to the log
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    if "--warm" in sys.argv:
+        run_job({"id": "warm-up", "src": WARM_UP, "modes": MODES})
     send({"ready": True, "pid": os.getpid()})
     for line in sys.stdin:
         job = json.loads(line)
         print(f"--- job {job['id']}", file=sys.stderr, flush=True)
-        timeout = job.get("timeout")
-        if timeout:
-            # a hang: dump every thread's stack to the log just before the parent kills us
-            faulthandler.dump_traceback_later(max(1.0, timeout - 2), exit=False)
         try:
             res = run_job(job)
         except BaseException as e:  # noqa: BLE001
             res = {"id": job["id"], "invalid": f"worker: {type(e).__name__}: {e}"[:500], "modes": {}}
-        finally:
-            faulthandler.cancel_dump_traceback_later()
         send({"result": res})
 
 
