@@ -25,7 +25,7 @@ one that dies (a crash), then starts a fresh worker. Each result is classified:
 
 Every failing class is deduplicated by a signature; up to --minimize programs are reduced
 (minimize.py) and written as standalone reproducers to the output folder with a summary
-(summary.json, results.jsonl). The exit status is 1 when a crash, hang, cdynamo_wrong or
+(summary_s<seed>.json, results_s<seed>.jsonl). The exit status is 1 when a crash, hang, cdynamo_wrong or
 cdynamo_exception was found.
 """
 from __future__ import annotations
@@ -552,14 +552,18 @@ def main(argv=None):
     indices = args.only if args.only else list(range(args.start, args.start + args.count))
     t0 = time.monotonic()
     counts = {}
-    jsonl = open(os.path.join(args.out, f"results_s{args.seed}.jsonl"), "a")
+    # one line per program as it finishes (crashes and hangs before they are attributed);
+    # results_s<seed>.jsonl gets the final classes once the run is over
+    jsonl = open(os.path.join(args.out, f"progress_s{args.seed}.jsonl"), "a")
+
+    def record(f, i, r, c):
+        f.write(json.dumps({"seed": args.seed, "id": i, "class": c,
+                            "signature": signature(r, c) if c != "ok" else "", **r}) + "\n")
 
     def progress(job, r):
         c = classify(r)
         counts[c] = counts.get(c, 0) + 1
-        jsonl.write(json.dumps({"seed": args.seed, "id": job["id"], "class": c,
-                                "signature": signature(r, c) if c != "ok" else "",
-                                **{k: v for k, v in r.items() if k not in ("log",)}}) + "\n")
+        record(jsonl, job["id"], r, c)
         jsonl.flush()
         n = sum(counts.values())
         if c in OURS or n % 100 == 0:
@@ -572,6 +576,9 @@ def main(argv=None):
     try:
         results, classes = run_programs(args.seed, indices, out_dir=args.out, progress=progress, pool=pool)
         elapsed = time.monotonic() - t0
+        with open(os.path.join(args.out, f"results_s{args.seed}.jsonl"), "w") as f:
+            for i in sorted(results):
+                record(f, i, results[i], classes[i])
         groups = report_failures(pool, args.seed, results, classes, args.out, args.minimize,
                                  args.per_signature, args.min_budget, args.timeout,
                                  min(args.timeout, 20.0))
