@@ -3,6 +3,7 @@
     python tests/fuzz/runner.py -n 2000 --seed 0 [--jobs 2] [--timeout 60] [--out fuzz-out]
     python tests/fuzz/runner.py --seed 0 --only 17 42     # just these programs
     python tests/fuzz/runner.py --seed 0 --show 17        # print program 17's source
+    python tests/fuzz/runner.py -n 3000 --exclude closure # no nested functions in f
 
 Programs come from gen.py; each runs in a worker process (worker.py) that serves many
 programs; a watchdog kills a worker whose program runs past the timeout (a hang) and notices
@@ -371,14 +372,15 @@ def confirm_crash(pool: Pool, job: dict, res: dict) -> dict:
 
 
 def run_programs(seed: int, indices, jobs: int = 1, timeout: float = 60.0, out_dir: str = "fuzz-out",
-                 progress=None, pool: Pool | None = None):
-    """Generate and run programs `indices` of `seed`; returns ({index: result}, {index: class}).
+                 progress=None, pool: Pool | None = None, exclude=()):
+    """Generate and run programs `indices` of `seed` (without the statement kinds in
+    `exclude`); returns ({index: result}, {index: class}).
 
     Crashes and hangs are rerun with each compiler alone to attribute them."""
     own = pool is None
     pool = pool or Pool(out_dir, jobs, timeout)
     try:
-        job_list = [{"id": i, "src": generate(seed, i), "modes": FULL} for i in indices]
+        job_list = [{"id": i, "src": generate(seed, i, exclude), "modes": FULL} for i in indices]
         by_id = {j["id"]: j for j in job_list}
         results = pool.map(job_list, progress)
         for i, r in results.items():
@@ -476,7 +478,7 @@ def write_reproducer(out_dir, name, src, header_lines):
 
 
 def report_failures(pool, seed, results, classes, out_dir, max_min, per_sig, min_budget, timeout,
-                    min_timeout, log=print):
+                    min_timeout, log=print, exclude=()):
     """Group failures by signature, minimize up to max_min of them (ours first), write the
     reproducers; returns a list of dicts (one per signature)."""
     groups = {}
@@ -499,7 +501,7 @@ def report_failures(pool, seed, results, classes, out_dir, max_min, per_sig, min
             if done >= max_min:
                 break
             res = results[i]
-            src = generate(seed, i)
+            src = generate(seed, i, exclude)
             log(f"minimizing program {i} ({g['signature']}) ...")
             t0 = time.monotonic()
             mt = min_timeout if g["class"] == "hang" else timeout
@@ -512,7 +514,8 @@ def report_failures(pool, seed, results, classes, out_dir, max_min, per_sig, min
             detail = res.get("modes", {}).get("cdynamo", {})
             header = [f"cdynamo fuzz reproducer: {g['class']} ({DESCRIPTIONS.get(g['class'], '')})",
                       f"signature: {g['signature']}",
-                      f"from: seed {seed}, program {i} (python tests/fuzz/runner.py --seed {seed} --only {i})"]
+                      f"from: seed {seed}, program {i} (python tests/fuzz/runner.py --seed {seed} --only {i}"
+                      + (f" --exclude {','.join(exclude)}" if exclude else "") + ")"]
             if res.get("crash") or res.get("hang"):
                 header.append(f"{'crash' if res.get('crash') else 'hang'} during {res.get('phase')}; "
                               f"signal {res.get('signal')}; attributed to {res.get('who')}")
@@ -543,10 +546,14 @@ def main(argv=None):
                     help="at most this many failing programs are minimized")
     ap.add_argument("--per-signature", type=int, default=1)
     ap.add_argument("--min-budget", type=float, default=240.0, help="seconds per minimization")
+    ap.add_argument("--exclude", default=os.environ.get("FUZZ_EXCLUDE", ""),
+                    help="comma-separated statement kinds not to generate (gen.STATEMENT_KINDS), "
+                         "e.g. closure to look past a known bug")
     args = ap.parse_args(argv)
+    exclude = tuple(k for k in args.exclude.split(",") if k)
 
     if args.show is not None:
-        print(generate(args.seed, args.show))
+        print(generate(args.seed, args.show, exclude))
         return 0
     os.makedirs(args.out, exist_ok=True)
     indices = args.only if args.only else list(range(args.start, args.start + args.count))
@@ -574,14 +581,15 @@ def main(argv=None):
 
     pool = Pool(args.out, args.jobs, args.timeout)
     try:
-        results, classes = run_programs(args.seed, indices, out_dir=args.out, progress=progress, pool=pool)
+        results, classes = run_programs(args.seed, indices, out_dir=args.out, progress=progress, pool=pool,
+                                        exclude=exclude)
         elapsed = time.monotonic() - t0
         with open(os.path.join(args.out, f"results_s{args.seed}.jsonl"), "w") as f:
             for i in sorted(results):
                 record(f, i, results[i], classes[i])
         groups = report_failures(pool, args.seed, results, classes, args.out, args.minimize,
                                  args.per_signature, args.min_budget, args.timeout,
-                                 min(args.timeout, 20.0))
+                                 min(args.timeout, 20.0), exclude=exclude)
     finally:
         pool.close()
         jsonl.close()
@@ -591,7 +599,8 @@ def main(argv=None):
         counts[c] = counts.get(c, 0) + 1
     eager_raised = sum(1 for r in results.values() if r.get("eager_exc"))
     print()
-    print(f"fuzz: seed {args.seed}, {len(results)} programs in {elapsed:.0f} s ({args.jobs} workers); "
+    print(f"fuzz: seed {args.seed}{' without ' + ','.join(exclude) if exclude else ''}, "
+          f"{len(results)} programs in {elapsed:.0f} s ({args.jobs} workers); "
           f"{eager_raised} raise in eager (checked: the same exception type)")
     for c in CLASSES:
         print(f"  {c:18} {counts[c]:6}   {DESCRIPTIONS.get(c, '')}")
@@ -604,7 +613,7 @@ def main(argv=None):
         print(f"  [{g['class']}] {g['signature']}\n      programs {g['programs'][:8]}{more}")
         for p in g.get("reproducers", []):
             print(f"      {os.path.relpath(p)}")
-    summary = {"seed": args.seed, "programs": len(results), "seconds": round(elapsed),
+    summary = {"seed": args.seed, "exclude": list(exclude), "programs": len(results), "seconds": round(elapsed),
                "eager_raised": eager_raised, "counts": counts,
                "groups": [{k: v for k, v in g.items()} for g in groups]}
     with open(os.path.join(args.out, f"summary_s{args.seed}.json"), "w") as f:
