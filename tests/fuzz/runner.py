@@ -300,10 +300,10 @@ def _diff_category(entry: dict) -> str:
     if entry.get("kind") == "exception":
         return f"raises {entry.get('exc')}: {_norm(entry.get('msg', ''))}"
     if entry.get("kind") == "wrong_exception":
-        got = re.search(r"compiled (raised (\w+)|returned normally)", diff)
+        if entry.get("exc"):  # what the compiled code raised tells the bug, not what eager raised
+            return f"{call} raises {entry['exc']}: {_norm(entry.get('msg', ''))} (eager raises another)"
         exp = re.search(r"eager raised (\w+)", diff)
-        return f"{call} eager raised {exp.group(1) if exp else '?'}, compiled " + \
-            (got.group(2) or "returned" if got else "?")
+        return f"{call} eager raises {exp.group(1) if exp else '?'}, compiled returns normally"
     for key in ("printed", "inputs after the call", "module globals", "aliasing"):
         if key in diff:
             return f"{call} {key}"
