@@ -40,7 +40,8 @@ bench: $(STAMP)
 # Differential fuzzer (tests/fuzz): FUZZ_N random programs from seed FUZZ_SEED, each run in
 # eager, under cdynamo and under torch._dynamo; reproducers and a summary go to fuzz-out/.
 # Also read by the runner: FUZZ_JOBS (workers), FUZZ_TIMEOUT (CPU seconds per program),
-# FUZZ_EXCLUDE (statement kinds not generated, e.g. closure), FUZZ_MINIMIZE, FUZZ_OUT.
+# FUZZ_EXCLUDE (statement kinds not generated, e.g. closure), FUZZ_DYNAMO (always, or
+# on-mismatch: torch._dynamo only where cdynamo disagrees with eager), FUZZ_MINIMIZE, FUZZ_OUT.
 FUZZ_N ?= 2000
 FUZZ_SEED ?= 0
 fuzz: $(STAMP)
