@@ -90,7 +90,7 @@ class Worker:
     `timeout` CPU seconds on it, or when `wall_factor * timeout` seconds have passed (a
     deadlock uses no CPU)."""
 
-    def __init__(self, log_path: str, recycle: int = 250, warm: bool = True, wall_factor: float = 5.0):
+    def __init__(self, log_path: str, recycle: int = 250, warm: bool = True, wall_factor: float = 20.0):
         self.log_path = log_path
         self.recycle = recycle
         self.warm = warm
