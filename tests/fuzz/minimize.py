@@ -169,7 +169,39 @@ def _param_edits(tree):
         yield ("kwarg", 0)
 
 
+def _helper_param_edits(tree):
+    """Candidates removing a parameter with a default (or *args, **kw) from a helper function
+    (not f, not make_inputs); a call that passes it then fails and the candidate is dropped."""
+    for idx, node in enumerate(ast.walk(tree)):
+        if isinstance(node, ast.FunctionDef) and node.name not in ("f",) + PROTECTED_DEFS:
+            a = node.args
+            first_default = len(a.args) - len(a.defaults)
+            for i in range(first_default, len(a.args)):
+                yield ("helper", idx, "pos", i)
+            for i in range(len(a.kwonlyargs)):
+                yield ("helper", idx, "kwonly", i)
+            if a.vararg:
+                yield ("helper", idx, "vararg", 0)
+            if a.kwarg:
+                yield ("helper", idx, "kwarg", 0)
+
+
 def _apply_param_edit(tree, edit):
+    if edit[0] == "helper":
+        _, idx, kind, i = edit
+        node = next(n for j, n in enumerate(ast.walk(tree)) if j == idx)
+        a = node.args
+        if kind == "pos":
+            del a.defaults[i - (len(a.args) - len(a.defaults))]
+            del a.args[i]
+        elif kind == "kwonly":
+            del a.kwonlyargs[i]
+            del a.kw_defaults[i]
+        elif kind == "vararg":
+            a.vararg = None
+        else:
+            a.kwarg = None
+        return
     f, args, kwargs = _f_and_inputs(tree)
     kind, i = edit
     a = f.args
@@ -320,7 +352,7 @@ def minimize(src: str, still_fails, budget_s: float = 300.0, max_runs: int = 200
     while changed and not out_of_budget():
         changed = False
         for gen, apply in ((_deletions, _apply_stmt_edit), (_hoists, _apply_stmt_edit),
-                           (_param_edits, _apply_param_edit)):
+                           (_param_edits, _apply_param_edit), (_helper_param_edits, _apply_param_edit)):
             progress = True
             while progress and not out_of_budget():
                 progress = False
