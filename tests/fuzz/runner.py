@@ -7,8 +7,9 @@
     python tests/fuzz/runner.py -n 10000 --dynamo on-mismatch  # torch._dynamo only to classify
 
 Programs come from gen.py; each runs in a worker process (worker.py) that serves many
-programs; a watchdog kills a worker whose program runs past the timeout (a hang) and notices
-one that dies (a crash), then starts a fresh worker. Each result is classified:
+programs; a watchdog kills a worker whose program uses more than --timeout CPU seconds (or 20
+times that in wall time) and notices one that dies (a crash), then starts a fresh worker.
+Each result is classified:
 
   ok                 cdynamo and torch._dynamo both agree with eager
   cdynamo_wrong      cdynamo's outcome (the value, printed output, inputs after the call,
@@ -27,8 +28,8 @@ one that dies (a crash), then starts a fresh worker. Each result is classified:
 
 Every failing class is deduplicated by a signature; up to --minimize programs are reduced
 (minimize.py) and written as standalone reproducers to the output folder with a summary
-(summary_s<seed>.json, results_s<seed>.jsonl). The exit status is 1 when a crash, hang, cdynamo_wrong or
-cdynamo_exception was found.
+(summary_s<seed>.json, results_s<seed>.jsonl). The exit status is 1 when a crash, hang,
+cdynamo_wrong or cdynamo_exception was found.
 """
 from __future__ import annotations
 
