@@ -44,7 +44,8 @@ source_richcompare(PyObject *a, PyObject *b, int op)
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 
-static const char *const kind_names[] = {"local", "global", "closure", "attr", "item", "const"};
+static const char *const kind_names[] = {"local", "global", "closure", "attr", "item", "const",
+                                         "call"};
 
 /* source.kind: new str naming the kind. */
 static PyObject *
@@ -208,6 +209,16 @@ cdyn_source_const(PyObject *obj, PyObject *label)
     return source_make(CDYN_SRC_CONST, -1, obj, NULL, repr);
 }
 
+PyObject *
+cdyn_source_call(PyObject *fn, PyObject *base, const char *label)
+{
+    if (require_source(base, "cdyn_source_call") < 0) {
+        return NULL;
+    }
+    PyObject *repr = PyUnicode_FromFormat("%s(%U)", label, cdyn_source_repr(base));
+    return source_make(CDYN_SRC_CALL, -1, fn, base, repr);
+}
+
 int
 cdyn_source_equal(PyObject *a, PyObject *b)
 {
@@ -355,6 +366,14 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
         return v;
     case CDYN_SRC_CONST:
         return Py_NewRef(s->name);
+    case CDYN_SRC_CALL:
+        base = cdyn_source_eval(s->base, localsplus, func, globals, builtins);
+        if (base == NULL) {
+            return NULL;
+        }
+        v = PyObject_CallOneArg(s->name, base);
+        Py_DECREF(base);
+        return v;
     }
     PyErr_SetString(PyExc_SystemError, "cdyn_source_eval: bad source kind");
     return NULL;

@@ -18,6 +18,8 @@ typedef enum {
     CDYN_SRC_ITEM,        /* base[key]; key is a constant int or str held in name */
     CDYN_SRC_CONST,       /* a fixed object held in name (e.g. the globals dict of another
                              module, for globals read by inlined functions); repr given */
+    CDYN_SRC_CALL,        /* name(base): a fixed callable held in name applied to the value of
+                             base (a numpy input array seen as a tensor); repr given */
 } cdyn_source_kind;
 
 typedef struct cdyn_source {
@@ -42,6 +44,9 @@ PyObject *cdyn_source_item(PyObject *base, PyObject *key);
 /* A source that always evaluates to obj (borrowed; the source keeps a strong reference);
  * label (borrowed str or None) names it in the repr: G@label (added by the lead). */
 PyObject *cdyn_source_const(PyObject *obj, PyObject *label);
+/* A source evaluating fn(<base>) (fn, base borrowed); label names fn in the repr:
+ * label(<base repr>). */
+PyObject *cdyn_source_call(PyObject *fn, PyObject *base, const char *label);
 
 /* Evaluate a source against a frame that is about to run (prefix not yet executed:
  * argument slots filled, cells not yet made, free vars not yet copied, so CLOSURE reads
