@@ -19,9 +19,10 @@ import operator
 import numpy as np
 import torch
 
-__all__ = ["tnp_counterpart", "is_random", "constant_collection", "NumpyFunction",
-           "NumpyMethod", "NumpyOperator", "numpy_attr", "to_numpy", "numpy_refusal",
-           "probe", "ndarray_attribute", "tensor_of_array"]
+__all__ = ["tnp_counterpart", "is_random", "constant_collection", "holds_array",
+           "NumpyFunction", "NumpyMethod", "NumpyOperator", "numpy_attr", "to_numpy",
+           "numpy_refusal", "check_call", "method_caller", "ndarray_attribute",
+           "tensor_of_array", "to_numpy_scalar", "scalar_type"]
 
 _tnp = None
 
@@ -80,9 +81,20 @@ def is_random(tnp_fn):
 
 
 def constant_collection(obj):
-    """True for numpy.dtype, numpy.iinfo and numpy.finfo: called with constants they are
-    built at trace time (torch._dynamo folds them the same way)."""
-    return obj is np.dtype or obj is np.iinfo or obj is np.finfo
+    """True for numpy.dtype, numpy.iinfo, numpy.finfo and numpy's scalar types (np.float32,
+    ...): called with constants they are built at trace time (torch._dynamo folds dtype/iinfo/
+    finfo the same way)."""
+    return obj is np.dtype or obj is np.iinfo or obj is np.finfo or \
+        (isinstance(obj, type) and issubclass(obj, np.generic))
+
+
+def holds_array(obj):
+    """True when obj (a numpy call's real result) is or contains a numpy.ndarray."""
+    if isinstance(obj, np.ndarray):
+        return True
+    if isinstance(obj, (tuple, list)):
+        return any(holds_array(o) for o in obj)
+    return False
 
 
 # ---- the callables recorded in graphs ------------------------------------------------------
@@ -244,55 +256,138 @@ def ndarray_attribute(fake, name):
 
 
 class _ArrayProbe:
-    """Marks a traced ndarray among a probe's arguments (replaced by zeros of its shape)."""
+    """Stands for a traced ndarray (or numpy scalar) among a check's arguments and results."""
 
-    __slots__ = ("fake",)
+    __slots__ = ("fake", "scalar")
 
-    def __init__(self, fake):
+    def __init__(self, fake, scalar):
         self.fake = fake
+        self.scalar = scalar
 
 
-def array_probe(fake):
-    """A probe stand-in for a traced ndarray backed by ``fake``."""
-    return _ArrayProbe(fake)
+def array_probe(fake, scalar=False):
+    """A stand-in for a traced ndarray backed by ``fake`` (a numpy scalar when ``scalar``)."""
+    return _ArrayProbe(fake, bool(scalar))
 
 
 def _probe_value(x):
     if isinstance(x, _ArrayProbe):
-        return np.zeros(tuple(x.fake.shape), dtype=numpy_dtype(x.fake.dtype))
+        z = np.zeros(tuple(x.fake.shape), dtype=numpy_dtype(x.fake.dtype))
+        return z[()] if x.scalar else z
     if isinstance(x, torch.Tensor):
-        t = torch.zeros(tuple(x.shape), dtype=x.dtype, device="cpu")
         if x.device.type != "cpu":
             raise TypeError("a tensor not on the CPU")
-        return t.requires_grad_(x.requires_grad) if x.requires_grad else t
+        t = torch.zeros(tuple(x.shape), dtype=x.dtype)
+        return t.requires_grad_(True) if x.requires_grad else t
     if isinstance(x, (tuple, list)):
         return type(x)(_probe_value(i) for i in x)
     return x
 
 
+class _MethodCaller:
+    def __init__(self, name):
+        self.name = self.__name__ = name
+
+    def __call__(self, self_, *args, **kwargs):
+        return getattr(self_, self.name)(*args, **kwargs)
+
+
+_callers: dict = {}
+
+
+def method_caller(name):
+    """A callable c with c(arr, *args) == arr.<name>(*args) (what check_call runs for a
+    method), cached."""
+    c = _callers.get(name)
+    if c is None:
+        c = _callers[name] = _MethodCaller(name)
+    return c
+
+
 _PROBE_MAX_NUMEL = 1 << 22
 
 
-def probe(np_fn, args, kwargs):
-    """When a numpy function is called on tensors themselves (not on ndarrays), numpy's own
-    result differs by function: most convert the tensors to arrays, some call a tensor method
-    (np.sum(t) raises, np.reshape(t) gives a tensor), ufuncs give tensors back. Run the real
-    ``np_fn`` on zeros like the arguments; returns None when it gives numpy arrays or scalars
-    (the call can be traced with torch._numpy), else the reason it cannot."""
-    big = [a for a in _flat(list(args) + list(kwargs.values()))
-           if isinstance(a, (torch.Tensor, _ArrayProbe))
-           and (a.fake if isinstance(a, _ArrayProbe) else a).numel() > _PROBE_MAX_NUMEL]
-    if big:
-        return "numpy call on a large tensor (its eager result cannot be checked)"
+def check_call(np_fn, args, kwargs, traced, strict):
+    """Check a numpy call traced through torch._numpy against numpy itself, run now on zeros
+    like the arguments (``_ArrayProbe`` for traced ndarrays and numpy scalars, fake tensors
+    for tensors).
+
+    ``traced`` is the traced result (an ``_ArrayProbe`` for each array, tuples/lists of them,
+    constants). ``strict``: some arguments are tensors themselves, not ndarrays: numpy's own
+    handling then differs by function (most convert them to arrays, some call a tensor method:
+    np.sum(t) raises, np.reshape(t) gives a tensor; ufuncs give tensors back), so the call is
+    traced only when numpy gives arrays.
+
+    Returns a str reason when the traced call would differ from numpy's in structure, dtype
+    or shape; else None, or, when numpy's result differs only in kind, a pair (container,
+    scalars): numpy's container type for a tuple/list result (a tuple or named tuple where
+    torch._numpy gives a list or a torch type; None when the same) and which results are numpy
+    scalars where torch._numpy gives 0-d arrays (a bool for an array result, a tuple of bools
+    for a container's items). Not strict, numpy raising on zeros (np.linalg.inv) or too large
+    arguments leave the call trusted, as torch._dynamo trusts torch._numpy."""
+    name = getattr(np_fn, "__name__", repr(np_fn))
+    sizes = [(a.fake if isinstance(a, _ArrayProbe) else a).numel()
+             for a in _flat(list(args) + list(kwargs.values()))
+             if isinstance(a, (torch.Tensor, _ArrayProbe))]
+    if sum(sizes) > _PROBE_MAX_NUMEL:
+        return "numpy call on a large tensor (its eager result cannot be checked)" \
+            if strict else None
     try:
-        out = np_fn(*_probe_value(tuple(args)), **{k: _probe_value(v) for k, v in kwargs.items()})
-    except Exception as e:  # noqa: BLE001 - numpy raises here: so does eager
-        return f"numpy {getattr(np_fn, '__name__', np_fn)} on a tensor raises " \
-               f"{type(e).__name__} in eager"
-    if not all(isinstance(o, (np.ndarray, np.generic)) for o in _flat([out])):
-        return f"numpy {getattr(np_fn, '__name__', np_fn)} on a tensor does not give an " \
-               "ndarray in eager"
+        with np.errstate(all="ignore"):
+            out = np_fn(*_probe_value(tuple(args)),
+                        **{k: _probe_value(v) for k, v in kwargs.items()})
+    except Exception as e:  # noqa: BLE001 - raises here; on tensors: so does eager
+        return f"numpy {name} on a tensor raises {type(e).__name__} in eager" if strict else None
+    if strict and not all(isinstance(o, (np.ndarray, np.generic, int, float, bool, complex))
+                          for o in _flat([out])):
+        return f"numpy {name} on a tensor does not give an ndarray in eager"
+    why = _mismatch(out, traced)
+    if why is not None:
+        return f"torch._numpy's {name} differs from numpy's: {why}"
+    container = None
+    if isinstance(out, (tuple, list)) and type(out) is not type(traced):
+        container = type(out)
+    if isinstance(traced, _ArrayProbe):
+        scalars = isinstance(out, np.generic)
+    elif isinstance(traced, (tuple, list)):
+        scalars = tuple(isinstance(t, _ArrayProbe) and isinstance(o, np.generic)
+                        for o, t in zip(out, traced))
+    else:
+        scalars = False
+    if container is None and not any(_flat([scalars])):
+        return None
+    return container, scalars
+
+
+def _mismatch(eager, traced):
+    """Why the traced result (see check_call) differs from numpy's, or None."""
+    if isinstance(traced, _ArrayProbe):
+        if not isinstance(eager, (np.ndarray, np.generic)):
+            return f"{type(eager).__name__} where an array is traced"
+        dt = numpy_dtype(traced.fake.dtype)
+        if dt != eager.dtype:
+            return f"dtype {dt} where numpy gives {eager.dtype}"
+        if tuple(traced.fake.shape) != tuple(np.shape(eager)):
+            return f"shape {tuple(traced.fake.shape)} where numpy gives {np.shape(eager)}"
+        return None
+    if isinstance(traced, (tuple, list)):
+        if not isinstance(eager, (tuple, list)) or len(eager) != len(traced):
+            return f"{type(eager).__name__} where a {type(traced).__name__} is traced"
+        for e, t in zip(eager, traced):
+            why = _mismatch(e, t)
+            if why is not None:
+                return why
     return None
+
+
+def to_numpy_scalar(t):
+    """Rebuild a traced numpy scalar (a 0-d tensor in the graph)."""
+    return t.numpy(force=True)[()]
+
+
+def scalar_type(torch_dtype):
+    """The numpy scalar type of a traced numpy scalar of torch_dtype (np.float32, ...)."""
+    return numpy_dtype(torch_dtype).type
 
 
 def _flat(xs):

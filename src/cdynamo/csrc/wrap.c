@@ -21,8 +21,8 @@ cdyn_is_constant(PyObject *obj)
         Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) {
         return 1;
     }
-    if (cdyn_is_numpy_constant(obj) && !cdyn_is_numpy_scalar(obj)) {
-        return 1;   /* a numpy.dtype (numpy scalars: see build) */
+    if (cdyn_is_numpy_constant(obj)) {
+        return 1;   /* numpy scalars and numpy.dtype (values/ndarray.c) */
     }
     if (PyTuple_CheckExact(obj) || PyFrozenSet_CheckExact(obj)) {
         PyObject *it = PyObject_GetIter(obj), *item = NULL;
@@ -493,14 +493,6 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
             V(*out)->bits = prev == Py_True ? GRAD_MODE_ON : 0;
         }
         Py_DECREF(prev);
-        return *out ? TR_OK : TR_ERROR;
-    }
-    if (cdyn_is_numpy_scalar(obj)) {
-        /* a numpy number is the Python number it holds (as torch._dynamo), guarded as is */
-        if (source != NULL && cdyn_guards_add_equals(tx->guards, source, obj) < 0) {
-            return TR_ERROR;
-        }
-        *out = cdyn_value_const_steal(PyObject_CallMethod(obj, "item", NULL));
         return *out ? TR_OK : TR_ERROR;
     }
     if (cdyn_is_constant(obj)) {

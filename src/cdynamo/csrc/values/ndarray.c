@@ -23,7 +23,7 @@
 /* numpy's types once numpy is imported (this file never imports numpy itself: no numpy
  * object can exist before), the glue module cdynamo._numpy and torch functions; all strong,
  * kept for the process. */
-static PyObject *np_ndarray, *np_number, *np_generic, *np_dtype, *glue_mod;
+static PyObject *np_ndarray, *np_number, *np_bool, *np_generic, *np_dtype, *glue_mod;
 static PyObject *fn_from_numpy, *fn_as_tensor, *fn_asarray, *s_view_as, *s_detach, *s_cpu;
 
 /* 1 when numpy has been imported (its types are then cached), else 0. Never fails. */
@@ -46,13 +46,15 @@ numpy_loaded(void)
     }
     np_ndarray = PyObject_GetAttrString(np, "ndarray");
     np_number = PyObject_GetAttrString(np, "number");
+    np_bool = PyObject_GetAttrString(np, "bool_");
     np_generic = PyObject_GetAttrString(np, "generic");
     np_dtype = PyObject_GetAttrString(np, "dtype");
     Py_DECREF(np);
-    if (!np_ndarray || !np_number || !np_generic || !np_dtype) {
+    if (!np_ndarray || !np_number || !np_bool || !np_generic || !np_dtype) {
         PyErr_Clear();
         Py_CLEAR(np_ndarray);
         Py_CLEAR(np_number);
+        Py_CLEAR(np_bool);
         Py_CLEAR(np_generic);
         Py_CLEAR(np_dtype);
         return 0;
@@ -102,6 +104,22 @@ glue_call(const char *name, PyObject *a, PyObject *b)
     return r;
 }
 
+/* 1 when cdynamo.config.trace_numpy is on (read while tracing), 0 when off, -1 on error. */
+static int
+trace_numpy(void)
+{
+    static PyObject *config;
+    PyObject *on;
+    int r;
+    if (config == NULL && (config = PyImport_ImportModule("cdynamo.config")) == NULL) {
+        return -1;
+    }
+    on = PyObject_GetAttrString(config, "trace_numpy");
+    r = on ? PyObject_IsTrue(on) : -1;
+    Py_XDECREF(on);
+    return r;
+}
+
 /* ---- classification (wrap.c) ----------------------------------------------------------- */
 
 int
@@ -110,14 +128,14 @@ cdyn_is_numpy_constant(PyObject *obj)
     if (!numpy_loaded()) {
         return 0;
     }
-    return PyObject_TypeCheck(obj, (PyTypeObject *)np_dtype) ||
-           PyObject_TypeCheck(obj, (PyTypeObject *)np_number);
+    return PyObject_TypeCheck(obj, (PyTypeObject *)np_dtype) || cdyn_is_numpy_scalar(obj);
 }
 
 int
 cdyn_is_numpy_scalar(PyObject *obj)
 {
-    return numpy_loaded() && PyObject_TypeCheck(obj, (PyTypeObject *)np_number);
+    return numpy_loaded() && (PyObject_TypeCheck(obj, (PyTypeObject *)np_number) ||
+                              PyObject_TypeCheck(obj, (PyTypeObject *)np_bool));
 }
 
 int
@@ -162,6 +180,16 @@ cdyn_is_numpy_callable(PyObject *obj)
 }
 
 /* ---- values ------------------------------------------------------------------------------ */
+
+/* bits of an NDARRAY: numpy gives a numpy scalar here (np.sum(a), a[0, 0]) where the graph
+ * has a 0-d array: rebuilt as one, typed as one (torch._dynamo gives 0-d arrays). */
+#define NDARRAY_SCALAR 0x1u
+
+static int
+is_scalar(PyObject *v)
+{
+    return V(v)->kind == VK_NDARRAY && (V(v)->bits & NDARRAY_SCALAR);
+}
 
 static PyObject *
 value_ndarray(PyObject *fake, PyObject *node, PyObject *source)
@@ -363,9 +391,11 @@ cdyn_ndarray_from_tensor(cdyn_tx *tx, PyObject *self, PyObject *const *args, Py_
         Py_DECREF(t);
         return TR_ERROR;
     }
-    if (glue() == NULL) {
+    if (glue() == NULL || trace_numpy() != 1) {
         Py_DECREF(t);
-        return cdyn_tx_unsupported(tx, "numpy: numpy cannot be imported");
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "numpy: Tensor.numpy() is not traced (numpy cannot be "
+                                       "imported, or cdynamo.config.trace_numpy is off)");
     }
     if (force) {   /* as eager: detached, on the CPU */
         st = tensor_method(tx, t, s_detach, 0, &r);
@@ -408,6 +438,9 @@ cdyn_ndarray_torch_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssi
     if (glue() == NULL) {
         return TR_ERROR;
     }
+    if (fn == fn_from_numpy && nargs >= 1 && is_scalar(args[0])) {
+        return cdyn_tx_unsupported(tx, "numpy: torch.from_numpy of a numpy scalar raises");
+    }
     if (!(fn == fn_from_numpy || fn == fn_as_tensor || fn == fn_asarray) || nargs < 1 ||
         nargs > 16 || V(args[0])->kind != VK_NDARRAY || cdyn_any_ndarray(args + 1, nargs - 1) ||
         (fn == fn_from_numpy && nargs != 1)) {
@@ -435,6 +468,14 @@ cdyn_ndarray_wrap_input(cdyn_tx *tx, PyObject *arr, PyObject *source, PyObject *
     PyObject *g = glue(), *conv = NULL, *t = NULL, *csrc = NULL, *tv = NULL;
     tr_status st = TR_ERROR;
     *out = NULL;
+    switch (trace_numpy()) {
+    case 0:
+        return TR_OK;   /* not traced: an opaque object */
+    case 1:
+        break;
+    default:
+        return TR_ERROR;
+    }
     if (g == NULL || (conv = PyObject_GetAttrString(g, "tensor_of_array")) == NULL) {
         return TR_ERROR;
     }
@@ -463,6 +504,83 @@ done:
 
 /* ---- numpy callables (NPFN) ----------------------------------------------------------------- */
 
+/* 1 when the real object of v is fixed by its guards (constants; numpy, builtin and class
+ * objects guarded by identity), not an OBJECT guarded by its type only. */
+static int
+is_fixed(PyObject *v)
+{
+    cdyn_vkind k = V(v)->kind;
+    return k == VK_CONST || k == VK_NPFN || k == VK_CLASS || k == VK_BUILTIN;
+}
+
+/* The real object for v when it is fixed, through tuples and lists of such (new ref), or
+ * NULL without an exception. */
+static PyObject *
+fixed_obj(PyObject *v)
+{
+    cdyn_value *x = V(v);
+    PyObject *l = NULL;
+    if (is_fixed(v)) {
+        return Py_XNewRef(cdyn_v_real(v));
+    }
+    if ((x->kind == VK_TUPLE || x->kind == VK_LIST) && x->u.seq.items != NULL &&
+        x->u.seq.nt_type == NULL) {
+        Py_ssize_t n = PyList_GET_SIZE(x->u.seq.items);
+        l = PyList_New(n);
+        for (Py_ssize_t i = 0; l && i < n; i++) {
+            PyObject *o = fixed_obj(PyList_GET_ITEM(x->u.seq.items, i));
+            if (o == NULL) {
+                Py_CLEAR(l);
+                break;
+            }
+            PyList_SET_ITEM(l, i, o);
+        }
+        if (l != NULL && x->kind == VK_TUPLE) {
+            Py_SETREF(l, PyList_AsTuple(l));
+        }
+        PyErr_Clear();
+        return l;
+    }
+    return NULL;
+}
+
+/* A numpy call on constants only: run now when it gives a constant (a numpy scalar, a
+ * Python number, a dtype, tuples of them): *out set. *out NULL (TR_OK) when it gives arrays
+ * (then traced, as torch._dynamo does) or an argument is not a constant. */
+static tr_status
+fold(cdyn_tx *tx, PyObject *np_fn, PyObject *const *args, Py_ssize_t nargs,
+     PyObject *kwnames, PyObject **out)
+{
+    PyObject *objs[32] = {NULL}, *res = NULL, *arr = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, got = 0;
+    tr_status st = TR_OK;
+    *out = NULL;
+    for (; got < nargs && nargs <= 32; got++) {
+        if ((objs[got] = fixed_obj(args[got])) == NULL) {
+            break;
+        }
+    }
+    if (got == nargs && nargs <= 32) {
+        res = PyObject_Vectorcall(np_fn, objs, nargs - nkw, kwnames);
+        if (res == NULL) {
+            st = cdyn_tx_unsupported(tx, "numpy: %R on these constants raises", np_fn);
+        }
+        else if ((arr = glue_call("holds_array", res, NULL)) == NULL) {
+            st = TR_ERROR;
+        }
+        else if (arr == Py_False && cdyn_is_constant(res)) {
+            *out = cdyn_value_const(res);
+            st = *out ? TR_OK : TR_ERROR;
+        }
+    }
+    for (Py_ssize_t i = 0; i < got; i++) {
+        Py_XDECREF(objs[i]);
+    }
+    Py_XDECREF(res);
+    Py_XDECREF(arr);
+    return st;
+}
+
 /* A real object standing for value v in probe(): constants and real objects as they are, a
  * tensor its fake, an ndarray glue.array_probe(fake), tuples/lists item by item. New ref, or
  * NULL without an exception when v has no such object. */
@@ -475,7 +593,7 @@ probe_obj(PyObject *v)
         return Py_NewRef(x->u.tensor.fake);
     }
     if (x->kind == VK_NDARRAY) {
-        PyObject *r = glue_call("array_probe", x->u.tensor.fake, NULL);
+        PyObject *r = glue_call("array_probe", x->u.tensor.fake, is_scalar(v) ? Py_True : Py_False);
         PyErr_Clear();
         return r;
     }
@@ -499,19 +617,58 @@ probe_obj(PyObject *v)
     return Py_XNewRef(real);
 }
 
-/* numpy's own answer for a call with tensors among its arguments (see glue.probe): TR_OK
- * when it gives arrays, else unsupported with the reason. */
+/* Make the fresh result value res of a recorded call what numpy gives (glue.check_call's
+ * pair): container: numpy's tuple / named tuple / list type for a sequence result (or None);
+ * scalars: a bool (res an array) or a tuple of bools (its items) marking numpy scalars. */
 static tr_status
-probe(cdyn_tx *tx, PyObject *np_fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+apply_fix(PyObject *res, PyObject *container, PyObject *scalars)
+{
+    cdyn_value *x = V(res);
+    if (x->kind == VK_NDARRAY) {
+        if (scalars == Py_True) {
+            x->bits |= NDARRAY_SCALAR;
+        }
+        return TR_OK;
+    }
+    if (x->kind != VK_TUPLE && x->kind != VK_LIST) {
+        return TR_OK;
+    }
+    if (PyType_Check(container)) {
+        int is_list = PyType_IsSubtype((PyTypeObject *)container, &PyList_Type);
+        x->kind = is_list ? VK_LIST : VK_TUPLE;
+        Py_CLEAR(x->u.seq.nt_type);
+        if (!is_list && container != (PyObject *)&PyTuple_Type) {
+            x->u.seq.nt_type = Py_NewRef(container);
+        }
+    }
+    for (Py_ssize_t i = 0; PyTuple_Check(scalars) && x->u.seq.items != NULL &&
+                           i < PyTuple_GET_SIZE(scalars) && i < PyList_GET_SIZE(x->u.seq.items);
+         i++) {
+        PyObject *item = PyList_GET_ITEM(x->u.seq.items, i);
+        if (PyTuple_GET_ITEM(scalars, i) == Py_True && V(item)->kind == VK_NDARRAY) {
+            V(item)->bits |= NDARRAY_SCALAR;
+        }
+    }
+    return TR_OK;
+}
+
+/* Check a recorded numpy call against numpy itself (glue.check_call: numpy run now on zeros
+ * like the arguments; strict when some arguments are tensors). TR_OK (*res possibly turned
+ * into numpy's container type), else unsupported with the reason. */
+static tr_status
+verify(cdyn_tx *tx, PyObject *np_fn, PyObject *const *args, Py_ssize_t nargs,
+       PyObject *kwnames, PyObject *res, int strict)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *pos = PyTuple_New(nargs - nkw), *kw = PyDict_New(), *g = glue(), *fn = NULL,
-             *why = NULL;
+             *why = NULL, *traced = NULL;
     tr_status st = TR_ERROR;
     for (Py_ssize_t i = 0; pos && kw && i < nargs; i++) {
         PyObject *o = probe_obj(args[i]);
         if (o == NULL) {
-            st = cdyn_tx_unsupported(tx, "numpy: %S in a numpy call on a tensor", args[i]);
+            st = strict ? cdyn_tx_unsupported(tx, "numpy: %S in a numpy call on a tensor",
+                                              args[i])
+                        : TR_OK;   /* cannot be checked: trusted, as torch._dynamo does */
             goto done;
         }
         if (i < nargs - nkw) {
@@ -525,16 +682,32 @@ probe(cdyn_tx *tx, PyObject *np_fn, PyObject *const *args, Py_ssize_t nargs, PyO
             }
         }
     }
-    fn = (pos && kw && g) ? PyObject_GetAttrString(g, "probe") : NULL;
-    why = fn ? PyObject_CallFunctionObjArgs(fn, np_fn, pos, kw, NULL) : NULL;
-    if (why != NULL) {
-        st = why == Py_None ? TR_OK : cdyn_tx_unsupported(tx, "numpy: %U", why);
+    traced = probe_obj(res);
+    if (traced == NULL) {
+        st = TR_OK;
+        goto done;
+    }
+    fn = (pos && kw && g) ? PyObject_GetAttrString(g, "check_call") : NULL;
+    why = fn ? PyObject_CallFunctionObjArgs(fn, np_fn, pos, kw, traced,
+                                            strict ? Py_True : Py_False, NULL) : NULL;
+    if (why == NULL || why == Py_None) {
+        st = why ? TR_OK : TR_ERROR;
+    }
+    else if (PyUnicode_Check(why)) {
+        st = cdyn_tx_unsupported(tx, "numpy: %U", why);
+    }
+    else if (PyTuple_Check(why) && PyTuple_GET_SIZE(why) == 2) {
+        st = apply_fix(res, PyTuple_GET_ITEM(why, 0), PyTuple_GET_ITEM(why, 1));
+    }
+    else {
+        st = cdyn_tx_unsupported(tx, "numpy: %R gives a %R", np_fn, why);
     }
 done:
     Py_XDECREF(pos);
     Py_XDECREF(kw);
     Py_XDECREF(fn);
     Py_XDECREF(why);
+    Py_XDECREF(traced);
     return st;
 }
 
@@ -551,9 +724,7 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
         return cdyn_tx_unsupported(tx, "numpy: %R with too many arguments", cls);
     }
     for (Py_ssize_t i = 0; i < nargs; i++) {
-        cdyn_vkind k = V(args[i])->kind;   /* values fixed by guards (not OBJECT: its type only) */
-        int fixed = k == VK_CONST || k == VK_CLASS || k == VK_BUILTIN || k == VK_NPFN;
-        objs[i] = fixed ? cdyn_v_real(args[i]) : NULL;
+        objs[i] = is_fixed(args[i]) ? cdyn_v_real(args[i]) : NULL;
         if (objs[i] == NULL) {
             return cdyn_tx_unsupported(tx, "numpy: %R of a non-constant", cls);
         }
@@ -630,11 +801,26 @@ npfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     if (tfn == Py_None) {
         st = cdyn_tx_unsupported(tx, "numpy: %R has no torch._numpy counterpart", obj);
     }
+    else if ((arrays != 0 || rnd == Py_True) && trace_numpy() != 1) {
+        PyErr_Clear();
+        st = cdyn_tx_unsupported(tx, "numpy: call to %R is not traced "
+                                     "(cdynamo.config.trace_numpy is off)", obj);
+    }
     else if (arrays == 0 && rnd != Py_True) {
-        st = cdyn_tx_unsupported(tx, "numpy: call to %R on constants only (runs in Python)", obj);
+        st = fold(tx, obj, args, nargs, kwnames, out);
+        if (st != TR_OK || *out != NULL) {
+            Py_DECREF(tfn);
+            Py_DECREF(rnd);
+            return st;
+        }
+        if (trace_numpy() != 1) {   /* an array of constants (np.ones(3)): traced if on */
+            PyErr_Clear();
+            st = cdyn_tx_unsupported(tx, "numpy: call to %R is not traced "
+                                         "(cdynamo.config.trace_numpy is off)", obj);
+        }
     }
     else {
-        st = (arrays & 2) ? probe(tx, obj, args, nargs, kwnames) : TR_OK;
+        st = TR_OK;
     }
     name = st == TR_OK ? PyObject_GetAttrString(tfn, "__name__") : NULL;
     if (st == TR_OK && (name == NULL || patch_kwnames(name, kwnames, &kw2) < 0)) {
@@ -642,6 +828,12 @@ npfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     }
     if (st == TR_OK) {
         st = record_wrapped(tx, "function_target", tfn, args, nargs, kw2 ? kw2 : kwnames, out);
+    }
+    if (st == TR_OK && rnd != Py_True) {   /* (numpy.random is not run: it has a state) */
+        st = verify(tx, obj, args, nargs, kwnames, *out, (arrays & 2) != 0);
+        if (st != TR_OK) {
+            Py_CLEAR(*out);
+        }
     }
     Py_XDECREF(name);
     Py_XDECREF(kw2);
@@ -665,10 +857,32 @@ npfn_truth(cdyn_tx *tx, PyObject *v, int *out)
     return TR_OK;
 }
 
+/* a.dtype == np.float32, np.float32 is np.float64: folded on the real objects (both fixed by
+ * their guards). */
+static tr_status
+npfn_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *r;
+    if (!is_fixed(a) || !is_fixed(b)) {
+        return TR_NOTIMPL;
+    }
+    r = PyObject_RichCompare(cdyn_v_real(a), cdyn_v_real(b), op);
+    if (r == NULL) {
+        return cdyn_tx_unsupported(tx, "numpy: comparison raises");
+    }
+    if (!cdyn_is_constant(r)) {
+        Py_DECREF(r);
+        return cdyn_tx_unsupported(tx, "numpy: comparison gives a %s", Py_TYPE(r)->tp_name);
+    }
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 const cdyn_vtable cdyn_npfn_vt = {
     .name = "NumpyVariable",
     .getattr = npfn_getattr,
     .call = npfn_call,
+    .compare = npfn_compare,
     .truth = npfn_truth,
     .python_type = cdyn_python_type_obj,
     .collect = cdyn_collect_nothing,
@@ -719,6 +933,9 @@ ndarray_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         st = record(tx, fn, args, 2, NULL, out);
         Py_DECREF(fn);
         Py_DECREF(args[1]);
+        if (st == TR_OK && is_scalar(v) && V(*out)->kind == VK_NDARRAY) {
+            V(*out)->bits |= NDARRAY_SCALAR;   /* a numpy scalar's .T / .real / .imag */
+        }
         return st;
     }
     attr = numpy_loaded() ? _PyType_Lookup((PyTypeObject *)np_ndarray, name) : NULL;
@@ -760,6 +977,14 @@ ndarray_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     }
     st = record_wrapped(tx, "method_target", name, all, nargs + 1, kw2 ? kw2 : kwnames, out);
     Py_XDECREF(kw2);
+    if (st == TR_OK) {   /* against numpy's own method */
+        PyObject *caller = glue_call("method_caller", name, NULL);
+        st = caller ? verify(tx, caller, all, nargs + 1, kwnames, *out, 0) : TR_ERROR;
+        Py_XDECREF(caller);
+        if (st != TR_OK) {
+            Py_CLEAR(*out);
+        }
+    }
     return st;
 }
 
@@ -775,6 +1000,7 @@ ndarray_truth(cdyn_tx *tx, PyObject *v, int *out)
 static tr_status
 operator_call(cdyn_tx *tx, PyObject *op, PyObject *const *args, Py_ssize_t n, PyObject **out)
 {
+    tr_status st;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (V(args[i])->kind == VK_TENSOR) {
             /* eager gives a tensor or raises, depending on the side: run it in Python */
@@ -782,7 +1008,14 @@ operator_call(cdyn_tx *tx, PyObject *op, PyObject *const *args, Py_ssize_t n, Py
                                        op);
         }
     }
-    return record_wrapped(tx, "operator_target", op, args, n, NULL, out);
+    st = record_wrapped(tx, "operator_target", op, args, n, NULL, out);
+    if (st == TR_OK) {   /* against numpy's own operator */
+        st = verify(tx, op, args, n, NULL, *out, 0);
+        if (st != TR_OK) {
+            Py_CLEAR(*out);
+        }
+    }
+    return st;
 }
 
 static tr_status
@@ -882,8 +1115,30 @@ ndarray_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fk, PyObject **node)
 static PyTypeObject *
 ndarray_python_type(PyObject *v)
 {
-    (void)v;
-    return numpy_loaded() ? (PyTypeObject *)np_ndarray : NULL;
+    static PyObject *scalar_types;   /* dict: torch dtype -> numpy scalar type (kept alive) */
+    PyObject *dt, *t;
+    if (!numpy_loaded()) {
+        return NULL;
+    }
+    if (!is_scalar(v)) {
+        return (PyTypeObject *)np_ndarray;
+    }
+    if (scalar_types == NULL && (scalar_types = PyDict_New()) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    dt = PyObject_GetAttrString(fake(v), "dtype");
+    t = dt ? PyDict_GetItemWithError(scalar_types, dt) : NULL;
+    if (dt != NULL && t == NULL && !PyErr_Occurred()) {
+        PyObject *nt = glue_call("scalar_type", dt, NULL);
+        if (nt != NULL && PyType_Check(nt) && PyDict_SetItem(scalar_types, dt, nt) == 0) {
+            t = nt;
+        }
+        Py_XDECREF(nt);   /* the dict keeps it */
+    }
+    Py_XDECREF(dt);
+    PyErr_Clear();
+    return (PyTypeObject *)t;
 }
 
 static tr_status
@@ -911,7 +1166,7 @@ ndarray_reconstruct(cdyn_cg *cg, PyObject *v)
         return r < 0 ? -1 : 0;
     }
     g = glue();
-    fn = g ? PyObject_GetAttrString(g, "to_numpy") : NULL;
+    fn = g ? PyObject_GetAttrString(g, is_scalar(v) ? "to_numpy_scalar" : "to_numpy") : NULL;
     r = fn == NULL || cdyn_cg_push_callable(cg, fn) < 0 ||
         cdyn_cg_load_output(cg, V(v)->u.tensor.node) < 0 || cdyn_cg_call(cg, 1) < 0;
     Py_XDECREF(fn);
