@@ -2,20 +2,24 @@
  *
  *   NDARRAY  u.tensor (fake, node)  a numpy.ndarray made in the trace (x.numpy(), a numpy
  *                                   function's result) or an input array: the tensor that
- *                                   backs it (its fake tensor and FX node)
+ *                                   backs it (its fake tensor and FX node); bits
+ *                                   NDARRAY_SCALAR: numpy gives a numpy scalar there
  *   NPFN     u.obj.obj              a numpy callable with a torch._numpy counterpart (np.sum,
- *                                   np.linalg.norm, np.random.randn, ...), or numpy.dtype /
- *                                   iinfo / finfo (built at trace time from constants)
+ *                                   np.linalg.norm, np.random.randn, ...), numpy.dtype /
+ *                                   iinfo / finfo or a numpy scalar type (np.float32)
  *
  * Numpy functions, ndarray methods, attributes and operators on ndarrays are recorded as calls
  * of the wrappers of cdynamo/_numpy.py (torch._numpy on tensors, tensors out); their tensor
- * results are ndarrays again. Metadata (shape, strides, dtype, ...) are constants. An ndarray
- * that leaves the graph is rebuilt by the generated code as _numpy.to_numpy(<graph output>),
- * or from its source for an input array. Anything that needs the array's data (bool(a),
- * a.tolist(), a.item()), numpy calls on constants only (other than numpy.random), numpy
+ * results are ndarrays again. Each recorded call is checked against numpy itself run on zeros
+ * like its arguments (glue check_call): a dtype, shape or structure torch._numpy would get
+ * wrong is a graph break, and numpy's container types and scalars are kept. Metadata (shape,
+ * strides, dtype, ...) are constants; numpy calls on constants fold when they give constants
+ * (arrays of constants are traced, numpy.random always is). An ndarray that leaves the graph is
+ * rebuilt by the generated code as _numpy.to_numpy(<graph output>), or from its source for an
+ * input array. Anything that needs the array's data (bool(a), a.tolist(), a.item()), numpy
  * callables without a torch._numpy counterpart, torch functions other than from_numpy /
  * as_tensor / asarray on an ndarray, and operators mixing ndarrays with tensors are graph
- * breaks with a reason starting "numpy: ".
+ * breaks with a reason starting "numpy: " (catalogue CDB0050).
  */
 #include "../tx.h"
 #include "../codegen.h"
@@ -30,60 +34,64 @@ static PyObject *fn_from_numpy, *fn_as_tensor, *fn_asarray, *s_view_as, *s_detac
 static int
 numpy_loaded(void)
 {
-    PyObject *np = NULL;
+    static PyObject *s_numpy;
+    PyObject *np = NULL, *t[5] = {NULL};
+    static const char *const names[5] = {"ndarray", "number", "bool_", "generic", "dtype"};
+    int ok = 1;
     if (np_ndarray != NULL) {
         return 1;
     }
-    static PyObject *s_numpy;
     if (s_numpy == NULL && (s_numpy = PyUnicode_InternFromString("numpy")) == NULL) {
         PyErr_Clear();
         return 0;
     }
     np = PyImport_GetModule(s_numpy);
-    if (np == NULL) {
+    for (int i = 0; np != NULL && i < 5; i++) {
+        ok = ok && (t[i] = PyObject_GetAttrString(np, names[i])) != NULL;
+    }
+    Py_XDECREF(np);
+    if (np == NULL || !ok) {
         PyErr_Clear();
+        for (int i = 0; i < 5; i++) {
+            Py_XDECREF(t[i]);
+        }
         return 0;
     }
-    np_ndarray = PyObject_GetAttrString(np, "ndarray");
-    np_number = PyObject_GetAttrString(np, "number");
-    np_bool = PyObject_GetAttrString(np, "bool_");
-    np_generic = PyObject_GetAttrString(np, "generic");
-    np_dtype = PyObject_GetAttrString(np, "dtype");
-    Py_DECREF(np);
-    if (!np_ndarray || !np_number || !np_bool || !np_generic || !np_dtype) {
-        PyErr_Clear();
-        Py_CLEAR(np_ndarray);
-        Py_CLEAR(np_number);
-        Py_CLEAR(np_bool);
-        Py_CLEAR(np_generic);
-        Py_CLEAR(np_dtype);
-        return 0;
-    }
+    np_number = t[1];
+    np_bool = t[2];
+    np_generic = t[3];
+    np_dtype = t[4];
+    np_ndarray = t[0];   /* last: it marks the set as complete */
     return 1;
 }
 
-/* The glue module cdynamo._numpy (borrowed), importing it (and torch._numpy's helpers) on
+/* The glue module cdynamo._numpy (borrowed), importing it and caching torch's functions on
  * first use; NULL with an exception. */
 static PyObject *
 glue(void)
 {
-    PyObject *torch = NULL;
+    PyObject *torch = NULL, *mod = NULL;
     if (glue_mod != NULL) {
         return glue_mod;
     }
     torch = PyImport_ImportModule("torch");
-    glue_mod = torch ? PyImport_ImportModule("cdynamo._numpy") : NULL;
-    if (glue_mod != NULL) {
+    mod = torch ? PyImport_ImportModule("cdynamo._numpy") : NULL;
+    if (mod != NULL && fn_from_numpy == NULL) {
         fn_from_numpy = PyObject_GetAttrString(torch, "from_numpy");
         fn_as_tensor = PyObject_GetAttrString(torch, "as_tensor");
         fn_asarray = PyObject_GetAttrString(torch, "asarray");
         s_view_as = PyUnicode_InternFromString("view_as");
         s_detach = PyUnicode_InternFromString("detach");
         s_cpu = PyUnicode_InternFromString("cpu");
-        if (!fn_from_numpy || !fn_as_tensor || !fn_asarray || !s_view_as || !s_detach || !s_cpu) {
-            Py_CLEAR(glue_mod);
-        }
     }
+    if (mod != NULL && fn_from_numpy && fn_as_tensor && fn_asarray && s_view_as && s_detach &&
+        s_cpu) {
+        glue_mod = Py_NewRef(mod);
+    }
+    else if (mod != NULL) {
+        PyErr_SetString(PyExc_ImportError, "cdynamo: torch.from_numpy/as_tensor/asarray");
+    }
+    Py_XDECREF(mod);
     Py_XDECREF(torch);
     return glue_mod;
 }
@@ -122,6 +130,7 @@ trace_numpy(void)
 
 /* ---- classification (wrap.c) ----------------------------------------------------------- */
 
+/* numpy scalars and numpy.dtype objects (constants, EQUALS-guarded). */
 int
 cdyn_is_numpy_constant(PyObject *obj)
 {
@@ -131,6 +140,7 @@ cdyn_is_numpy_constant(PyObject *obj)
     return PyObject_TypeCheck(obj, (PyTypeObject *)np_dtype) || cdyn_is_numpy_scalar(obj);
 }
 
+/* numpy scalars (numpy.number, numpy.bool_ instances). */
 int
 cdyn_is_numpy_scalar(PyObject *obj)
 {
@@ -138,6 +148,7 @@ cdyn_is_numpy_scalar(PyObject *obj)
                               PyObject_TypeCheck(obj, (PyTypeObject *)np_bool));
 }
 
+/* Exactly numpy.ndarray (subclasses such as np.matrix are opaque objects). */
 int
 cdyn_is_numpy_array(PyObject *obj)
 {
@@ -159,6 +170,7 @@ maybe_numpy(PyObject *obj)
     return strcmp(Py_TYPE(obj)->tp_name, "numpy.ufunc") == 0;
 }
 
+/* A numpy callable traced as an NPFN (glue: constant_collection, tnp_counterpart). */
 int
 cdyn_is_numpy_callable(PyObject *obj)
 {
@@ -191,6 +203,7 @@ is_scalar(PyObject *v)
     return V(v)->kind == VK_NDARRAY && (V(v)->bits & NDARRAY_SCALAR);
 }
 
+/* New NDARRAY of fake and node (borrowed); source (borrowed) NULL unless an input array. */
 static PyObject *
 value_ndarray(PyObject *fake, PyObject *node, PyObject *source)
 {
@@ -768,6 +781,9 @@ patch_kwnames(PyObject *tnp_name, PyObject *kwnames, PyObject **renamed)
     return *renamed ? 0 : -1;
 }
 
+/* A numpy callable: dtype/iinfo/finfo/scalar types of constants are built now; a function on
+ * constants folds when it gives constants; otherwise (arrays among the arguments, an array of
+ * constants, numpy.random) it is recorded as torch._numpy's counterpart and checked. */
 static tr_status
 npfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
@@ -842,6 +858,7 @@ npfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     return st;
 }
 
+/* np.linalg.norm.__name__ and the like: read from the real object, guarded. */
 static tr_status
 npfn_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -908,6 +925,7 @@ in_list(PyObject *name, const char *const *list)
     return 0;
 }
 
+/* Metadata as constants, .T/.real/.imag recorded, methods as METHOD values. */
 static tr_status
 ndarray_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -947,6 +965,8 @@ ndarray_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* A method recorded as the ndarray method of torch._numpy and checked against numpy's;
+ * methods that need the data are breaks. */
 static tr_status
 ndarray_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                     PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
