@@ -344,7 +344,7 @@ wrap_defaults(cdyn_tx *tx, PyFunctionObject *f, PyObject **defaults, PyObject **
 static tr_status
 wrap_closure(PyFunctionObject *f, PyObject *fn_source, PyObject **cells)
 {
-    PyObject *csrc = NULL;
+    PyObject *csrc = NULL, *fsrc = NULL;
     Py_ssize_t nc;
     tr_status st = TR_ERROR;
     if (f->func_closure == NULL) {
@@ -354,9 +354,21 @@ wrap_closure(PyFunctionObject *f, PyObject *fn_source, PyObject **cells)
     if ((*cells = PyList_New(nc)) == NULL) {
         return TR_ERROR;
     }
+    /* without a source of its own, the function is fixed by the trace: read its cells
+       through a constant source on the function object, so their contents are guarded
+       (torch's own functions are trusted, as their globals) */
+    if (fn_source == NULL && !cdyn_module_startswith((PyObject *)f, "torch")) {
+        fsrc = cdyn_source_const((PyObject *)f, f->func_qualname);
+        if (fsrc == NULL) {
+            return TR_ERROR;
+        }
+        fn_source = fsrc;
+    }
     if (fn_source != NULL && (csrc = cdyn_source_attr(fn_source, cdyn_G.s_closure)) == NULL) {
+        Py_XDECREF(fsrc);
         return TR_ERROR;
     }
+    Py_XDECREF(fsrc);
     for (Py_ssize_t i = 0; i < nc; i++) {
         PyObject *isrc = NULL, *src = NULL, *idx = NULL, *cell = NULL;
         if (csrc != NULL) {
