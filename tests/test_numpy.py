@@ -49,6 +49,12 @@ def assert_same_np(actual, expected, path="result", exact=False):
         assert len(actual) == len(expected), f"{path}: length"
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_same_np(a, e, f"{path}[{i}]", exact)
+    elif isinstance(expected, dict):
+        assert type(actual) is type(expected), \
+            f"{path}: {type(actual).__name__} != {type(expected).__name__}"
+        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
+        for k in expected:
+            assert_same_np(actual[k], expected[k], f"{path}[{k!r}]", exact)
     elif isinstance(expected, float) and math.isnan(expected):
         assert math.isnan(actual), path
     elif isinstance(expected, float) and not exact:
@@ -621,4 +627,255 @@ def test_numpy_scalar_types_in_isinstance():
             isinstance(x.numpy(), np.ndarray), x + s
 
     cdy, reasons = run_np(kinds, X, np.float32(1.5), graphs=1, ops=None)
+    assert not reasons
+
+
+# ==================================== programs in the style of PyTorch's test_misc.py numpy tests
+# (results against eager; graph and op counts against torch._dynamo on the same function)
+
+def take_along_rows(a, i):
+    return np.take_along_axis(a, i, axis=1)
+
+
+def break_keeps_array(x):
+    a = x.numpy()
+    b = a + 1
+    torch._dynamo.graph_break()
+    return b * 2
+
+
+def break_keeps_two_arrays(x):
+    a = x.numpy()
+    b, c = a + 1, a - 1
+    torch._dynamo.graph_break()
+    return b * c, c
+
+
+def numpy_forced(x):
+    return x.numpy(force=True) * 3
+
+
+GLOBAL_ARRAY = np.arange(5.0)
+
+
+def adds_global_array(y):
+    return y + GLOBAL_ARRAY + GLOBAL_ARRAY
+
+
+def builtin_types_as_dtypes(x):
+    return np.zeros_like(x.numpy(), dtype=float) + np.ones(x.shape, dtype=int)
+
+
+def tolist_then_more(x):
+    a = x.numpy()
+    return a.tolist(), a * 2
+
+
+def iterates_rows(x):
+    return [r.sum() for r in x.numpy()]
+
+
+def min_max_compare(x):
+    a = x.numpy()
+    return np.min(a), a > 0, np.maximum(a, 0.5)
+
+
+def unique_of_array(x):
+    return np.unique(x.numpy())
+
+
+def array_of_arrays(x, y):
+    return np.array([x.numpy(), y.numpy()])
+
+
+def ones_like_with_dtype_argument(x, dt):
+    return np.ones_like(x.numpy(), dtype=dt)
+
+
+def linalg_norms(x):
+    a = x.numpy()
+    return np.linalg.norm(a), np.linalg.norm(a, axis=1)
+
+
+def ufunc_into_out(x):
+    a = x.numpy()
+    out = np.empty_like(a)
+    np.add(a, 1, out=out)
+    return out
+
+
+def mandelbrot_counts(n):
+    c = np.linspace(-2.0, 1.0, n)[None, :] + 1j * np.linspace(-1.0, 1.0, n)[:, None]
+    z = np.zeros_like(c)
+    count = np.zeros(c.shape, dtype=np.int64)
+    for _ in range(5):
+        z = z * z + c
+        count = count + (np.abs(z) < 2)
+    return count
+
+
+def stacks_and_concatenations(x, y):
+    a, b = x.numpy(), y.numpy()
+    return np.stack([a, b]), np.concatenate((a, b), axis=1), np.vstack([a, b])
+
+
+def reductions_and_reshapes(x):
+    a = x.numpy()
+    return a.mean(axis=0), a.std(), a.argmax(), a.cumsum(0), a.ravel(), a.flatten(), a.squeeze()
+
+
+def shape_used_in_python(x):
+    a = x.numpy()
+    n, m = a.shape
+    return torch.from_numpy(a[: n // 2]) * m
+
+
+def input_array_products(a, b):
+    return a @ b.T, (a * b).sum(axis=-1), np.dot(a, b.T)
+
+
+def arrays_in_input_list(xs):
+    return [a * 2 for a in xs]
+
+
+def arrays_in_input_dict(d):
+    return {k: np.sum(v) for k, v in d.items()}
+
+
+def appends_array_to_input_list(lst, x):
+    lst.append(x.numpy() + 1)
+    return len(lst)
+
+
+def arrays_in_returned_dict(x):
+    a = x.numpy()
+    return {"a": a, "b": (a.T, a.sum())}
+
+
+def mutates_input_array(a):
+    a += 1
+    a[0, 0] = 7
+    return a.sum()
+
+
+def negative_step_slices(x):
+    a = x.numpy()
+    return a[::-1], a[:, ::-2]
+
+
+def boolean_mask(x):
+    a = x.numpy()
+    return a[a > 0]
+
+
+def sorts_in_place(x):
+    a = x.numpy().copy()
+    a.sort(axis=1)
+    return a, np.argsort(a, axis=0)
+
+
+def einsum_and_clip(x, y):
+    return np.einsum("ij,kj->ik", x.numpy(), y.numpy()), np.clip(x.numpy(), -0.5, 0.5)
+
+
+def branches_on_array(x):
+    a = x.numpy()
+    if (a > 100).any():
+        return a * 2
+    return a * 3
+
+
+def complex_arrays(x):
+    a = x.numpy() + 1j * x.numpy()
+    return np.abs(a), a.conj(), np.angle(a)
+
+
+def newaxis_broadcast(x):
+    a = x.numpy()
+    return a[:, np.newaxis, :] + a[np.newaxis]
+
+
+def arrays_in_input_tuple(t):
+    a, b = t
+    return a + b
+
+
+@pytest.mark.parametrize("fn, args", [
+    (mutates_input_array, (np.ones((3, 4)),)),
+    (negative_step_slices, (X,)),
+    (boolean_mask, (X,)),
+    (sorts_in_place, (X,)),
+    (einsum_and_clip, (X, Y)),
+    (branches_on_array, (X,)),
+    (complex_arrays, (X,)),
+    (newaxis_broadcast, (X,)),
+    (arrays_in_input_tuple, ((np.ones(3), np.arange(3.0)),)),
+    (take_along_rows, (np.arange(12.0).reshape(3, 4), np.array([[0, 3], [1, 1], [2, 0]]))),
+    (break_keeps_array, (X,)),
+    (break_keeps_two_arrays, (X,)),
+    (numpy_forced, (X.clone().requires_grad_(),)),
+    (adds_global_array, (np.ones(5),)),
+    (builtin_types_as_dtypes, (X,)),
+    (tolist_then_more, (X,)),
+    (iterates_rows, (X,)),
+    (min_max_compare, (X,)),
+    (unique_of_array, (torch.tensor([3.0, 1.0, 3.0, 2.0]),)),
+    (array_of_arrays, (X, Y)),
+    (ones_like_with_dtype_argument, (X, np.float32)),
+    (ones_like_with_dtype_argument, (X, np.int64)),
+    (linalg_norms, (X,)),
+    (ufunc_into_out, (X,)),
+    (mandelbrot_counts, (6,)),
+    (stacks_and_concatenations, (X, Y)),
+    (reductions_and_reshapes, (X,)),
+    (shape_used_in_python, (X,)),
+    (input_array_products, (np.random.randn(3, 4), np.random.randn(3, 4))),
+    (arrays_in_input_list, ([np.ones(3), np.arange(4.0)],)),
+    (arrays_in_input_dict, ({"a": np.ones(3), "b": np.arange(4.0)},)),
+    (appends_array_to_input_list, ([1], X)),
+    (arrays_in_returned_dict, (X,)),
+], ids=lambda v: getattr(v, "__name__", "args"))
+def test_dynamo_misc_numpy_programs(fn, args):
+    cdy, reasons = run_np(fn, *args)
+    # the breaks are the ones torch._dynamo has too (run_np compared the graph counts)
+    assert len(reasons) == cdy.frame_count - 1 or fn in (unique_of_array, boolean_mask), reasons
+
+
+def array_as_dict_key(x):
+    return {x.numpy(): 1}
+
+
+def test_unhashable_array_raises_as_eager():
+    run_np(array_as_dict_key, X, raises=TypeError)
+
+
+def test_forced_numpy_uses_the_detached_tensor():
+    # x.numpy(force=True) is x.detach().cpu() seen as an array: no extra view (as torch._dynamo)
+    cdy, _ = run_np(numpy_forced, X.clone().requires_grad_())
+    methods = [n.target for n in cdy.graphs[0].graph.nodes if n.op == "call_method"]
+    assert methods[:2] == ["detach", "cpu"] and "view_as" not in methods
+
+
+def modulo_of_numpy_scalars(x, a, b):
+    return x + (a % b)
+
+
+def test_numpy_scalar_arguments_fold_under_guards():
+    # numpy scalars are constants guarded by value (torch._dynamo makes them graph inputs:
+    # one op more, wrapped_mod); a new value recompiles
+    run_np(modulo_of_numpy_scalars, X, np.int64(12), np.int64(5), ops=1)
+    f = cdynamo.compile(modulo_of_numpy_scalars, backend="eager")
+    for a in (np.int64(12), np.int64(13), np.int32(13)):
+        torch.testing.assert_close(f(X, a, np.int64(5)), X + (a % np.int64(5)))
+    assert len(cdynamo.cache_entries(modulo_of_numpy_scalars)) == 3
+
+
+def subdtype_of_array(x):
+    a = x.numpy()
+    return np.issubdtype(a.dtype, np.floating), a * 2
+
+
+def test_array_dtype_is_a_constant():
+    # torch._dynamo breaks on ndarray.dtype (0 graphs); cdynamo folds the dtype check
+    cdy, reasons = run_np(subdtype_of_array, X, graphs=1, ops=2)
     assert not reasons

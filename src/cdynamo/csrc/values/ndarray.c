@@ -429,7 +429,10 @@ cdyn_ndarray_from_tensor(cdyn_tx *tx, PyObject *self, PyObject *const *args, Py_
             st = cdyn_tx_unsupported(tx, "numpy: %U", why);
         }
     }
-    if (st == TR_OK) {   /* a view of the tensor stands for the array (same memory) */
+    if (st == TR_OK && force) {   /* the detached tensor is already a node of its own */
+        r = Py_NewRef(t);
+    }
+    else if (st == TR_OK) {   /* a view of the tensor stands for the array (same memory) */
         st = tensor_method(tx, t, s_view_as, 1, &r);
     }
     if (st == TR_OK) {
