@@ -174,7 +174,7 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "builtins.breakpoint": BREAK,
     "torch.Tensor.item": BREAK,
     "torch.Tensor.tolist": BREAK,
-    "torch.Tensor.numpy": BREAK,
+    # torch.Tensor.numpy has no rule: traced (csrc/values/ndarray.c), as torch._dynamo does.
 }
 
 

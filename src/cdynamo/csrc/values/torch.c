@@ -242,6 +242,9 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
 {
     PyObject *obj = V(fn)->u.obj.obj;
     (void)fs;
+    if (cdyn_any_ndarray(args, nargs)) {   /* torch.from_numpy(a), ... (values/ndarray.c) */
+        return cdyn_ndarray_torch_call(tx, obj, args, nargs, kwnames, out);
+    }
     if (obj == cdyn_G.no_grad || obj == cdyn_G.enable_grad) {
         if (nargs != 0) {
             return cdyn_tx_unsupported(tx, "grad-mode context with arguments");
