@@ -7,7 +7,7 @@ VENV   := .venv
 VPY    := $(VENV)/bin/python
 DEPS   := $(VENV)/.cdynamo-deps
 STAMP  := $(VENV)/.cdynamo-installed
-SOURCES := $(wildcard src/cdynamo/csrc/*.c src/cdynamo/csrc/*.h src/cdynamo/csrc/values/*.c src/cdynamo/*.py) setup.py pyproject.toml
+SOURCES := $(wildcard src/cdynamo/csrc/*.c src/cdynamo/csrc/*.h src/cdynamo/csrc/values/*.c src/cdynamo/*.py src/cdynamo/polyfills/*.py) setup.py pyproject.toml
 
 .PHONY: all demo test bench install clean
 

@@ -24,6 +24,7 @@ int cdyn_raise_internal_errors = 0;
 
 int cdyn_builtin_init(void);
 int cdyn_torch_init(void);
+int cdyn_polyfill_init(void);
 
 #define MAX_STEPS 1000000
 
@@ -341,6 +342,10 @@ OP(make_cell)
         return TR_ERROR;
     }
     V(cell)->u.cell.contents = Py_XNewRef(fs->locals[i]);
+    if (fs->is_top) {   /* a variable of the frame (closures rebuilt at a break: function.c) */
+        V(cell)->bits |= CELL_TOP;
+        V(cell)->pos = i;
+    }
     Py_XSETREF(fs->locals[i], cell);
     return TR_OK;
 }
@@ -1080,6 +1085,58 @@ OP(import_from)
     return st == TR_OK ? push(fs, r) : st;
 }
 
+/* YIELD_VALUE / RETURN_GENERATOR in a generator's frame (values/generator.c): suspend it,
+ * with the yielded value (None for the RETURN_GENERATOR of its prologue) in retval. */
+OP(yield_value)
+{
+    PyObject *v;
+    if (fs->is_top) {
+        return cdyn_tx_unsupported(tx, "%s in a traced frame", cdyn_opname(ins->opcode));
+    }
+    v = ins->opcode == YIELD_VALUE ? pop(fs) : cdyn_value_const(Py_None);
+    if (v == NULL) {
+        return TR_ERROR;
+    }
+    fs->retval = v;
+    fs->yielded = 1;
+    return TR_OK;
+}
+
+/* SEND (yield from): [receiver, None] -> [receiver, item], or [return value] and a jump
+ * when the receiver is exhausted. */
+OP(send)
+{
+    PyObject *item = NULL, *rv;
+    tr_status st;
+    if (!cdyn_v_is_none(peek(fs, 0))) {
+        return cdyn_tx_unsupported(tx, "send() of a value to a generator");
+    }
+    st = cdyn_v_next(tx, peek(fs, 1), &item);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (item != NULL) {
+        return replace(fs, 1, item);
+    }
+    rv = cdyn_generator_retval(peek(fs, 1));
+    rv = rv != NULL ? Py_NewRef(rv) : cdyn_value_const(Py_None);
+    if (rv == NULL) {
+        return TR_ERROR;
+    }
+    fs->pc = ins->target;
+    return replace(fs, 2, rv);
+}
+
+/* GET_YIELD_FROM_ITER: iter(TOS), generators kept as they are. */
+OP(get_yield_from_iter)
+{
+    if (V(peek(fs, 0))->kind == VK_GENERATOR) {
+        UNUSED_OP_ARGS();
+        return TR_OK;
+    }
+    return op_get_iter(tx, fs, ins);
+}
+
 static op_fn op_table[256];
 
 static void
@@ -1119,6 +1176,8 @@ op_table_init(void)
         {CALL_FUNCTION_EX, op_call_function_ex}, {RETURN_VALUE, op_return_value},
         {LOAD_BUILD_CLASS, op_load_builtin_obj}, {LOAD_ASSERTION_ERROR, op_load_builtin_obj},
         {IMPORT_NAME, op_import_name}, {IMPORT_FROM, op_import_from},
+        {YIELD_VALUE, op_yield_value}, {RETURN_GENERATOR, op_yield_value}, {SEND, op_send},
+        {GET_YIELD_FROM_ITER, op_get_yield_from_iter},
     };
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         op_table[ops[i].opcode] = ops[i].fn;
@@ -1577,5 +1636,8 @@ cdyn_translate_init(PyObject *module)
         }
     }
     op_table_init();
-    return cdyn_builtin_init() < 0 ? -1 : cdyn_torch_init();
+    if (cdyn_builtin_init() < 0 || cdyn_torch_init() < 0) {
+        return -1;
+    }
+    return cdyn_polyfill_init();
 }

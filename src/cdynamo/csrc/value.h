@@ -39,6 +39,11 @@
  *   iterators     values/iter.c       ITER         u.iter (+ pos)     the items, and the next position
  *   contexts      values/ctx.c        GRADCTX      u.grad             a grad-mode context manager
  *                                     GRADEXIT     u.grad             the __exit__ restoring a grad mode
+ *   generators    values/generator.c  GENERATOR    u.gen              a suspended frame state of a generator
+ *                                                                     function (inlined, resumed by next())
+ *   functions     values/function.c   PARTIAL      u.partial          functools.partial(func, *args, **kw)
+ *                                     WRAPPER      u.obj.obj          a functools.lru_cache/cache wrapper:
+ *                                                                     calls inline its __wrapped__
  */
 #ifndef CDYN_VALUE_H
 #define CDYN_VALUE_H
@@ -62,6 +67,8 @@ typedef enum {
     VK_NNMODULE,
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
+    VK_GENERATOR,
+    VK_PARTIAL, VK_WRAPPER,
     VK__COUNT
 } cdyn_vkind;
 
@@ -102,6 +109,14 @@ typedef struct cdyn_value {
            value or None, kwdefaults dict value or None], gsource: source of the globals
            of another module or None */
         struct { PyObject *code, *globals, *parts, *gsource; } func;
+        /* frame: capsule owning the generator's cdyn_fs; buffer: list of values drained
+           ahead (collect) and not consumed yet, from index pos, or NULL; ptype: the real
+           type it stands for (map, filter, ... for a polyfill's generator) or NULL; retval:
+           the return value once exhausted (yield from) */
+        struct { PyObject *frame, *buffer, *ptype, *retval; } gen;
+        /* func: the callable value; args: list of values; kwkeys: list of str; kwvals:
+           list of values (same order) */
+        struct { PyObject *func, *args, *kwkeys, *kwvals; } partial;
     } u;
 } cdyn_value;
 
@@ -116,6 +131,12 @@ typedef struct cdyn_value {
 #define VIEW_KEYS       0x0u   /* DICTVIEW: which view */
 #define VIEW_VALUES     0x1u
 #define VIEW_ITEMS      0x2u
+#define GEN_RUNNING     0x1u   /* GENERATOR: its frame is being interpreted */
+#define GEN_DONE        0x2u   /* ... returned (or drained into the buffer) */
+#define GEN_BROKEN      0x4u   /* ... failed while running: its state is unusable */
+#define CELL_TOP        0x1u   /* CELL: made by MAKE_CELL in the top frame, for slot `pos` */
+#define FUNC_CODE_GUARDED 0x2u /* USERFN: guarded by __code__ (not identity); an identity
+                                  test pins it with ID_MATCH first (cdyn_v_pin_identity) */
 
 typedef tr_status (*cdyn_call_fn)(struct cdyn_tx *tx, struct cdyn_fs *fs, PyObject *fn,
                                   PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
@@ -165,7 +186,7 @@ typedef struct cdyn_vtable {
 /* The families' tables (values/<family>.c). */
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
-    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt;
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_generator_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;
@@ -248,6 +269,9 @@ tr_status cdyn_v_enter(struct cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyOb
 tr_status cdyn_v_graph_arg(struct cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node);
 /* Borrowed type or NULL (no exception) when unknown. */
 PyTypeObject *cdyn_v_python_type(PyObject *v);
+/* The identity of v is about to decide something (`is`, ==): a function guarded by its code
+ * only gets an ID_MATCH on its source first. TR_OK / TR_ERROR. */
+tr_status cdyn_v_pin_identity(struct cdyn_tx *tx, PyObject *v);
 
 int cdyn_value_init(PyObject *module);
 

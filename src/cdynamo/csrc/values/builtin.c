@@ -115,7 +115,12 @@ zip_or_enumerate(cdyn_tx *tx, int is_zip, PyObject *const *args, Py_ssize_t npos
     Py_ssize_t n = -1, start = 0, nl = is_zip ? npos : 1, got = 0;
     tr_status st = TR_OK;
     if (nkw != 0 || nl > 16 || nl < 1 || (!is_zip && npos > 2)) {
-        return cdyn_tx_unsupported(tx, "%s with these arguments", is_zip ? "zip" : "enumerate");
+        return TR_NOTIMPL;   /* zip(strict=), enumerate(start=): the polyfill */
+    }
+    for (Py_ssize_t i = 0; i < nl; i++) {
+        if (V(args[i])->vt->next != NULL) {
+            return TR_NOTIMPL;   /* over an iterator: the lazy polyfill consumes as eager */
+        }
     }
     if (!is_zip && npos == 2) {
         if (V(args[1])->kind != VK_CONST || !PyLong_Check(V(args[1])->u.cnst.value)) {
@@ -207,7 +212,7 @@ b_next(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t
     (void)fs;
     (void)fn;
     (void)kwnames;
-    if (npos < 1 || npos > 2 || nkw != 0 || V(args[0])->kind != VK_ITER) {
+    if (npos < 1 || npos > 2 || nkw != 0 || V(args[0])->vt->next == NULL) {
         return cdyn_tx_unsupported(tx, "next() of %S", npos ? args[0] : Py_None);
     }
     st = cdyn_v_next(tx, args[0], out);
@@ -286,7 +291,7 @@ b_sum(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t 
     tr_status st;
     (void)fs;
     if (npos < 1 || npos > 2 || nkw != 0) {
-        return cdyn_tx_unsupported(tx, "sum() with these arguments");
+        return TR_NOTIMPL;   /* sum(xs, start=...): the polyfill */
     }
     if (cdyn_all_const(args, npos)) {
         return cdyn_call_on_constants(tx, fn, args, npos, kwnames, out);
@@ -451,7 +456,18 @@ b_super(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_
     return *out ? TR_OK : TR_ERROR;
 }
 
-/* The handler table: (module, name) -> handler; resolved to objects at init. */
+/* functools.partial(func, *args, **kw) (values/function.c). */
+static tr_status
+b_partial(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
+          PyObject *kwnames, PyObject **out)
+{
+    (void)fs;
+    (void)fn;
+    return cdyn_partial_new(tx, args, npos + nkw, kwnames, out);
+}
+
+/* The handler table: (module, name) -> handler; resolved to objects at init. A handler
+ * returns TR_NOTIMPL (having changed nothing) to leave the call to the polyfill. */
 static const struct {
     const char *module, *name;
     builtin_fn fn;
@@ -472,6 +488,7 @@ static const struct {
     {"builtins", "tuple", b_tuple},
     {"builtins", "dict", b_dict},
     {"builtins", "super", b_super},
+    {"functools", "partial", b_partial},
     {NULL, NULL, NULL},
 };
 
@@ -543,17 +560,27 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     Py_ssize_t h = handler_of(fn);
+    int pure = is_pure_builtin(fn), has_polyfill = 0;
+    tr_status st;
     *handled = 1;
     if (h >= 0) {
-        return handlers[h].fn(tx, fs, fn, args, nargs - nkw, nkw, kwnames, out);
+        st = handlers[h].fn(tx, fs, fn, args, nargs - nkw, nkw, kwnames, out);
+        if (st != TR_NOTIMPL) {
+            return st;
+        }
+        pure = 0;
     }
-    if (is_pure_builtin(fn)) {
-        if (cdyn_any_tensor(args, nargs)) {
-            return cdyn_tx_graph_call(tx, "call_function", fn, NULL, args, nargs, kwnames, out);
-        }
-        if (cdyn_all_const(args, nargs)) {
-            return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
-        }
+    if (pure && cdyn_any_tensor(args, nargs)) {
+        return cdyn_tx_graph_call(tx, "call_function", fn, NULL, args, nargs, kwnames, out);
+    }
+    if (pure && cdyn_all_const(args, nargs)) {
+        return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
+    }
+    st = cdyn_polyfill_call(tx, fn, args, nargs, kwnames, out, &has_polyfill);
+    if (has_polyfill) {
+        return st;
+    }
+    if (pure || h >= 0) {
         return cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
     }
     *handled = 0;

@@ -1,0 +1,323 @@
+/* values/generator.c: generators, fully inlined.
+ *
+ *   GENERATOR  the result of calling a generator function (a `def` with `yield`, a
+ *              generator expression, a polyfill such as map or itertools.chain) while
+ *              tracing. It owns a frame state of its own (cdyn_fs, in a capsule), bound to
+ *              the call's arguments and suspended; next() / FOR_ITER / SEND resume it with
+ *              the interpreter until its next YIELD_VALUE (the item) or RETURN_VALUE (the
+ *              end), so items are made lazily, in the order eager Python makes them, and
+ *              side effects interleave as they do in eager.
+ *
+ * A failure while the frame runs fails the instruction that resumed it (the consumer);
+ * the generator is then unusable (GEN_BROKEN), and advancing a generator made before the
+ * failing top-level instruction counts as a mutation, so the trace cannot roll back past
+ * it: the frame runs unmodified, as torch._dynamo skips a frame whose generator breaks.
+ *
+ * At a graph break or a return, a live generator is rebuilt as iter(tuple of its
+ * remaining items): they are made now (drained ahead into u.gen.buffer) provided that
+ * doing so has no side effect (torch._dynamo rebuilds its local generators the same way).
+ */
+#include "../tx.h"
+#include "../codegen.h"
+
+#define GEN_MAX_DEPTH 32        /* as inline.c's inlining depth */
+#define GEN_MAX_ITEMS 10000     /* a generator drained past this is taken for infinite */
+
+static const char *const CAPSULE = "cdynamo.generator_frame";
+
+void
+cdyn_fs_free(cdyn_fs *fs)
+{
+    if (fs != NULL) {
+        cdyn_fs_clear(fs);
+        PyMem_Free(fs);
+    }
+}
+
+/* Capsule destructor: the frame state goes with the capsule. */
+static void
+capsule_free(PyObject *cap)
+{
+    cdyn_fs_free(PyCapsule_GetPointer(cap, CAPSULE));
+}
+
+/* The frame state of a generator value, or NULL once it returned. */
+static cdyn_fs *
+frame_of(PyObject *v)
+{
+    PyObject *cap = V(v)->u.gen.frame;
+    return cap != NULL ? PyCapsule_GetPointer(cap, CAPSULE) : NULL;
+}
+
+/* Run fs (a generator's frame) until it suspends or returns, as a nested frame of the
+ * current one. */
+static tr_status
+run_frame(cdyn_tx *tx, cdyn_fs *fs)
+{
+    cdyn_fs *caller = tx->cur_fs;
+    tr_status st;
+    if (tx->depth >= GEN_MAX_DEPTH) {
+        return cdyn_tx_unsupported(tx, "generators nested too deep");
+    }
+    tx->depth++;
+    st = cdyn_tx_run(tx, fs);
+    tx->depth--;
+    tx->cur_fs = caller;
+    return st;
+}
+
+tr_status
+cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out)
+{
+    PyObject *v = NULL, *cap = NULL;
+    tr_status st;
+    cap = PyCapsule_New(fs, CAPSULE, capsule_free);
+    if (cap == NULL) {
+        cdyn_fs_free(fs);
+        return TR_ERROR;
+    }
+    v = cdyn_value_alloc(VK_GENERATOR, NULL);
+    if (v == NULL) {
+        Py_DECREF(cap);
+        return TR_ERROR;
+    }
+    V(v)->u.gen.frame = cap;   /* owns fs from here */
+    /* the prologue (MAKE_CELL, COPY_FREE_VARS) up to RETURN_GENERATOR, which suspends */
+    st = run_frame(tx, fs);
+    if (st == TR_OK && !fs->yielded) {
+        st = cdyn_tx_unsupported(tx, "generator code without RETURN_GENERATOR");
+    }
+    if (st != TR_OK) {
+        Py_DECREF(v);
+        return st;
+    }
+    Py_CLEAR(fs->retval);
+    fs->yielded = 0;
+    *out = v;
+    return TR_OK;
+}
+
+/* Resume the generator: *out the next item (new), or NULL when it is exhausted (its
+ * return value kept in u.gen.retval). Buffered items come first. */
+static tr_status
+resume(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    cdyn_value *g = V(v);
+    cdyn_fs *fs;
+    tr_status st;
+    *out = NULL;
+    if (g->bits & GEN_BROKEN) {
+        return cdyn_tx_unsupported(tx, "generator whose frame failed to trace");
+    }
+    if (g->bits & GEN_RUNNING) {
+        return cdyn_tx_unsupported(tx, "generator already executing");
+    }
+    if (g->u.gen.buffer != NULL && g->pos < PyList_GET_SIZE(g->u.gen.buffer)) {
+        *out = Py_NewRef(PyList_GET_ITEM(g->u.gen.buffer, g->pos));
+        g->pos++;
+        return TR_OK;
+    }
+    fs = frame_of(v);
+    if ((g->bits & GEN_DONE) || fs == NULL) {
+        return TR_OK;
+    }
+    if (fs->sp >= fs->stack_cap) {
+        PyErr_SetString(PyExc_SystemError, "cdynamo: generator stack overflow");
+        return TR_ERROR;
+    }
+    if ((fs->stack[fs->sp] = cdyn_value_const(Py_None)) == NULL) {   /* the value sent */
+        return TR_ERROR;
+    }
+    fs->sp++;
+    fs->yielded = 0;
+    g->bits |= GEN_RUNNING;
+    st = run_frame(tx, fs);
+    g->bits &= ~GEN_RUNNING;
+    if (st != TR_OK) {
+        g->bits |= GEN_BROKEN;
+        return st;
+    }
+    if (fs->yielded) {
+        *out = fs->retval;
+        fs->retval = NULL;
+        fs->yielded = 0;
+        return TR_OK;
+    }
+    g->u.gen.retval = fs->retval;   /* returned: keep the value (yield from), drop the frame */
+    fs->retval = NULL;
+    g->bits |= GEN_DONE;
+    Py_CLEAR(g->u.gen.frame);
+    return TR_OK;
+}
+
+/* 1 when advancing v changes its state. */
+static int
+advances(PyObject *v)
+{
+    cdyn_value *g = V(v);
+    return !(g->bits & GEN_DONE) ||
+           (g->u.gen.buffer != NULL && g->pos < PyList_GET_SIZE(g->u.gen.buffer));
+}
+
+/* Every remaining item, as a new list of values. */
+static tr_status
+drain(cdyn_tx *tx, PyObject *v, PyObject **out_list)
+{
+    PyObject *items = PyList_New(0), *item = NULL;
+    tr_status st = TR_OK;
+    if (items == NULL) {
+        return TR_ERROR;
+    }
+    for (;;) {
+        if (PyList_GET_SIZE(items) >= GEN_MAX_ITEMS) {
+            st = cdyn_tx_unsupported(tx, "generator with more than %d items (infinite?)",
+                                     GEN_MAX_ITEMS);
+            break;
+        }
+        st = resume(tx, v, &item);
+        if (st != TR_OK || item == NULL) {
+            break;
+        }
+        if (PyList_Append(items, item) < 0) {
+            st = TR_ERROR;
+        }
+        Py_DECREF(item);
+        if (st != TR_OK) {
+            break;
+        }
+    }
+    if (st != TR_OK) {
+        Py_DECREF(items);
+        return st;
+    }
+    *out_list = items;
+    return TR_OK;
+}
+
+PyObject *
+cdyn_generator_retval(PyObject *v)
+{
+    return V(v)->kind == VK_GENERATOR ? V(v)->u.gen.retval : NULL;
+}
+
+void
+cdyn_generator_set_type(PyObject *v, PyObject *type)
+{
+    if (V(v)->kind == VK_GENERATOR && type != NULL && PyType_Check(type)) {
+        Py_XSETREF(V(v)->u.gen.ptype, Py_NewRef(type));
+    }
+}
+
+/* ---- the family table --------------------------------------------------------------- */
+
+static tr_status
+gen_next(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    if (advances(v)) {
+        cdyn_tx_mutated(tx, v);
+    }
+    return resume(tx, v, out);
+}
+
+static tr_status
+gen_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
+{
+    if (advances(v)) {
+        cdyn_tx_mutated(tx, v);
+    }
+    return drain(tx, v, out_list);
+}
+
+static tr_status
+gen_truth(cdyn_tx *tx, PyObject *v, int *out)
+{
+    (void)tx;
+    (void)v;
+    *out = 1;
+    return TR_OK;
+}
+
+static PyTypeObject *
+gen_python_type(PyObject *v)
+{
+    PyObject *t = V(v)->u.gen.ptype;
+    return t != NULL ? (PyTypeObject *)t : &PyGen_Type;
+}
+
+/* Make the remaining items now, into the buffer, refusing any side effect (an effect to
+ * replay, a store into a value that existed before). */
+static tr_status
+drain_ahead(cdyn_tx *tx, PyObject *v)
+{
+    cdyn_value *g = V(v);
+    Py_ssize_t neffects = PyList_GET_SIZE(tx->effects);
+    long mutations = tx->mutations;
+    long long saved_serial = tx->ckpt_serial;
+    PyObject *items = NULL;
+    tr_status st;
+    tx->ckpt_serial = cdyn_value_serial;
+    st = drain(tx, v, &items);
+    tx->ckpt_serial = saved_serial;
+    if (st != TR_OK) {
+        return st;
+    }
+    if (PyList_GET_SIZE(tx->effects) != neffects || tx->mutations != mutations) {
+        Py_DECREF(items);
+        return cdyn_tx_unsupported(tx, "generator with side effects live at a graph break");
+    }
+    Py_XSETREF(g->u.gen.buffer, items);
+    g->pos = 0;
+    g->bits |= GEN_DONE;
+    Py_CLEAR(g->u.gen.frame);
+    return TR_OK;
+}
+
+static tr_status
+gen_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    cdyn_value *g = V(v);
+    tr_status st = TR_OK;
+    if (g->bits & (GEN_BROKEN | GEN_RUNNING)) {
+        return cdyn_tx_unsupported(tx, "cannot rebuild a generator whose frame failed");
+    }
+    if (!(g->bits & GEN_DONE)) {
+        st = drain_ahead(tx, v);
+    }
+    for (Py_ssize_t i = g->pos; st == TR_OK && g->u.gen.buffer != NULL &&
+                                i < PyList_GET_SIZE(g->u.gen.buffer); i++) {
+        st = cdyn_cg_collect(tx, cg, PyList_GET_ITEM(g->u.gen.buffer, i));
+    }
+    return st;
+}
+
+/* iter((remaining items)), built once per generated code. */
+static int
+gen_reconstruct(cdyn_cg *cg, PyObject *v)
+{
+    cdyn_value *g = V(v);
+    PyObject *buf = g->u.gen.buffer;
+    Py_ssize_t n = buf != NULL ? PyList_GET_SIZE(buf) - g->pos : 0;
+    int r = cdyn_cg_memo_load(cg, v);
+    if (r != 0) {
+        return r < 0 ? -1 : 0;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (cdyn_cg_value(cg, PyList_GET_ITEM(buf, g->pos + k)) < 0) {
+            return -1;
+        }
+    }
+    if (cdyn_cg_emit(cg, BUILD_TUPLE, (int)n) < 0 || cdyn_cg_emit(cg, GET_ITER, 0) < 0) {
+        return -1;
+    }
+    return cdyn_cg_memo_store(cg, v, "gen");
+}
+
+const cdyn_vtable cdyn_generator_vt = {
+    .name = "LocalGeneratorObjectVariable",
+    .truth = gen_truth,
+    .unpack = gen_unpack,
+    .next = gen_next,
+    .python_type = gen_python_type,
+    .collect = gen_collect,
+    .reconstruct = gen_reconstruct,
+};
