@@ -167,6 +167,27 @@ def test_generator_graph_break_inside_skips_frame():
     assert cdynamo.compile(f, backend="eager")(XS) == f(XS)
 
 
+def test_generator_with_finally_is_not_inlined():
+    # dropping a generator half-way runs its finally block (at close): not modelled, so the
+    # call of the generator function is a graph break and eager's log is kept
+    def f(x):
+        log = []
+
+        def gen():
+            try:
+                yield x + 1
+                yield x + 2
+            finally:
+                log.append("closed")
+        g = gen()
+        a = next(g)
+        del g
+        return a, log
+    out = cdynamo.compile(f, backend="eager")(X)
+    assert_same(out, f(X))
+    assert breaks(f, X)[1] >= 1
+
+
 def test_infinite_generator_consumed_lazily():
     def f(x):
         def naturals():
@@ -240,6 +261,13 @@ def test_sum_start_min_max_key_default():
 def test_str_methods_on_constants_fold():
     def f(x):
         return x * len("a,b,c".split(",")), "-".join(["a", "b"])
+    check(f, X)
+
+
+def test_pure_builtins_fold_on_containers_and_generators_of_constants():
+    def f(x):
+        name = "_".join(str(d) for d in x.shape)
+        return x * len(name), str([1, (2, "a")]), max([3, 9, 4]), sorted((i * 2 for i in range(3)))
     check(f, X)
 
 

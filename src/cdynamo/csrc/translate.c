@@ -1315,6 +1315,7 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->break_kwnames);
     Py_CLEAR(tx->effects);
     Py_CLEAR(tx->resume_codes);
+    Py_CLEAR(tx->undo);
     if (tx->guards != NULL) {
         cdyn_guards_free(tx->guards);
         tx->guards = NULL;
@@ -1365,9 +1366,10 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
     tx->by_id = PyDict_New();
     tx->effects = PyList_New(0);
     tx->resume_codes = PyList_New(0);
+    tx->undo = PyList_New(0);
     tx->guards = cdyn_guards_new();
     if (!tx->root || !tx->input_sources || !tx->input_values || !tx->by_source || !tx->by_id ||
-        !tx->guards || !tx->effects || !tx->resume_codes ||
+        !tx->guards || !tx->effects || !tx->resume_codes || !tx->undo ||
         cdyn_guards_add_grad_mode(tx->guards, tx->grad_enabled) < 0) {
         return -1;
     }

@@ -51,6 +51,8 @@ typedef struct cdyn_tx {
     PyObject *effects;      /* list of side effects to replay, in program order: tuples
                                (kind, target value or None, key/name, value); see EFF_* */
     int depth;              /* inlining depth */
+    PyObject *undo;         /* list of (ITER value, its previous pos): iterators made before
+                               the checkpoint and advanced since; a rollback restores them */
     /* top frame facts needed by code generation */
     struct _PyInterpreterFrame *frame;  /* borrowed */
     PyCodeObject *code;     /* borrowed: the top frame's code */
@@ -99,7 +101,7 @@ enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEN
 static inline void
 cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
 {
-    /* iterators passed to a call are restored by the caller's checkpoint instead */
+    /* iterators are restored by the checkpoint instead (tx->undo, values/iter.c) */
     if (V(v)->serial < tx->ckpt_serial && V(v)->kind != VK_ITER) {
         tx->mutations++;
     }
@@ -181,6 +183,7 @@ typedef struct {
     long mutations;
     int n_call_nodes;
     int grad_enabled;
+    Py_ssize_t n_undo;   /* length of tx->undo at the checkpoint */
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */

@@ -554,6 +554,137 @@ cdyn_is_builtin(PyObject *obj)
     return (hashable && handler_of(obj) >= 0) || is_pure_builtin(obj);
 }
 
+/* 1 when the pure builtin fn consumes an iterable argument entirely (sorted, min, max, sum,
+ * str.join), so an iterator passed to it may be drained first. */
+static int
+consumes_iterables(PyObject *fn)
+{
+    PyObject *self;
+    const char *n;
+    if (!PyCFunction_Check(fn)) {
+        return 0;
+    }
+    self = PyCFunction_GET_SELF(fn);
+    n = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    if (self != NULL && PyModule_Check(self)) {
+        return strcmp(cdyn_pymodule_name(self), "builtins") == 0 &&
+               (strcmp(n, "sorted") == 0 || strcmp(n, "min") == 0 || strcmp(n, "max") == 0 ||
+                strcmp(n, "sum") == 0);
+    }
+    return self != NULL && (PyUnicode_CheckExact(self) || PyBytes_CheckExact(self)) &&
+           strcmp(n, "join") == 0;
+}
+
+/* *obj: a new real object equal to v when v is a constant or a list/tuple of such
+ * (nested), else NULL. */
+static tr_status
+constant_view(cdyn_tx *tx, PyObject *v, int depth, PyObject **obj)
+{
+    PyObject *items, *res = NULL;
+    tr_status st;
+    *obj = NULL;
+    if (V(v)->kind == VK_CONST) {
+        *obj = Py_NewRef(V(v)->u.cnst.value);
+        return TR_OK;
+    }
+    if ((V(v)->kind != VK_LIST && V(v)->kind != VK_TUPLE) || depth > 8 ||
+        (V(v)->kind == VK_TUPLE && V(v)->u.seq.nt_type != NULL)) {
+        return TR_OK;
+    }
+    if ((st = cdyn_tx_materialize(tx, v)) != TR_OK) {
+        return st;
+    }
+    items = V(v)->u.seq.items;
+    res = PyList_New(PyList_GET_SIZE(items));
+    for (Py_ssize_t i = 0; res != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *o = NULL;
+        if ((st = constant_view(tx, PyList_GET_ITEM(items, i), depth + 1, &o)) != TR_OK || !o) {
+            Py_DECREF(res);
+            return st;
+        }
+        PyList_SET_ITEM(res, i, o);
+    }
+    if (res != NULL && V(v)->kind == VK_TUPLE) {
+        Py_SETREF(res, PyList_AsTuple(res));
+    }
+    *obj = res;
+    return res ? TR_OK : TR_ERROR;
+}
+
+/* A pure builtin called on lists/tuples of constants (or on iterators, drained first when
+ * it consumes them whole): folded on the real containers. *done = 0 when it does not
+ * apply. */
+static tr_status
+fold_on_containers(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
+                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *done)
+{
+    PyObject *vals[16] = {NULL}, *objs[16] = {NULL}, *r = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    int drained = 0, all = 1;
+    tr_status st = TR_OK;
+    *done = 0;
+    if (nargs > 16 || cdyn_all_const(args, nargs)) {
+        return TR_OK;
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && i < nargs; i++) {
+        PyObject *items = NULL;
+        vals[i] = Py_NewRef(args[i]);
+        if (V(args[i])->vt->next != NULL && consumes_iterables(fn)) {
+            st = cdyn_v_unpack(tx, args[i], &items);
+            if (st == TR_OK) {
+                Py_SETREF(vals[i], cdyn_value_seq_list(VK_LIST, items));
+                Py_DECREF(items);
+                st = vals[i] ? TR_OK : TR_ERROR;
+                drained = 1;
+            }
+        }
+    }
+    if (st == TR_OK && drained) {   /* the iterators are consumed: go on with their items */
+        *done = 1;
+        st = cdyn_builtin_call(tx, fs, fn, vals, nargs, kwnames, out, &all);
+        if (st == TR_OK && !all) {
+            st = cdyn_tx_unsupported(tx, "call to %R", fn);
+        }
+        goto done;
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && all && i < nargs; i++) {
+        st = constant_view(tx, vals[i], 0, &objs[i]);
+        all = objs[i] != NULL;
+    }
+    if (st == TR_OK && all) {
+        *done = 1;
+        r = PyObject_Vectorcall(fn, objs, nargs - nkw, kwnames);
+        if (r == NULL) {
+            st = cdyn_tx_unsupported(tx, "constant call of %R failed", fn);
+        }
+        else if (cdyn_is_constant(r)) {
+            *out = cdyn_value_const(r);
+            st = *out ? TR_OK : TR_ERROR;
+        }
+        else if (PyList_CheckExact(r) || PyTuple_CheckExact(r)) {
+            PyObject *c = cdyn_value_const(r);   /* e.g. sorted(): its items as constants */
+            PyObject *items = NULL;
+            st = c ? cdyn_v_unpack(tx, c, &items) : TR_ERROR;
+            Py_XDECREF(c);
+            if (st == TR_OK) {
+                *out = cdyn_value_seq_list(PyList_CheckExact(r) ? VK_LIST : VK_TUPLE, items);
+                Py_DECREF(items);
+                st = *out ? TR_OK : TR_ERROR;
+            }
+        }
+        else {
+            st = cdyn_tx_unsupported(tx, "constant call of %R gave a non-constant", fn);
+        }
+    }
+done:
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_XDECREF(vals[i]);
+        Py_XDECREF(objs[i]);
+    }
+    Py_XDECREF(r);
+    return st;
+}
+
 tr_status
 cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *handled)
@@ -575,6 +706,13 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
     }
     if (pure && cdyn_all_const(args, nargs)) {
         return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
+    }
+    if (pure) {
+        int folded = 0;
+        st = fold_on_containers(tx, fs, fn, args, nargs, kwnames, out, &folded);
+        if (folded || st != TR_OK) {
+            return st;
+        }
     }
     st = cdyn_polyfill_call(tx, fn, args, nargs, kwnames, out, &has_polyfill);
     if (has_polyfill) {

@@ -13,6 +13,9 @@
  * failing top-level instruction counts as a mutation, so the trace cannot roll back past
  * it: the frame runs unmodified, as torch._dynamo skips a frame whose generator breaks.
  *
+ * A generator whose yield sits inside try/finally or with is not inlined (closing it half-way
+ * would run the handler, which is not modelled).
+ *
  * At a graph break or a return, a live generator is rebuilt as iter(tuple of its
  * remaining items): they are made now (drained ahead into u.gen.buffer) provided that
  * doing so has no side effect (torch._dynamo rebuilds its local generators the same way).
@@ -71,6 +74,14 @@ cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out)
 {
     PyObject *v = NULL, *cap = NULL;
     tr_status st;
+    for (Py_ssize_t i = 0; i < fs->instrs.len; i++) {
+        if (fs->instrs.items[i].opcode == YIELD_VALUE && fs->instrs.items[i].exc_handler >= 0) {
+            /* a generator dropped half-way runs its finally/__exit__ when it is closed:
+               not modelled */
+            cdyn_fs_free(fs);
+            return cdyn_tx_unsupported(tx, "generator with a yield inside try/with");
+        }
+    }
     cap = PyCapsule_New(fs, CAPSULE, capsule_free);
     if (cap == NULL) {
         cdyn_fs_free(fs);

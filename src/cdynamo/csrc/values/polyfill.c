@@ -58,10 +58,12 @@ PyObject *
 cdyn_polyfill_of(PyObject *obj)
 {
     PyObject *pf;
-    if (table == NULL) {
+    /* only functions and types can be polyfilled: no user __hash__ runs here */
+    if (table == NULL || !(PyCFunction_Check(obj) || PyFunction_Check(obj) ||
+                           PyType_CheckExact(obj))) {
         return NULL;
     }
-    pf = PyDict_GetItemWithError(table, obj);   /* unhashable objects: not found */
+    pf = PyDict_GetItemWithError(table, obj);
     if (pf == NULL) {
         PyErr_Clear();
     }
