@@ -303,6 +303,31 @@ def test_itertools_chain_product_accumulate():
     check(f, X, XS)
 
 
+def test_iterator_advanced_in_a_breaking_call_is_restored():
+    # the call breaks after advancing an iterator reached through a list: the rollback puts
+    # it back, so Python runs the call on the iterator as it was
+    def foo(its):
+        a = next(its[0])
+        print("graph break")
+        return a
+
+    def f(x):
+        it = iter([1, 2, 3])
+        r = foo([it])
+        return x + r, list(it)
+    out = cdynamo.compile(f, backend="eager")(X)
+    assert_same(out, f(X))
+
+
+def test_hf_style_tuple_of_present_outputs():
+    def f(x, xs):
+        hidden, attn, cache = x * 2, None, xs[0] + 1
+        out = tuple(v for v in [hidden, attn, cache] if v is not None)
+        use = any(v is None for v in [hidden, attn])
+        return out, use
+    check(f, X, XS)
+
+
 def test_itertools_islice_consumes_as_eager():
     def f(xs):
         it = iter(xs)

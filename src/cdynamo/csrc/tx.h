@@ -233,8 +233,9 @@ void cdyn_generator_set_type(PyObject *v, PyObject *type);
 /* The plain-Python polyfill registered for the real callable obj (cdynamo.polyfills), or
  * NULL (borrowed; no exception). The table is loaded on first use. */
 PyObject *cdyn_polyfill_of(PyObject *obj);
-/* Call the polyfill of the real callable fn with the argument values (inlined). *handled = 0
- * when fn has none. A result that is a generator of a polyfilled type reports that type. */
+/* Call the polyfill of the real callable fn with the argument values (inlined); arguments
+ * borrowed, *out new. *handled = 0 when fn has none. A result that is a generator of a
+ * polyfilled type reports that type. */
 tr_status cdyn_polyfill_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args,
                              Py_ssize_t nargs, PyObject *kwnames, PyObject **out,
                              int *handled);
@@ -245,13 +246,15 @@ tr_status cdyn_polyfill_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args,
  * function). Nested partials are flattened, as functools does. */
 tr_status cdyn_partial_new(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames, PyObject **out);
-/* Wrap a real functools.partial read through source (may be NULL): its func, args and
- * keywords are wrapped (and guarded) through source.func/.args/.keywords. */
+/* Wrap a real functools.partial (borrowed) read through source (borrowed, may be NULL):
+ * its func, args and keywords are wrapped (and guarded) through source.func/.args/.keywords.
+ * *out new. */
 tr_status cdyn_partial_wrap(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
 /* 1 when obj is a functools.partial (exactly) / a functools lru_cache wrapper. */
 int cdyn_is_partial(PyObject *obj);
 int cdyn_is_cache_wrapper(PyObject *obj);
-/* Guards of a Python function read through source that are enough to reuse the trace:
+/* Guards of a Python function (borrowed; v its new value, borrowed) read through source
+ * (borrowed, may be NULL: no guard) that are enough to reuse the trace:
  * its __code__ by identity (closures built anew on each call), or FUNCTION_MATCH for a
  * global without a closure. Sets FUNC_CODE_GUARDED on v when guarded by code. */
 tr_status cdyn_guard_function(cdyn_tx *tx, PyObject *func, PyObject *source, PyObject *v);

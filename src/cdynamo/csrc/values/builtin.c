@@ -652,29 +652,33 @@ fold_on_containers(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args
         all = objs[i] != NULL;
     }
     if (st == TR_OK && all) {
-        *done = 1;
         r = PyObject_Vectorcall(fn, objs, nargs - nkw, kwnames);
         if (r == NULL) {
+            *done = 1;
             st = cdyn_tx_unsupported(tx, "constant call of %R failed", fn);
         }
         else if (cdyn_is_constant(r)) {
+            *done = 1;
             *out = cdyn_value_const(r);
             st = *out ? TR_OK : TR_ERROR;
         }
-        else if (PyList_CheckExact(r) || PyTuple_CheckExact(r)) {
-            PyObject *c = cdyn_value_const(r);   /* e.g. sorted(): its items as constants */
-            PyObject *items = NULL;
-            st = c ? cdyn_v_unpack(tx, c, &items) : TR_ERROR;
+        else if (PyList_CheckExact(r) && consumes_iterables(fn) &&
+                 strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, "sorted") == 0) {
+            /* sorted(): a new list, its items as constants */
+            PyObject *c = PyList_AsTuple(r), *cv = NULL, *items = NULL;
+            cv = c ? cdyn_value_const(c) : NULL;
+            st = cv ? cdyn_v_unpack(tx, cv, &items) : TR_ERROR;
             Py_XDECREF(c);
+            Py_XDECREF(cv);
             if (st == TR_OK) {
-                *out = cdyn_value_seq_list(PyList_CheckExact(r) ? VK_LIST : VK_TUPLE, items);
+                *done = 1;
+                *out = cdyn_value_seq_list(VK_LIST, items);
                 Py_DECREF(items);
                 st = *out ? TR_OK : TR_ERROR;
             }
         }
-        else {
-            st = cdyn_tx_unsupported(tx, "constant call of %R gave a non-constant", fn);
-        }
+        /* any other result (an item of a list passed in, ...) keeps its identity through
+           the polyfill: not folded */
     }
 done:
     for (Py_ssize_t i = 0; i < nargs; i++) {

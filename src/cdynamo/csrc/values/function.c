@@ -302,6 +302,7 @@ cdyn_partial_wrap(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     return st;
 }
 
+/* p.func, p.args (a tuple), p.keywords (a new dict), as functools.partial has them. */
 static tr_status
 partial_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -400,6 +401,8 @@ closure_cells(PyObject *fn)
     return V(cv)->u.seq.items;
 }
 
+/* What rebuilding a FUNCTION needs: its defaults, keyword defaults and the contents of
+ * the cells it makes (the frame's own globals only). */
 static tr_status
 collect_nested(cdyn_tx *tx, cdyn_cg *cg, PyObject *fn)
 {

@@ -221,6 +221,7 @@ cdyn_generator_set_type(PyObject *v, PyObject *type)
 
 /* ---- the family table --------------------------------------------------------------- */
 
+/* next(): the next item (*out NULL when exhausted); advancing counts as a mutation. */
 static tr_status
 gen_next(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
@@ -230,6 +231,7 @@ gen_next(cdyn_tx *tx, PyObject *v, PyObject **out)
     return resume(tx, v, out);
 }
 
+/* Every remaining item (the generator is exhausted after). */
 static tr_status
 gen_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 {
@@ -239,6 +241,7 @@ gen_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     return drain(tx, v, out_list);
 }
 
+/* A generator is always true. */
 static tr_status
 gen_truth(cdyn_tx *tx, PyObject *v, int *out)
 {
@@ -248,6 +251,7 @@ gen_truth(cdyn_tx *tx, PyObject *v, int *out)
     return TR_OK;
 }
 
+/* types.GeneratorType, or the polyfilled type it stands for. */
 static PyTypeObject *
 gen_python_type(PyObject *v)
 {
@@ -283,6 +287,7 @@ drain_ahead(cdyn_tx *tx, PyObject *v)
     return TR_OK;
 }
 
+/* Drain what is left (without side effects) and collect the items' graph outputs. */
 static tr_status
 gen_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
