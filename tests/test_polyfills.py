@@ -388,6 +388,19 @@ def test_heapq():
     check(f, X, XS, dynamo="better")
 
 
+def test_bisect():
+    import bisect
+
+    def f(x):
+        a = [1, 3, 3, 7]
+        i = bisect.bisect_left(a, 3), bisect.bisect_right(a, 3), bisect.bisect(a, 8, 1)
+        bisect.insort(a, 4)
+        bisect.insort_left(a, 0)
+        j = bisect.bisect_left([(1, "a"), (5, "b")], 4, key=lambda p: p[0])
+        return i, a, j, x * len(a)
+    check(f, X)
+
+
 def test_copy_and_deepcopy_of_containers():
     def f(x):
         inner = [2, 3]
@@ -428,5 +441,18 @@ def test_registry_maps_reals_to_python_functions():
                  itertools.combinations, itertools.permutations, itertools.groupby,
                  operator.itemgetter, operator.attrgetter, operator.methodcaller,
                  heapq.heappush, heapq.heappop, heapq.heapify, heapq.nlargest, heapq.nsmallest,
-                 copy.copy, copy.deepcopy):
+                 copy.copy, copy.deepcopy, __import__("bisect").bisect_left):
         assert callable(table[real]) and table[real].__module__.startswith("cdynamo.polyfills")
+
+
+def test_no_symbolic_values_leak():
+    from cdynamo import _C
+
+    def f(x, xs):
+        g = (t * 2 for t in xs)
+        next(g)
+        p = functools.partial(torch.add, other=1)
+        return list(map(p, g)), sorted(xs, key=lambda t: 0), list(itertools.islice(g, 1)), g
+    cdynamo.reset()
+    cdynamo.compile(f, backend="eager")(X, XS)
+    assert _C._live_values() == 0

@@ -68,5 +68,6 @@ for _helper in (unsupported, exact_type, same):
 
 def registry():
     """The table ``{real callable: polyfill}`` (a new dict), every polyfill module loaded."""
-    from . import builtins, collections, copy, functools, heapq, itertools, operator  # noqa: F401
+    from . import (bisect, builtins, collections, copy, functools, heapq,  # noqa: F401
+                   itertools, operator)
     return dict(_REGISTRY)

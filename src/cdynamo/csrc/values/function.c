@@ -555,11 +555,14 @@ cdyn_guard_function(cdyn_tx *tx, PyObject *func, PyObject *source, PyObject *v)
     if (source == NULL) {
         return TR_OK;
     }
-    /* closures, and functions passed in (lambdas made per call); a global or an attribute
-       without a closure keeps its identity guard (one pointer compare) */
+    /* closures, and functions passed in (an argument, or an item of an argument: lambdas
+       made per call); a global or an attribute without a closure keeps its identity guard
+       (one pointer compare) */
+    while (src->kind == CDYN_SRC_ITEM && src->base != NULL) {
+        src = src->base;
+    }
     by_code = PyFunction_Check(func) &&
-              (((PyFunctionObject *)func)->func_closure != NULL ||
-               src->kind == CDYN_SRC_LOCAL || src->kind == CDYN_SRC_ITEM);
+              (((PyFunctionObject *)func)->func_closure != NULL || src->kind == CDYN_SRC_LOCAL);
     if (!by_code) {
         return cdyn_guards_add_id(tx->guards, source, func, 1) < 0 ? TR_ERROR : TR_OK;
     }
