@@ -299,3 +299,19 @@ def test_lru_cache_wrapper_returned_keeps_its_identity():
     cdynamo.reset()
     _, fn = cdynamo.compile(f, backend="eager")(X)
     assert fn is _cached_scale
+
+
+def test_recursive_closure_and_self_referencing_generator_do_not_leak():
+    from cdynamo import _C
+
+    def f(x):
+        def fact(n):
+            return 1 if n == 0 else n * fact(n - 1)
+
+        def gen():
+            yield g
+        g = gen()
+        return x * fact(3), next(g) is g
+    cdynamo.reset()
+    assert_same(cdynamo.compile(f, backend="eager")(X), f(X))
+    assert _C._live_values() == 0

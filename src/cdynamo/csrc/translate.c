@@ -338,7 +338,8 @@ OP(make_cell)
         }
     }
     cell = cdyn_value_alloc(VK_CELL, NULL);
-    if (cell == NULL) {
+    if (cell == NULL || cdyn_tx_note_cyclic(tx, cell) < 0) {
+        Py_XDECREF(cell);
         return TR_ERROR;
     }
     V(cell)->u.cell.contents = Py_XNewRef(fs->locals[i]);
@@ -1316,6 +1317,15 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->effects);
     Py_CLEAR(tx->resume_codes);
     Py_CLEAR(tx->undo);
+    if (tx->cyclic != NULL) {   /* break the cycles through cells and generator frames */
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->cyclic); i++) {
+            cdyn_value *v = V(PyList_GET_ITEM(tx->cyclic, i));
+            for (int k = 0; k < CDYN_VREFS; k++) {
+                Py_CLEAR(v->u.ref[k]);
+            }
+        }
+        Py_CLEAR(tx->cyclic);
+    }
     if (tx->guards != NULL) {
         cdyn_guards_free(tx->guards);
         tx->guards = NULL;
@@ -1367,9 +1377,10 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
     tx->effects = PyList_New(0);
     tx->resume_codes = PyList_New(0);
     tx->undo = PyList_New(0);
+    tx->cyclic = PyList_New(0);
     tx->guards = cdyn_guards_new();
     if (!tx->root || !tx->input_sources || !tx->input_values || !tx->by_source || !tx->by_id ||
-        !tx->guards || !tx->effects || !tx->resume_codes || !tx->undo ||
+        !tx->guards || !tx->effects || !tx->resume_codes || !tx->undo || !tx->cyclic ||
         cdyn_guards_add_grad_mode(tx->guards, tx->grad_enabled) < 0) {
         return -1;
     }

@@ -53,6 +53,9 @@ typedef struct cdyn_tx {
     int depth;              /* inlining depth */
     PyObject *undo;         /* list of (ITER value, its previous pos): iterators made before
                                the checkpoint and advanced since; a rollback restores them */
+    PyObject *cyclic;       /* list of CELL and GENERATOR values made in the trace: they can
+                               reach themselves (a recursive closure), so their contents are
+                               cleared when the trace ends */
     /* top frame facts needed by code generation */
     struct _PyInterpreterFrame *frame;  /* borrowed */
     PyCodeObject *code;     /* borrowed: the top frame's code */
@@ -220,6 +223,8 @@ void cdyn_fs_clear(cdyn_fs *fs);
  * bound; stolen: freed with the value, or here on failure), run up to RETURN_GENERATOR.
  * *out: new value. */
 tr_status cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out);
+/* Remember v (borrowed; a CELL or GENERATOR made in the trace) for tx->cyclic. 0 / -1. */
+int cdyn_tx_note_cyclic(cdyn_tx *tx, PyObject *v);
 /* Free a heap frame state (cdyn_fs_clear + free); NULL passes. */
 void cdyn_fs_free(cdyn_fs *fs);
 /* The value a generator returned (yield from), borrowed; None for other iterators. */

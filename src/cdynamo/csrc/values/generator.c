@@ -28,6 +28,12 @@
 
 static const char *const CAPSULE = "cdynamo.generator_frame";
 
+int
+cdyn_tx_note_cyclic(cdyn_tx *tx, PyObject *v)
+{
+    return tx->cyclic != NULL ? PyList_Append(tx->cyclic, v) : 0;
+}
+
 void
 cdyn_fs_free(cdyn_fs *fs)
 {
@@ -88,7 +94,8 @@ cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out)
         return TR_ERROR;
     }
     v = cdyn_value_alloc(VK_GENERATOR, NULL);
-    if (v == NULL) {
+    if (v == NULL || cdyn_tx_note_cyclic(tx, v) < 0) {
+        Py_XDECREF(v);
         Py_DECREF(cap);
         return TR_ERROR;
     }
