@@ -24,7 +24,7 @@
 #include "../codegen.h"
 
 #define GEN_MAX_DEPTH 32        /* as inline.c's inlining depth */
-#define GEN_MAX_ITEMS 10000     /* a generator drained past this is taken for infinite */
+#define GEN_MAX_ITEMS 100000    /* a generator drained past this is taken for infinite */
 
 static const char *const CAPSULE = "cdynamo.generator_frame";
 
