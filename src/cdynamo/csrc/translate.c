@@ -1090,7 +1090,7 @@ OP(import_from)
  * with the yielded value (None for the RETURN_GENERATOR of its prologue) in retval. */
 OP(yield_value)
 {
-    PyObject *v;
+    PyObject *v = NULL;
     if (fs->is_top) {
         return cdyn_tx_unsupported(tx, "%s in a traced frame", cdyn_opname(ins->opcode));
     }
@@ -1107,7 +1107,7 @@ OP(yield_value)
  * when the receiver is exhausted. */
 OP(send)
 {
-    PyObject *item = NULL, *rv;
+    PyObject *item = NULL, *rv = NULL;
     tr_status st;
     if (!cdyn_v_is_none(peek(fs, 0))) {
         return cdyn_tx_unsupported(tx, "send() of a value to a generator");

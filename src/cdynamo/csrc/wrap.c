@@ -1,7 +1,8 @@
 /* wrap.c: real objects -> values (torch._dynamo's VariableBuilder). Each real object read
  * from the frame (a local, a global, an attribute, an item) is classified into a family of
  * values and guarded through its source as that family needs: tensors TENSOR_MATCH (graph
- * inputs), constants EQUALS_MATCH, modules and functions ID/FUNCTION_MATCH, containers
+ * inputs), constants EQUALS_MATCH, modules and functions ID/FUNCTION_MATCH (closures and
+ * functions passed in: their __code__, values/function.c), containers
  * TYPE_MATCH + LENGTH_CHECK once read, other objects TYPE_MATCH. */
 #include "tx.h"
 

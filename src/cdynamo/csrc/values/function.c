@@ -27,7 +27,7 @@ static PyObject *cache_wrapper_type;   /* functools._lru_cache_wrapper */
 static int
 functools_types(void)
 {
-    PyObject *ft;
+    PyObject *ft = NULL;
     if (partial_type != NULL) {
         return 0;
     }
@@ -167,7 +167,7 @@ cdyn_partial_new(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject 
                  PyObject **out)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
-    PyObject *func, *pargs = NULL, *keys = NULL, *vals = NULL;
+    PyObject *func = NULL, *pargs = NULL, *keys = NULL, *vals = NULL;
     if (npos < 1) {
         return cdyn_tx_unsupported(tx, "functools.partial() without a function");
     }

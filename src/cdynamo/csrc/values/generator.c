@@ -121,7 +121,7 @@ static tr_status
 resume(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
     cdyn_value *g = V(v);
-    cdyn_fs *fs;
+    cdyn_fs *fs = NULL;
     tr_status st;
     *out = NULL;
     if (g->bits & GEN_BROKEN) {

@@ -57,7 +57,7 @@ cdyn_polyfill_init(void)
 PyObject *
 cdyn_polyfill_of(PyObject *obj)
 {
-    PyObject *pf;
+    PyObject *pf = NULL;
     /* only functions and types can be polyfilled: no user __hash__ runs here */
     if (table == NULL || !(PyCFunction_Check(obj) || PyFunction_Check(obj) ||
                            PyType_CheckExact(obj))) {
@@ -75,7 +75,7 @@ static tr_status
 call_helper(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
             PyObject **out)
 {
-    PyTypeObject *t;
+    PyTypeObject *t = NULL;
     if (fn == h_unsupported) {
         if (nargs == 1 && V(args[0])->kind == VK_CONST && PyUnicode_Check(cdyn_v_real(args[0]))) {
             return cdyn_tx_unsupported(tx, "%U", cdyn_v_real(args[0]));
