@@ -158,6 +158,27 @@ def test_generator_returned_and_live_at_break():
     assert_same(list(it), list(g(X)))
 
 
+def test_call_breaking_after_starting_a_generator_is_a_graph_break():
+    # the call consumed a generator made before it, then broke: the generator is put back
+    # as it was made, the call runs in Python on its items, the frame is not given up
+    def f(xs):
+        print(*(t + 1 for t in xs))
+        return xs[0] * 2
+
+    def g(xs):
+        def helper(it):
+            a = next(it)
+            print("graph break")
+            return a + next(it)
+        gen = (t * 2 for t in xs)
+        r = helper(gen)
+        return r, list(gen)
+    for fn in (f, g):
+        graphs, nbreaks, unmodified = breaks(fn, XS)
+        assert nbreaks >= 1 and unmodified == 0
+        assert_same(cdynamo.compile(fn, backend="eager")(XS), fn(XS))
+
+
 def test_generator_graph_break_inside_skips_frame():
     # a break inside a generator's body: the frame runs unmodified (as torch._dynamo),
     # results stay eager's

@@ -379,10 +379,10 @@ cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
         return TR_UNSUPPORTED;   /* the failed step changed traced state: give up */
     }
     if (tx->undo != NULL && PyList_GET_SIZE(tx->undo) > ck->n_undo) {
-        /* iterators advanced by the failed step: back to their positions, newest first */
+        /* iterators and generators advanced by the failed step: back to where they were,
+           newest first */
         for (Py_ssize_t i = PyList_GET_SIZE(tx->undo) - 1; i >= ck->n_undo; i--) {
-            PyObject *e = PyList_GET_ITEM(tx->undo, i);
-            V(PyTuple_GET_ITEM(e, 0))->pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(e, 1));
+            cdyn_undo_apply(PyList_GET_ITEM(tx->undo, i));
         }
         if (PyList_SetSlice(tx->undo, ck->n_undo, PyList_GET_SIZE(tx->undo), NULL) < 0) {
             return TR_ERROR;

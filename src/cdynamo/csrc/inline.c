@@ -94,10 +94,9 @@ make_generator(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, PyObject *clo
                PyObject *globals, PyObject *builtins, PyObject *globals_source,
                int top_globals, PyObject **out)
 {
-    cdyn_fs *fs = PyMem_Calloc(1, sizeof(cdyn_fs));
+    cdyn_fs *fs = cdyn_generator_frame_alloc();
     if (fs == NULL) {
         release_locals(locals, code->co_nlocalsplus);
-        PyErr_NoMemory();
         return TR_ERROR;
     }
     if (fs_setup(fs, code, locals, closure_cells, globals, builtins, globals_source,

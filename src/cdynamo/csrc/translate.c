@@ -1277,6 +1277,7 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
         tx->cur_fs = fs;
         handler = op_table[ins->opcode];
         if (fs->is_top) {
+            cdyn_undo_step(tx);
             cdyn_tx_ckpt_take(tx, &ck);
         }
         st = handler != NULL ? handler(tx, fs, ins)

@@ -225,8 +225,17 @@ void cdyn_fs_clear(cdyn_fs *fs);
 tr_status cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out);
 /* Remember v (borrowed; a CELL or GENERATOR made in the trace) for tx->cyclic. 0 / -1. */
 int cdyn_tx_note_cyclic(cdyn_tx *tx, PyObject *v);
-/* Free a heap frame state (cdyn_fs_clear + free); NULL passes. */
+/* A zeroed heap frame state for a generator (NULL + MemoryError); freed by cdyn_fs_free
+ * (cdyn_fs_clear + free; NULL passes). */
+cdyn_fs *cdyn_generator_frame_alloc(void);
 void cdyn_fs_free(cdyn_fs *fs);
+/* Put a generator value (borrowed) back in its state at creation (a rollback). */
+void cdyn_generator_reset(PyObject *v);
+/* Undo one tx->undo entry (value, pos) (values/iter.c): an iterator's position restored,
+ * or (pos -1) a generator reset. */
+void cdyn_undo_apply(PyObject *entry);
+/* Start a new top-level step: the undo log of the previous one (it succeeded) is dropped. */
+void cdyn_undo_step(cdyn_tx *tx);
 /* The value a generator returned (yield from), borrowed; None for other iterators. */
 PyObject *cdyn_generator_retval(PyObject *v);
 /* Report the real type `type` (borrowed) for a generator value made by a polyfill of that

@@ -9,9 +9,11 @@
  *              side effects interleave as they do in eager.
  *
  * A failure while the frame runs fails the instruction that resumed it (the consumer);
- * the generator is then unusable (GEN_BROKEN), and advancing a generator made before the
- * failing top-level instruction counts as a mutation, so the trace cannot roll back past
- * it: the frame runs unmodified, as torch._dynamo skips a frame whose generator breaks.
+ * the generator is then unusable (GEN_BROKEN). When the failing top-level instruction is
+ * rolled back (it becomes a graph break), a generator it started is reset to its state at
+ * creation (a snapshot of its bound locals, through tx->undo); advancing a generator that
+ * had been started before counts as a mutation, so the trace cannot roll back past it: the
+ * frame runs unmodified, as torch._dynamo skips a frame whose generator breaks.
  *
  * A generator whose yield sits inside try/finally or with is not inlined (closing it half-way
  * would run the handler, which is not modelled).
@@ -34,13 +36,41 @@ cdyn_tx_note_cyclic(cdyn_tx *tx, PyObject *v)
     return tx->cyclic != NULL ? PyList_Append(tx->cyclic, v) : 0;
 }
 
+/* A generator's frame state and its snapshot at creation (for a reset). fs comes first:
+ * a cdyn_fs * of a generator is its gen_frame *. */
+typedef struct {
+    cdyn_fs fs;
+    PyObject **pristine;    /* the locals after the prologue (strong or NULL), or NULL */
+    Py_ssize_t pristine_pc;
+    int started;            /* resumed at least once since creation or the last reset */
+} gen_frame;
+
+cdyn_fs *
+cdyn_generator_frame_alloc(void)
+{
+    gen_frame *gf = PyMem_Calloc(1, sizeof(gen_frame));
+    if (gf == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return &gf->fs;
+}
+
 void
 cdyn_fs_free(cdyn_fs *fs)
 {
-    if (fs != NULL) {
-        cdyn_fs_clear(fs);
-        PyMem_Free(fs);
+    gen_frame *gf = (gen_frame *)fs;
+    if (gf == NULL) {
+        return;
     }
+    if (gf->pristine != NULL) {
+        for (int i = 0; i < fs->nlocals; i++) {
+            Py_XDECREF(gf->pristine[i]);
+        }
+        PyMem_Free(gf->pristine);
+    }
+    cdyn_fs_clear(fs);
+    PyMem_Free(gf);
 }
 
 /* Capsule destructor: the frame state goes with the capsule. */
@@ -50,7 +80,7 @@ capsule_free(PyObject *cap)
     cdyn_fs_free(PyCapsule_GetPointer(cap, CAPSULE));
 }
 
-/* The frame state of a generator value, or NULL once it returned. */
+/* The frame state of a generator value, or NULL once the trace ended. */
 static cdyn_fs *
 frame_of(PyObject *v)
 {
@@ -111,6 +141,14 @@ cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out)
     }
     Py_CLEAR(fs->retval);
     fs->yielded = 0;
+    if (fs->sp == 0) {   /* the snapshot a rollback resets it to */
+        gen_frame *gf = (gen_frame *)fs;
+        gf->pristine = PyMem_Calloc(fs->nlocals + 1, sizeof(PyObject *));
+        for (int i = 0; gf->pristine != NULL && i < fs->nlocals; i++) {
+            gf->pristine[i] = Py_XNewRef(fs->locals[i]);
+        }
+        gf->pristine_pc = fs->pc;
+    }
     *out = v;
     return TR_OK;
 }
@@ -148,6 +186,7 @@ resume(cdyn_tx *tx, PyObject *v, PyObject **out)
     }
     fs->sp++;
     fs->yielded = 0;
+    ((gen_frame *)fs)->started = 1;
     g->bits |= GEN_RUNNING;
     st = run_frame(tx, fs);
     g->bits &= ~GEN_RUNNING;
@@ -161,11 +200,65 @@ resume(cdyn_tx *tx, PyObject *v, PyObject **out)
         fs->yielded = 0;
         return TR_OK;
     }
-    g->u.gen.retval = fs->retval;   /* returned: keep the value (yield from), drop the frame */
+    g->u.gen.retval = fs->retval;   /* returned: keep the value (yield from) */
     fs->retval = NULL;
     g->bits |= GEN_DONE;
-    Py_CLEAR(g->u.gen.frame);
     return TR_OK;
+}
+
+void
+cdyn_generator_reset(PyObject *v)
+{
+    cdyn_value *g = V(v);
+    cdyn_fs *fs = frame_of(v);
+    gen_frame *gf = (gen_frame *)fs;
+    if (g->kind != VK_GENERATOR || fs == NULL || gf->pristine == NULL) {
+        return;
+    }
+    for (int i = 0; i < fs->nlocals; i++) {
+        Py_XSETREF(fs->locals[i], Py_XNewRef(gf->pristine[i]));
+    }
+    while (fs->sp > 0) {
+        fs->sp--;
+        Py_CLEAR(fs->stack[fs->sp]);
+    }
+    Py_CLEAR(fs->retval);
+    Py_CLEAR(fs->kw_names);
+    fs->pc = gf->pristine_pc;
+    fs->yielded = 0;
+    gf->started = 0;
+    g->bits &= ~(GEN_DONE | GEN_BROKEN | GEN_RUNNING);
+    Py_CLEAR(g->u.gen.buffer);
+    Py_CLEAR(g->u.gen.retval);
+    g->pos = 0;
+}
+
+/* v is about to advance: a generator made before the checkpoint that had not started is
+ * noted in tx->undo (a rollback resets it); one that had started counts as a mutation.
+ * 0 / -1. */
+static int
+note_advance(cdyn_tx *tx, PyObject *v)
+{
+    cdyn_fs *fs = frame_of(v);
+    PyObject *e = NULL;
+    int r;
+    if (V(v)->serial >= tx->ckpt_serial) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; tx->undo != NULL && i < PyList_GET_SIZE(tx->undo); i++) {
+        if (PyTuple_GET_ITEM(PyList_GET_ITEM(tx->undo, i), 0) == v) {
+            return 0;   /* reset by this step's rollback already */
+        }
+    }
+    if (fs == NULL || ((gen_frame *)fs)->started || ((gen_frame *)fs)->pristine == NULL ||
+        V(v)->u.gen.buffer != NULL || tx->undo == NULL) {
+        cdyn_tx_mutated(tx, v);
+        return 0;
+    }
+    e = Py_BuildValue("(On)", v, (Py_ssize_t)-1);
+    r = e == NULL ? -1 : PyList_Append(tx->undo, e);
+    Py_XDECREF(e);
+    return r;
 }
 
 /* 1 when advancing v changes its state. */
@@ -232,8 +325,8 @@ cdyn_generator_set_type(PyObject *v, PyObject *type)
 static tr_status
 gen_next(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
-    if (advances(v)) {
-        cdyn_tx_mutated(tx, v);
+    if (advances(v) && note_advance(tx, v) < 0) {
+        return TR_ERROR;
     }
     return resume(tx, v, out);
 }
@@ -242,8 +335,8 @@ gen_next(cdyn_tx *tx, PyObject *v, PyObject **out)
 static tr_status
 gen_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 {
-    if (advances(v)) {
-        cdyn_tx_mutated(tx, v);
+    if (advances(v) && note_advance(tx, v) < 0) {
+        return TR_ERROR;
     }
     return drain(tx, v, out_list);
 }
@@ -290,7 +383,6 @@ drain_ahead(cdyn_tx *tx, PyObject *v)
     Py_XSETREF(g->u.gen.buffer, items);
     g->pos = 0;
     g->bits |= GEN_DONE;
-    Py_CLEAR(g->u.gen.frame);
     return TR_OK;
 }
 

@@ -26,6 +26,28 @@ note_advance(cdyn_tx *tx, PyObject *v)
     return r;
 }
 
+void
+cdyn_undo_apply(PyObject *entry)
+{
+    PyObject *v = PyTuple_GET_ITEM(entry, 0);
+    Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 1));
+    if (V(v)->kind == VK_GENERATOR) {
+        cdyn_generator_reset(v);
+    }
+    else {
+        V(v)->pos = pos;
+    }
+}
+
+void
+cdyn_undo_step(cdyn_tx *tx)
+{
+    if (tx->undo != NULL && PyList_GET_SIZE(tx->undo) > 0 &&
+        PyList_SetSlice(tx->undo, 0, PyList_GET_SIZE(tx->undo), NULL) < 0) {
+        PyErr_Clear();   /* cannot fail for a list; keeping the entries is harmless */
+    }
+}
+
 static tr_status
 iter_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 {
