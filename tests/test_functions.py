@@ -231,6 +231,13 @@ def test_partial_passed_in_guarded_by_func_and_args():
     assert "L['p'].keywords['other'] EQUALS_MATCH 2" in guards
 
 
+def test_partial_of_per_call_lambda_compiles_once():
+    def f(p, x):
+        return p(x)
+    calls = [(functools.partial(lambda a, b: a * b, 3), X) for _ in range(3)]
+    assert compiles_of(f, calls) == (1, 1)
+
+
 def test_partial_of_closure_returned_and_across_break():
     def f(x):
         def h(a, b):

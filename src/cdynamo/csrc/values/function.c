@@ -555,10 +555,12 @@ cdyn_guard_function(cdyn_tx *tx, PyObject *func, PyObject *source, PyObject *v)
     if (source == NULL) {
         return TR_OK;
     }
-    /* closures, and functions passed in (an argument, or an item of an argument: lambdas
-       made per call); a global or an attribute without a closure keeps its identity guard
-       (one pointer compare) */
-    while (src->kind == CDYN_SRC_ITEM && src->base != NULL) {
+    /* closures, and functions passed in (an argument, an item of an argument, the func of
+       a partial passed in: lambdas made per call); a global or an attribute without a
+       closure keeps its identity guard (one pointer compare) */
+    while ((src->kind == CDYN_SRC_ITEM ||
+            (src->kind == CDYN_SRC_ATTR && cdyn_name_is(src->name, "func"))) &&
+           src->base != NULL) {
         src = src->base;
     }
     by_code = PyFunction_Check(func) &&
