@@ -188,6 +188,63 @@ def test_generator_graph_break_inside_skips_frame():
     assert cdynamo.compile(f, backend="eager")(XS) == f(XS)
 
 
+def test_generator_send_contains_close():
+    def double():
+        v = yield
+        yield v * 2
+
+    def whoo():
+        yield 1
+        yield 2
+
+    def f(x):
+        gen = double()
+        next(gen)
+        a = gen.send(x)
+        g = whoo()
+        found = (1 in g, 2 in g, 3 in whoo())
+        h = whoo()
+        next(h)
+        h.close()
+        return a, found, list(g), list(h)
+    check(f, X, dynamo=None)
+
+
+def test_generators_returned_advanced_exhausted_or_in_tuples():
+    def whoo(t):
+        yield t + 1
+        yield t + 2
+        yield t + 3
+
+    def f(x):
+        a = whoo(x)
+        next(a)
+        b = whoo(x * 2)
+        for _ in b:
+            pass
+        return (a, b, whoo(x - 1)), x.sin()
+    cdynamo.reset()
+    (a, b, c), s = cdynamo.compile(f, backend="eager")(X)
+    (ea, eb, ec), es = f(X)
+    assert_same((list(a), list(b), list(c), s), (list(ea), list(eb), list(ec), es))
+
+
+def test_generator_with_inplace_ops_not_run_ahead():
+    # rebuilding a returned generator would run its body now: refused when it writes a
+    # tensor in place (eager writes only when the items are consumed)
+    def whoo(t):
+        yield t.sin_()
+        yield t.cos_()
+
+    def f(t):
+        return whoo(t), t + 1
+    t = X.clone()
+    cdynamo.reset()
+    g, _ = cdynamo.compile(f, backend="eager")(t)
+    assert torch.equal(t, X)
+    assert len(list(g)) == 2 and not torch.equal(t, X)
+
+
 def test_generator_with_finally_is_not_inlined():
     # dropping a generator half-way runs its finally block (at close): not modelled, so the
     # call of the generator function is a graph break and eager's log is kept

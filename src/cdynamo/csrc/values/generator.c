@@ -153,10 +153,11 @@ cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out)
     return TR_OK;
 }
 
-/* Resume the generator: *out the next item (new), or NULL when it is exhausted (its
- * return value kept in u.gen.retval). Buffered items come first. */
+/* Resume the generator with the value sent (borrowed; NULL: None): *out the next item
+ * (new), or NULL when it is exhausted (its return value kept in u.gen.retval). Buffered
+ * items come first. */
 static tr_status
-resume(cdyn_tx *tx, PyObject *v, PyObject **out)
+resume_with(cdyn_tx *tx, PyObject *v, PyObject *sent, PyObject **out)
 {
     cdyn_value *g = V(v);
     cdyn_fs *fs = NULL;
@@ -181,7 +182,11 @@ resume(cdyn_tx *tx, PyObject *v, PyObject **out)
         PyErr_SetString(PyExc_SystemError, "cdynamo: generator stack overflow");
         return TR_ERROR;
     }
-    if ((fs->stack[fs->sp] = cdyn_value_const(Py_None)) == NULL) {   /* the value sent */
+    if (sent != NULL && !cdyn_v_is_none(sent) && !((gen_frame *)fs)->started) {
+        return cdyn_tx_unsupported(tx, "send() of a value to a just-started generator");
+    }
+    fs->stack[fs->sp] = sent != NULL ? Py_NewRef(sent) : cdyn_value_const(Py_None);
+    if (fs->stack[fs->sp] == NULL) {
         return TR_ERROR;
     }
     fs->sp++;
@@ -204,6 +209,13 @@ resume(cdyn_tx *tx, PyObject *v, PyObject **out)
     fs->retval = NULL;
     g->bits |= GEN_DONE;
     return TR_OK;
+}
+
+/* resume_with None (next()). */
+static tr_status
+resume(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    return resume_with(tx, v, NULL, out);
 }
 
 void
@@ -359,8 +371,61 @@ gen_python_type(PyObject *v)
     return t != NULL ? (PyTypeObject *)t : &PyGen_Type;
 }
 
+/* 1 when a graph node made after `last` (a node or NULL: the graph's start) may write a
+ * tensor in place: a method or function whose name ends with "_" (add_, relu_), an
+ * in-place operator (iadd, setitem), or an out= / inplace=True argument; -1 on error. */
+static int
+inplace_since(cdyn_tx *tx, PyObject *last)
+{
+    PyObject *nodes = PyObject_GetAttrString(tx->graph, "nodes"), *lst = NULL;
+    int found = 0;
+    lst = nodes ? PySequence_List(nodes) : NULL;
+    Py_XDECREF(nodes);
+    if (lst == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = PyList_GET_SIZE(lst) - 1; i >= 0 && !found; i--) {
+        PyObject *n = PyList_GET_ITEM(lst, i), *t = NULL, *name = NULL, *kw = NULL;
+        const char *s = NULL;
+        if (n == last) {
+            break;
+        }
+        t = PyObject_GetAttrString(n, "target");
+        kw = PyObject_GetAttrString(n, "kwargs");
+        if (t == NULL || kw == NULL) {
+            Py_XDECREF(t);
+            Py_XDECREF(kw);
+            Py_DECREF(lst);
+            return -1;
+        }
+        name = PyUnicode_Check(t) ? Py_NewRef(t) : PyObject_GetAttrString(t, "__name__");
+        PyErr_Clear();
+        s = name != NULL && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        PyErr_Clear();
+        if (s != NULL) {
+            static const char *const ops[] = {"setitem", "iadd", "iand", "ifloordiv", "ilshift",
+                                              "imatmul", "imod", "imul", "ior", "ipow",
+                                              "irshift", "isub", "itruediv", "ixor", NULL};
+            size_t len = strlen(s);
+            found = len > 1 && s[len - 1] == '_' && s[0] != '_';
+            for (int k = 0; !found && ops[k] != NULL; k++) {
+                found = strcmp(s, ops[k]) == 0;
+            }
+        }
+        if (PyDict_Check(kw) && (PyDict_GetItemString(kw, "out") != NULL ||
+                                 PyDict_GetItemString(kw, "inplace") == Py_True)) {
+            found = 1;
+        }
+        Py_XDECREF(name);
+        Py_DECREF(t);
+        Py_DECREF(kw);
+    }
+    Py_DECREF(lst);
+    return found;
+}
+
 /* Make the remaining items now, into the buffer, refusing any side effect (an effect to
- * replay, a store into a value that existed before). */
+ * replay, a store into a value that existed before, an in-place tensor operation). */
 static tr_status
 drain_ahead(cdyn_tx *tx, PyObject *v)
 {
@@ -368,15 +433,21 @@ drain_ahead(cdyn_tx *tx, PyObject *v)
     Py_ssize_t neffects = PyList_GET_SIZE(tx->effects);
     long mutations = tx->mutations;
     long long saved_serial = tx->ckpt_serial;
-    PyObject *items = NULL;
+    PyObject *items = NULL, *last = Py_XNewRef(tx->last_node);
     tr_status st;
+    int inplace = 0;
     tx->ckpt_serial = cdyn_value_serial;
     st = drain(tx, v, &items);
     tx->ckpt_serial = saved_serial;
+    if (st == TR_OK && tx->last_node != last && (inplace = inplace_since(tx, last)) < 0) {
+        st = TR_ERROR;
+    }
+    Py_XDECREF(last);
     if (st != TR_OK) {
+        Py_XDECREF(items);
         return st;
     }
-    if (PyList_GET_SIZE(tx->effects) != neffects || tx->mutations != mutations) {
+    if (PyList_GET_SIZE(tx->effects) != neffects || tx->mutations != mutations || inplace) {
         Py_DECREF(items);
         return cdyn_tx_unsupported(tx, "generator with side effects live at a graph break");
     }
@@ -427,8 +498,96 @@ gen_reconstruct(cdyn_cg *cg, PyObject *v)
     return cdyn_cg_memo_store(cg, v, "gen");
 }
 
+/* `x in gen`: advances until an item equal to x (identity first, as CPython), or to the
+ * end. */
+static tr_status
+gen_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
+{
+    PyObject *x = NULL, *eq = NULL;
+    tr_status st = TR_OK;
+    *out = 0;
+    if (advances(v) && note_advance(tx, v) < 0) {
+        return TR_ERROR;
+    }
+    while (st == TR_OK && !*out) {
+        st = resume(tx, v, &x);
+        if (st != TR_OK || x == NULL) {
+            break;
+        }
+        if (x == item) {
+            *out = 1;
+        }
+        else if ((st = cdyn_v_compare(tx, Py_EQ, x, item, &eq)) == TR_OK) {
+            st = cdyn_v_truth(tx, eq, out);
+            Py_CLEAR(eq);
+        }
+        Py_CLEAR(x);
+    }
+    return st;
+}
+
+/* gen.send, gen.close, gen.__next__, gen.__iter__: bound to the generator. */
+static tr_status
+gen_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    static const char *const methods[] = {"send", "close", "__next__", "__iter__", NULL};
+    for (int i = 0; methods[i] != NULL; i++) {
+        if (cdyn_name_is(name, methods[i])) {
+            *out = cdyn_value_method(NULL, name, v);
+            return *out ? TR_OK : TR_ERROR;
+        }
+    }
+    return cdyn_tx_unsupported(tx, "attribute %U of a generator", name);
+}
+
+/* gen.send(value), gen.__next__(), gen.__iter__(), gen.close(): a generator whose yields
+ * are outside try/with (the only ones inlined) just stops when closed. */
+static tr_status
+gen_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
+                Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    tr_status st;
+    (void)fs;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        return cdyn_tx_unsupported(tx, "generator method with keywords");
+    }
+    if (cdyn_name_is(name, "__iter__") && nargs == 0) {
+        *out = Py_NewRef(v);
+        return TR_OK;
+    }
+    if (cdyn_name_is(name, "close") && nargs == 0) {
+        if (advances(v) && note_advance(tx, v) < 0) {
+            return TR_ERROR;
+        }
+        if (V(v)->bits & (GEN_RUNNING | GEN_BROKEN)) {
+            return cdyn_tx_unsupported(tx, "close() of a running generator");
+        }
+        V(v)->bits |= GEN_DONE;
+        Py_CLEAR(V(v)->u.gen.buffer);
+        *out = cdyn_value_const(Py_None);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if ((cdyn_name_is(name, "send") && nargs == 1) || (cdyn_name_is(name, "__next__") && nargs == 0)) {
+        if (V(v)->u.gen.buffer != NULL && nargs == 1 && !cdyn_v_is_none(args[0])) {
+            return cdyn_tx_unsupported(tx, "send() to a generator rebuilt from its items");
+        }
+        if (advances(v) && note_advance(tx, v) < 0) {
+            return TR_ERROR;
+        }
+        st = resume_with(tx, v, nargs == 1 ? args[0] : NULL, out);
+        if (st == TR_OK && *out == NULL) {
+            return cdyn_tx_unsupported(tx, "StopIteration from an exhausted generator");
+        }
+        return st;
+    }
+    return cdyn_tx_unsupported(tx, "method %U of a generator", name);
+}
+
 const cdyn_vtable cdyn_generator_vt = {
     .name = "LocalGeneratorObjectVariable",
+    .getattr = gen_getattr,
+    .call_method = gen_call_method,
+    .contains = gen_contains,
     .truth = gen_truth,
     .unpack = gen_unpack,
     .next = gen_next,
