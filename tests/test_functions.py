@@ -321,4 +321,4 @@ def test_recursive_closure_and_self_referencing_generator_do_not_leak():
         return x * fact(3), next(g) is g
     cdynamo.reset()
     assert_same(cdynamo.compile(f, backend="eager")(X), f(X))
-    assert _C._live_values() == 0
+    assert _C.live_counts()["values"] == 0

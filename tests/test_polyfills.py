@@ -245,6 +245,31 @@ def test_generator_with_inplace_ops_not_run_ahead():
     assert len(list(g)) == 2 and not torch.equal(t, X)
 
 
+def test_stop_iteration_raised_and_caught_in_traced_code():
+    def f(x):
+        g = (t for t in [x])
+        a = next(g)
+        try:
+            next(g)
+            b = x
+        except StopIteration:
+            b = x + 1
+
+        def gen():
+            yield 1
+            raise StopIteration   # PEP 479: a RuntimeError out of the generator
+        h = gen()
+        next(h)
+        try:
+            next(h)
+            c = 0
+        except RuntimeError:
+            c = 2
+        return a, b, c
+    check(f, X, dynamo=None)
+    assert breaks(f, X)[:2] == (1, 0)
+
+
 def test_generator_with_finally_is_not_inlined():
     # dropping a generator half-way runs its finally block (at close): not modelled, so the
     # call of the generator function is a graph break and eager's log is kept
@@ -533,4 +558,11 @@ def test_no_symbolic_values_leak():
         return list(map(p, g)), sorted(xs, key=lambda t: 0), list(itertools.islice(g, 1)), g
     cdynamo.reset()
     cdynamo.compile(f, backend="eager")(X, XS)
-    assert _C._live_values() == 0
+    assert _C.live_counts()["values"] == 0
+
+
+def test_trace_rules_report_polyfills():
+    from cdynamo import trace_rules
+    m = trace_rules.lookup_callable(itertools.chain.from_iterable)
+    assert m.rule == "polyfill" and m.value.__module__ == "cdynamo.polyfills.itertools"
+    assert trace_rules.lookup_callable(len) is None   # an exact C handler, no polyfill

@@ -24,6 +24,7 @@ int cdyn_raise_internal_errors = 0;
 
 int cdyn_builtin_init(void);
 int cdyn_torch_init(void);
+int cdyn_ctx_init(void);
 int cdyn_polyfill_init(void);
 
 #define MAX_STEPS 1000000
@@ -1086,6 +1087,111 @@ OP(import_from)
     return st == TR_OK ? push(fs, r) : st;
 }
 
+/* ---- exceptions raised and caught in the traced code (values/exception.c) --------------- */
+
+/* RAISE_VARARGS n: 0 re-raises the exception being handled, 1 raises TOS, 2 TOS1 from TOS
+ * (the cause only matters to Python, which raises it when nothing traced catches it). */
+OP(raise_varargs)
+{
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    if (ins->oparg == 0) {
+        if (n == 0) {
+            return cdyn_tx_unsupported(tx, "bare raise with no exception being handled");
+        }
+        return cdyn_tx_raise_value(tx, PyList_GET_ITEM(tx->exc_info, n - 1));
+    }
+    return cdyn_tx_raise_value(tx, peek(fs, ins->oparg - 1));
+}
+
+OP(reraise)
+{
+    (void)ins;
+    return cdyn_tx_raise_value(tx, peek(fs, 0));
+}
+
+/* PUSH_EXC_INFO: [.., exc] -> [.., previous exception (or None), exc]. */
+OP(push_exc_info)
+{
+    PyObject *exc = peek(fs, 0), *prev;
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    (void)ins;
+    prev = n ? Py_NewRef(PyList_GET_ITEM(tx->exc_info, n - 1)) : cdyn_value_const(Py_None);
+    if (prev == NULL || PyList_Append(tx->exc_info, exc) < 0) {
+        Py_XDECREF(prev);
+        return TR_ERROR;
+    }
+    fs->stack[fs->sp - 1] = prev;   /* the stack's reference to exc moves up */
+    return push(fs, exc);
+}
+
+/* POP_EXCEPT: [.., previous] -> [..]; the handled exception is done. */
+OP(pop_except)
+{
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    (void)ins;
+    if (n == 0) {
+        return cdyn_tx_unsupported(tx, "POP_EXCEPT with no exception being handled");
+    }
+    if (PyList_SetSlice(tx->exc_info, n - 1, n, NULL) < 0) {
+        return TR_ERROR;
+    }
+    drop(fs, 1);
+    return TR_OK;
+}
+
+/* CHECK_EXC_MATCH: [.., exc, type] -> [.., exc, exc matches type]. */
+OP(check_exc_match)
+{
+    int r = cdyn_exc_matches(peek(fs, 1), peek(fs, 0));
+    (void)ins;
+    if (r < 0) {
+        return cdyn_tx_unsupported(tx, "except clause over %S", peek(fs, 0));
+    }
+    return replace(fs, 1, cdyn_value_bool(r));
+}
+
+/* WITH_EXCEPT_START: [exit, lasti, prev, exc] -> [.., exit(type(exc), exc, None)]. */
+OP(with_except_start)
+{
+    PyObject *exc = peek(fs, 0), *args[3] = {NULL, exc, NULL}, *res = NULL;
+    tr_status st = TR_ERROR;
+    PyTypeObject *t = cdyn_v_python_type(exc);
+    (void)ins;
+    args[0] = t ? cdyn_value_obj(VK_EXCTYPE, (PyObject *)t, NULL) : NULL;
+    args[2] = cdyn_value_const(Py_None);
+    if (args[0] != NULL && args[2] != NULL) {
+        st = cdyn_v_call(tx, fs, peek(fs, 3), args, 3, NULL, &res);
+    }
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[2]);
+    return st == TR_OK ? push(fs, res) : st;
+}
+
+/* The traced code raised tx->exc at instruction ins of fs: unwind to its handler in fs
+ * (stack cut to the handler's depth, lasti, the exception pushed), or TR_EXCEPTION when fs
+ * has none (the caller's frame handles it). */
+static tr_status
+unwind(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins)
+{
+    tr_status st;
+    Py_CLEAR(fs->kw_names);
+    if (ins->exc_handler < 0) {
+        return TR_EXCEPTION;
+    }
+    while (fs->sp > ins->exc_depth) {
+        Py_DECREF(pop(fs));
+    }
+    if (ins->exc_lasti && (st = push(fs, cdyn_value_const_steal(PyLong_FromLong(ins->offset)))) !=
+                              TR_OK) {
+        return st;
+    }
+    st = push(fs, tx->exc);
+    tx->exc = NULL;
+    Py_CLEAR(tx->reason);   /* caught: not a reason for anything */
+    fs->pc = ins->exc_handler;
+    return st;
+}
+
 /* YIELD_VALUE / RETURN_GENERATOR in a generator's frame (values/generator.c): suspend it,
  * with the yielded value (None for the RETURN_GENERATOR of its prologue) in retval. */
 OP(yield_value)
@@ -1177,6 +1283,9 @@ op_table_init(void)
         {CALL_FUNCTION_EX, op_call_function_ex}, {RETURN_VALUE, op_return_value},
         {LOAD_BUILD_CLASS, op_load_builtin_obj}, {LOAD_ASSERTION_ERROR, op_load_builtin_obj},
         {IMPORT_NAME, op_import_name}, {IMPORT_FROM, op_import_from},
+        {RAISE_VARARGS, op_raise_varargs}, {RERAISE, op_reraise},
+        {PUSH_EXC_INFO, op_push_exc_info}, {POP_EXCEPT, op_pop_except},
+        {CHECK_EXC_MATCH, op_check_exc_match}, {WITH_EXCEPT_START, op_with_except_start},
         {YIELD_VALUE, op_yield_value}, {RETURN_GENERATOR, op_yield_value}, {SEND, op_send},
         {GET_YIELD_FROM_ITER, op_get_yield_from_iter},
     };
@@ -1227,6 +1336,15 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
     if (kind == BRK_NONE) {
         return TR_UNSUPPORTED;
     }
+    if (PyList_GET_SIZE(tx->open_modes) > 0) {
+        PyObject *msg = PyUnicode_FromFormat("graph break inside torch.autocast (%U)",
+                                             tx->reason ? tx->reason : Py_None);
+        if (msg == NULL) {
+            return TR_ERROR;
+        }
+        Py_XSETREF(tx->reason, msg);
+        return TR_UNSUPPORTED;
+    }
     /* inside a loop: some later backward jump returns to an instruction at or before pc */
     for (Py_ssize_t j = pc; j < fs->instrs.len; j++) {
         const cdyn_instr *in = &fs->instrs.items[j];
@@ -1245,8 +1363,6 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
     tx->break_pc = pc;
     tx->break_arg = kind == BRK_CALL ? fs->call_n : ins->oparg;
     Py_XSETREF(tx->break_kwnames, kind == BRK_CALL ? Py_XNewRef(fs->kw_names) : NULL);
-    cdyn_log(20, "Graph break in %U at %U:%d: %U", fs->code->co_qualname, fs->code->co_filename,
-             instr_line(fs, pc), tx->reason ? tx->reason : Py_None);
     r = PyObject_CallMethod(tx->glue, "record_break", "OOOi", tx->reason ? tx->reason : Py_None,
                             fs->code->co_qualname, fs->code->co_filename, instr_line(fs, pc));
     if (r == NULL) {
@@ -1283,6 +1399,14 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
         st = handler != NULL ? handler(tx, fs, ins)
                              : cdyn_tx_unsupported(tx, "unsupported opcode %s",
                                                    cdyn_opname(ins->opcode));
+        if (st == TR_EXCEPTION) {
+            st = unwind(tx, fs, ins);
+            if (st == TR_EXCEPTION && fs->is_top) {
+                /* nothing traced catches it: Python raises it at this instruction */
+                Py_CLEAR(tx->exc);
+                st = TR_UNSUPPORTED;
+            }
+        }
         if (st == TR_UNSUPPORTED && fs->is_top) {
             st = cdyn_tx_ckpt_restore(tx, &ck);
             if (st == TR_OK) {
@@ -1313,6 +1437,10 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->by_source);
     Py_CLEAR(tx->by_id);
     Py_CLEAR(tx->last_node);
+    cdyn_tx_exit_modes(tx, 0);
+    Py_CLEAR(tx->open_modes);
+    Py_CLEAR(tx->exc);
+    Py_CLEAR(tx->exc_info);
     Py_CLEAR(tx->reason);
     Py_CLEAR(tx->break_kwnames);
     Py_CLEAR(tx->effects);
@@ -1350,19 +1478,19 @@ static int
 tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *options)
 {
     PyCodeObject *co = frame->f_code;
-    PyObject *pair = NULL, *g = NULL;
+    PyObject *pair = NULL;
+    int state;
     memset(tx, 0, sizeof(*tx));
     memset(fs, 0, sizeof(*fs));
     tx->options = options;
     tx->frame = frame;
     tx->code = co;
     tx->glue = Py_NewRef(cdyn_G.glue);
-    g = PyObject_CallNoArgs(cdyn_G.is_grad_enabled);
-    if (g == NULL) {
+    state = cdyn_guards_global_state();
+    if (state < 0) {
         return -1;
     }
-    tx->grad_enabled = tx->grad_enabled_at_start = g == Py_True;
-    Py_DECREF(g);
+    tx->grad_enabled = tx->grad_enabled_at_start = state & 1;
     pair = PyObject_CallMethod(tx->glue, "new_trace", NULL);
     if (pair == NULL) {
         return -1;
@@ -1377,12 +1505,14 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
     tx->by_id = PyDict_New();
     tx->effects = PyList_New(0);
     tx->resume_codes = PyList_New(0);
+    tx->open_modes = PyList_New(0);
+    tx->exc_info = PyList_New(0);
     tx->undo = PyList_New(0);
     tx->cyclic = PyList_New(0);
     tx->guards = cdyn_guards_new();
     if (!tx->root || !tx->input_sources || !tx->input_values || !tx->by_source || !tx->by_id ||
-        !tx->guards || !tx->effects || !tx->resume_codes || !tx->undo || !tx->cyclic ||
-        cdyn_guards_add_grad_mode(tx->guards, tx->grad_enabled) < 0) {
+        !tx->guards || !tx->effects || !tx->resume_codes || !tx->open_modes || !tx->exc_info ||
+        !tx->undo || !tx->cyclic || cdyn_guards_add_grad_mode(tx->guards, state) < 0) {
         return -1;
     }
     if (cdyn_fs_init(fs, co, frame->f_globals, frame->f_builtins) < 0) {
@@ -1434,14 +1564,12 @@ fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
     return 1;
 }
 
-/* Log (INFO) and record for explain() that the frame runs unmodified. */
+/* Record for explain() that the frame runs unmodified (the glue logs it at INFO). */
 static void
 note_unmodified(cdyn_tx *tx)
 {
     PyCodeObject *co = tx->code;
     PyObject *r;
-    cdyn_log(20, "running %U (%U:%d) unmodified: %U", co->co_qualname, co->co_filename,
-             co->co_firstlineno, tx->reason ? tx->reason : Py_None);
     r = PyObject_CallMethod(tx->glue, "record_unmodified", "OOOi",
                             tx->reason ? tx->reason : Py_None, co->co_qualname, co->co_filename,
                             tx->reason_line ? tx->reason_line : co->co_firstlineno);
@@ -1559,17 +1687,9 @@ py_set_raise_internal_errors(PyObject *Py_UNUSED(m), PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* _live_values() -> int: symbolic values alive (0 between translations). */
-static PyObject *
-py_live_values(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
-{
-    return PyLong_FromSsize_t(cdyn_value_live);
-}
-
 PyMethodDef cdyn_translate_methods[] = {
     {"set_raise_internal_errors", py_set_raise_internal_errors, METH_O,
      "set_raise_internal_errors(flag)"},
-    {"_live_values", py_live_values, METH_NOARGS, "_live_values() -> int"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1629,6 +1749,8 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.contains, "operator", "contains"},
         {&cdyn_G.grad_mode_exit_type, "cdynamo._glue", "GradModeExit"},
         {&cdyn_G.backend_failed, "cdynamo._glue", "BackendCompilerFailed"},
+        {&cdyn_G.enter_autocast, "torch.amp.autocast_mode", "_enter_autocast"},
+        {&cdyn_G.exit_autocast, "torch.amp.autocast_mode", "_exit_autocast"},
     };
     if (cdyn_value_init(module) < 0 || init_strings() < 0) {
         return -1;
@@ -1650,7 +1772,7 @@ cdyn_translate_init(PyObject *module)
         }
     }
     op_table_init();
-    if (cdyn_builtin_init() < 0 || cdyn_torch_init() < 0) {
+    if (cdyn_builtin_init() < 0 || cdyn_ctx_init() < 0 || cdyn_torch_init() < 0) {
         return -1;
     }
     return cdyn_polyfill_init();

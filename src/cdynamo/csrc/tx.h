@@ -32,6 +32,11 @@ typedef struct cdyn_tx {
     PyObject *by_source;    /* dict: source repr -> value (each source wrapped once) */
     PyObject *by_id;        /* dict: id(real object) -> value (aliases share a value) */
     PyObject *last_node;    /* the newest call node made (checkpoints), or NULL */
+    PyObject *open_modes;   /* list of the real autocast modes entered at trace time (exited
+                               at the end of the trace, or on a rollback) */
+    PyObject *exc;          /* the exception being raised (with TR_EXCEPTION), or NULL */
+    PyObject *exc_info;     /* list: the exceptions being handled (PUSH_EXC_INFO), innermost
+                               last */
     cdyn_guards *guards;    /* owned until handed to the translation result */
     PyObject *reason;       /* str: why the current step is unsupported */
     PyObject *reason_file;  /* borrowed: file of the instruction that set reason, or NULL */
@@ -92,6 +97,14 @@ tr_status cdyn_tx_unsupported(cdyn_tx *tx, const char *fmt, ...);
 
 /* Run an interpreter frame state until RETURN_VALUE (fs->retval set). */
 tr_status cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs);
+
+/* Raise an exception in the traced code: type (borrowed class) with argument values (borrowed):
+ * sets tx->exc and returns TR_EXCEPTION (values/exception.c). */
+tr_status cdyn_tx_raise(cdyn_tx *tx, PyObject *type, PyObject *const *args, Py_ssize_t nargs);
+/* `raise v` for an EXC or EXCTYPE value; TR_UNSUPPORTED for anything else. */
+tr_status cdyn_tx_raise_value(cdyn_tx *tx, PyObject *v);
+/* 1/0 when exception value v matches the class (tuple) value cls, -1 when undecidable. */
+int cdyn_exc_matches(PyObject *v, PyObject *cls);
 
 /* Record a side effect (all arguments borrowed; target/key may be NULL -> None). */
 tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value);
@@ -171,6 +184,11 @@ tr_status cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyOb
 /* A graph input: placeholder + fake example + TENSOR_MATCH (source borrowed, required). */
 tr_status cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source,
                                     PyObject **out);
+/* A call_function node of target on args (a tuple of FX node arguments) recorded as is,
+ * without a fake run (state functions: torch.amp._enter_autocast). *node: new ref. */
+tr_status cdyn_tx_graph_raw(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node);
+/* Exit the real autocast modes entered at trace time beyond the first n. */
+void cdyn_tx_exit_modes(cdyn_tx *tx, Py_ssize_t n);
 /* A parameter or buffer of an nn.Module as a get_attr node (source: its attribute path). */
 tr_status cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source,
                                      PyObject **out);
@@ -186,6 +204,7 @@ typedef struct {
     long mutations;
     int n_call_nodes;
     int grad_enabled;
+    Py_ssize_t n_open_modes;
     Py_ssize_t n_undo;   /* length of tx->undo at the checkpoint */
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
@@ -298,6 +317,11 @@ int cdyn_is_builtin(PyObject *obj);
 int cdyn_is_graph_function(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
 int cdyn_is_torch_special(PyObject *obj);
+/* Context-manager factories (values/ctx.c): torch.autocast and its device forms,
+ * contextlib.nullcontext. cdyn_ctx_factory makes the value; *handled = 0 for others. */
+int cdyn_is_ctx_factory(PyObject *obj);
+tr_status cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, PyObject **out, int *handled);
 /* getattr on the real object of v (u.obj.obj); trusted: the attribute gets no source (not
  * guarded) unless it is a tensor. (values/misc.c) */
 tr_status cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int trusted,
@@ -322,7 +346,7 @@ typedef struct {
         *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
-        *grad_mode_exit_type, *backend_failed;
+        *grad_mode_exit_type, *backend_failed, *enter_autocast, *exit_autocast;
     /* interned strings */
     PyObject *s_self, *s_closure, *s_cell_contents, *s_parameters, *s_buffers, *s_modules,
         *s_forward, *s_module, *s_placeholder, *s_create_node, *s_fake_from_tensor,

@@ -3,7 +3,6 @@
 #include "tx.h"
 
 long long cdyn_value_serial = 0;
-Py_ssize_t cdyn_value_live = 0;
 
 static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_NULL] = &cdyn_misc_vt,      [VK_PYMODULE] = &cdyn_misc_vt,
@@ -17,7 +16,9 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_CLASS] = &cdyn_user_vt,     [VK_OBJECT] = &cdyn_user_vt,
     [VK_SUPER] = &cdyn_user_vt,     [VK_NNMODULE] = &cdyn_nnmodule_vt,
     [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
-    [VK_GRADEXIT] = &cdyn_ctx_vt,
+    [VK_GRADEXIT] = &cdyn_ctx_vt,   [VK_AUTOCAST] = &cdyn_ctx_vt,
+    [VK_AUTOCAST_EXIT] = &cdyn_ctx_vt, [VK_NULLCTX] = &cdyn_ctx_vt,
+    [VK_EXCTYPE] = &cdyn_exc_vt,    [VK_EXC] = &cdyn_exc_vt,
     [VK_GENERATOR] = &cdyn_generator_vt,
     [VK_PARTIAL] = &cdyn_function_vt, [VK_WRAPPER] = &cdyn_function_vt,
 };
@@ -30,7 +31,9 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_METHOD] = "Method", [VK_BUILTIN] = "Builtin", [VK_TORCHFN] = "TorchFunction",
     [VK_CLASS] = "UserDefinedClass", [VK_OBJECT] = "UserDefinedObject", [VK_SUPER] = "Super",
     [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
-    [VK_GRADEXIT] = "GradModeExit",
+    [VK_GRADEXIT] = "GradModeExit", [VK_AUTOCAST] = "AutocastMode",
+    [VK_AUTOCAST_EXIT] = "AutocastExit", [VK_NULLCTX] = "NullContext",
+    [VK_EXCTYPE] = "ExceptionClass", [VK_EXC] = "Exception",
     [VK_GENERATOR] = "LocalGenerator", [VK_PARTIAL] = "FunctoolsPartial",
     [VK_WRAPPER] = "WrappedUserFunction",
 };
@@ -44,8 +47,8 @@ value_dealloc(PyObject *self)
         Py_CLEAR(v->u.ref[i]);
     }
     Py_CLEAR(v->source);
-    cdyn_value_live--;
     Py_TYPE(self)->tp_free(self);
+    cdyn_live.values--;
 }
 
 /* Contract: a short readable form; never fails except on MemoryError. */
@@ -112,7 +115,7 @@ cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
     v->serial = cdyn_value_serial++;
     v->source = Py_XNewRef(source);
     memset(&v->u, 0, sizeof(v->u));
-    cdyn_value_live++;
+    cdyn_live.values++;
     return (PyObject *)v;
 }
 
@@ -197,6 +200,16 @@ cdyn_value_iter(PyObject *items)
 }
 
 PyObject *
+cdyn_value_iter_typed(PyObject *items, PyTypeObject *type)
+{
+    PyObject *v = cdyn_value_iter(items);
+    if (v != NULL) {
+        V(v)->u.iter.type = Py_XNewRef((PyObject *)type);
+    }
+    return v;
+}
+
+PyObject *
 cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source)
 {
     PyObject *v = cdyn_value_alloc(VK_TENSOR, source);
@@ -232,7 +245,8 @@ cdyn_v_real(PyObject *v)
 {
     switch (V(v)->kind) {
     case VK_CONST: case VK_PYMODULE: case VK_OPAQUE: case VK_USERFN: case VK_BUILTIN:
-    case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE: case VK_WRAPPER:
+    case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE: case VK_EXCTYPE:
+    case VK_WRAPPER:
         return V(v)->u.obj.obj;
     default:
         return NULL;
@@ -312,6 +326,30 @@ cdyn_v_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     return V(v)->vt->unpack(tx, v, out_list);
 }
 
+/* The type of iter(x) for a value whose type is t (borrowed), or NULL when unknown: the
+ * iterator type of an empty instance of t (list_iterator, range_iterator, ...). */
+static PyTypeObject *
+iterator_type_of(PyObject *v)
+{
+    PyObject *real = V(v)->kind == VK_CONST ? V(v)->u.cnst.value : NULL, *probe = NULL, *it;
+    PyTypeObject *t = cdyn_v_python_type(v), *r = NULL;
+    if (real != NULL) {
+        probe = Py_NewRef(real);
+    }
+    else if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
+             t == &PyFrozenSet_Type || t == &PyUnicode_Type) {
+        probe = PyObject_CallNoArgs((PyObject *)t);
+    }
+    it = probe ? PyObject_GetIter(probe) : NULL;
+    if (it != NULL) {
+        r = Py_TYPE(it);   /* builtin iterator types live for the process */
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(probe);
+    PyErr_Clear();
+    return r;
+}
+
 tr_status
 cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
@@ -325,7 +363,7 @@ cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
     if (st != TR_OK) {
         return st;
     }
-    *out = cdyn_value_iter(items);
+    *out = cdyn_value_iter_typed(items, iterator_type_of(v));
     Py_DECREF(items);
     return *out ? TR_OK : TR_ERROR;
 }
@@ -581,7 +619,7 @@ cdyn_value_init(PyObject *module)
         if (null_value == NULL) {
             return -1;
         }
-        cdyn_value_live--;   /* the shared NULL lives for the process */
+        cdyn_live.values--;   /* the shared NULL lives for the process: not counted */
     }
     return 0;
 }

@@ -21,7 +21,7 @@ Python).
 
 _REGISTRY = {}
 
-__all__ = ["substitute_for", "registry", "unsupported", "exact_type", "same"]
+__all__ = ["substitute_for", "registry", "polyfill_of", "unsupported", "exact_type", "same"]
 
 
 def substitute_for(*reals, result_type=None):
@@ -66,8 +66,23 @@ for _helper in (unsupported, exact_type, same):
     _REGISTRY[_helper] = _helper
 
 
+def polyfill_of(obj):
+    """The polyfill the engine inlines for a call of obj (a function, builtin or type), or
+    None (also for unhashable objects). Loads the polyfill modules on first use."""
+    if not _LOADED:
+        registry()
+    try:
+        return _REGISTRY.get(obj)
+    except TypeError:
+        return None
+
+
+_LOADED = []
+
+
 def registry():
     """The table ``{real callable: polyfill}`` (a new dict), every polyfill module loaded."""
     from . import (bisect, builtins, collections, copy, functools, heapq,  # noqa: F401
                    itertools, operator)
+    _LOADED.append(True)
     return dict(_REGISTRY)

@@ -153,6 +153,27 @@ cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out)
     return TR_OK;
 }
 
+/* An exception escaped a generator's body (tx->exc): a StopIteration becomes a
+ * RuntimeError, as PEP 479 says. TR_EXCEPTION (or TR_ERROR). */
+static tr_status
+stop_iteration_escaped(cdyn_tx *tx)
+{
+    PyObject *t = tx->exc != NULL && V(tx->exc)->kind == VK_EXC ? V(tx->exc)->u.exc.type : NULL;
+    PyObject *msg = NULL;
+    tr_status st;
+    if (t == NULL || !PyType_Check(t) ||
+        !PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)PyExc_StopIteration)) {
+        return TR_EXCEPTION;
+    }
+    msg = cdyn_value_const_steal(PyUnicode_FromString("generator raised StopIteration"));
+    if (msg == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_tx_raise(tx, PyExc_RuntimeError, &msg, 1);
+    Py_DECREF(msg);
+    return st;
+}
+
 /* Resume the generator with the value sent (borrowed; NULL: None): *out the next item
  * (new), or NULL when it is exhausted (its return value kept in u.gen.retval). Buffered
  * items come first. */
@@ -195,6 +216,10 @@ resume_with(cdyn_tx *tx, PyObject *v, PyObject *sent, PyObject **out)
     g->bits |= GEN_RUNNING;
     st = run_frame(tx, fs);
     g->bits &= ~GEN_RUNNING;
+    if (st == TR_EXCEPTION) {   /* raised out of the body: the generator is finished */
+        g->bits |= GEN_DONE;
+        return stop_iteration_escaped(tx);
+    }
     if (st != TR_OK) {
         g->bits |= GEN_BROKEN;
         return st;
@@ -439,6 +464,10 @@ drain_ahead(cdyn_tx *tx, PyObject *v)
     tx->ckpt_serial = cdyn_value_serial;
     st = drain(tx, v, &items);
     tx->ckpt_serial = saved_serial;
+    if (st == TR_EXCEPTION) {   /* eager raises it when the items are consumed: not here */
+        Py_CLEAR(tx->exc);
+        st = cdyn_tx_unsupported(tx, "generator that raises, live at a graph break");
+    }
     if (st == TR_OK && tx->last_node != last && (inplace = inplace_since(tx, last)) < 0) {
         st = TR_ERROR;
     }
@@ -575,8 +604,10 @@ gen_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
             return TR_ERROR;
         }
         st = resume_with(tx, v, nargs == 1 ? args[0] : NULL, out);
-        if (st == TR_OK && *out == NULL) {
-            return cdyn_tx_unsupported(tx, "StopIteration from an exhausted generator");
+        if (st == TR_OK && *out == NULL) {   /* StopIteration(return value) */
+            PyObject *rv = V(v)->u.gen.retval;
+            int has = rv != NULL && !cdyn_v_is_none(rv);
+            return cdyn_tx_raise(tx, PyExc_StopIteration, has ? &rv : NULL, has);
         }
         return st;
     }
