@@ -566,3 +566,6 @@ def test_trace_rules_report_polyfills():
     m = trace_rules.lookup_callable(itertools.chain.from_iterable)
     assert m.rule == "polyfill" and m.value.__module__ == "cdynamo.polyfills.itertools"
     assert trace_rules.lookup_callable(len) is None   # an exact C handler, no polyfill
+    # the standard library's frames are skipped, but a call of copy.deepcopy is polyfilled
+    assert trace_rules.lookup_callable(copy.deepcopy).rule == "polyfill"
+    assert trace_rules.lookup_code(copy.deepcopy.__code__, copy.deepcopy.__globals__) == "skip"
