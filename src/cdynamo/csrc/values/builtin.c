@@ -848,6 +848,128 @@ done:
     return st;
 }
 
+/* 1 for builtins.max, -1 for builtins.min, 0 for anything else. */
+static int
+min_max_sign(PyObject *fn)
+{
+    PyObject *self;
+    const char *n;
+    if (!PyCFunction_Check(fn)) {
+        return 0;
+    }
+    self = PyCFunction_GET_SELF(fn);
+    if (self == NULL || !PyModule_Check(self) ||
+        strcmp(cdyn_pymodule_name(self), "builtins") != 0) {
+        return 0;
+    }
+    n = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    return strcmp(n, "max") == 0 ? 1 : strcmp(n, "min") == 0 ? -1 : 0;
+}
+
+/* 1 when v is an argument min()/max() of tensors can take as eager does: a tensor of exactly
+ * one element (its shape is static: eager's bool(a > b) decides), or an int/float constant;
+ * 0 otherwise (no exception). A tensor of more elements makes eager raise. */
+static int
+min_max_operand(PyObject *v)
+{
+    PyObject *n = NULL, *c;
+    int ok;
+    if (V(v)->kind == VK_CONST) {
+        c = V(v)->u.cnst.value;
+        return (PyLong_CheckExact(c) || PyFloat_CheckExact(c));
+    }
+    if (V(v)->kind != VK_TENSOR) {
+        return 0;
+    }
+    n = PyObject_CallMethod(V(v)->u.tensor.fake, "numel", NULL);
+    ok = n != NULL && PyLong_CheckExact(n) && PyLong_AsLong(n) == 1;
+    if (n == NULL || PyErr_Occurred()) {
+        PyErr_Clear();
+    }
+    Py_XDECREF(n);
+    return ok;
+}
+
+/* One step of min()/max() over two operands (borrowed), at least one a tensor: as
+ * torch._dynamo, torch.maximum / torch.minimum of two tensors, torch.clamp(t, min=c) /
+ * clamp(t, max=c) of a tensor and a number. *out: new value. */
+static tr_status
+tensor_min_max_pair(cdyn_tx *tx, int sign, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *torch = NULL, *op = NULL, *kw = NULL, *pair[2];
+    tr_status st = TR_ERROR;
+    if (V(a)->kind != VK_TENSOR) {
+        PyObject *t = a;
+        a = b;
+        b = t;
+    }
+    pair[0] = a;
+    pair[1] = b;
+    torch = PyImport_ImportModule("torch");
+    if (torch == NULL) {
+        goto done;
+    }
+    if (V(b)->kind == VK_CONST) {
+        op = PyObject_GetAttrString(torch, "clamp");
+        kw = Py_BuildValue("(s)", sign > 0 ? "min" : "max");
+        if (op == NULL || kw == NULL) {
+            goto done;
+        }
+    }
+    else {
+        op = PyObject_GetAttrString(torch, sign > 0 ? "maximum" : "minimum");
+        if (op == NULL) {
+            goto done;
+        }
+    }
+    st = cdyn_tx_graph_call(tx, "call_function", op, NULL, pair, 2, kw, out);
+done:
+    Py_XDECREF(torch);
+    Py_XDECREF(op);
+    Py_XDECREF(kw);
+    return st;
+}
+
+/* max(a, b, *c) / min(a, b, *c) with a tensor among the arguments, reduced pairwise from the
+ * left as torch._dynamo does (two numbers fold; see tensor_min_max_pair). Only where eager
+ * decides the comparisons: tensors of one element and int/float constants; anything else
+ * (key=/default=, a tensor of more elements, for which eager raises) is a graph break. */
+static tr_status
+tensor_min_max(cdyn_tx *tx, PyObject *fn, int sign, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames, PyObject **out)
+{
+    PyObject *acc = NULL, *r = NULL, *pair[2];
+    tr_status st = TR_OK;
+    if (kwnames != NULL || nargs < 2) {
+        return cdyn_tx_unsupported(tx, "%R of tensors with key/default or one iterable", fn);
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (!min_max_operand(args[i])) {
+            return cdyn_tx_unsupported(tx, "%R of %S (eager compares with bool(): only tensors "
+                                       "of one element and numbers)", fn, args[i]);
+        }
+    }
+    acc = Py_NewRef(args[0]);
+    for (Py_ssize_t i = 1; st == TR_OK && i < nargs; i++) {
+        pair[0] = acc;
+        pair[1] = args[i];
+        if (V(acc)->kind == VK_CONST && V(args[i])->kind == VK_CONST) {
+            st = cdyn_call_on_constants(tx, fn, pair, 2, NULL, &r);
+        }
+        else {
+            st = tensor_min_max_pair(tx, sign, acc, args[i], &r);
+        }
+        Py_SETREF(acc, r);
+        r = NULL;
+    }
+    if (st != TR_OK) {
+        Py_XDECREF(acc);
+        return st;
+    }
+    *out = acc;
+    return TR_OK;
+}
+
 tr_status
 cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *handled)
@@ -868,6 +990,9 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
     }
     if (container_descr(fn, &ctype, &cname)) {
         return call_container_descr(tx, fs, fn, ctype, cname, args, nargs, kwnames, out);
+    }
+    if (pure && cdyn_any_tensor(args, nargs) && min_max_sign(fn) != 0) {
+        return tensor_min_max(tx, fn, min_max_sign(fn), args, nargs, kwnames, out);
     }
     if (pure && cdyn_any_tensor(args, nargs)) {
         return cdyn_tx_graph_call(tx, "call_function", fn, NULL, args, nargs, kwnames, out);
