@@ -1461,11 +1461,8 @@ def test_nonlocal_cell_across_break():
     run_both(nonlocal_accumulate, A)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine limitation: a frame that makes a closure (cell variable `scale`) and breaks in a "
-    "call to it runs unmodified instead of breaking at the call site: 1 graph vs "
-    "torch._dynamo's 3"))
 def test_closure_helper_breaking():
+    # the closure made in the frame is rebuilt (MAKE_FUNCTION over a new cell) at the break
     run_both(closure_calls_breaking, A)
 
 

@@ -72,7 +72,7 @@ def test_every_rule_is_documented_and_every_entry_valid():
     contextlib.contextmanager,               # the standard library's machinery
     functools.wraps,
     typing.get_type_hints,
-    copy.deepcopy,
+    copy._reconstruct,                       # (copy.deepcopy itself has a polyfill)
     importlib.import_module,
     cdynamo._glue.fake_call,                 # cdynamo's own Python
     cdynamo.trace_rules.lookup_callable,

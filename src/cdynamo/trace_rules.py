@@ -105,6 +105,8 @@ MODULE_RULES: dict[str, str] = {
     "torch.utils.hooks": INLINE,
     # cdynamo's own Python: API, glue, backends, this table.
     "cdynamo": SKIP,
+    # ... but its polyfills, plain-Python builtins, are inlined where the engine calls them.
+    "cdynamo.polyfills": INLINE,
     # Libraries a model does not consist of (torch's own dependencies first).
     "sympy": SKIP,
     "mpmath": SKIP,
@@ -394,6 +396,10 @@ def lookup_callable(obj: Any) -> RuleMatch | None:
         hit = _resolved.get(id(func))
         if hit is not None and hit[0] is func:
             return hit[1]
+    from . import polyfills   # the engine's table of builtins traced through plain Python
+    replacement = polyfills.polyfill_of(obj)
+    if replacement is not None:
+        return RuleMatch(POLYFILL, replacement, "cdynamo.polyfills")
     code = getattr(func, "__code__", None)
     if isinstance(func, types.FunctionType) and isinstance(code, types.CodeType):
         rule = lookup_code(code, func.__globals__)

@@ -107,6 +107,12 @@ emit_free(cdyn_cg *cg, int opcode, int k)
 }
 
 int
+cdyn_cg_load_closure_cell(cdyn_cg *cg, int k)
+{
+    return emit_free(cg, LOAD_CLOSURE, k);
+}
+
+int
 cdyn_cg_source(cdyn_cg *cg, PyObject *s)
 {
     cdyn_source *src = (cdyn_source *)s;

@@ -44,6 +44,8 @@ int cdyn_cg_load_const(cdyn_cg *cg, PyObject *obj);
  * LOAD_CONST callable (cdyn_cg_push_callable) first, then the arguments. 0 / -1. */
 int cdyn_cg_push_callable(cdyn_cg *cg, PyObject *callable);
 int cdyn_cg_call(cdyn_cg *cg, int nargs);
+/* Emit LOAD_CLOSURE of the top frame's free variable k (the cell itself). 0 / -1. */
+int cdyn_cg_load_closure_cell(cdyn_cg *cg, int k);
 /* Emit bytecode pushing the value of a source. 0 / -1. */
 int cdyn_cg_source(cdyn_cg *cg, PyObject *source);
 /* Emit bytecode pushing value v (its family's reconstruct). 0 / -1. */

@@ -63,6 +63,52 @@ release_locals(PyObject **locals, int n)
     }
 }
 
+/* Set up fs (zeroed) for code with the bound locals (array of co_nlocalsplus
+ * strong-or-NULL, stolen) and closure cells (list of CELL values or NULL). 0 / -1 (fs is
+ * cleared by the caller either way). */
+static int
+fs_setup(cdyn_fs *fs, PyCodeObject *code, PyObject **locals, PyObject *closure_cells,
+         PyObject *globals, PyObject *builtins, PyObject *globals_source, int top_globals)
+{
+    int n = code->co_nlocalsplus;
+    if (cdyn_fs_init(fs, code, globals, builtins) < 0) {
+        release_locals(locals, n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        fs->locals[i] = locals[i];   /* stolen */
+    }
+    fs->globals_source = Py_XNewRef(globals_source);
+    fs->top_globals = top_globals;
+    if (closure_cells != NULL) {   /* free variables occupy the last slots */
+        Py_ssize_t nfree = PyList_GET_SIZE(closure_cells);
+        for (Py_ssize_t k = 0; k < nfree; k++) {
+            Py_XSETREF(fs->locals[n - nfree + k], Py_NewRef(PyList_GET_ITEM(closure_cells, k)));
+        }
+    }
+    return 0;
+}
+
+/* A call of a generator function: a generator value over a frame state of its own,
+ * suspended before its first instruction (values/generator.c). */
+static tr_status
+make_generator(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, PyObject *closure_cells,
+               PyObject *globals, PyObject *builtins, PyObject *globals_source,
+               int top_globals, PyObject **out)
+{
+    cdyn_fs *fs = cdyn_generator_frame_alloc();
+    if (fs == NULL) {
+        release_locals(locals, code->co_nlocalsplus);
+        return TR_ERROR;
+    }
+    if (fs_setup(fs, code, locals, closure_cells, globals, builtins, globals_source,
+                 top_globals) < 0) {
+        cdyn_fs_free(fs);
+        return TR_ERROR;
+    }
+    return cdyn_generator_new(tx, fs, out);
+}
+
 /* Interpret code with the bound locals (array of co_nlocalsplus strong-or-NULL, stolen)
  * and closure cells (list of CELL values or NULL). */
 static tr_status
@@ -78,25 +124,19 @@ run_inlined(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, PyObject *closur
         release_locals(locals, n);
         return cdyn_tx_unsupported(tx, "inlining too deep (recursion?)");
     }
-    if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+    if (code->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
         release_locals(locals, n);
-        return cdyn_tx_unsupported(tx, "call of a generator function");
+        return cdyn_tx_unsupported(tx, "call of a coroutine or async generator function");
     }
-    if (cdyn_fs_init(&fs, code, globals, builtins) < 0) {
-        release_locals(locals, n);
+    if (code->co_flags & CO_GENERATOR) {
+        return make_generator(tx, code, locals, closure_cells, globals, builtins,
+                              globals_source, top_globals, out);
+    }
+    memset(&fs, 0, sizeof(fs));
+    if (fs_setup(&fs, code, locals, closure_cells, globals, builtins, globals_source,
+                 top_globals) < 0) {
         cdyn_fs_clear(&fs);
         return TR_ERROR;
-    }
-    for (int i = 0; i < n; i++) {
-        fs.locals[i] = locals[i];   /* stolen */
-    }
-    fs.globals_source = Py_XNewRef(globals_source);
-    fs.top_globals = top_globals;
-    if (closure_cells != NULL) {   /* free variables occupy the last slots */
-        Py_ssize_t nfree = PyList_GET_SIZE(closure_cells);
-        for (Py_ssize_t k = 0; k < nfree; k++) {
-            Py_XSETREF(fs.locals[n - nfree + k], Py_NewRef(PyList_GET_ITEM(closure_cells, k)));
-        }
     }
     tx->depth++;
     cdyn_log(10, "INLINING %R", code);
@@ -395,10 +435,71 @@ done:
     return st;
 }
 
-tr_status
-cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObject *self,
-                        PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                        PyObject **out)
+/* Attribute `name` (C string) of a function read through fn_source, wrapped (and guarded)
+ * through fn_source.<name>. *out new. */
+static tr_status
+wrap_fn_attr(cdyn_tx *tx, PyObject *obj, PyObject *fn_source, const char *name, PyObject **out)
+{
+    PyObject *nm = PyUnicode_InternFromString(name), *src = NULL;
+    tr_status st = TR_ERROR;
+    src = nm ? cdyn_source_attr(fn_source, nm) : NULL;
+    if (src != NULL) {
+        st = cdyn_tx_wrap_real(tx, obj, src, out);
+    }
+    Py_XDECREF(nm);
+    Py_XDECREF(src);
+    return st;
+}
+
+/* The defaults of a function guarded by its code only: read (and guarded) through
+ * fn_source.__defaults__ / .__kwdefaults__, and its globals dict pinned by ID_MATCH. */
+static tr_status
+wrap_defaults_guarded(cdyn_tx *tx, PyFunctionObject *f, PyObject *fn_source,
+                      PyObject **defaults, PyObject **kwdefaults)
+{
+    PyObject *dv = NULL, *kv = NULL, *gname = NULL, *gsrc = NULL;
+    tr_status st = wrap_fn_attr(tx, f->func_defaults ? f->func_defaults : Py_None, fn_source,
+                                "__defaults__", &dv);
+    if (st == TR_OK && !cdyn_v_is_none(dv)) {
+        st = cdyn_v_unpack(tx, dv, defaults);
+    }
+    if (st == TR_OK) {
+        st = wrap_fn_attr(tx, f->func_kwdefaults ? f->func_kwdefaults : Py_None, fn_source,
+                          "__kwdefaults__", &kv);
+    }
+    if (st == TR_OK && !cdyn_v_is_none(kv)) {
+        st = cdyn_tx_materialize(tx, kv);
+        if (st == TR_OK && V(kv)->kind != VK_DICT) {
+            st = cdyn_tx_unsupported(tx, "__kwdefaults__ that is not a dict");
+        }
+        if (st == TR_OK && (*kwdefaults = PyDict_New()) == NULL) {
+            st = TR_ERROR;
+        }
+        for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(V(kv)->u.dict.keys); i++) {
+            if (PyDict_SetItem(*kwdefaults, PyList_GET_ITEM(V(kv)->u.dict.keys, i),
+                               PyList_GET_ITEM(V(kv)->u.dict.vals, i)) < 0) {
+                st = TR_ERROR;
+            }
+        }
+    }
+    if (st == TR_OK) {   /* the globals its loads are guarded against */
+        gname = PyUnicode_InternFromString("__globals__");
+        gsrc = gname ? cdyn_source_attr(fn_source, gname) : NULL;
+        st = gsrc != NULL && cdyn_guards_add_id(tx->guards, gsrc, f->func_globals, 0) == 0
+                 ? TR_OK : TR_ERROR;
+    }
+    Py_XDECREF(dv);
+    Py_XDECREF(kv);
+    Py_XDECREF(gname);
+    Py_XDECREF(gsrc);
+    return st;
+}
+
+/* Inline the real function func; guarded: it is guarded by its code only, so its defaults
+ * and globals are guarded through fn_source. */
+static tr_status
+inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObject *self,
+            PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
     PyFunctionObject *f = (PyFunctionObject *)func;
     PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL, *gsrc = NULL;
@@ -424,13 +525,16 @@ cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObje
         return cdyn_tx_unsupported(tx, "call to %R (trace rule \"%s\": never traced)", func,
                                    cdyn_rule_name((cdyn_rule)rule));
     }
-    st = wrap_defaults(tx, f, &defaults, &kwdefaults);
+    st = guarded && fn_source != NULL
+             ? wrap_defaults_guarded(tx, f, fn_source, &defaults, &kwdefaults)
+             : wrap_defaults(tx, f, &defaults, &kwdefaults);
     if (st == TR_OK) {
         st = wrap_closure(f, fn_source, &cells);
     }
-    if (st == TR_OK && !top && !cdyn_module_startswith(func, "torch")) {
+    if (st == TR_OK && !top && !cdyn_module_startswith(func, "torch") &&
+        !cdyn_module_startswith(func, "cdynamo.polyfills")) {
         /* another module's globals, guarded through a constant source; torch's own module
-           globals (F, math, ...) are trusted, not guarded */
+           globals (F, math, ...) and the polyfills' are trusted, not guarded */
         gsrc = cdyn_source_const(f->func_globals, f->func_module ? f->func_module : Py_None);
         st = gsrc ? TR_OK : TR_ERROR;
     }
@@ -444,4 +548,21 @@ cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObje
     Py_XDECREF(cells);
     Py_XDECREF(gsrc);
     return st;
+}
+
+tr_status
+cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObject *self,
+                        PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                        PyObject **out)
+{
+    return inline_real(tx, func, fn_source, 0, self, args, nargs, kwnames, out);
+}
+
+tr_status
+cdyn_tx_inline_userfn(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames, PyObject **out)
+{
+    assert(V(fn)->kind == VK_USERFN);
+    return inline_real(tx, V(fn)->u.obj.obj, V(fn)->source,
+                       (V(fn)->bits & FUNC_CODE_GUARDED) != 0, NULL, args, nargs, kwnames, out);
 }

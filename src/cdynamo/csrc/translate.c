@@ -25,6 +25,7 @@ int cdyn_raise_internal_errors = 0;
 int cdyn_builtin_init(void);
 int cdyn_torch_init(void);
 int cdyn_ctx_init(void);
+int cdyn_polyfill_init(void);
 
 #define MAX_STEPS 1000000
 
@@ -338,10 +339,15 @@ OP(make_cell)
         }
     }
     cell = cdyn_value_alloc(VK_CELL, NULL);
-    if (cell == NULL) {
+    if (cell == NULL || cdyn_tx_note_cyclic(tx, cell) < 0) {
+        Py_XDECREF(cell);
         return TR_ERROR;
     }
     V(cell)->u.cell.contents = Py_XNewRef(fs->locals[i]);
+    if (fs->is_top) {   /* a variable of the frame (closures rebuilt at a break: function.c) */
+        V(cell)->bits |= CELL_TOP;
+        V(cell)->pos = i;
+    }
     Py_XSETREF(fs->locals[i], cell);
     return TR_OK;
 }
@@ -1161,6 +1167,58 @@ unwind(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins)
     return st;
 }
 
+/* YIELD_VALUE / RETURN_GENERATOR in a generator's frame (values/generator.c): suspend it,
+ * with the yielded value (None for the RETURN_GENERATOR of its prologue) in retval. */
+OP(yield_value)
+{
+    PyObject *v = NULL;
+    if (fs->is_top) {
+        return cdyn_tx_unsupported(tx, "%s in a traced frame", cdyn_opname(ins->opcode));
+    }
+    v = ins->opcode == YIELD_VALUE ? pop(fs) : cdyn_value_const(Py_None);
+    if (v == NULL) {
+        return TR_ERROR;
+    }
+    fs->retval = v;
+    fs->yielded = 1;
+    return TR_OK;
+}
+
+/* SEND (yield from): [receiver, None] -> [receiver, item], or [return value] and a jump
+ * when the receiver is exhausted. */
+OP(send)
+{
+    PyObject *item = NULL, *rv = NULL;
+    tr_status st;
+    if (!cdyn_v_is_none(peek(fs, 0))) {
+        return cdyn_tx_unsupported(tx, "send() of a value to a generator");
+    }
+    st = cdyn_v_next(tx, peek(fs, 1), &item);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (item != NULL) {
+        return replace(fs, 1, item);
+    }
+    rv = cdyn_generator_retval(peek(fs, 1));
+    rv = rv != NULL ? Py_NewRef(rv) : cdyn_value_const(Py_None);
+    if (rv == NULL) {
+        return TR_ERROR;
+    }
+    fs->pc = ins->target;
+    return replace(fs, 2, rv);
+}
+
+/* GET_YIELD_FROM_ITER: iter(TOS), generators kept as they are. */
+OP(get_yield_from_iter)
+{
+    if (V(peek(fs, 0))->kind == VK_GENERATOR) {
+        UNUSED_OP_ARGS();
+        return TR_OK;
+    }
+    return op_get_iter(tx, fs, ins);
+}
+
 static op_fn op_table[256];
 
 static void
@@ -1204,6 +1262,8 @@ op_table_init(void)
         {RAISE_VARARGS, op_raise_varargs}, {RERAISE, op_reraise},
         {PUSH_EXC_INFO, op_push_exc_info}, {POP_EXCEPT, op_pop_except},
         {CHECK_EXC_MATCH, op_check_exc_match}, {WITH_EXCEPT_START, op_with_except_start},
+        {YIELD_VALUE, op_yield_value}, {RETURN_GENERATOR, op_yield_value}, {SEND, op_send},
+        {GET_YIELD_FROM_ITER, op_get_yield_from_iter},
     };
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         op_table[ops[i].opcode] = ops[i].fn;
@@ -1309,6 +1369,7 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
         tx->cur_fs = fs;
         handler = op_table[ins->opcode];
         if (fs->is_top) {
+            cdyn_undo_step(tx);
             cdyn_tx_ckpt_take(tx, &ck);
         }
         st = handler != NULL ? handler(tx, fs, ins)
@@ -1360,6 +1421,16 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->break_kwnames);
     Py_CLEAR(tx->effects);
     Py_CLEAR(tx->resume_codes);
+    Py_CLEAR(tx->undo);
+    if (tx->cyclic != NULL) {   /* break the cycles through cells and generator frames */
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->cyclic); i++) {
+            cdyn_value *v = V(PyList_GET_ITEM(tx->cyclic, i));
+            for (int k = 0; k < CDYN_VREFS; k++) {
+                Py_CLEAR(v->u.ref[k]);
+            }
+        }
+        Py_CLEAR(tx->cyclic);
+    }
     if (tx->guards != NULL) {
         cdyn_guards_free(tx->guards);
         tx->guards = NULL;
@@ -1412,10 +1483,12 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
     tx->resume_codes = PyList_New(0);
     tx->open_modes = PyList_New(0);
     tx->exc_info = PyList_New(0);
+    tx->undo = PyList_New(0);
+    tx->cyclic = PyList_New(0);
     tx->guards = cdyn_guards_new();
     if (!tx->root || !tx->input_sources || !tx->input_values || !tx->by_source || !tx->by_id ||
         !tx->guards || !tx->effects || !tx->resume_codes || !tx->open_modes || !tx->exc_info ||
-        cdyn_guards_add_grad_mode(tx->guards, state) < 0) {
+        !tx->undo || !tx->cyclic || cdyn_guards_add_grad_mode(tx->guards, state) < 0) {
         return -1;
     }
     if (cdyn_fs_init(fs, co, frame->f_globals, frame->f_builtins) < 0) {
@@ -1675,5 +1748,8 @@ cdyn_translate_init(PyObject *module)
         }
     }
     op_table_init();
-    return (cdyn_builtin_init() < 0 || cdyn_ctx_init() < 0) ? -1 : cdyn_torch_init();
+    if (cdyn_builtin_init() < 0 || cdyn_ctx_init() < 0 || cdyn_torch_init() < 0) {
+        return -1;
+    }
+    return cdyn_polyfill_init();
 }

@@ -56,6 +56,11 @@ typedef struct cdyn_tx {
     PyObject *effects;      /* list of side effects to replay, in program order: tuples
                                (kind, target value or None, key/name, value); see EFF_* */
     int depth;              /* inlining depth */
+    PyObject *undo;         /* list of (ITER value, its previous pos): iterators made before
+                               the checkpoint and advanced since; a rollback restores them */
+    PyObject *cyclic;       /* list of CELL and GENERATOR values made in the trace: they can
+                               reach themselves (a recursive closure), so their contents are
+                               cleared when the trace ends */
     /* top frame facts needed by code generation */
     struct _PyInterpreterFrame *frame;  /* borrowed */
     PyCodeObject *code;     /* borrowed: the top frame's code */
@@ -80,6 +85,8 @@ typedef struct cdyn_fs {
     int call_n;             /* arguments on the stack of the last CALL tried (its oparg, or
                                2 for a zero-argument super() made explicit) */
     int is_top;
+    int yielded;            /* a generator's frame: retval holds a yielded value (it is
+                               suspended, not returned; values/generator.c) */
 } cdyn_fs;
 
 /* ---- translate.c ---------------------------------------------------------------------- */
@@ -113,8 +120,8 @@ static inline void
 cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
 {
     /* a value made after the checkpoint is new state, unless it stands for an object from
-       the frame (it has a source); iterators passed to a call are restored by the caller's
-       checkpoint instead */
+       the frame (it has a source); iterators are restored by the checkpoint instead
+       (tx->undo, values/iter.c) */
     if ((V(v)->serial < tx->ckpt_serial || V(v)->source != NULL) && V(v)->kind != VK_ITER) {
         tx->mutations++;
     }
@@ -204,6 +211,7 @@ typedef struct {
     int grad_enabled;
     Py_ssize_t n_effects; /* side effects recorded before the step (later ones are undone) */
     Py_ssize_t n_open_modes;
+    Py_ssize_t n_undo;   /* length of tx->undo at the checkpoint */
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
@@ -217,6 +225,11 @@ void cdyn_tx_ckpt_clear(cdyn_ckpt *ck);
 tr_status cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source,
                                   PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames, PyObject **out);
+/* Inline a USERFN value (borrowed): with its source, its closure cells are read through
+ * it, and when it is guarded by its code only (FUNC_CODE_GUARDED) its defaults and globals
+ * are guarded through it too. */
+tr_status cdyn_tx_inline_userfn(cdyn_tx *tx, PyObject *fn, PyObject *const *args,
+                                Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
 /* Bind arguments to the parameters of code and inline it. defaults: a list of values for
  * the last positional parameters, or NULL; kwdefaults: dict name -> value, or NULL;
  * closure_cells: list of CELL values or NULL; globals/builtins borrowed. */
@@ -228,6 +241,62 @@ tr_status cdyn_tx_inline_code(cdyn_tx *tx, PyCodeObject *code, PyObject *self,
 /* Initialise fs for code (borrowed); locals zeroed. 0 / -1 (fs_clear it either way). */
 int cdyn_fs_init(cdyn_fs *fs, PyCodeObject *code, PyObject *globals, PyObject *builtins);
 void cdyn_fs_clear(cdyn_fs *fs);
+
+/* ---- generators (values/generator.c) ---------------------------------------------------- */
+
+/* A generator value over fs (a heap frame state of a generator function's code, locals
+ * bound; stolen: freed with the value, or here on failure), run up to RETURN_GENERATOR.
+ * *out: new value. */
+tr_status cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out);
+/* Remember v (borrowed; a CELL or GENERATOR made in the trace) for tx->cyclic. 0 / -1. */
+int cdyn_tx_note_cyclic(cdyn_tx *tx, PyObject *v);
+/* A zeroed heap frame state for a generator (NULL + MemoryError); freed by cdyn_fs_free
+ * (cdyn_fs_clear + free; NULL passes). */
+cdyn_fs *cdyn_generator_frame_alloc(void);
+void cdyn_fs_free(cdyn_fs *fs);
+/* Put a generator value (borrowed) back in its state at creation (a rollback). */
+void cdyn_generator_reset(PyObject *v);
+/* Undo one tx->undo entry (value, pos) (values/iter.c): an iterator's position restored,
+ * or (pos -1) a generator reset. */
+void cdyn_undo_apply(PyObject *entry);
+/* Start a new top-level step: the undo log of the previous one (it succeeded) is dropped. */
+void cdyn_undo_step(cdyn_tx *tx);
+/* The value a generator returned (yield from), borrowed; None for other iterators. */
+PyObject *cdyn_generator_retval(PyObject *v);
+/* Report the real type `type` (borrowed) for a generator value made by a polyfill of that
+ * type (map, filter, zip, ...). No-op for other values. */
+void cdyn_generator_set_type(PyObject *v, PyObject *type);
+
+/* ---- polyfills (values/polyfill.c) ------------------------------------------------------ */
+
+/* The plain-Python polyfill registered for the real callable obj (cdynamo.polyfills), or
+ * NULL (borrowed; no exception). The table is loaded on first use. */
+PyObject *cdyn_polyfill_of(PyObject *obj);
+/* Call the polyfill of the real callable fn with the argument values (inlined); arguments
+ * borrowed, *out new. *handled = 0 when fn has none. A result that is a generator of a
+ * polyfilled type reports that type. */
+tr_status cdyn_polyfill_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames, PyObject **out,
+                             int *handled);
+
+/* ---- functions (values/function.c) ------------------------------------------------------- */
+
+/* functools.partial(func, *args, **kw) made while tracing (args borrowed; the first is the
+ * function). Nested partials are flattened, as functools does. */
+tr_status cdyn_partial_new(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, PyObject **out);
+/* Wrap a real functools.partial (borrowed) read through source (borrowed, may be NULL):
+ * its func, args and keywords are wrapped (and guarded) through source.func/.args/.keywords.
+ * *out new. */
+tr_status cdyn_partial_wrap(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* 1 when obj is a functools.partial (exactly) / a functools lru_cache wrapper. */
+int cdyn_is_partial(PyObject *obj);
+int cdyn_is_cache_wrapper(PyObject *obj);
+/* Guards of a Python function (borrowed; v its new value, borrowed) read through source
+ * (borrowed, may be NULL: no guard) that are enough to reuse the trace:
+ * its __code__ by identity (closures built anew on each call), or FUNCTION_MATCH for a
+ * global without a closure. Sets FUNC_CODE_GUARDED on v when guarded by code. */
+tr_status cdyn_guard_function(cdyn_tx *tx, PyObject *func, PyObject *source, PyObject *v);
 
 /* ---- values: shared helpers between families --------------------------------------------- */
 

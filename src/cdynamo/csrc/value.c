@@ -20,6 +20,8 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_AUTOCAST_EXIT] = &cdyn_ctx_vt, [VK_NULLCTX] = &cdyn_ctx_vt,
     [VK_EXCTYPE] = &cdyn_exc_vt,    [VK_EXC] = &cdyn_exc_vt,
     [VK_NDARRAY] = &cdyn_ndarray_vt, [VK_NPFN] = &cdyn_npfn_vt,
+    [VK_GENERATOR] = &cdyn_generator_vt,
+    [VK_PARTIAL] = &cdyn_function_vt, [VK_WRAPPER] = &cdyn_function_vt,
     [VK_SET] = &cdyn_set_vt,        [VK_FROZENSET] = &cdyn_set_vt,
 };
 
@@ -35,6 +37,8 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_AUTOCAST_EXIT] = "AutocastExit", [VK_NULLCTX] = "NullContext",
     [VK_EXCTYPE] = "ExceptionClass", [VK_EXC] = "Exception",
     [VK_NDARRAY] = "NumpyNdarray", [VK_NPFN] = "Numpy",
+    [VK_GENERATOR] = "LocalGenerator", [VK_PARTIAL] = "FunctoolsPartial",
+    [VK_WRAPPER] = "WrappedUserFunction",
     [VK_SET] = "Set", [VK_FROZENSET] = "FrozenSet",
 };
 
@@ -253,6 +257,7 @@ cdyn_v_real(PyObject *v)
     case VK_CONST: case VK_PYMODULE: case VK_OPAQUE: case VK_USERFN: case VK_BUILTIN:
     case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE: case VK_EXCTYPE:
     case VK_NPFN:
+    case VK_WRAPPER:
         return V(v)->u.obj.obj;
     default:
         return NULL;
@@ -361,7 +366,7 @@ cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
     PyObject *items = NULL;
     tr_status st;
-    if (V(v)->kind == VK_ITER) {
+    if (V(v)->kind == VK_ITER || V(v)->vt->next != NULL) {   /* iterators: themselves */
         *out = Py_NewRef(v);
         return TR_OK;
     }
@@ -455,6 +460,9 @@ compare_identity(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     }
     if (ra != NULL && rb != NULL && V(a)->kind != VK_CONST && V(b)->kind != VK_CONST &&
         V(a)->kind != VK_OBJECT && V(b)->kind != VK_OBJECT) {
+        if (cdyn_v_pin_identity(tx, a) != TR_OK || cdyn_v_pin_identity(tx, b) != TR_OK) {
+            return TR_ERROR;
+        }
         *out = cdyn_value_bool((op == Py_EQ) == (ra == rb));
         return *out ? TR_OK : TR_ERROR;
     }
@@ -462,7 +470,6 @@ compare_identity(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
         *out = cdyn_value_bool(op == Py_NE);
         return *out ? TR_OK : TR_ERROR;
     }
-    (void)tx;
     return TR_NOTIMPL;
 }
 
@@ -546,6 +553,9 @@ cdyn_v_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
     }
     if (ra != NULL && rb != NULL && va->kind != VK_CONST && vb->kind != VK_CONST &&
         va->kind != VK_OBJECT && vb->kind != VK_OBJECT) {
+        if (cdyn_v_pin_identity(tx, a) != TR_OK || cdyn_v_pin_identity(tx, b) != TR_OK) {
+            return TR_ERROR;
+        }
         *out = ra == rb;   /* identities fixed by ID/FUNCTION_MATCH guards */
         return TR_OK;
     }
@@ -604,6 +614,19 @@ cdyn_v_python_type(PyObject *v)
         return NULL;
     }
     return V(v)->vt->python_type(v);
+}
+
+tr_status
+cdyn_v_pin_identity(cdyn_tx *tx, PyObject *v)
+{
+    if (V(v)->kind != VK_USERFN || !(V(v)->bits & FUNC_CODE_GUARDED) || V(v)->source == NULL) {
+        return TR_OK;
+    }
+    if (cdyn_guards_add_id(tx->guards, V(v)->source, V(v)->u.obj.obj, 1) < 0) {
+        return TR_ERROR;
+    }
+    V(v)->bits &= ~FUNC_CODE_GUARDED;
+    return TR_OK;
 }
 
 PyObject *

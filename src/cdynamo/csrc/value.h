@@ -50,6 +50,11 @@
  *   numpy         values/ndarray.c    NDARRAY      u.tensor           a numpy.ndarray: the tensor backing it
  *                                                                     (fake + node), traced via torch._numpy
  *                                     NPFN         u.obj.obj          a numpy callable traced via torch._numpy
+ *   generators    values/generator.c  GENERATOR    u.gen              a suspended frame state of a generator
+ *                                                                     function (inlined, resumed by next())
+ *   functions     values/function.c   PARTIAL      u.partial          functools.partial(func, *args, **kw)
+ *                                     WRAPPER      u.obj.obj          a functools.lru_cache/cache wrapper:
+ *                                                                     calls inline its __wrapped__
  */
 #ifndef CDYN_VALUE_H
 #define CDYN_VALUE_H
@@ -83,6 +88,8 @@ typedef enum {
     VK_GRADCTX, VK_GRADEXIT,
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
     VK_EXCTYPE, VK_EXC,
+    VK_GENERATOR,
+    VK_PARTIAL, VK_WRAPPER,
     VK_SET, VK_FROZENSET,
     VK_NDARRAY, VK_NPFN,
     VK__COUNT
@@ -138,6 +145,14 @@ typedef struct cdyn_value {
            value or None, kwdefaults dict value or None], gsource: source of the globals
            of another module or None */
         struct { PyObject *code, *globals, *parts, *gsource; } func;
+        /* frame: capsule owning the generator's cdyn_fs; buffer: list of values drained
+           ahead (collect) and not consumed yet, from index pos, or NULL; ptype: the real
+           type it stands for (map, filter, ... for a polyfill's generator) or NULL; retval:
+           the return value once exhausted (yield from) */
+        struct { PyObject *frame, *buffer, *ptype, *retval; } gen;
+        /* func: the callable value; args: list of values; kwkeys: list of str; kwvals:
+           list of values (same order) */
+        struct { PyObject *func, *args, *kwkeys, *kwvals; } partial;
     } u;
 } cdyn_value;
 
@@ -156,6 +171,12 @@ typedef struct cdyn_value {
 #define VIEW_KEYS       0x0u   /* DICTVIEW: which view */
 #define VIEW_VALUES     0x1u
 #define VIEW_ITEMS      0x2u
+#define GEN_RUNNING     0x1u   /* GENERATOR: its frame is being interpreted */
+#define GEN_DONE        0x2u   /* ... returned (or drained into the buffer) */
+#define GEN_BROKEN      0x4u   /* ... failed while running: its state is unusable */
+#define CELL_TOP        0x1u   /* CELL: made by MAKE_CELL in the top frame, for slot `pos` */
+#define FUNC_CODE_GUARDED 0x2u /* USERFN: guarded by __code__ (not identity); an identity
+                                  test pins it with ID_MATCH first (cdyn_v_pin_identity) */
 
 typedef tr_status (*cdyn_call_fn)(struct cdyn_tx *tx, struct cdyn_fs *fs, PyObject *fn,
                                   PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
@@ -211,7 +232,8 @@ typedef struct cdyn_vtable {
 /* The families' tables (values/<family>.c). */
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
-    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_exc_vt, cdyn_set_vt;
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_exc_vt, cdyn_generator_vt,
+    cdyn_set_vt;
 extern const cdyn_vtable cdyn_ndarray_vt, cdyn_npfn_vt;
 
 /* Serial number the next value will get (increases monotonically). */
@@ -295,6 +317,9 @@ tr_status cdyn_v_enter(struct cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyOb
 tr_status cdyn_v_graph_arg(struct cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node);
 /* Borrowed type or NULL (no exception) when unknown. */
 PyTypeObject *cdyn_v_python_type(PyObject *v);
+/* The identity of v is about to decide something (`is`, ==): a function guarded by its code
+ * only gets an ID_MATCH on its source first. TR_OK / TR_ERROR. */
+tr_status cdyn_v_pin_identity(struct cdyn_tx *tx, PyObject *v);
 /* A real object standing for v: a constant's value (new ref), or the family's as_constant;
  * NULL without an exception when v is not made of constants only. */
 PyObject *cdyn_v_as_constant(PyObject *v);

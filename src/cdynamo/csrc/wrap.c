@@ -1,7 +1,8 @@
 /* wrap.c: real objects -> values (torch._dynamo's VariableBuilder). Each real object read
  * from the frame (a local, a global, an attribute, an item) is classified into a family of
  * values and guarded through its source as that family needs: tensors TENSOR_MATCH (graph
- * inputs), constants EQUALS_MATCH, modules and functions ID/FUNCTION_MATCH, containers
+ * inputs), constants EQUALS_MATCH, modules and functions ID/FUNCTION_MATCH (closures and
+ * functions passed in: their __code__, values/function.c), containers
  * TYPE_MATCH + LENGTH_CHECK once read, other objects TYPE_MATCH. */
 #include "tx.h"
 
@@ -445,10 +446,15 @@ is_method_of_self(PyObject *obj)
 static cdyn_vkind
 callable_kind(PyObject *obj)
 {
+    if (cdyn_polyfill_of(obj) != NULL) {   /* traced through its plain-Python version */
+        return VK_BUILTIN;
+    }
     if (cdyn_is_torch_special(obj)) {
         return VK_TORCHFN;
     }
-    if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "cdynamo")) {
+    if (cdyn_module_startswith(obj, "torch._dynamo") ||
+        (cdyn_module_startswith(obj, "cdynamo") &&
+         !cdyn_module_startswith(obj, "cdynamo.polyfills"))) {
         return VK_OPAQUE;
     }
     if (obj == cdyn_G.no_grad || obj == cdyn_G.enable_grad || obj == cdyn_G.set_grad_enabled_cls ||
@@ -557,11 +563,23 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         Py_DECREF(nm);
         return st;
     }
+    if (cdyn_is_partial(obj)) {
+        return cdyn_partial_wrap(tx, obj, source, out);
+    }
     if (PyCallable_Check(obj)) {
+        cdyn_vkind k = cdyn_is_cache_wrapper(obj) ? VK_WRAPPER : callable_kind(obj);
+        if (k == VK_USERFN) {   /* closures: by code and cells (function.c) */
+            *out = cdyn_value_obj(k, obj, source);
+            if (*out != NULL && cdyn_guard_function(tx, obj, source, *out) != TR_OK) {
+                Py_CLEAR(*out);
+                return TR_ERROR;
+            }
+            return *out ? TR_OK : TR_ERROR;
+        }
         if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, PyFunction_Check(obj)) < 0) {
             return TR_ERROR;
         }
-        *out = cdyn_value_obj(callable_kind(obj), obj, source);
+        *out = cdyn_value_obj(k, obj, source);
         return *out ? TR_OK : TR_ERROR;
     }
     if (source != NULL && cdyn_is_numpy_array(obj)) {   /* values/ndarray.c */

@@ -115,7 +115,12 @@ zip_or_enumerate(cdyn_tx *tx, int is_zip, PyObject *const *args, Py_ssize_t npos
     Py_ssize_t n = -1, start = 0, nl = is_zip ? npos : 1, got = 0;
     tr_status st = TR_OK;
     if (nkw != 0 || nl > 16 || nl < 1 || (!is_zip && npos > 2)) {
-        return cdyn_tx_unsupported(tx, "%s with these arguments", is_zip ? "zip" : "enumerate");
+        return TR_NOTIMPL;   /* zip(strict=), enumerate(start=): the polyfill */
+    }
+    for (Py_ssize_t i = 0; i < nl; i++) {
+        if (V(args[i])->vt->next != NULL) {
+            return TR_NOTIMPL;   /* over an iterator: the lazy polyfill consumes as eager */
+        }
     }
     if (!is_zip && npos == 2) {
         if (V(args[1])->kind != VK_CONST || !PyLong_Check(V(args[1])->u.cnst.value)) {
@@ -207,13 +212,15 @@ b_next(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t
     (void)fs;
     (void)fn;
     (void)kwnames;
-    if (npos < 1 || npos > 2 || nkw != 0 || V(args[0])->kind != VK_ITER) {
+    if (npos < 1 || npos > 2 || nkw != 0 || V(args[0])->vt->next == NULL) {
         return cdyn_tx_unsupported(tx, "next() of %S", npos ? args[0] : Py_None);
     }
     st = cdyn_v_next(tx, args[0], out);
     if (st == TR_OK && *out == NULL) {
-        if (npos == 1) {
-            return cdyn_tx_unsupported(tx, "next() on an exhausted iterator");
+        if (npos == 1) {   /* StopIteration (its value: a generator's return value) */
+            PyObject *rv = cdyn_generator_retval(args[0]);
+            int has = rv != NULL && !cdyn_v_is_none(rv);
+            return cdyn_tx_raise(tx, PyExc_StopIteration, has ? &rv : NULL, has);
         }
         *out = Py_NewRef(args[1]);
     }
@@ -313,7 +320,7 @@ b_sum(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t 
     tr_status st;
     (void)fs;
     if (npos < 1 || npos > 2 || nkw != 0) {
-        return cdyn_tx_unsupported(tx, "sum() with these arguments");
+        return TR_NOTIMPL;   /* sum(xs, start=...): the polyfill */
     }
     if (cdyn_all_const(args, npos)) {
         return cdyn_call_on_constants(tx, fn, args, npos, kwnames, out);
@@ -488,7 +495,18 @@ b_super(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_
     return *out ? TR_OK : TR_ERROR;
 }
 
-/* The handler table: (module, name) -> handler; resolved to objects at init. */
+/* functools.partial(func, *args, **kw) (values/function.c). */
+static tr_status
+b_partial(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
+          PyObject *kwnames, PyObject **out)
+{
+    (void)fs;
+    (void)fn;
+    return cdyn_partial_new(tx, args, npos + nkw, kwnames, out);
+}
+
+/* The handler table: (module, name) -> handler; resolved to objects at init. A handler
+ * returns TR_NOTIMPL (having changed nothing) to leave the call to the polyfill. */
 static const struct {
     const char *module, *name;
     builtin_fn fn;
@@ -517,6 +535,7 @@ static const struct {
     {"builtins", "set", b_set},
     {"builtins", "frozenset", b_set},
     {"builtins", "super", b_super},
+    {"functools", "partial", b_partial},
     {NULL, NULL, NULL},
 };
 
@@ -558,44 +577,6 @@ is_pure_builtin(PyObject *obj)
         return self != NULL && cdyn_is_constant(self);
     }
     return 0;
-}
-
-/* A pure builtin whose arguments are constants or containers of constants only (sorted of
- * a set, max of a list): folded on real copies of them (the containers are not changed). */
-static tr_status
-fold_on_containers(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
-                   PyObject *kwnames, PyObject **out)
-{
-    PyObject *consts[64];
-    Py_ssize_t got = 0;
-    tr_status st = TR_OK;
-    if (nargs > 64) {
-        return cdyn_tx_unsupported(tx, "too many arguments");
-    }
-    for (; got < nargs; got++) {
-        PyObject *c = NULL;
-        st = cdyn_tx_materialize(tx, args[got]);
-        if (st != TR_OK) {
-            break;
-        }
-        c = cdyn_v_as_constant(args[got]);
-        if (c == NULL) {
-            st = cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
-            break;
-        }
-        consts[got] = cdyn_value_const_steal(c);
-        if (consts[got] == NULL) {
-            st = TR_ERROR;
-            break;
-        }
-    }
-    if (st == TR_OK) {
-        st = cdyn_call_on_constants(tx, fn, consts, nargs, kwnames, out);
-    }
-    for (Py_ssize_t i = 0; i < got; i++) {
-        Py_DECREF(consts[i]);
-    }
-    return st;
 }
 
 /* A method taken from a container type (dict.get, set.union, list.append, set.__or__,
@@ -725,6 +706,270 @@ cdyn_is_builtin(PyObject *obj)
     return (hashable && handler_of(obj) >= 0) || is_pure_builtin(obj);
 }
 
+/* 1 when the pure builtin fn consumes an iterable argument entirely (sorted, min, max, sum,
+ * str.join), so an iterator passed to it may be drained first. */
+static int
+consumes_iterables(PyObject *fn)
+{
+    PyObject *self;
+    const char *n;
+    if (!PyCFunction_Check(fn)) {
+        return 0;
+    }
+    self = PyCFunction_GET_SELF(fn);
+    n = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    if (self != NULL && PyModule_Check(self)) {
+        return strcmp(cdyn_pymodule_name(self), "builtins") == 0 &&
+               (strcmp(n, "sorted") == 0 || strcmp(n, "min") == 0 || strcmp(n, "max") == 0 ||
+                strcmp(n, "sum") == 0);
+    }
+    return self != NULL && (PyUnicode_CheckExact(self) || PyBytes_CheckExact(self)) &&
+           strcmp(n, "join") == 0;
+}
+
+/* *obj: a new real object equal to v when v is a constant or a list/tuple of such
+ * (nested, input lists read on the way), or another container of constants only (a set, a
+ * dict: the family's as_constant), else NULL. */
+static tr_status
+constant_view(cdyn_tx *tx, PyObject *v, int depth, PyObject **obj)
+{
+    PyObject *items, *res = NULL;
+    tr_status st;
+    *obj = NULL;
+    if (V(v)->kind == VK_CONST) {
+        *obj = Py_NewRef(V(v)->u.cnst.value);
+        return TR_OK;
+    }
+    if (V(v)->kind != VK_LIST && V(v)->kind != VK_TUPLE) {
+        if ((st = cdyn_tx_materialize(tx, v)) != TR_OK) {
+            return st;
+        }
+        *obj = cdyn_v_as_constant(v);
+        return TR_OK;
+    }
+    if (depth > 8 || (V(v)->kind == VK_TUPLE && V(v)->u.seq.nt_type != NULL)) {
+        return TR_OK;
+    }
+    if ((st = cdyn_tx_materialize(tx, v)) != TR_OK) {
+        return st;
+    }
+    items = V(v)->u.seq.items;
+    res = PyList_New(PyList_GET_SIZE(items));
+    for (Py_ssize_t i = 0; res != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *o = NULL;
+        if ((st = constant_view(tx, PyList_GET_ITEM(items, i), depth + 1, &o)) != TR_OK || !o) {
+            Py_DECREF(res);
+            return st;
+        }
+        PyList_SET_ITEM(res, i, o);
+    }
+    if (res != NULL && V(v)->kind == VK_TUPLE) {
+        Py_SETREF(res, PyList_AsTuple(res));
+    }
+    *obj = res;
+    return res ? TR_OK : TR_ERROR;
+}
+
+/* A pure builtin called on containers of constants (sorted of a set, max of a list; or on
+ * iterators, drained first when it consumes them whole): folded on real copies of them (the
+ * containers are not changed). *done = 0 when it does not apply. */
+static tr_status
+fold_on_containers(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
+                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *done)
+{
+    PyObject *vals[16] = {NULL}, *objs[16] = {NULL}, *r = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    int drained = 0, all = 1;
+    tr_status st = TR_OK;
+    *done = 0;
+    if (nargs > 16 || cdyn_all_const(args, nargs)) {
+        return TR_OK;
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && i < nargs; i++) {
+        PyObject *items = NULL;
+        vals[i] = Py_NewRef(args[i]);
+        if (V(args[i])->vt->next != NULL && consumes_iterables(fn)) {
+            st = cdyn_v_unpack(tx, args[i], &items);
+            if (st == TR_OK) {
+                Py_SETREF(vals[i], cdyn_value_seq_list(VK_LIST, items));
+                Py_DECREF(items);
+                st = vals[i] ? TR_OK : TR_ERROR;
+                drained = 1;
+            }
+        }
+    }
+    if (st == TR_OK && drained) {   /* the iterators are consumed: go on with their items */
+        *done = 1;
+        st = cdyn_builtin_call(tx, fs, fn, vals, nargs, kwnames, out, &all);
+        if (st == TR_OK && !all) {
+            st = cdyn_tx_unsupported(tx, "call to %R", fn);
+        }
+        goto done;
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && all && i < nargs; i++) {
+        st = constant_view(tx, vals[i], 0, &objs[i]);
+        all = objs[i] != NULL;
+    }
+    if (st == TR_OK && all) {
+        r = PyObject_Vectorcall(fn, objs, nargs - nkw, kwnames);
+        if (r == NULL) {
+            *done = 1;
+            st = cdyn_tx_unsupported(tx, "constant call of %R failed", fn);
+        }
+        else if (cdyn_is_constant(r)) {
+            *done = 1;
+            *out = cdyn_value_const(r);
+            st = *out ? TR_OK : TR_ERROR;
+        }
+        else if (PyList_CheckExact(r) && consumes_iterables(fn) &&
+                 strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, "sorted") == 0) {
+            /* sorted(): a new list, its items as constants */
+            PyObject *c = PyList_AsTuple(r), *cv = NULL, *items = NULL;
+            cv = c ? cdyn_value_const(c) : NULL;
+            st = cv ? cdyn_v_unpack(tx, cv, &items) : TR_ERROR;
+            Py_XDECREF(c);
+            Py_XDECREF(cv);
+            if (st == TR_OK) {
+                *done = 1;
+                *out = cdyn_value_seq_list(VK_LIST, items);
+                Py_DECREF(items);
+                st = *out ? TR_OK : TR_ERROR;
+            }
+        }
+        /* any other result (an item of a list passed in, ...) keeps its identity through
+           the polyfill: not folded */
+    }
+done:
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_XDECREF(vals[i]);
+        Py_XDECREF(objs[i]);
+    }
+    Py_XDECREF(r);
+    return st;
+}
+
+/* 1 for builtins.max, -1 for builtins.min, 0 for anything else. */
+static int
+min_max_sign(PyObject *fn)
+{
+    PyObject *self;
+    const char *n;
+    if (!PyCFunction_Check(fn)) {
+        return 0;
+    }
+    self = PyCFunction_GET_SELF(fn);
+    if (self == NULL || !PyModule_Check(self) ||
+        strcmp(cdyn_pymodule_name(self), "builtins") != 0) {
+        return 0;
+    }
+    n = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    return strcmp(n, "max") == 0 ? 1 : strcmp(n, "min") == 0 ? -1 : 0;
+}
+
+/* 1 when v is an argument min()/max() of tensors can take as eager does: a tensor of exactly
+ * one element (its shape is static: eager's bool(a > b) decides), or an int/float constant;
+ * 0 otherwise (no exception). A tensor of more elements makes eager raise. */
+static int
+min_max_operand(PyObject *v)
+{
+    PyObject *n = NULL, *c;
+    int ok;
+    if (V(v)->kind == VK_CONST) {
+        c = V(v)->u.cnst.value;
+        return (PyLong_CheckExact(c) || PyFloat_CheckExact(c));
+    }
+    if (V(v)->kind != VK_TENSOR) {
+        return 0;
+    }
+    n = PyObject_CallMethod(V(v)->u.tensor.fake, "numel", NULL);
+    ok = n != NULL && PyLong_CheckExact(n) && PyLong_AsLong(n) == 1;
+    if (n == NULL || PyErr_Occurred()) {
+        PyErr_Clear();
+    }
+    Py_XDECREF(n);
+    return ok;
+}
+
+/* One step of min()/max() over two operands (borrowed), at least one a tensor: as
+ * torch._dynamo, torch.maximum / torch.minimum of two tensors, torch.clamp(t, min=c) /
+ * clamp(t, max=c) of a tensor and a number. *out: new value. */
+static tr_status
+tensor_min_max_pair(cdyn_tx *tx, int sign, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *torch = NULL, *op = NULL, *kw = NULL, *pair[2];
+    tr_status st = TR_ERROR;
+    if (V(a)->kind != VK_TENSOR) {
+        PyObject *t = a;
+        a = b;
+        b = t;
+    }
+    pair[0] = a;
+    pair[1] = b;
+    torch = PyImport_ImportModule("torch");
+    if (torch == NULL) {
+        goto done;
+    }
+    if (V(b)->kind == VK_CONST) {
+        op = PyObject_GetAttrString(torch, "clamp");
+        kw = Py_BuildValue("(s)", sign > 0 ? "min" : "max");
+        if (op == NULL || kw == NULL) {
+            goto done;
+        }
+    }
+    else {
+        op = PyObject_GetAttrString(torch, sign > 0 ? "maximum" : "minimum");
+        if (op == NULL) {
+            goto done;
+        }
+    }
+    st = cdyn_tx_graph_call(tx, "call_function", op, NULL, pair, 2, kw, out);
+done:
+    Py_XDECREF(torch);
+    Py_XDECREF(op);
+    Py_XDECREF(kw);
+    return st;
+}
+
+/* max(a, b, *c) / min(a, b, *c) with a tensor among the arguments, reduced pairwise from the
+ * left as torch._dynamo does (two numbers fold; see tensor_min_max_pair). Only where eager
+ * decides the comparisons: tensors of one element and int/float constants; anything else
+ * (key=/default=, a tensor of more elements, for which eager raises) is a graph break. */
+static tr_status
+tensor_min_max(cdyn_tx *tx, PyObject *fn, int sign, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames, PyObject **out)
+{
+    PyObject *acc = NULL, *r = NULL, *pair[2];
+    tr_status st = TR_OK;
+    if (kwnames != NULL || nargs < 2) {
+        return cdyn_tx_unsupported(tx, "%R of tensors with key/default or one iterable", fn);
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (!min_max_operand(args[i])) {
+            return cdyn_tx_unsupported(tx, "%R of %S (eager compares with bool(): only tensors "
+                                       "of one element and numbers)", fn, args[i]);
+        }
+    }
+    acc = Py_NewRef(args[0]);
+    for (Py_ssize_t i = 1; st == TR_OK && i < nargs; i++) {
+        pair[0] = acc;
+        pair[1] = args[i];
+        if (V(acc)->kind == VK_CONST && V(args[i])->kind == VK_CONST) {
+            st = cdyn_call_on_constants(tx, fn, pair, 2, NULL, &r);
+        }
+        else {
+            st = tensor_min_max_pair(tx, sign, acc, args[i], &r);
+        }
+        Py_SETREF(acc, r);
+        r = NULL;
+    }
+    if (st != TR_OK) {
+        Py_XDECREF(acc);
+        return st;
+    }
+    *out = acc;
+    return TR_OK;
+}
+
 tr_status
 cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *handled)
@@ -733,21 +978,41 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
     Py_ssize_t h = handler_of(fn);
     PyTypeObject *ctype = NULL;
     PyObject *cname = NULL;
+    int pure = is_pure_builtin(fn), has_polyfill = 0;
+    tr_status st;
     *handled = 1;
     if (h >= 0) {
-        return handlers[h].fn(tx, fs, fn, args, nargs - nkw, nkw, kwnames, out);
+        st = handlers[h].fn(tx, fs, fn, args, nargs - nkw, nkw, kwnames, out);
+        if (st != TR_NOTIMPL) {
+            return st;
+        }
+        pure = 0;
     }
     if (container_descr(fn, &ctype, &cname)) {
         return call_container_descr(tx, fs, fn, ctype, cname, args, nargs, kwnames, out);
     }
-    if (is_pure_builtin(fn)) {
-        if (cdyn_any_tensor(args, nargs)) {
-            return cdyn_tx_graph_call(tx, "call_function", fn, NULL, args, nargs, kwnames, out);
+    if (pure && cdyn_any_tensor(args, nargs) && min_max_sign(fn) != 0) {
+        return tensor_min_max(tx, fn, min_max_sign(fn), args, nargs, kwnames, out);
+    }
+    if (pure && cdyn_any_tensor(args, nargs)) {
+        return cdyn_tx_graph_call(tx, "call_function", fn, NULL, args, nargs, kwnames, out);
+    }
+    if (pure && cdyn_all_const(args, nargs)) {
+        return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
+    }
+    if (pure) {
+        int folded = 0;
+        st = fold_on_containers(tx, fs, fn, args, nargs, kwnames, out, &folded);
+        if (folded || st != TR_OK) {
+            return st;
         }
-        if (cdyn_all_const(args, nargs)) {
-            return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
-        }
-        return fold_on_containers(tx, fn, args, nargs, kwnames, out);
+    }
+    st = cdyn_polyfill_call(tx, fn, args, nargs, kwnames, out, &has_polyfill);
+    if (has_polyfill) {
+        return st;
+    }
+    if (pure || h >= 0) {
+        return cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
     }
     *handled = 0;
     return TR_OK;

@@ -2,15 +2,69 @@
  *
  *   FUNCTION  a function made by MAKE_FUNCTION while tracing (a closure, a lambda, a
  *             comprehension's function): code, globals, defaults, closure cells as values;
- *             calls are inlined.
+ *             calls are inlined. Rebuilt (a return, a graph break) by MAKE_FUNCTION over
+ *             new cells holding the cells' contents (closures share their cells).
  *   USERFN    a real Python function (a global, an attribute): inlined, its closure cells
- *             read (and guarded) through the function's source.
+ *             read (and guarded) through the function's source. A closure, or a function
+ *             passed in, is guarded by its __code__ (plus the cells, defaults and globals
+ *             its trace reads), so a closure built anew on every call reuses the trace.
  *   METHOD    a method bound to a value: with u.method.func, that Python function inlined
  *             with self; without, the method name called on self's family (list.append,
  *             Tensor.add, ...).
+ *   PARTIAL   functools.partial(func, *args, **kw): calls go to func with the arguments
+ *             merged; made in the trace or read from the frame (guarded through its
+ *             .func/.args/.keywords); rebuilt as functools.partial(func, *args, **kw).
+ *   WRAPPER   a functools.lru_cache / functools.cache wrapper: calls inline __wrapped__
+ *             (the cache is bypassed while tracing, as torch._dynamo does).
  */
 #include "../tx.h"
 #include "../codegen.h"
+
+static PyObject *partial_type;     /* functools.partial */
+static PyObject *cache_wrapper_type;   /* functools._lru_cache_wrapper */
+
+/* Look the functools types up once; 0 / -1. */
+static int
+functools_types(void)
+{
+    PyObject *ft = NULL;
+    if (partial_type != NULL) {
+        return 0;
+    }
+    ft = PyImport_ImportModule("functools");
+    if (ft == NULL) {
+        return -1;
+    }
+    partial_type = PyObject_GetAttrString(ft, "partial");
+    cache_wrapper_type = PyObject_GetAttrString(ft, "_lru_cache_wrapper");
+    Py_DECREF(ft);
+    if (partial_type == NULL || cache_wrapper_type == NULL) {
+        Py_CLEAR(partial_type);
+        Py_CLEAR(cache_wrapper_type);
+        return -1;
+    }
+    return 0;
+}
+
+int
+cdyn_is_partial(PyObject *obj)
+{
+    if (functools_types() < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return (PyObject *)Py_TYPE(obj) == partial_type;
+}
+
+int
+cdyn_is_cache_wrapper(PyObject *obj)
+{
+    if (functools_types() < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return (PyObject *)Py_TYPE(obj) == cache_wrapper_type;
+}
 
 /* The parts of a FUNCTION: defaults (list of values or NULL), kwdefaults (dict name ->
  * value or NULL), closure cells (list of CELL values or NULL). New refs. */
@@ -70,6 +124,482 @@ nested_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ss
     return st;
 }
 
+/* ---- functools.partial --------------------------------------------------------------- */
+
+/* A new PARTIAL over func (borrowed value), args (list of values, stolen), keywords as
+ * kwkeys / kwvals lists (stolen). NULL on error (the lists are released). */
+static PyObject *
+partial_make(PyObject *func, PyObject *args, PyObject *kwkeys, PyObject *kwvals)
+{
+    PyObject *v = NULL;
+    if (args != NULL && kwkeys != NULL && kwvals != NULL) {
+        v = cdyn_value_alloc(VK_PARTIAL, NULL);
+    }
+    if (v == NULL) {
+        Py_XDECREF(args);
+        Py_XDECREF(kwkeys);
+        Py_XDECREF(kwvals);
+        return NULL;
+    }
+    V(v)->u.partial.func = Py_NewRef(func);
+    V(v)->u.partial.args = args;
+    V(v)->u.partial.kwkeys = kwkeys;
+    V(v)->u.partial.kwvals = kwvals;
+    return v;
+}
+
+/* Set keyword key (str) to val in the parallel lists keys/vals (replacing in place, as a
+ * dict update keeps the first position). 0 / -1. */
+static int
+kw_set(PyObject *keys, PyObject *vals, PyObject *key, PyObject *val)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
+        int eq = PyUnicode_Compare(PyList_GET_ITEM(keys, i), key) == 0;
+        if (eq) {
+            return PyList_SetItem(vals, i, Py_NewRef(val));
+        }
+    }
+    return PyList_Append(keys, key) < 0 || PyList_Append(vals, val) < 0 ? -1 : 0;
+}
+
+tr_status
+cdyn_partial_new(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                 PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    PyObject *func = NULL, *pargs = NULL, *keys = NULL, *vals = NULL;
+    if (npos < 1) {
+        return cdyn_tx_unsupported(tx, "functools.partial() without a function");
+    }
+    func = args[0];
+    if (V(func)->kind == VK_CONST || V(func)->kind == VK_TENSOR) {
+        return cdyn_tx_unsupported(tx, "functools.partial() of %S (not callable)", func);
+    }
+    if (V(func)->kind == VK_PARTIAL) {   /* partial(partial(f, a), b) is partial(f, a, b) */
+        pargs = PyList_GetSlice(V(func)->u.partial.args, 0, PY_SSIZE_T_MAX);
+        keys = PyList_GetSlice(V(func)->u.partial.kwkeys, 0, PY_SSIZE_T_MAX);
+        vals = PyList_GetSlice(V(func)->u.partial.kwvals, 0, PY_SSIZE_T_MAX);
+        func = V(func)->u.partial.func;
+    }
+    else {
+        pargs = PyList_New(0);
+        keys = PyList_New(0);
+        vals = PyList_New(0);
+    }
+    for (Py_ssize_t i = 1; pargs != NULL && i < npos; i++) {
+        if (PyList_Append(pargs, args[i]) < 0) {
+            Py_CLEAR(pargs);
+        }
+    }
+    for (Py_ssize_t k = 0; keys != NULL && vals != NULL && k < nkw; k++) {
+        if (kw_set(keys, vals, PyTuple_GET_ITEM(kwnames, k), args[npos + k]) < 0) {
+            Py_CLEAR(keys);
+        }
+    }
+    *out = partial_make(func, pargs, keys, vals);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* Call a partial: func(*p.args, *args, **{**p.keywords, **kw}). */
+static tr_status
+partial_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+             PyObject *kwnames, PyObject **out)
+{
+    cdyn_value *p = V(fn);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    PyObject *all = PyList_GetSlice(p->u.partial.args, 0, PY_SSIZE_T_MAX);
+    PyObject *keys = PyList_GetSlice(p->u.partial.kwkeys, 0, PY_SSIZE_T_MAX);
+    PyObject *vals = PyList_GetSlice(p->u.partial.kwvals, 0, PY_SSIZE_T_MAX);
+    PyObject *names = NULL;
+    tr_status st = TR_ERROR;
+    if (all == NULL || keys == NULL || vals == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < npos; i++) {
+        if (PyList_Append(all, args[i]) < 0) {
+            goto done;
+        }
+    }
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        if (kw_set(keys, vals, PyTuple_GET_ITEM(kwnames, k), args[npos + k]) < 0) {
+            goto done;
+        }
+    }
+    if (PyList_SetSlice(all, PyList_GET_SIZE(all), PyList_GET_SIZE(all), vals) < 0) {
+        goto done;
+    }
+    if (PyList_GET_SIZE(keys) > 0 && (names = PyList_AsTuple(keys)) == NULL) {
+        goto done;
+    }
+    st = cdyn_v_call(tx, fs, p->u.partial.func, &PyList_GET_ITEM(all, 0), PyList_GET_SIZE(all),
+                     names, out);
+done:
+    Py_XDECREF(all);
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(names);
+    return st;
+}
+
+/* Attribute `name` (C string) of obj wrapped through source.<name> (or without a source).
+ * *out new. */
+static tr_status
+wrap_attr(cdyn_tx *tx, PyObject *obj, PyObject *source, const char *name, PyObject **out)
+{
+    PyObject *nm = PyUnicode_InternFromString(name), *attr = NULL, *src = NULL;
+    tr_status st = TR_ERROR;
+    if (nm == NULL) {
+        return TR_ERROR;
+    }
+    attr = PyObject_GetAttr(obj, nm);
+    if (attr != NULL && (source == NULL || (src = cdyn_source_attr(source, nm)) != NULL)) {
+        st = cdyn_tx_wrap_real(tx, attr, src, out);
+    }
+    Py_DECREF(nm);
+    Py_XDECREF(attr);
+    Py_XDECREF(src);
+    return st;
+}
+
+tr_status
+cdyn_partial_wrap(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    PyObject *fv = NULL, *av = NULL, *kv = NULL, *items = NULL, *keys = NULL, *vals = NULL;
+    tr_status st = TR_OK;
+    if (source != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+        return TR_ERROR;
+    }
+    st = wrap_attr(tx, obj, source, "func", &fv);
+    if (st == TR_OK) {
+        st = wrap_attr(tx, obj, source, "args", &av);
+    }
+    if (st == TR_OK) {
+        st = cdyn_v_unpack(tx, av, &items);
+    }
+    if (st == TR_OK) {
+        st = wrap_attr(tx, obj, source, "keywords", &kv);
+    }
+    if (st == TR_OK) {
+        st = cdyn_tx_materialize(tx, kv);
+    }
+    if (st == TR_OK && V(kv)->kind != VK_DICT) {
+        st = cdyn_tx_unsupported(tx, "functools.partial keywords that are not a dict");
+    }
+    if (st == TR_OK) {
+        keys = PyList_GetSlice(V(kv)->u.dict.keys, 0, PY_SSIZE_T_MAX);
+        vals = PyList_GetSlice(V(kv)->u.dict.vals, 0, PY_SSIZE_T_MAX);
+        *out = partial_make(fv, items, keys, vals);
+        items = NULL;
+        st = *out ? TR_OK : TR_ERROR;
+        if (*out != NULL && source != NULL) {
+            V(*out)->source = Py_NewRef(source);
+        }
+    }
+    Py_XDECREF(fv);
+    Py_XDECREF(av);
+    Py_XDECREF(kv);
+    Py_XDECREF(items);
+    return st;
+}
+
+/* p.func, p.args (a tuple), p.keywords (a new dict), as functools.partial has them. */
+static tr_status
+partial_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    cdyn_value *p = V(v);
+    if (cdyn_name_is(name, "func")) {
+        *out = Py_NewRef(p->u.partial.func);
+        return TR_OK;
+    }
+    if (cdyn_name_is(name, "args")) {
+        *out = cdyn_value_seq(VK_TUPLE, &PyList_GET_ITEM(p->u.partial.args, 0),
+                              PyList_GET_SIZE(p->u.partial.args));
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_name_is(name, "keywords")) {
+        PyObject *keys = PyList_GetSlice(p->u.partial.kwkeys, 0, PY_SSIZE_T_MAX);
+        PyObject *vals = PyList_GetSlice(p->u.partial.kwvals, 0, PY_SSIZE_T_MAX);
+        *out = keys && vals ? cdyn_value_dict(keys, vals) : NULL;
+        Py_XDECREF(keys);
+        Py_XDECREF(vals);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    return cdyn_tx_unsupported(tx, "attribute %U of functools.partial", name);
+}
+
+/* ---- closures rebuilt ------------------------------------------------------------------ */
+
+/* Number of STORE_DEREF / DELETE_DEREF of variable `name` in code and the codes nested in
+ * its constants (slot: its index in code, or -1 to match by name). -1 on error. */
+static Py_ssize_t
+deref_stores(PyCodeObject *co, int slot, PyObject *name)
+{
+    cdyn_instr_list il;
+    Py_ssize_t n = 0;
+    cdyn_instrs_init(&il);
+    if (cdyn_decode(co, &il) < 0) {
+        cdyn_instrs_clear(&il);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < il.len; i++) {
+        const cdyn_instr *ins = &il.items[i];
+        if ((ins->opcode == STORE_DEREF || ins->opcode == DELETE_DEREF) &&
+            (ins->oparg == slot ||
+             (slot < 0 && ins->oparg < co->co_nlocalsplus &&
+              PyUnicode_Compare(PyTuple_GET_ITEM(co->co_localsplusnames, ins->oparg), name) == 0))) {
+            n++;
+        }
+    }
+    cdyn_instrs_clear(&il);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++) {
+        PyObject *c = PyTuple_GET_ITEM(co->co_consts, i);
+        if (PyCode_Check(c)) {
+            Py_ssize_t m = deref_stores((PyCodeObject *)c, -1, name);
+            if (m < 0) {
+                return -1;
+            }
+            n += m;
+        }
+    }
+    return n;
+}
+
+/* A cell of a closure rebuilt at a graph break gets a new cell object, while the frame's
+ * variable lives on in the resume function: refuse when that variable is ever written
+ * after its first assignment (the two would part). */
+static tr_status
+check_cell_at_break(cdyn_tx *tx, PyObject *cell)
+{
+    PyCodeObject *co = tx->code;
+    int slot = (int)V(cell)->pos;
+    int nargs = co->co_argcount + co->co_kwonlyargcount +
+                ((co->co_flags & CO_VARARGS) != 0) + ((co->co_flags & CO_VARKEYWORDS) != 0);
+    Py_ssize_t n;
+    if (tx->break_kind == BRK_NONE || !(V(cell)->bits & CELL_TOP) || V(cell)->u.cell.real) {
+        return TR_OK;
+    }
+    n = deref_stores(co, slot, PyTuple_GET_ITEM(co->co_localsplusnames, slot));
+    if (n < 0) {
+        return TR_ERROR;
+    }
+    if (n > (slot < nargs ? 0 : 1)) {
+        return cdyn_tx_unsupported(tx, "closure over variable %U, which is reassigned, live at "
+                                       "a graph break",
+                                   PyTuple_GET_ITEM(co->co_localsplusnames, slot));
+    }
+    return TR_OK;
+}
+
+/* The cells of a FUNCTION's closure (borrowed list of CELL values) or NULL. */
+static PyObject *
+closure_cells(PyObject *fn)
+{
+    PyObject *cv = PyList_GET_ITEM(V(fn)->u.func.parts, 1);
+    if (cv == Py_None || V(cv)->kind != VK_TUPLE) {
+        return NULL;
+    }
+    return V(cv)->u.seq.items;
+}
+
+/* What rebuilding a FUNCTION needs: its defaults, keyword defaults and the contents of
+ * the cells it makes (the frame's own globals only). */
+static tr_status
+collect_nested(cdyn_tx *tx, cdyn_cg *cg, PyObject *fn)
+{
+    PyObject *parts = V(fn)->u.func.parts, *cells;
+    PyObject *dv = PyList_GET_ITEM(parts, 0), *cv = PyList_GET_ITEM(parts, 1);
+    PyObject *kv = PyList_GET_ITEM(parts, 2);
+    tr_status st = TR_OK;
+    if (!(V(fn)->bits & FUNC_TOP_GLOBALS)) {
+        return cdyn_tx_unsupported(tx, "cannot rebuild %S: made in another module", fn);
+    }
+    if (dv != Py_None) {
+        st = cdyn_cg_collect(tx, cg, dv);
+    }
+    if (st == TR_OK && kv != Py_None) {
+        st = cdyn_cg_collect(tx, cg, kv);
+    }
+    if (st != TR_OK || cv == Py_None) {
+        return st;
+    }
+    if ((cells = closure_cells(fn)) == NULL) {
+        return cdyn_tx_unsupported(tx, "cannot rebuild %S: its closure is not a tuple", fn);
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(cells); i++) {
+        PyObject *c = PyList_GET_ITEM(cells, i);
+        if (V(c)->kind != VK_CELL) {
+            return cdyn_tx_unsupported(tx, "cannot rebuild %S: closure of non-cells", fn);
+        }
+        st = check_cell_at_break(tx, c);
+        if (st == TR_OK && V(c)->u.cell.real == NULL && V(c)->u.cell.contents != NULL) {
+            st = cdyn_cg_collect(tx, cg, V(c)->u.cell.contents);
+        }
+    }
+    return st;
+}
+
+/* Push a cell: the real one (a free variable of the frame, a cell of a function read
+ * through its source, or a constant), or a new one holding the contents, made once. */
+static int
+emit_cell(cdyn_cg *cg, PyObject *cell)
+{
+    cdyn_value *c = V(cell);
+    cdyn_source *src = (cdyn_source *)c->source;
+    int r;
+    if (c->u.cell.real != NULL) {
+        if (src != NULL && src->kind == CDYN_SRC_CLOSURE) {
+            return cdyn_cg_load_closure_cell(cg, src->index);
+        }
+        if (src != NULL && src->kind == CDYN_SRC_ATTR && src->base != NULL) {
+            return cdyn_cg_source(cg, (PyObject *)src->base);   /* f.__closure__[i] */
+        }
+        return cdyn_cg_load_const(cg, c->u.cell.real);
+    }
+    if ((r = cdyn_cg_memo_load(cg, cell)) != 0) {
+        return r < 0 ? -1 : 0;
+    }
+    if (cdyn_cg_push_callable(cg, (PyObject *)&PyCell_Type) < 0 ||
+        (c->u.cell.contents != NULL && cdyn_cg_value(cg, c->u.cell.contents) < 0) ||
+        cdyn_cg_call(cg, c->u.cell.contents != NULL) < 0) {
+        return -1;
+    }
+    return cdyn_cg_memo_store(cg, cell, "cell");
+}
+
+/* MAKE_FUNCTION over the rebuilt defaults, keyword defaults and closure; made once. */
+static int
+reconstruct_nested(cdyn_cg *cg, PyObject *fn)
+{
+    PyObject *parts = V(fn)->u.func.parts, *cells = closure_cells(fn);
+    PyObject *dv = PyList_GET_ITEM(parts, 0), *kv = PyList_GET_ITEM(parts, 2);
+    int flags = 0, r = cdyn_cg_memo_load(cg, fn);
+    if (r != 0) {
+        return r < 0 ? -1 : 0;
+    }
+    if (dv != Py_None) {
+        if (cdyn_cg_value(cg, dv) < 0) {
+            return -1;
+        }
+        flags |= 0x01;
+    }
+    if (kv != Py_None) {
+        if (cdyn_cg_value(cg, kv) < 0) {
+            return -1;
+        }
+        flags |= 0x02;
+    }
+    if (cells != NULL) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cells); i++) {
+            if (emit_cell(cg, PyList_GET_ITEM(cells, i)) < 0) {
+                return -1;
+            }
+        }
+        if (cdyn_cg_emit(cg, BUILD_TUPLE, (int)PyList_GET_SIZE(cells)) < 0) {
+            return -1;
+        }
+        flags |= 0x08;
+    }
+    if (cdyn_cg_load_const(cg, V(fn)->u.func.code) < 0 ||
+        cdyn_cg_emit(cg, MAKE_FUNCTION, flags) < 0) {
+        return -1;
+    }
+    return cdyn_cg_memo_store(cg, fn, "fn");
+}
+
+/* Attributes of a function made in the trace that MAKE_FUNCTION fixes. */
+static tr_status
+nested_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyCodeObject *co = (PyCodeObject *)V(v)->u.func.code;
+    PyObject *r = NULL;
+    if (cdyn_name_is(name, "__name__")) {
+        r = co->co_name;
+    }
+    else if (cdyn_name_is(name, "__qualname__")) {
+        r = co->co_qualname;
+    }
+    else if (cdyn_name_is(name, "__code__")) {
+        r = (PyObject *)co;
+    }
+    else if (cdyn_name_is(name, "__module__")) {
+        r = PyDict_GetItemString(V(v)->u.func.globals, "__name__");
+    }
+    else if (cdyn_name_is(name, "__doc__")) {
+        r = PyTuple_GET_SIZE(co->co_consts) > 0 &&
+                    PyUnicode_Check(PyTuple_GET_ITEM(co->co_consts, 0))
+                ? PyTuple_GET_ITEM(co->co_consts, 0) : Py_None;
+    }
+    else if (cdyn_name_is(name, "__defaults__")) {
+        *out = Py_NewRef(PyList_GET_ITEM(V(v)->u.func.parts, 0));
+        if (*out == Py_None) {
+            Py_DECREF(*out);
+            *out = cdyn_value_const(Py_None);
+        }
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (r == NULL) {
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+    }
+    *out = cdyn_value_const(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* ---- guards of real functions ------------------------------------------------------------- */
+
+tr_status
+cdyn_guard_function(cdyn_tx *tx, PyObject *func, PyObject *source, PyObject *v)
+{
+    cdyn_source *src = (cdyn_source *)source;
+    PyObject *name = NULL, *csrc = NULL;
+    int by_code;
+    if (source == NULL) {
+        return TR_OK;
+    }
+    /* closures, and functions passed in (an argument, an item of an argument, the func of
+       a partial passed in: lambdas made per call); a global or an attribute without a
+       closure keeps its identity guard (one pointer compare) */
+    while ((src->kind == CDYN_SRC_ITEM ||
+            (src->kind == CDYN_SRC_ATTR && cdyn_name_is(src->name, "func"))) &&
+           src->base != NULL) {
+        src = src->base;
+    }
+    by_code = PyFunction_Check(func) &&
+              (((PyFunctionObject *)func)->func_closure != NULL || src->kind == CDYN_SRC_LOCAL);
+    if (!by_code) {
+        return cdyn_guards_add_id(tx->guards, source, func, 1) < 0 ? TR_ERROR : TR_OK;
+    }
+    name = PyUnicode_InternFromString("__code__");
+    csrc = name ? cdyn_source_attr(source, name) : NULL;
+    if (csrc == NULL || cdyn_guards_add_type(tx->guards, source, &PyFunction_Type) < 0 ||
+        cdyn_guards_add_id(tx->guards, csrc, ((PyFunctionObject *)func)->func_code, 0) < 0) {
+        Py_XDECREF(name);
+        Py_XDECREF(csrc);
+        return TR_ERROR;
+    }
+    Py_DECREF(name);
+    Py_DECREF(csrc);
+    V(v)->bits |= FUNC_CODE_GUARDED;
+    return TR_OK;
+}
+
+/* ---- the family table ------------------------------------------------------------------ */
+
+/* A lru_cache wrapper: call what it wraps, read (and guarded) through .__wrapped__. */
+static tr_status
+wrapper_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+             PyObject *kwnames, PyObject **out)
+{
+    PyObject *name = PyUnicode_InternFromString("__wrapped__"), *w = NULL;
+    tr_status st = name ? cdyn_getattr_real(tx, fn, name, 0, &w) : TR_ERROR;
+    Py_XDECREF(name);
+    if (st != TR_OK) {
+        return st;
+    }
+    st = cdyn_v_call(tx, fs, w, args, nargs, kwnames, out);
+    Py_DECREF(w);
+    return st;
+}
+
 static tr_status
 function_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
               PyObject *kwnames, PyObject **out)
@@ -79,8 +609,11 @@ function_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_
     case VK_FUNCTION:
         return nested_call(tx, fs, fn, args, nargs, kwnames, out);
     case VK_USERFN:
-        return cdyn_tx_inline_function(tx, f->u.obj.obj, f->source, NULL, args, nargs, kwnames,
-                                       out);
+        return cdyn_tx_inline_userfn(tx, fn, args, nargs, kwnames, out);
+    case VK_PARTIAL:
+        return partial_call(tx, fs, fn, args, nargs, kwnames, out);
+    case VK_WRAPPER:
+        return wrapper_call(tx, fs, fn, args, nargs, kwnames, out);
     default:   /* VK_METHOD */
         if (f->u.method.func != NULL) {
             return cdyn_tx_inline_function(tx, f->u.method.func, NULL, f->u.method.self, args,
@@ -94,11 +627,19 @@ function_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_
 static tr_status
 function_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
-    if (V(v)->kind == VK_USERFN) {
+    switch (V(v)->kind) {
+    case VK_USERFN:
         return cdyn_getattr_real(tx, v, name, cdyn_module_startswith(V(v)->u.obj.obj, "torch"),
                                  out);
+    case VK_WRAPPER:
+        return cdyn_getattr_real(tx, v, name, 0, out);
+    case VK_FUNCTION:
+        return nested_getattr(tx, v, name, out);
+    case VK_PARTIAL:
+        return partial_getattr(tx, v, name, out);
+    default:
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
     }
-    return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
 }
 
 static tr_status
@@ -117,7 +658,10 @@ function_python_type(PyObject *v)
     case VK_FUNCTION:
         return &PyFunction_Type;
     case VK_USERFN:
+    case VK_WRAPPER:
         return Py_TYPE(V(v)->u.obj.obj);
+    case VK_PARTIAL:
+        return functools_types() == 0 ? (PyTypeObject *)partial_type : NULL;
     default:
         return V(v)->u.method.func != NULL ? &PyMethod_Type : NULL;
     }
@@ -127,21 +671,67 @@ static tr_status
 function_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
     cdyn_value *x = V(v);
-    PyObject *parts = x->u.func.parts;
+    tr_status st = TR_OK;
     switch (x->kind) {
     case VK_FUNCTION:
-        /* rebuilt by MAKE_FUNCTION when it has no defaults, no closure and the frame's own
-           globals */
-        if (!(x->bits & FUNC_TOP_GLOBALS) || PyList_GET_ITEM(parts, 0) != Py_None ||
-            PyList_GET_ITEM(parts, 1) != Py_None || PyList_GET_ITEM(parts, 2) != Py_None) {
-            return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
-        }
-        return TR_OK;
+        return collect_nested(tx, cg, v);
     case VK_USERFN:
+    case VK_WRAPPER:
         return TR_OK;
+    case VK_PARTIAL:
+        if (x->source != NULL) {
+            return TR_OK;
+        }
+        st = cdyn_cg_collect(tx, cg, x->u.partial.func);
+        for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(x->u.partial.args); i++) {
+            st = cdyn_cg_collect(tx, cg, PyList_GET_ITEM(x->u.partial.args, i));
+        }
+        for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(x->u.partial.kwvals); i++) {
+            st = cdyn_cg_collect(tx, cg, PyList_GET_ITEM(x->u.partial.kwvals, i));
+        }
+        return st;
     default:
         return cdyn_cg_collect(tx, cg, x->u.method.self);
     }
+}
+
+/* functools.partial(func, *args, **kw), made once. */
+static int
+reconstruct_partial(cdyn_cg *cg, PyObject *v)
+{
+    cdyn_value *x = V(v);
+    Py_ssize_t na = PyList_GET_SIZE(x->u.partial.args), nk = PyList_GET_SIZE(x->u.partial.kwkeys);
+    PyObject *names = NULL;
+    int r = cdyn_cg_memo_load(cg, v), e;
+    if (r != 0) {
+        return r < 0 ? -1 : 0;
+    }
+    if (functools_types() < 0 || cdyn_cg_push_callable(cg, partial_type) < 0 ||
+        cdyn_cg_value(cg, x->u.partial.func) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < na; i++) {
+        if (cdyn_cg_value(cg, PyList_GET_ITEM(x->u.partial.args, i)) < 0) {
+            return -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        if (cdyn_cg_value(cg, PyList_GET_ITEM(x->u.partial.kwvals, i)) < 0) {
+            return -1;
+        }
+    }
+    if (nk > 0) {
+        names = PyList_AsTuple(x->u.partial.kwkeys);
+        e = names == NULL || cdyn_cg_emit(cg, KW_NAMES, cdyn_cg_const(cg, names)) < 0;
+        Py_XDECREF(names);
+        if (e) {
+            return -1;
+        }
+    }
+    if (cdyn_cg_call(cg, (int)(1 + na + nk)) < 0) {
+        return -1;
+    }
+    return cdyn_cg_memo_store(cg, v, "partial");
 }
 
 static int
@@ -150,10 +740,12 @@ function_reconstruct(cdyn_cg *cg, PyObject *v)
     cdyn_value *x = V(v);
     switch (x->kind) {
     case VK_FUNCTION:
-        return (cdyn_cg_load_const(cg, x->u.func.code) < 0) ? -1
-                                                             : cdyn_cg_emit(cg, MAKE_FUNCTION, 0);
+        return reconstruct_nested(cg, v);
     case VK_USERFN:
+    case VK_WRAPPER:
         return cdyn_reconstruct_obj(cg, v);
+    case VK_PARTIAL:
+        return x->source != NULL ? cdyn_cg_source(cg, x->source) : reconstruct_partial(cg, v);
     default:
         if (x->u.method.func != NULL) {
             /* MethodType(func, self): exactly this function, not whatever self.<name>

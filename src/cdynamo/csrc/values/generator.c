@@ -1,0 +1,628 @@
+/* values/generator.c: generators, fully inlined.
+ *
+ *   GENERATOR  the result of calling a generator function (a `def` with `yield`, a
+ *              generator expression, a polyfill such as map or itertools.chain) while
+ *              tracing. It owns a frame state of its own (cdyn_fs, in a capsule), bound to
+ *              the call's arguments and suspended; next() / FOR_ITER / SEND resume it with
+ *              the interpreter until its next YIELD_VALUE (the item) or RETURN_VALUE (the
+ *              end), so items are made lazily, in the order eager Python makes them, and
+ *              side effects interleave as they do in eager.
+ *
+ * A failure while the frame runs fails the instruction that resumed it (the consumer);
+ * the generator is then unusable (GEN_BROKEN). When the failing top-level instruction is
+ * rolled back (it becomes a graph break), a generator it started is reset to its state at
+ * creation (a snapshot of its bound locals, through tx->undo); advancing a generator that
+ * had been started before counts as a mutation, so the trace cannot roll back past it: the
+ * frame runs unmodified, as torch._dynamo skips a frame whose generator breaks.
+ *
+ * A generator whose yield sits inside try/finally or with is not inlined (closing it half-way
+ * would run the handler, which is not modelled).
+ *
+ * At a graph break or a return, a live generator is rebuilt as iter(tuple of its
+ * remaining items): they are made now (drained ahead into u.gen.buffer) provided that
+ * doing so has no side effect (torch._dynamo rebuilds its local generators the same way).
+ */
+#include "../tx.h"
+#include "../codegen.h"
+
+#define GEN_MAX_DEPTH 32        /* as inline.c's inlining depth */
+#define GEN_MAX_ITEMS 100000    /* a generator drained past this is taken for infinite */
+
+static const char *const CAPSULE = "cdynamo.generator_frame";
+
+int
+cdyn_tx_note_cyclic(cdyn_tx *tx, PyObject *v)
+{
+    return tx->cyclic != NULL ? PyList_Append(tx->cyclic, v) : 0;
+}
+
+/* A generator's frame state and its snapshot at creation (for a reset). fs comes first:
+ * a cdyn_fs * of a generator is its gen_frame *. */
+typedef struct {
+    cdyn_fs fs;
+    PyObject **pristine;    /* the locals after the prologue (strong or NULL), or NULL */
+    Py_ssize_t pristine_pc;
+    int started;            /* resumed at least once since creation or the last reset */
+} gen_frame;
+
+cdyn_fs *
+cdyn_generator_frame_alloc(void)
+{
+    gen_frame *gf = PyMem_Calloc(1, sizeof(gen_frame));
+    if (gf == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return &gf->fs;
+}
+
+void
+cdyn_fs_free(cdyn_fs *fs)
+{
+    gen_frame *gf = (gen_frame *)fs;
+    if (gf == NULL) {
+        return;
+    }
+    if (gf->pristine != NULL) {
+        for (int i = 0; i < fs->nlocals; i++) {
+            Py_XDECREF(gf->pristine[i]);
+        }
+        PyMem_Free(gf->pristine);
+    }
+    cdyn_fs_clear(fs);
+    PyMem_Free(gf);
+}
+
+/* Capsule destructor: the frame state goes with the capsule. */
+static void
+capsule_free(PyObject *cap)
+{
+    cdyn_fs_free(PyCapsule_GetPointer(cap, CAPSULE));
+}
+
+/* The frame state of a generator value, or NULL once the trace ended. */
+static cdyn_fs *
+frame_of(PyObject *v)
+{
+    PyObject *cap = V(v)->u.gen.frame;
+    return cap != NULL ? PyCapsule_GetPointer(cap, CAPSULE) : NULL;
+}
+
+/* Run fs (a generator's frame) until it suspends or returns, as a nested frame of the
+ * current one. */
+static tr_status
+run_frame(cdyn_tx *tx, cdyn_fs *fs)
+{
+    cdyn_fs *caller = tx->cur_fs;
+    tr_status st;
+    if (tx->depth >= GEN_MAX_DEPTH) {
+        return cdyn_tx_unsupported(tx, "generators nested too deep");
+    }
+    tx->depth++;
+    st = cdyn_tx_run(tx, fs);
+    tx->depth--;
+    tx->cur_fs = caller;
+    return st;
+}
+
+tr_status
+cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out)
+{
+    PyObject *v = NULL, *cap = NULL;
+    tr_status st;
+    for (Py_ssize_t i = 0; i < fs->instrs.len; i++) {
+        if (fs->instrs.items[i].opcode == YIELD_VALUE && fs->instrs.items[i].exc_handler >= 0) {
+            /* a generator dropped half-way runs its finally/__exit__ when it is closed:
+               not modelled */
+            cdyn_fs_free(fs);
+            return cdyn_tx_unsupported(tx, "generator with a yield inside try/with");
+        }
+    }
+    cap = PyCapsule_New(fs, CAPSULE, capsule_free);
+    if (cap == NULL) {
+        cdyn_fs_free(fs);
+        return TR_ERROR;
+    }
+    v = cdyn_value_alloc(VK_GENERATOR, NULL);
+    if (v == NULL || cdyn_tx_note_cyclic(tx, v) < 0) {
+        Py_XDECREF(v);
+        Py_DECREF(cap);
+        return TR_ERROR;
+    }
+    V(v)->u.gen.frame = cap;   /* owns fs from here */
+    /* the prologue (MAKE_CELL, COPY_FREE_VARS) up to RETURN_GENERATOR, which suspends */
+    st = run_frame(tx, fs);
+    if (st == TR_OK && !fs->yielded) {
+        st = cdyn_tx_unsupported(tx, "generator code without RETURN_GENERATOR");
+    }
+    if (st != TR_OK) {
+        Py_DECREF(v);
+        return st;
+    }
+    Py_CLEAR(fs->retval);
+    fs->yielded = 0;
+    if (fs->sp == 0) {   /* the snapshot a rollback resets it to */
+        gen_frame *gf = (gen_frame *)fs;
+        gf->pristine = PyMem_Calloc(fs->nlocals + 1, sizeof(PyObject *));
+        for (int i = 0; gf->pristine != NULL && i < fs->nlocals; i++) {
+            gf->pristine[i] = Py_XNewRef(fs->locals[i]);
+        }
+        gf->pristine_pc = fs->pc;
+    }
+    *out = v;
+    return TR_OK;
+}
+
+/* An exception escaped a generator's body (tx->exc): a StopIteration becomes a
+ * RuntimeError, as PEP 479 says. TR_EXCEPTION (or TR_ERROR). */
+static tr_status
+stop_iteration_escaped(cdyn_tx *tx)
+{
+    PyObject *t = tx->exc != NULL && V(tx->exc)->kind == VK_EXC ? V(tx->exc)->u.exc.type : NULL;
+    PyObject *msg = NULL;
+    tr_status st;
+    if (t == NULL || !PyType_Check(t) ||
+        !PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)PyExc_StopIteration)) {
+        return TR_EXCEPTION;
+    }
+    msg = cdyn_value_const_steal(PyUnicode_FromString("generator raised StopIteration"));
+    if (msg == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_tx_raise(tx, PyExc_RuntimeError, &msg, 1);
+    Py_DECREF(msg);
+    return st;
+}
+
+/* Resume the generator with the value sent (borrowed; NULL: None): *out the next item
+ * (new), or NULL when it is exhausted (its return value kept in u.gen.retval). Buffered
+ * items come first. */
+static tr_status
+resume_with(cdyn_tx *tx, PyObject *v, PyObject *sent, PyObject **out)
+{
+    cdyn_value *g = V(v);
+    cdyn_fs *fs = NULL;
+    tr_status st;
+    *out = NULL;
+    if (g->bits & GEN_BROKEN) {
+        return cdyn_tx_unsupported(tx, "generator whose frame failed to trace");
+    }
+    if (g->bits & GEN_RUNNING) {
+        return cdyn_tx_unsupported(tx, "generator already executing");
+    }
+    if (g->u.gen.buffer != NULL && g->pos < PyList_GET_SIZE(g->u.gen.buffer)) {
+        *out = Py_NewRef(PyList_GET_ITEM(g->u.gen.buffer, g->pos));
+        g->pos++;
+        return TR_OK;
+    }
+    fs = frame_of(v);
+    if ((g->bits & GEN_DONE) || fs == NULL) {
+        return TR_OK;
+    }
+    if (fs->sp >= fs->stack_cap) {
+        PyErr_SetString(PyExc_SystemError, "cdynamo: generator stack overflow");
+        return TR_ERROR;
+    }
+    if (sent != NULL && !cdyn_v_is_none(sent) && !((gen_frame *)fs)->started) {
+        return cdyn_tx_unsupported(tx, "send() of a value to a just-started generator");
+    }
+    fs->stack[fs->sp] = sent != NULL ? Py_NewRef(sent) : cdyn_value_const(Py_None);
+    if (fs->stack[fs->sp] == NULL) {
+        return TR_ERROR;
+    }
+    fs->sp++;
+    fs->yielded = 0;
+    ((gen_frame *)fs)->started = 1;
+    g->bits |= GEN_RUNNING;
+    st = run_frame(tx, fs);
+    g->bits &= ~GEN_RUNNING;
+    if (st == TR_EXCEPTION) {   /* raised out of the body: the generator is finished */
+        g->bits |= GEN_DONE;
+        return stop_iteration_escaped(tx);
+    }
+    if (st != TR_OK) {
+        g->bits |= GEN_BROKEN;
+        return st;
+    }
+    if (fs->yielded) {
+        *out = fs->retval;
+        fs->retval = NULL;
+        fs->yielded = 0;
+        return TR_OK;
+    }
+    g->u.gen.retval = fs->retval;   /* returned: keep the value (yield from) */
+    fs->retval = NULL;
+    g->bits |= GEN_DONE;
+    return TR_OK;
+}
+
+/* resume_with None (next()). */
+static tr_status
+resume(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    return resume_with(tx, v, NULL, out);
+}
+
+void
+cdyn_generator_reset(PyObject *v)
+{
+    cdyn_value *g = V(v);
+    cdyn_fs *fs = frame_of(v);
+    gen_frame *gf = (gen_frame *)fs;
+    if (g->kind != VK_GENERATOR || fs == NULL || gf->pristine == NULL) {
+        return;
+    }
+    for (int i = 0; i < fs->nlocals; i++) {
+        Py_XSETREF(fs->locals[i], Py_XNewRef(gf->pristine[i]));
+    }
+    while (fs->sp > 0) {
+        fs->sp--;
+        Py_CLEAR(fs->stack[fs->sp]);
+    }
+    Py_CLEAR(fs->retval);
+    Py_CLEAR(fs->kw_names);
+    fs->pc = gf->pristine_pc;
+    fs->yielded = 0;
+    gf->started = 0;
+    g->bits &= ~(GEN_DONE | GEN_BROKEN | GEN_RUNNING);
+    Py_CLEAR(g->u.gen.buffer);
+    Py_CLEAR(g->u.gen.retval);
+    g->pos = 0;
+}
+
+/* v is about to advance: a generator made before the checkpoint that had not started is
+ * noted in tx->undo (a rollback resets it); one that had started counts as a mutation.
+ * 0 / -1. */
+static int
+note_advance(cdyn_tx *tx, PyObject *v)
+{
+    cdyn_fs *fs = frame_of(v);
+    PyObject *e = NULL;
+    int r;
+    if (V(v)->serial >= tx->ckpt_serial) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; tx->undo != NULL && i < PyList_GET_SIZE(tx->undo); i++) {
+        if (PyTuple_GET_ITEM(PyList_GET_ITEM(tx->undo, i), 0) == v) {
+            return 0;   /* reset by this step's rollback already */
+        }
+    }
+    if (fs == NULL || ((gen_frame *)fs)->started || ((gen_frame *)fs)->pristine == NULL ||
+        V(v)->u.gen.buffer != NULL || tx->undo == NULL) {
+        cdyn_tx_mutated(tx, v);
+        return 0;
+    }
+    e = Py_BuildValue("(On)", v, (Py_ssize_t)-1);
+    r = e == NULL ? -1 : PyList_Append(tx->undo, e);
+    Py_XDECREF(e);
+    return r;
+}
+
+/* 1 when advancing v changes its state. */
+static int
+advances(PyObject *v)
+{
+    cdyn_value *g = V(v);
+    return !(g->bits & GEN_DONE) ||
+           (g->u.gen.buffer != NULL && g->pos < PyList_GET_SIZE(g->u.gen.buffer));
+}
+
+/* Every remaining item, as a new list of values. */
+static tr_status
+drain(cdyn_tx *tx, PyObject *v, PyObject **out_list)
+{
+    PyObject *items = PyList_New(0), *item = NULL;
+    tr_status st = TR_OK;
+    if (items == NULL) {
+        return TR_ERROR;
+    }
+    for (;;) {
+        if (PyList_GET_SIZE(items) >= GEN_MAX_ITEMS) {
+            st = cdyn_tx_unsupported(tx, "generator with more than %d items (infinite?)",
+                                     GEN_MAX_ITEMS);
+            break;
+        }
+        st = resume(tx, v, &item);
+        if (st != TR_OK || item == NULL) {
+            break;
+        }
+        if (PyList_Append(items, item) < 0) {
+            st = TR_ERROR;
+        }
+        Py_DECREF(item);
+        if (st != TR_OK) {
+            break;
+        }
+    }
+    if (st != TR_OK) {
+        Py_DECREF(items);
+        return st;
+    }
+    *out_list = items;
+    return TR_OK;
+}
+
+PyObject *
+cdyn_generator_retval(PyObject *v)
+{
+    return V(v)->kind == VK_GENERATOR ? V(v)->u.gen.retval : NULL;
+}
+
+void
+cdyn_generator_set_type(PyObject *v, PyObject *type)
+{
+    if (V(v)->kind == VK_GENERATOR && type != NULL && PyType_Check(type)) {
+        Py_XSETREF(V(v)->u.gen.ptype, Py_NewRef(type));
+    }
+}
+
+/* ---- the family table --------------------------------------------------------------- */
+
+/* next(): the next item (*out NULL when exhausted); advancing counts as a mutation. */
+static tr_status
+gen_next(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    if (advances(v) && note_advance(tx, v) < 0) {
+        return TR_ERROR;
+    }
+    return resume(tx, v, out);
+}
+
+/* Every remaining item (the generator is exhausted after). */
+static tr_status
+gen_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
+{
+    if (advances(v) && note_advance(tx, v) < 0) {
+        return TR_ERROR;
+    }
+    return drain(tx, v, out_list);
+}
+
+/* A generator is always true. */
+static tr_status
+gen_truth(cdyn_tx *tx, PyObject *v, int *out)
+{
+    (void)tx;
+    (void)v;
+    *out = 1;
+    return TR_OK;
+}
+
+/* types.GeneratorType, or the polyfilled type it stands for. */
+static PyTypeObject *
+gen_python_type(PyObject *v)
+{
+    PyObject *t = V(v)->u.gen.ptype;
+    return t != NULL ? (PyTypeObject *)t : &PyGen_Type;
+}
+
+/* 1 when a graph node made after `last` (a node or NULL: the graph's start) may write a
+ * tensor in place: a method or function whose name ends with "_" (add_, relu_), an
+ * in-place operator (iadd, setitem), or an out= / inplace=True argument; -1 on error. */
+static int
+inplace_since(cdyn_tx *tx, PyObject *last)
+{
+    PyObject *nodes = PyObject_GetAttrString(tx->graph, "nodes"), *lst = NULL;
+    int found = 0;
+    lst = nodes ? PySequence_List(nodes) : NULL;
+    Py_XDECREF(nodes);
+    if (lst == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = PyList_GET_SIZE(lst) - 1; i >= 0 && !found; i--) {
+        PyObject *n = PyList_GET_ITEM(lst, i), *t = NULL, *name = NULL, *kw = NULL;
+        const char *s = NULL;
+        if (n == last) {
+            break;
+        }
+        t = PyObject_GetAttrString(n, "target");
+        kw = PyObject_GetAttrString(n, "kwargs");
+        if (t == NULL || kw == NULL) {
+            Py_XDECREF(t);
+            Py_XDECREF(kw);
+            Py_DECREF(lst);
+            return -1;
+        }
+        name = PyUnicode_Check(t) ? Py_NewRef(t) : PyObject_GetAttrString(t, "__name__");
+        PyErr_Clear();
+        s = name != NULL && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        PyErr_Clear();
+        if (s != NULL) {
+            static const char *const ops[] = {"setitem", "iadd", "iand", "ifloordiv", "ilshift",
+                                              "imatmul", "imod", "imul", "ior", "ipow",
+                                              "irshift", "isub", "itruediv", "ixor", NULL};
+            size_t len = strlen(s);
+            found = len > 1 && s[len - 1] == '_' && s[0] != '_';
+            for (int k = 0; !found && ops[k] != NULL; k++) {
+                found = strcmp(s, ops[k]) == 0;
+            }
+        }
+        if (PyDict_Check(kw) && (PyDict_GetItemString(kw, "out") != NULL ||
+                                 PyDict_GetItemString(kw, "inplace") == Py_True)) {
+            found = 1;
+        }
+        Py_XDECREF(name);
+        Py_DECREF(t);
+        Py_DECREF(kw);
+    }
+    Py_DECREF(lst);
+    return found;
+}
+
+/* Make the remaining items now, into the buffer, refusing any side effect (an effect to
+ * replay, a store into a value that existed before, an in-place tensor operation). */
+static tr_status
+drain_ahead(cdyn_tx *tx, PyObject *v)
+{
+    cdyn_value *g = V(v);
+    Py_ssize_t neffects = PyList_GET_SIZE(tx->effects);
+    long mutations = tx->mutations;
+    long long saved_serial = tx->ckpt_serial;
+    PyObject *items = NULL, *last = Py_XNewRef(tx->last_node);
+    tr_status st;
+    int inplace = 0;
+    tx->ckpt_serial = cdyn_value_serial;
+    st = drain(tx, v, &items);
+    tx->ckpt_serial = saved_serial;
+    if (st == TR_EXCEPTION) {   /* eager raises it when the items are consumed: not here */
+        Py_CLEAR(tx->exc);
+        st = cdyn_tx_unsupported(tx, "generator that raises, live at a graph break");
+    }
+    if (st == TR_OK && tx->last_node != last && (inplace = inplace_since(tx, last)) < 0) {
+        st = TR_ERROR;
+    }
+    Py_XDECREF(last);
+    if (st != TR_OK) {
+        Py_XDECREF(items);
+        return st;
+    }
+    if (PyList_GET_SIZE(tx->effects) != neffects || tx->mutations != mutations || inplace) {
+        Py_DECREF(items);
+        return cdyn_tx_unsupported(tx, "generator with side effects live at a graph break");
+    }
+    Py_XSETREF(g->u.gen.buffer, items);
+    g->pos = 0;
+    g->bits |= GEN_DONE;
+    return TR_OK;
+}
+
+/* Drain what is left (without side effects) and collect the items' graph outputs. */
+static tr_status
+gen_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    cdyn_value *g = V(v);
+    tr_status st = TR_OK;
+    if (g->bits & (GEN_BROKEN | GEN_RUNNING)) {
+        return cdyn_tx_unsupported(tx, "cannot rebuild a generator whose frame failed");
+    }
+    if (!(g->bits & GEN_DONE)) {
+        st = drain_ahead(tx, v);
+    }
+    for (Py_ssize_t i = g->pos; st == TR_OK && g->u.gen.buffer != NULL &&
+                                i < PyList_GET_SIZE(g->u.gen.buffer); i++) {
+        st = cdyn_cg_collect(tx, cg, PyList_GET_ITEM(g->u.gen.buffer, i));
+    }
+    return st;
+}
+
+/* iter((remaining items)), built once per generated code. */
+static int
+gen_reconstruct(cdyn_cg *cg, PyObject *v)
+{
+    cdyn_value *g = V(v);
+    PyObject *buf = g->u.gen.buffer;
+    Py_ssize_t n = buf != NULL ? PyList_GET_SIZE(buf) - g->pos : 0;
+    int r = cdyn_cg_memo_load(cg, v);
+    if (r != 0) {
+        return r < 0 ? -1 : 0;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (cdyn_cg_value(cg, PyList_GET_ITEM(buf, g->pos + k)) < 0) {
+            return -1;
+        }
+    }
+    if (cdyn_cg_emit(cg, BUILD_TUPLE, (int)n) < 0 || cdyn_cg_emit(cg, GET_ITER, 0) < 0) {
+        return -1;
+    }
+    return cdyn_cg_memo_store(cg, v, "gen");
+}
+
+/* `x in gen`: advances until an item equal to x (identity first, as CPython), or to the
+ * end. */
+static tr_status
+gen_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
+{
+    PyObject *x = NULL, *eq = NULL;
+    tr_status st = TR_OK;
+    *out = 0;
+    if (advances(v) && note_advance(tx, v) < 0) {
+        return TR_ERROR;
+    }
+    while (st == TR_OK && !*out) {
+        st = resume(tx, v, &x);
+        if (st != TR_OK || x == NULL) {
+            break;
+        }
+        if (x == item) {
+            *out = 1;
+        }
+        else if ((st = cdyn_v_compare(tx, Py_EQ, x, item, &eq)) == TR_OK) {
+            st = cdyn_v_truth(tx, eq, out);
+            Py_CLEAR(eq);
+        }
+        Py_CLEAR(x);
+    }
+    return st;
+}
+
+/* gen.send, gen.close, gen.__next__, gen.__iter__: bound to the generator. */
+static tr_status
+gen_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    static const char *const methods[] = {"send", "close", "__next__", "__iter__", NULL};
+    for (int i = 0; methods[i] != NULL; i++) {
+        if (cdyn_name_is(name, methods[i])) {
+            *out = cdyn_value_method(NULL, name, v);
+            return *out ? TR_OK : TR_ERROR;
+        }
+    }
+    return cdyn_tx_unsupported(tx, "attribute %U of a generator", name);
+}
+
+/* gen.send(value), gen.__next__(), gen.__iter__(), gen.close(): a generator whose yields
+ * are outside try/with (the only ones inlined) just stops when closed. */
+static tr_status
+gen_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
+                Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    tr_status st;
+    (void)fs;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        return cdyn_tx_unsupported(tx, "generator method with keywords");
+    }
+    if (cdyn_name_is(name, "__iter__") && nargs == 0) {
+        *out = Py_NewRef(v);
+        return TR_OK;
+    }
+    if (cdyn_name_is(name, "close") && nargs == 0) {
+        if (advances(v) && note_advance(tx, v) < 0) {
+            return TR_ERROR;
+        }
+        if (V(v)->bits & (GEN_RUNNING | GEN_BROKEN)) {
+            return cdyn_tx_unsupported(tx, "close() of a running generator");
+        }
+        V(v)->bits |= GEN_DONE;
+        Py_CLEAR(V(v)->u.gen.buffer);
+        *out = cdyn_value_const(Py_None);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if ((cdyn_name_is(name, "send") && nargs == 1) || (cdyn_name_is(name, "__next__") && nargs == 0)) {
+        if (V(v)->u.gen.buffer != NULL && nargs == 1 && !cdyn_v_is_none(args[0])) {
+            return cdyn_tx_unsupported(tx, "send() to a generator rebuilt from its items");
+        }
+        if (advances(v) && note_advance(tx, v) < 0) {
+            return TR_ERROR;
+        }
+        st = resume_with(tx, v, nargs == 1 ? args[0] : NULL, out);
+        if (st == TR_OK && *out == NULL) {   /* StopIteration(return value) */
+            PyObject *rv = V(v)->u.gen.retval;
+            int has = rv != NULL && !cdyn_v_is_none(rv);
+            return cdyn_tx_raise(tx, PyExc_StopIteration, has ? &rv : NULL, has);
+        }
+        return st;
+    }
+    return cdyn_tx_unsupported(tx, "method %U of a generator", name);
+}
+
+const cdyn_vtable cdyn_generator_vt = {
+    .name = "LocalGeneratorObjectVariable",
+    .getattr = gen_getattr,
+    .call_method = gen_call_method,
+    .contains = gen_contains,
+    .truth = gen_truth,
+    .unpack = gen_unpack,
+    .next = gen_next,
+    .python_type = gen_python_type,
+    .collect = gen_collect,
+    .reconstruct = gen_reconstruct,
+};

@@ -1,0 +1,134 @@
+/* values/polyfill.c: builtins and standard-library helpers traced through plain-Python
+ * versions of themselves (the package cdynamo.polyfills, as torch._dynamo's polyfills/).
+ *
+ * The polyfill modules register `real callable -> polyfill function` with a decorator;
+ * the table is read once at init. A callable found in it is a value of the builtins family
+ * (wrap.c); its call (values/builtin.c) first tries an exact C handler where one exists
+ * (len, isinstance, zip and enumerate over sequences, ...), then folds pure builtins on
+ * constants, and otherwise inlines the polyfill like any Python function. A polyfill that
+ * is a generator function gives a generator value (values/generator.c): map, filter, zip,
+ * itertools.* stay lazy, as in eager. Generators made by the polyfill of a type (map,
+ * filter, itertools.chain, ...) report that type to isinstance().
+ *
+ * Three helpers of the polyfill package are handled here directly:
+ *   unsupported(msg)  a graph break at the polyfill's call site with the reason msg;
+ *   exact_type(x)     type(x) as the trace knows it (or a break);
+ *   same(a, b)        `a is b` for mutable containers (lists, dicts) made in the frame or
+ *                     read from it: distinct values are distinct objects (wrap.c refuses
+ *                     one input container under two names).
+ */
+#include "../tx.h"
+
+static PyObject *table;          /* dict: real callable -> polyfill function */
+static PyObject *h_unsupported, *h_exact_type, *h_same;   /* the helpers above */
+static PyObject *s_result_type;  /* "__cdynamo_result_type__" */
+
+int cdyn_polyfill_init(void);
+
+/* Load the table from cdynamo.polyfills.registry(); 0 / -1. */
+int
+cdyn_polyfill_init(void)
+{
+    PyObject *mod = NULL;
+    if (table != NULL) {
+        return 0;
+    }
+    mod = PyImport_ImportModule("cdynamo.polyfills");
+    if (mod == NULL) {
+        return -1;
+    }
+    table = PyObject_CallMethod(mod, "registry", NULL);
+    h_unsupported = PyObject_GetAttrString(mod, "unsupported");
+    h_exact_type = PyObject_GetAttrString(mod, "exact_type");
+    h_same = PyObject_GetAttrString(mod, "same");
+    s_result_type = PyUnicode_InternFromString("__cdynamo_result_type__");
+    Py_DECREF(mod);
+    if (table == NULL || !PyDict_Check(table) || h_unsupported == NULL ||
+        h_exact_type == NULL || h_same == NULL || s_result_type == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "cdynamo.polyfills.registry() is not a dict");
+        }
+        Py_CLEAR(table);
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *
+cdyn_polyfill_of(PyObject *obj)
+{
+    PyObject *pf = NULL;
+    /* only functions and types can be polyfilled: no user __hash__ runs here */
+    if (table == NULL || !(PyCFunction_Check(obj) || PyFunction_Check(obj) ||
+                           PyType_CheckExact(obj))) {
+        return NULL;
+    }
+    pf = PyDict_GetItemWithError(table, obj);
+    if (pf == NULL) {
+        PyErr_Clear();
+    }
+    return pf;
+}
+
+/* The helpers of the polyfill package (see above). */
+static tr_status
+call_helper(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+            PyObject **out)
+{
+    PyTypeObject *t = NULL;
+    if (fn == h_unsupported) {
+        if (nargs == 1 && V(args[0])->kind == VK_CONST && PyUnicode_Check(cdyn_v_real(args[0]))) {
+            return cdyn_tx_unsupported(tx, "%U", cdyn_v_real(args[0]));
+        }
+        return cdyn_tx_unsupported(tx, "unsupported by a polyfill");
+    }
+    if (nargs != (fn == h_same ? 2 : 1)) {
+        return cdyn_tx_unsupported(tx, "polyfill helper %R with %zd arguments", fn, nargs);
+    }
+    if (fn == h_exact_type) {
+        if ((t = cdyn_v_python_type(args[0])) == NULL) {
+            return cdyn_tx_unsupported(tx, "type of %S is not known", args[0]);
+        }
+        return cdyn_tx_wrap_real(tx, (PyObject *)t, NULL, out);
+    }
+    if (args[0] != args[1] && !((V(args[0])->kind == VK_LIST || V(args[0])->kind == VK_DICT) &&
+                                (V(args[1])->kind == VK_LIST || V(args[1])->kind == VK_DICT))) {
+        return cdyn_tx_unsupported(tx, "identity of %S and %S", args[0], args[1]);
+    }
+    *out = cdyn_value_bool(args[0] == args[1]);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+tr_status
+cdyn_polyfill_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **out, int *handled)
+{
+    PyObject *pf = cdyn_polyfill_of(fn), *rt = NULL;
+    tr_status st;
+    *handled = pf != NULL;
+    if (pf == NULL) {
+        return TR_OK;
+    }
+    if (fn == h_unsupported || fn == h_exact_type || fn == h_same) {
+        if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+            return cdyn_tx_unsupported(tx, "polyfill helper with keywords");
+        }
+        return call_helper(tx, fn, args, nargs, out);
+    }
+    if (!PyFunction_Check(pf)) {
+        return cdyn_tx_unsupported(tx, "polyfill of %R is not a Python function", fn);
+    }
+    st = cdyn_tx_inline_function(tx, pf, NULL, NULL, args, nargs, kwnames, out);
+    if (st != TR_OK) {
+        return st;
+    }
+    rt = PyObject_GetAttr(pf, s_result_type);
+    if (rt == NULL) {
+        PyErr_Clear();
+    }
+    else {
+        cdyn_generator_set_type(*out, rt);
+        Py_DECREF(rt);
+    }
+    return TR_OK;
+}

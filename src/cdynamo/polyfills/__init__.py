@@ -1,0 +1,88 @@
+"""Plain-Python versions of builtins and standard-library helpers, traced by cdynamo's engine.
+
+When traced code calls a builtin or a library helper that has a polyfill here (``sorted``
+with a key, ``map``, ``itertools.chain``, ``functools.reduce``, ``heapq.heappush``,
+``copy.deepcopy``, ...), the engine inlines the polyfill instead, like any user function
+(as torch._dynamo's ``polyfills`` package): the result is a graph of the torch operations
+they perform and the Python values they compute, with no special case in the C engine.
+Where the engine has an exact and cheaper C handler (``len``, ``isinstance``, ``zip`` over
+sequences, ...) that handler runs first; pure builtins on constants are folded.
+
+Each module registers its polyfills with :func:`substitute_for`; the engine reads
+:func:`registry` once when it starts. Polyfills run only symbolically: in eager code (and in
+resume functions after a graph break) the real builtins run.
+
+A polyfill must behave as the real function does, laziness included: builtins that return
+iterators (``map``, ``filter``, ``zip``, the ``itertools``) are generator functions, so items
+are made on demand, in eager's order. What a polyfill cannot do exactly it refuses with
+:func:`unsupported`, which makes the call a graph break (the real function then runs in
+Python).
+"""
+
+_REGISTRY = {}
+
+__all__ = ["substitute_for", "registry", "polyfill_of", "unsupported", "exact_type", "same"]
+
+
+def substitute_for(*reals, result_type=None):
+    """Decorator: register the decorated function as the polyfill of each callable in reals.
+
+    Args:
+        reals: the real callables (functions, builtin functions or types) it replaces while
+            tracing.
+        result_type: a type the engine reports for the generator the polyfill returns (e.g.
+            ``map`` for the polyfill of ``map``), so ``isinstance(m, map)`` holds as in eager.
+    Returns the function unchanged. Raises ValueError when a callable already has one."""
+    def register(fn):
+        for real in reals:
+            if real in _REGISTRY:
+                raise ValueError(f"{real!r} already has a polyfill")
+            _REGISTRY[real] = fn
+        if result_type is not None:
+            fn.__cdynamo_result_type__ = result_type
+        return fn
+    return register
+
+
+def unsupported(reason):
+    """Make the call of the polyfill that calls this a graph break, with `reason` (a str).
+
+    Handled by the engine (values/polyfill.c); calling it outside a trace raises
+    NotImplementedError."""
+    raise NotImplementedError(reason)
+
+
+def exact_type(x):
+    """type(x), as the engine knows it while tracing (values/polyfill.c); in eager: type(x)."""
+    return type(x)
+
+
+def same(a, b):
+    """``a is b`` for lists and dicts while tracing (values/polyfill.c); in eager: a is b."""
+    return a is b
+
+
+for _helper in (unsupported, exact_type, same):
+    _REGISTRY[_helper] = _helper
+
+
+def polyfill_of(obj):
+    """The polyfill the engine inlines for a call of obj (a function, builtin or type), or
+    None (also for unhashable objects). Loads the polyfill modules on first use."""
+    if not _LOADED:
+        registry()
+    try:
+        return _REGISTRY.get(obj)
+    except TypeError:
+        return None
+
+
+_LOADED = []
+
+
+def registry():
+    """The table ``{real callable: polyfill}`` (a new dict), every polyfill module loaded."""
+    from . import (bisect, builtins, collections, copy, functools, heapq,  # noqa: F401
+                   itertools, operator)
+    _LOADED.append(True)
+    return dict(_REGISTRY)
