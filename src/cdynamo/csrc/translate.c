@@ -1577,5 +1577,8 @@ cdyn_translate_init(PyObject *module)
         }
     }
     op_table_init();
+    if (cdyn_user_init() < 0) {
+        return -1;
+    }
     return cdyn_builtin_init() < 0 ? -1 : cdyn_torch_init();
 }

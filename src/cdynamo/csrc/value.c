@@ -18,6 +18,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_SUPER] = &cdyn_user_vt,     [VK_NNMODULE] = &cdyn_nnmodule_vt,
     [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
     [VK_GRADEXIT] = &cdyn_ctx_vt,
+    [VK_NEWOBJ] = &cdyn_user_vt,    [VK_OBJFN] = &cdyn_user_vt,
 };
 
 static const char *const kind_names[VK__COUNT] = {
@@ -29,6 +30,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_CLASS] = "UserDefinedClass", [VK_OBJECT] = "UserDefinedObject", [VK_SUPER] = "Super",
     [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
     [VK_GRADEXIT] = "GradModeExit",
+    [VK_NEWOBJ] = "UserDefinedObject(new)", [VK_OBJFN] = "SlotFunction",
 };
 
 /* Release the payload and the source; the payload is CDYN_VREFS references. */
@@ -463,6 +465,12 @@ cdyn_v_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
     if (a == b) {
         *out = 1;
         return TR_OK;
+    }
+    if (va->vt == &cdyn_user_vt || vb->vt == &cdyn_user_vt) {
+        tr_status st = cdyn_user_is(tx, a, b, out);   /* objects, classes, slot functions */
+        if (st != TR_NOTIMPL) {
+            return st;
+        }
     }
     if (va->kind == VK_CONST && vb->kind == VK_CONST) {
         *out = ra == rb;

@@ -34,7 +34,10 @@
  *   torch         values/torch.c      TORCHFN      u.obj.obj          torch callables put into the graph
  *   user objects  values/user.c       CLASS        u.obj.obj          a class (not a builtin type)
  *                                     OBJECT       u.obj.obj          any other object (opaque, type-guarded)
- *                                     SUPER        u.super            super(cls, self)
+ *                                     SUPER        u.super            super(cls, self): the class and self value
+ *                                     NEWOBJ       u.uobj             an object made while tracing (values/newobj.c)
+ *                                     OBJFN        u.ofn              a builtin slot function of object/dict/tuple
+ *                                                                     or a dataclasses helper, maybe bound to self
  *   nn.Modules    values/nnmodule.c   NNMODULE     u.obj.obj
  *   iterators     values/iter.c       ITER         u.iter (+ pos)     the items, and the next position
  *   contexts      values/ctx.c        GRADCTX      u.grad             a grad-mode context manager
@@ -62,6 +65,7 @@ typedef enum {
     VK_NNMODULE,
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
+    VK_NEWOBJ, VK_OBJFN,
     VK__COUNT
 } cdyn_vkind;
 
@@ -89,7 +93,7 @@ typedef struct cdyn_value {
            input dict while lazy */
         struct { PyObject *keys, *vals, *real; } dict;
         struct { PyObject *obj; } obj;
-        struct { PyObject *obj, *self; } super;   /* the real super object, self value */
+        struct { PyObject *obj, *self; } super;   /* the class (real type), self value */
         /* func: the real function to inline with self (or NULL: call self's method name);
            name: the method name (str); self: the value bound */
         struct { PyObject *func, *name, *self; } method;
@@ -102,6 +106,11 @@ typedef struct cdyn_value {
            value or None, kwdefaults dict value or None], gsource: source of the globals
            of another module or None */
         struct { PyObject *code, *globals, *parts, *gsource; } func;
+        /* cls: the CLASS value of its type; attrs: a DICT value, its __dict__ (and slots);
+           base: the DICT value holding the items of a dict subclass, or NULL */
+        struct { PyObject *cls, *attrs, *base; } uobj;
+        /* fn: the real slot function / helper; self: the value it is bound to, or NULL */
+        struct { PyObject *fn, *self; } ofn;
     } u;
 } cdyn_value;
 
@@ -109,6 +118,9 @@ typedef struct cdyn_value {
 #define SEQ_LAZY        0x1u   /* TUPLE/LIST/DICT: an input container, items not read yet */
 #define SEQ_APPENDED    0x2u   /* ... and an append was replayed on it: items unreadable */
 #define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
+#define OBJ_TRUSTED     0x2u   /* OBJECT without source whose attributes are fixed metadata
+                                  (dataclass fields): read unguarded */
+#define UOBJ_VISITING   0x4u   /* NEWOBJ: being collected (cycles) */
 #define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
 #define GRAD_MODE_ON    0x1u   /* GRADCTX: the mode it sets; GRADEXIT: the mode it restores */
 #define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */

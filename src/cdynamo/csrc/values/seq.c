@@ -55,6 +55,10 @@ seq_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
             *out = Py_NewRef(PyList_GET_ITEM(items(v), idx));
             return TR_OK;
         }
+        st = cdyn_namedtuple_getattr(tx, v, name, out);   /* _replace, _fields, methods */
+        if (st != TR_NOTIMPL) {
+            return st;
+        }
     }
     if (_PyType_Lookup(base, name) == NULL) {
         return cdyn_tx_unsupported(tx, "attribute %U of a %s", name, base->tp_name);

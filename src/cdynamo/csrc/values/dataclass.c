@@ -1,0 +1,400 @@
+/* values/dataclass.c: dataclasses, named tuples and Enum members.
+ *
+ * Dataclasses are ordinary classes to the tracer: their generated __init__ (defaults,
+ * default_factory, __post_init__, frozen classes' object.__setattr__) is inlined like any
+ * __init__ (newobj.c). dataclasses.fields(x) and is_dataclass(x) are answered from the
+ * class (guarded where it was read); Field objects are trusted metadata (OBJ_TRUSTED);
+ * dataclasses.replace(obj, **changes) calls the class with the fields' current values.
+ * asdict/astuple are left to be traced as Python (they deep-copy their leaves).
+ *
+ * Named tuples are TUPLE values with their type (values/seq.c): construction inlines the
+ * generated __new__ down to tuple.__new__(cls, iterable); _replace, _asdict and the
+ * class attributes (_fields, ...) are handled here; methods and properties defined on a
+ * typing.NamedTuple class are inlined. An input named tuple is an input tuple (wrap.c).
+ *
+ * Enum members are constants (EQUALS_MATCH, folded; wrap.c): `c is Color.RED`, .value,
+ * .name, dict keys, IntEnum arithmetic. Enum classes fold Color(1), Color["RED"],
+ * iteration and len (user.c). */
+#include "user.h"
+
+/* ---- Enum ---------------------------------------------------------------------------------------- */
+
+int
+cdyn_is_enum_member(PyObject *obj)
+{
+    return cdyn_U.enum_type != NULL &&
+           PyObject_TypeCheck(obj, (PyTypeObject *)cdyn_U.enum_type);
+}
+
+int
+cdyn_is_enum_class(PyObject *cls)
+{
+    return cdyn_U.enum_type != NULL && PyType_Check(cls) &&
+           PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cdyn_U.enum_type);
+}
+
+tr_status
+cdyn_enum_class_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, PyObject **out)
+{
+    if (!cdyn_all_const(args, nargs)) {
+        return cdyn_tx_unsupported(tx, "Enum lookup %S(...) with non-constant arguments", clsv);
+    }
+    return cdyn_call_on_constants(tx, V(clsv)->u.obj.obj, args, nargs, kwnames, out);
+}
+
+/* ---- named tuples --------------------------------------------------------------------------------- */
+
+/* 1 when t is a named tuple class (collections.namedtuple, typing.NamedTuple) or a struct
+ * sequence (torch.return_types, os.stat_result). */
+static int
+is_namedtuple_type(PyTypeObject *t)
+{
+    static PyObject *s_n_fields;
+    PyObject *f;
+    if (t == &PyTuple_Type || !PyType_IsSubtype(t, &PyTuple_Type)) {
+        return 0;
+    }
+    if (s_n_fields == NULL && (s_n_fields = PyUnicode_InternFromString("n_fields")) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    f = _PyType_Lookup(t, cdyn_U.s_fields);
+    if (f != NULL && PyTuple_Check(f)) {
+        return 1;
+    }
+    return _PyType_Lookup(t, s_n_fields) != NULL;
+}
+
+PyTypeObject *
+cdyn_namedtuple_type_of(PyObject *obj)
+{
+    if (cdyn_U.object_new == NULL || !PyTuple_Check(obj) || PyTuple_CheckExact(obj)) {
+        return NULL;
+    }
+    return is_namedtuple_type(Py_TYPE(obj)) ? Py_TYPE(obj) : NULL;
+}
+
+tr_status
+cdyn_namedtuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
+                    PyObject **out)
+{
+    PyObject *cls = cdyn_v_real(clsv), *items = NULL;
+    tr_status st;
+    if (cls == NULL || !PyType_Check(cls) ||
+        (cls != (PyObject *)&PyTuple_Type && !is_namedtuple_type((PyTypeObject *)cls)) ||
+        nargs > 1) {
+        return cdyn_tx_unsupported(tx, "tuple.__new__(%S, ...)", clsv);
+    }
+    if (nargs == 0) {
+        items = PyList_New(0);
+        st = items ? TR_OK : TR_ERROR;
+    }
+    else {
+        st = cdyn_v_unpack(tx, args[0], &items);
+    }
+    if (st != TR_OK) {
+        return st;
+    }
+    *out = cdyn_value_seq_list(VK_TUPLE, items);
+    Py_DECREF(items);
+    if (*out == NULL) {
+        return TR_ERROR;
+    }
+    if (cls != (PyObject *)&PyTuple_Type) {
+        V(*out)->u.seq.nt_type = Py_NewRef(cls);
+    }
+    return TR_OK;
+}
+
+/* The field names of a named-tuple type: a new tuple of str, or NULL (no exception). */
+static PyObject *
+nt_fields(PyObject *nt_type)
+{
+    PyObject *f = PyObject_GetAttr(nt_type, cdyn_U.s_fields);
+    if (f == NULL || !PyTuple_Check(f)) {
+        PyErr_Clear();
+        Py_XDECREF(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* 1 when fn is collections.namedtuple's generated method `name` (all named tuples share
+ * its code object). */
+static int
+is_nt_method(PyObject *fn, PyObject *name)
+{
+    static PyObject *codes[2];   /* _replace, _asdict */
+    int which = PyUnicode_Compare(name, cdyn_U.s_replace) == 0 ? 0
+                : PyUnicode_Compare(name, cdyn_U.s_asdict) == 0 ? 1 : -1;
+    if (which < 0 || !PyFunction_Check(fn)) {
+        return 0;
+    }
+    if (codes[which] == NULL) {
+        PyObject *coll = PyImport_ImportModule("collections"), *nt = NULL, *t = NULL, *f = NULL;
+        nt = coll ? PyObject_GetAttrString(coll, "namedtuple") : NULL;
+        t = nt ? PyObject_CallFunction(nt, "ss", "_cdyn_probe", "a") : NULL;
+        f = t ? PyObject_GetAttr(t, name) : NULL;
+        if (f != NULL && PyFunction_Check(f)) {
+            codes[which] = Py_NewRef(PyFunction_GET_CODE(f));
+        }
+        Py_XDECREF(coll);
+        Py_XDECREF(nt);
+        Py_XDECREF(t);
+        Py_XDECREF(f);
+        PyErr_Clear();
+    }
+    return codes[which] != NULL && PyFunction_GET_CODE(fn) == codes[which];
+}
+
+tr_status
+cdyn_namedtuple_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *t = V(v)->u.seq.nt_type, *d;
+    if (t == NULL || V(v)->kind != VK_TUPLE || cdyn_U.object_new == NULL) {
+        return TR_NOTIMPL;   /* (a LIST with a type is a slice of a module container) */
+    }
+    if (PyUnicode_Compare(name, cdyn_U.s_class) == 0) {
+        return cdyn_tx_wrap_real(tx, t, NULL, out);   /* fixed by the value's type */
+    }
+    d = _PyType_Lookup((PyTypeObject *)t, name);
+    if (d == NULL || _PyType_Lookup(&PyTuple_Type, name) == d) {
+        return TR_NOTIMPL;   /* tuple's own methods (count, index) */
+    }
+    if (is_nt_method(d, name)) {
+        *out = cdyn_objfn_new(d, v);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (PyFunction_Check(d) || Py_TYPE(d) == &PyProperty_Type ||
+        Py_TYPE(d) == &PyClassMethod_Type || Py_TYPE(d) == &PyStaticMethod_Type) {
+        return cdyn_uobj_bind(tx, v, NULL, d, name, out);
+    }
+    if (Py_TYPE(d)->tp_descr_get != NULL) {
+        return TR_NOTIMPL;
+    }
+    return cdyn_tx_wrap_real(tx, d, NULL, out);   /* _fields, _field_defaults, ... */
+}
+
+/* nt._replace(**changes) and nt._asdict(). */
+static tr_status
+nt_method_call(cdyn_tx *tx, PyObject *fn, PyObject *self, PyObject *const *args,
+               Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *t = V(self)->u.seq.nt_type, *fields = nt_fields(t), *items = NULL, *keys = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    tr_status st = TR_ERROR;
+    if (fields == NULL) {
+        return cdyn_tx_unsupported(tx, "named tuple without _fields");
+    }
+    if (V(self)->u.seq.items == NULL ||
+        PyList_GET_SIZE(V(self)->u.seq.items) != PyTuple_GET_SIZE(fields)) {
+        st = cdyn_tx_unsupported(tx, "named tuple of the wrong length");
+        goto done;
+    }
+    items = PyList_GetSlice(V(self)->u.seq.items, 0, PY_SSIZE_T_MAX);
+    if (items == NULL) {
+        goto done;
+    }
+    if (PyFunction_GET_CODE(fn) == PyFunction_GET_CODE(_PyType_Lookup((PyTypeObject *)t,
+                                                                        cdyn_U.s_asdict))) {
+        if (nargs != 0) {
+            st = cdyn_tx_unsupported(tx, "_asdict() with arguments");
+            goto done;
+        }
+        keys = PySequence_List(fields);
+        *out = keys ? cdyn_value_dict(keys, items) : NULL;
+        st = *out ? TR_OK : TR_ERROR;
+        goto done;
+    }
+    if (nargs != nkw) {
+        st = cdyn_tx_unsupported(tx, "_replace() with positional arguments");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        Py_ssize_t i = PySequence_Index(fields, PyTuple_GET_ITEM(kwnames, k));
+        if (i < 0) {
+            PyErr_Clear();
+            st = cdyn_tx_unsupported(tx, "_replace() of an unknown field");
+            goto done;
+        }
+        Py_INCREF(args[k]);
+        PyList_SetItem(items, i, args[k]);
+    }
+    *out = cdyn_value_seq_list(VK_TUPLE, items);
+    if (*out != NULL) {
+        V(*out)->u.seq.nt_type = Py_NewRef(t);
+    }
+    st = *out ? TR_OK : TR_ERROR;
+done:
+    Py_XDECREF(fields);
+    Py_XDECREF(items);
+    Py_XDECREF(keys);
+    return st;
+}
+
+/* ---- dataclasses ---------------------------------------------------------------------------------- */
+
+/* The class a dataclasses helper inspects: a class value's class, else the value's type. */
+static PyObject *
+class_of(PyObject *v)
+{
+    if (V(v)->kind == VK_CLASS) {
+        return V(v)->u.obj.obj;
+    }
+    return (PyObject *)cdyn_v_python_type(v);
+}
+
+/* dataclasses.fields(x): a tuple of the Field objects of x's class (trusted metadata). */
+static tr_status
+dc_fields(cdyn_tx *tx, PyObject *x, PyObject **out)
+{
+    PyObject *cls = class_of(x), *fd = NULL, *items = NULL, *k, *f;
+    Py_ssize_t pos = 0;
+    tr_status st = TR_ERROR;
+    if (cls == NULL || (fd = PyObject_GetAttr(cls, cdyn_U.dc_fields_attr)) == NULL ||
+        !PyDict_Check(fd)) {
+        Py_XDECREF(fd);
+        return cdyn_tx_unsupported(tx, "dataclasses.fields() of %S", x);
+    }
+    if ((items = PyList_New(0)) == NULL) {
+        goto done;
+    }
+    while (PyDict_Next(fd, &pos, &k, &f)) {
+        PyObject *ft = PyObject_GetAttr(f, cdyn_U.s_field_type), *fv = NULL;
+        if (ft == NULL) {
+            goto done;
+        }
+        Py_DECREF(ft);
+        if (ft != cdyn_U.dc_field_marker) {
+            continue;   /* ClassVar and InitVar pseudo-fields */
+        }
+        fv = cdyn_value_obj(VK_OBJECT, f, NULL);
+        if (fv == NULL || PyList_Append(items, fv) < 0) {
+            Py_XDECREF(fv);
+            goto done;
+        }
+        V(fv)->bits |= OBJ_TRUSTED;
+        Py_DECREF(fv);
+    }
+    *out = cdyn_value_seq_list(VK_TUPLE, items);
+    st = *out ? TR_OK : TR_ERROR;
+done:
+    Py_XDECREF(fd);
+    Py_XDECREF(items);
+    return st;
+}
+
+/* dataclasses.replace(obj, **changes): the class called with each init field's new or
+ * current value. */
+static tr_status
+dc_replace(cdyn_tx *tx, cdyn_fs *fs, PyObject *obj, PyObject *const *kwvals, PyObject *kwnames,
+           PyObject **out)
+{
+    PyObject *cls = class_of(obj), *fd = NULL, *names = NULL, *vals = NULL, *k, *f;
+    PyObject *clsv = NULL, *kn = NULL;
+    Py_ssize_t pos = 0, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, used = 0;
+    tr_status st = TR_ERROR;
+    if (V(obj)->kind == VK_CLASS || cls == NULL ||
+        (fd = PyObject_GetAttr(cls, cdyn_U.dc_fields_attr)) == NULL || !PyDict_Check(fd)) {
+        PyErr_Clear();
+        Py_XDECREF(fd);
+        return cdyn_tx_unsupported(tx, "dataclasses.replace() of %S", obj);
+    }
+    names = PyList_New(0);
+    vals = PyList_New(0);
+    if (names == NULL || vals == NULL) {
+        goto done;
+    }
+    while (PyDict_Next(fd, &pos, &k, &f)) {
+        PyObject *ft = PyObject_GetAttr(f, cdyn_U.s_field_type), *init = NULL, *v = NULL;
+        Py_ssize_t at = -1;
+        int is_init;
+        for (Py_ssize_t j = 0; j < nkw; j++) {
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, j), k) == 0) {
+                at = j;
+            }
+        }
+        init = PyObject_GetAttrString(f, "init");
+        is_init = init == Py_True;
+        Py_XDECREF(init);
+        Py_XDECREF(ft);
+        if (ft != cdyn_U.dc_field_marker || !is_init) {
+            if (at >= 0 || ft == NULL) {   /* InitVar, init=False changes: raise in Python */
+                st = ft == NULL ? TR_ERROR
+                                : cdyn_tx_unsupported(tx, "dataclasses.replace() of field %U", k);
+                goto done;
+            }
+            continue;
+        }
+        if (at >= 0) {
+            v = Py_NewRef(kwvals[at]);
+            used++;
+        }
+        else if ((st = cdyn_v_getattr(tx, obj, k, &v)) != TR_OK) {
+            goto done;
+        }
+        st = TR_ERROR;
+        if (PyList_Append(names, k) < 0 || PyList_Append(vals, v) < 0) {
+            Py_DECREF(v);
+            goto done;
+        }
+        Py_DECREF(v);
+    }
+    if (used != nkw) {
+        st = cdyn_tx_unsupported(tx, "dataclasses.replace() with an unknown field");
+        goto done;
+    }
+    st = cdyn_user_class_value(tx, obj, &clsv);
+    if (st == TR_OK && (kn = PyList_AsTuple(names)) == NULL) {
+        st = TR_ERROR;
+    }
+    if (st == TR_OK) {
+        st = cdyn_v_call(tx, fs, clsv, &PyList_GET_ITEM(vals, 0), PyList_GET_SIZE(vals),
+                         PyTuple_GET_SIZE(kn) ? kn : NULL, out);
+    }
+done:
+    Py_XDECREF(fd);
+    Py_XDECREF(names);
+    Py_XDECREF(vals);
+    Py_XDECREF(clsv);
+    Py_XDECREF(kn);
+    return st;
+}
+
+tr_status
+cdyn_dataclass_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *self,
+                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out,
+                    int *handled)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *cls;
+    *handled = 1;
+    if (self != NULL && PyFunction_Check(fn) && V(self)->kind == VK_TUPLE &&
+        V(self)->u.seq.nt_type != NULL) {
+        return nt_method_call(tx, fn, self, args, nargs, kwnames, out);
+    }
+    if (fn == cdyn_U.dc_fields || fn == cdyn_U.dc_is_dataclass) {
+        if (nargs != 1 || nkw != 0) {
+            return cdyn_tx_unsupported(tx, "%R with %zd arguments", fn, nargs);
+        }
+        if (fn == cdyn_U.dc_fields) {
+            return dc_fields(tx, args[0], out);
+        }
+        cls = class_of(args[0]);
+        if (cls == NULL) {
+            return cdyn_tx_unsupported(tx, "is_dataclass() of %S", args[0]);
+        }
+        *out = cdyn_value_bool(PyObject_HasAttr(cls, cdyn_U.dc_fields_attr));
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (fn == cdyn_U.dc_replace) {
+        if (nargs - nkw != 1) {
+            return cdyn_tx_unsupported(tx, "dataclasses.replace() with %zd positional arguments",
+                                       nargs - nkw);
+        }
+        return dc_replace(tx, fs, args[0], args + 1, kwnames, out);
+    }
+    *handled = 0;
+    return TR_OK;
+}
