@@ -342,7 +342,7 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     }
     else {
         V(*out)->u.seq.real = Py_NewRef(obj);
-        if (!PyTuple_CheckExact(obj)) {   /* a named tuple: its type (TYPE_MATCHed) */
+        if (k == VK_TUPLE && !PyTuple_CheckExact(obj)) {   /* a named tuple (TYPE_MATCHed) */
             V(*out)->u.seq.nt_type = Py_NewRef(Py_TYPE(obj));
         }
     }

@@ -195,10 +195,10 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if ((PyMethod_Check(attr) && PyMethod_GET_SELF(attr) == obj) ||
         (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) == obj)) {
         /* a method of the object: its function inlined with this value as self, or a
-           builtin method (opaque: fixed by the object's TYPE_MATCH) */
+           builtin method, called by name on the object (unsupported: a graph break that
+           reloads it from the object) */
         PyObject *func = PyMethod_Check(attr) ? PyMethod_GET_FUNCTION(attr) : NULL;
-        *out = func != NULL && PyFunction_Check(func) ? cdyn_value_method(func, name, v)
-                                                      : cdyn_value_obj(VK_OPAQUE, attr, NULL);
+        *out = cdyn_value_method(func != NULL && PyFunction_Check(func) ? func : NULL, name, v);
         st = *out ? TR_OK : TR_ERROR;
     }
     else if (src == NULL) {
