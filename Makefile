@@ -17,9 +17,11 @@ $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
 # torch==2.13.0 exactly: the local CPU wheel (a looser pin would download a CUDA build).
+# transformers: Hugging Face models for the demo, the benchmark and the tests (it does not
+# require torch, so the pin above stays the only torch).
 # setuptools and wheel: the build runs with --no-build-isolation, so they must be in the venv.
 $(DEPS): | $(VPY)
-	$(VPY) -m pip install torch==2.13.0 numpy pytest "setuptools>=61" wheel
+	$(VPY) -m pip install torch==2.13.0 numpy pytest "setuptools>=61" wheel transformers==5.23.0
 	touch $@
 
 $(STAMP): $(DEPS) $(SOURCES)

@@ -301,3 +301,48 @@ def test_unmodified_frames_are_logged_at_info(caplog):
         cdynamo.compile(generator_user, backend="eager")(X)
     assert any("unmodified" in r.getMessage() or "Graph break" in r.getMessage()
                for r in caplog.records if r.levelno == logging.INFO)
+
+
+# ---- context managers: torch.autocast, nullcontext (issue 7) ------------------------------------
+
+def autocast_block(x, w):
+    import contextlib
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+    z = y.float() * 2
+    with contextlib.nullcontext():
+        z = z + 1
+    return z, y.dtype, torch.is_autocast_enabled("cpu")
+
+
+def test_autocast_block_in_the_graph_like_dynamo():
+    import torch._dynamo
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    counter = run(autocast_block, x, w)
+    torch._dynamo.reset()
+    dyn = CountingBackend()
+    torch.compile(autocast_block, backend=dyn)(x, w)
+    assert (counter.frame_count, counter.op_count) == (dyn.frame_count, dyn.op_count) == (1, 6)
+
+
+def test_autocast_state_is_guarded():
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    counter = CountingBackend()
+    compiled = cdynamo.compile(autocast_block, backend=counter)
+    compiled(x, w)
+    with torch.autocast("cpu"):
+        out = compiled(x, w)
+        expected = autocast_block(x, w)
+    assert out[1:] == expected[1:] and counter.frame_count == 2
+
+
+def autocast_break(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x
+        print("inside autocast")
+        y = y @ x
+    return y
+
+
+def test_graph_break_inside_autocast_runs_unmodified():
+    run(autocast_break, torch.randn(3, 3))

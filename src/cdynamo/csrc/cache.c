@@ -206,10 +206,8 @@ void
 cdyn_cache_forget_decisions(void)
 {
     for (cdyn_extra *x = registry; x != NULL; x = x->reg_next) {
-        if (x->entries == NULL) {
-            x->skip = 0;
-            x->decided = 0;
-        }
+        x->skip = 0;
+        x->decided = 0;
     }
 }
 

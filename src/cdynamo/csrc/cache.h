@@ -1,8 +1,8 @@
 /* cache.h: per-code-object state kept in co_extra.
  *
  * Every code object the hook has looked at carries one cdyn_extra (in the co_extra slot
- * requested by cdyn_cache_init): either a SKIP decision (run normally, decided once), or a
- * list of cache entries, most recently hit first. Each entry owns its guard set, a strong
+ * requested by cdyn_cache_init): its trace rule and SKIP decision (decided once per rules
+ * snapshot, see trace_rules.h), and a list of cache entries, most recently hit first. Each entry owns its guard set, a strong
  * reference to its transformed code, and a function object built from that code for the
  * last (globals, closure) pair seen. All extras are also kept on one registry list so that
  * cdyn_cache_reset can clear them. Everything here runs with the GIL held.
@@ -26,7 +26,8 @@ typedef struct cdyn_extra {
     cdyn_cache_entry *entries;  /* owned list, most recently hit first */
     int nentries;
     unsigned skip : 1;          /* SKIP: evaluate every frame of this code normally */
-    unsigned force : 1;         /* compile even if its file matches a skip prefix */
+    unsigned force : 1;         /* compile even if its trace rule skips its frames */
+    unsigned rule : 4;          /* cdyn_rule of the code (valid when decided) */
     unsigned limit_logged : 1;  /* the cache_size_limit message was logged */
     unsigned decided : 1;       /* the skip rules were evaluated */
 } cdyn_extra;
@@ -59,7 +60,8 @@ PyObject *cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject
  * May run arbitrary finalizers. */
 void cdyn_cache_reset(void);
 
-/* Forget every SKIP decision (e.g. after the skip prefixes changed); entries are kept. */
+/* Forget every SKIP decision and cached trace rule (after the trace rules changed); entries
+ * are kept and used again if the new rules still translate the code. */
 void cdyn_cache_forget_decisions(void);
 
 /* New list of (list_of_guard_str, transformed_code), most recent first; [] when code has

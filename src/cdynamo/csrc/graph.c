@@ -358,6 +358,42 @@ done:
     return st;
 }
 
+tr_status
+cdyn_tx_graph_raw(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node)
+{
+    PyObject *kw = PyDict_New(), *op = PyUnicode_FromString("call_function");
+    *node = (kw && op) ? PyObject_CallMethodObjArgs(tx->graph, cdyn_G.s_create_node, op, target,
+                                                    args, kw, NULL)
+                       : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(op);
+    if (*node == NULL) {
+        return TR_ERROR;
+    }
+    Py_XSETREF(tx->last_node, Py_NewRef(*node));
+    tx->n_call_nodes++;
+    return TR_OK;
+}
+
+void
+cdyn_tx_exit_modes(cdyn_tx *tx, Py_ssize_t n)
+{
+    PyObject *et, *ev, *tb;
+    if (tx->open_modes == NULL) {
+        return;
+    }
+    PyErr_Fetch(&et, &ev, &tb);
+    while (PyList_GET_SIZE(tx->open_modes) > n) {
+        Py_ssize_t last = PyList_GET_SIZE(tx->open_modes) - 1;
+        PyObject *r = PyObject_CallOneArg(cdyn_G.exit_autocast,
+                                          PyList_GET_ITEM(tx->open_modes, last));
+        Py_XDECREF(r);
+        PyErr_Clear();
+        PyList_SetSlice(tx->open_modes, last, last + 1, NULL);
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
 void
@@ -367,6 +403,7 @@ cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
     ck->mutations = tx->mutations;
     ck->n_call_nodes = tx->n_call_nodes;
     ck->grad_enabled = tx->grad_enabled;
+    ck->n_open_modes = tx->open_modes ? PyList_GET_SIZE(tx->open_modes) : 0;
     tx->ckpt_serial = cdyn_value_serial;
 }
 
@@ -388,6 +425,7 @@ cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
     }
     tx->n_call_nodes = ck->n_call_nodes;
     tx->grad_enabled = ck->grad_enabled;
+    cdyn_tx_exit_modes(tx, ck->n_open_modes);
     return TR_OK;
 }
 

@@ -24,11 +24,13 @@ typedef enum {
     G_FUNCTION,
     G_GRAD_MODE,
     G_LEN,
+    G_HASATTR,
+    G_CALL,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK",
+    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE",
 };
 
 typedef struct {
@@ -36,7 +38,10 @@ typedef struct {
     PyObject *source;      /* strong cdyn_source; NULL for GRAD_MODE */
     PyObject *value;       /* strong: EQUALS value, TYPE type, ID/FUNCTION object,
                               TENSOR Python type; NULL for GRAD_MODE */
-    int flag;              /* GRAD_MODE: enabled; TENSOR: requires_grad */
+    int flag;              /* GRAD_MODE: enabled (bit 0) and any autocast enabled (bit 1);
+                              TENSOR: requires_grad; HASATTR: present */
+    PyObject *args;        /* strong; CALL: the argument tuple (value is the callable) */
+    PyObject *expected;    /* strong; CALL: the result expected */
     Py_ssize_t len;        /* LENGTH_CHECK: expected length */
     /* TENSOR_MATCH only */
     PyObject *dtype;       /* strong */
@@ -58,6 +63,9 @@ static PyTypeObject *tensor_base_type;      /* torch._C.TensorBase */
 static PyGetSetDef *gs_dtype, *gs_device, *gs_requires_grad, *gs_shape, *gs_is_cpu;
 static PyObject *m_stride, *m_is_contiguous; /* method descriptors */
 static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
+static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enabled */
+
+static int global_state(void);
 
 /* ---- construction ------------------------------------------------------------------ */
 
@@ -77,6 +85,8 @@ guard_clear(guard *gd)
 {
     Py_CLEAR(gd->source);
     Py_CLEAR(gd->value);
+    Py_CLEAR(gd->args);
+    Py_CLEAR(gd->expected);
     Py_CLEAR(gd->dtype);
     Py_CLEAR(gd->device);
     PyMem_Free(gd->sizes);
@@ -342,6 +352,54 @@ cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n)
 }
 
 int
+cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present)
+{
+    guard *gd;
+    if (check_source_arg(attr_source) < 0) {
+        return -1;
+    }
+    if (((cdyn_source *)attr_source)->kind != CDYN_SRC_ATTR) {
+        PyErr_SetString(PyExc_TypeError, "HASATTR: expected an attribute source");
+        return -1;
+    }
+    if (guards_contain(g, G_HASATTR, attr_source)) {
+        return 0;
+    }
+    gd = guards_append(g, G_HASATTR, attr_source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->flag = present != 0;
+    return 0;
+}
+
+int
+cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *expected)
+{
+    guard *gd;
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        const guard *o = &g->items[i];
+        if (o->kind == G_CALL && o->value == fn) {
+            int same = PyObject_RichCompareBool(o->args, args, Py_EQ);
+            if (same < 0) {
+                return -1;
+            }
+            if (same) {
+                return 0;
+            }
+        }
+    }
+    gd = guards_append(g, G_CALL, NULL);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(fn);
+    gd->args = Py_NewRef(args);
+    gd->expected = Py_NewRef(expected);
+    return 0;
+}
+
+int
 cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
 {
     if (guards_contain(g, G_GRAD_MODE, NULL)) {
@@ -351,8 +409,14 @@ cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
     if (gd == NULL) {
         return -1;
     }
-    gd->flag = enabled != 0;
+    gd->flag = enabled;
     return 0;
+}
+
+int
+cdyn_guards_global_state(void)
+{
+    return global_state();
 }
 
 /* ---- checking ---------------------------------------------------------------------- */
@@ -527,6 +591,55 @@ grad_mode_enabled(void)
     return on;
 }
 
+/* Global state as GRAD_MODE records it: bit 0 grad mode, bit 1 any autocast enabled; -1 on
+ * error. */
+static int
+global_state(void)
+{
+    int on = grad_mode_enabled();
+    PyObject *r;
+    if (on < 0) {
+        return -1;
+    }
+    r = PyObject_Vectorcall(fn_any_autocast, NULL, 0, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    on |= (r == Py_True) << 1;
+    Py_DECREF(r);
+    return on;
+}
+
+/* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. */
+static int
+check_global(const guard *gd, why_t why)
+{
+    PyObject *r;
+    int on, eq;
+    if (gd->kind == G_GRAD_MODE) {
+        on = global_state();
+        if (on < 0 || on == gd->flag) {
+            return on < 0 ? -1 : 1;
+        }
+        if ((on & 1) != (gd->flag & 1)) {
+            return fail_with(why, "expected %s, actual %s", (gd->flag & 1) ? "enabled" : "disabled",
+                             (on & 1) ? "enabled" : "disabled");
+        }
+        return fail_with(why, "autocast expected %s, actual %s",
+                         (gd->flag & 2) ? "enabled" : "disabled", (on & 2) ? "enabled" : "disabled");
+    }
+    r = PyObject_Call(gd->value, gd->args, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    eq = equals_exact(r, gd->expected);
+    if (eq == 0) {
+        eq = fail_with(why, "%R%R: expected %R, actual %R", gd->value, gd->args, gd->expected, r);
+    }
+    Py_DECREF(r);
+    return eq;
+}
+
 /* Check one guard. 1 pass, 0 fail (with *why when asked), -1 internal error. */
 static int
 check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
@@ -534,18 +647,13 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
 {
     PyObject *v = NULL, *owned = NULL;
     int rc = -1;
-    if (gd->kind == G_GRAD_MODE) {
-        int on = grad_mode_enabled();
-        if (on < 0) {
-            return -1;
-        }
-        if (on == gd->flag) {
-            return 1;
-        }
-        return fail_with(why, "expected %s, actual %s", gd->flag ? "enabled" : "disabled",
-                         on ? "enabled" : "disabled");
+    if (gd->kind == G_GRAD_MODE || gd->kind == G_CALL) {
+        return check_global(gd, why);
     }
     cdyn_source *src = (cdyn_source *)gd->source;
+    if (gd->kind == G_HASATTR) {
+        src = src->base;   /* hasattr(base, name): evaluate the object, not the attribute */
+    }
     if (src->kind == CDYN_SRC_LOCAL) {
         v = localsplus[src->index];    /* borrowed */
         if (v == NULL) {
@@ -619,7 +727,17 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         }
         break;
     }
+    case G_HASATTR:
+        rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
+        if (rc != gd->flag) {
+            rc = fail_with(why, "expected the attribute to be %s", gd->flag ? "present" : "absent");
+        }
+        else {
+            rc = 1;
+        }
+        break;
     case G_GRAD_MODE:
+    case G_CALL:
         break;
     }
     Py_XDECREF(owned);
@@ -689,7 +807,11 @@ guard_describe(const guard *gd)
     PyObject *head = NULL, *res = NULL;
     const char *kind = guard_kind_names[gd->kind];
     if (gd->kind == G_GRAD_MODE) {
-        return PyUnicode_FromFormat("GRAD_MODE %s", gd->flag ? "enabled" : "disabled");
+        return PyUnicode_FromFormat("GRAD_MODE %s%s", (gd->flag & 1) ? "enabled" : "disabled",
+                                    (gd->flag & 2) ? ", autocast enabled" : "");
+    }
+    if (gd->kind == G_CALL) {
+        return PyUnicode_FromFormat("GLOBAL_STATE %R%R == %R", gd->value, gd->args, gd->expected);
     }
     cdyn_source *src = (cdyn_source *)gd->source;
     if (src->kind == CDYN_SRC_LOCAL) {
@@ -700,6 +822,11 @@ guard_describe(const guard *gd)
     }
     else {
         head = PyUnicode_FromFormat("%U %s", src->repr, kind);
+    }
+    if (head != NULL && gd->kind == G_HASATTR) {
+        res = PyUnicode_FromFormat("%U %s", head, gd->flag ? "present" : "absent");
+        Py_DECREF(head);
+        return res;
     }
     if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN)) {
         return head;
@@ -792,7 +919,8 @@ cdyn_guards_init(void)
         goto done;
     }
     fn_is_grad_enabled = PyObject_GetAttrString(torch_c, "is_grad_enabled");
-    if (fn_is_grad_enabled == NULL) {
+    fn_any_autocast = PyObject_GetAttrString(torch_c, "_is_any_autocast_enabled");
+    if (fn_is_grad_enabled == NULL || fn_any_autocast == NULL) {
         goto done;
     }
     rc = 0;

@@ -8,7 +8,9 @@
  *   TYPE_MATCH     exact type
  *   ID_MATCH       object identity (modules, nn.Modules, other objects)
  *   FUNCTION_MATCH object identity of a function or Python module (printed as such)
- *   GRAD_MODE      torch.is_grad_enabled() as at trace time
+ *   GRAD_MODE      torch.is_grad_enabled() and whether any autocast is on, as at trace time
+ *   GLOBAL_STATE   a torch state function called with constants gives what it gave
+ *   HASATTR        whether an object has an attribute (hasattr / getattr with a default)
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
  */
 #ifndef CDYN_GUARDS_H
@@ -28,10 +30,20 @@ int cdyn_guards_add_tensor(cdyn_guards *g, PyObject *source, PyObject *tensor);
 int cdyn_guards_add_equals(cdyn_guards *g, PyObject *source, PyObject *value);
 int cdyn_guards_add_type(cdyn_guards *g, PyObject *source, PyTypeObject *type);
 int cdyn_guards_add_id(cdyn_guards *g, PyObject *source, PyObject *obj, int is_function);
-int cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled);
+/* GRAD_MODE: the global state of cdyn_guards_global_state() (bit 0 grad mode, bit 1 any
+ * autocast enabled) as at trace time. */
+int cdyn_guards_add_grad_mode(cdyn_guards *g, int state);
+/* The current global state for GRAD_MODE; -1 with an exception. */
+int cdyn_guards_global_state(void);
+/* GLOBAL_STATE: fn(*args) == expected (fn, args: borrowed; a tuple of constants), e.g.
+ * torch.get_autocast_dtype('cpu') when the trace read it. */
+int cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *expected);
 /* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
  * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
 int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
+/* HASATTR: hasattr(<base of attr_source>, <its name>) == present; attr_source an ATTR
+ * source (printed as "<source> HASATTR present|absent"). */
+int cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present);
 
 /* Check every guard against a frame about to run (arguments borrowed, see
  * cdyn_source_eval). Returns 1 when all pass, 0 when one fails, -1 with an exception

@@ -4,6 +4,8 @@
  * value. Anything the callee cannot trace fails the whole inlining (the caller breaks at
  * the call site, and the callee is compiled as a frame of its own when it runs). */
 #include "tx.h"
+#include "hook.h"
+#include "trace_rules.h"
 
 #define MAX_INLINE_DEPTH 32
 
@@ -362,8 +364,14 @@ cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObje
     PyFunctionObject *f = (PyFunctionObject *)func;
     PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL, *gsrc = NULL;
     int top = f->func_globals == tx->frame->f_globals;
+    int rule = cdyn_code_trace_rule((PyCodeObject *)f->func_code, f->func_globals);
     tr_status st;
     assert(PyFunction_Check(func));
+    if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
+        /* trace_rules: library internals are never traced, not even inlined */
+        return cdyn_tx_unsupported(tx, "call to %R (trace rule \"%s\": never traced)", func,
+                                   cdyn_rule_name((cdyn_rule)rule));
+    }
     st = wrap_defaults(tx, f, &defaults, &kwdefaults);
     if (st == TR_OK) {
         st = wrap_closure(f, fn_source, &cells);

@@ -24,6 +24,7 @@ int cdyn_raise_internal_errors = 0;
 
 int cdyn_builtin_init(void);
 int cdyn_torch_init(void);
+int cdyn_ctx_init(void);
 
 #define MAX_STEPS 1000000
 
@@ -1167,6 +1168,15 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
     if (kind == BRK_NONE) {
         return TR_UNSUPPORTED;
     }
+    if (PyList_GET_SIZE(tx->open_modes) > 0) {
+        PyObject *msg = PyUnicode_FromFormat("graph break inside torch.autocast (%U)",
+                                             tx->reason ? tx->reason : Py_None);
+        if (msg == NULL) {
+            return TR_ERROR;
+        }
+        Py_XSETREF(tx->reason, msg);
+        return TR_UNSUPPORTED;
+    }
     /* inside a loop: some later backward jump returns to an instruction at or before pc */
     for (Py_ssize_t j = pc; j < fs->instrs.len; j++) {
         const cdyn_instr *in = &fs->instrs.items[j];
@@ -1185,8 +1195,6 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
     tx->break_pc = pc;
     tx->break_arg = kind == BRK_CALL ? fs->call_n : ins->oparg;
     Py_XSETREF(tx->break_kwnames, kind == BRK_CALL ? Py_XNewRef(fs->kw_names) : NULL);
-    cdyn_log(20, "Graph break in %U at %U:%d: %U", fs->code->co_qualname, fs->code->co_filename,
-             instr_line(fs, pc), tx->reason ? tx->reason : Py_None);
     r = PyObject_CallMethod(tx->glue, "record_break", "OOOi", tx->reason ? tx->reason : Py_None,
                             fs->code->co_qualname, fs->code->co_filename, instr_line(fs, pc));
     if (r == NULL) {
@@ -1252,6 +1260,8 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->by_source);
     Py_CLEAR(tx->by_id);
     Py_CLEAR(tx->last_node);
+    cdyn_tx_exit_modes(tx, 0);
+    Py_CLEAR(tx->open_modes);
     Py_CLEAR(tx->reason);
     Py_CLEAR(tx->break_kwnames);
     Py_CLEAR(tx->effects);
@@ -1279,19 +1289,19 @@ static int
 tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *options)
 {
     PyCodeObject *co = frame->f_code;
-    PyObject *pair = NULL, *g = NULL;
+    PyObject *pair = NULL;
+    int state;
     memset(tx, 0, sizeof(*tx));
     memset(fs, 0, sizeof(*fs));
     tx->options = options;
     tx->frame = frame;
     tx->code = co;
     tx->glue = Py_NewRef(cdyn_G.glue);
-    g = PyObject_CallNoArgs(cdyn_G.is_grad_enabled);
-    if (g == NULL) {
+    state = cdyn_guards_global_state();
+    if (state < 0) {
         return -1;
     }
-    tx->grad_enabled = tx->grad_enabled_at_start = g == Py_True;
-    Py_DECREF(g);
+    tx->grad_enabled = tx->grad_enabled_at_start = state & 1;
     pair = PyObject_CallMethod(tx->glue, "new_trace", NULL);
     if (pair == NULL) {
         return -1;
@@ -1306,10 +1316,11 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
     tx->by_id = PyDict_New();
     tx->effects = PyList_New(0);
     tx->resume_codes = PyList_New(0);
+    tx->open_modes = PyList_New(0);
     tx->guards = cdyn_guards_new();
     if (!tx->root || !tx->input_sources || !tx->input_values || !tx->by_source || !tx->by_id ||
-        !tx->guards || !tx->effects || !tx->resume_codes ||
-        cdyn_guards_add_grad_mode(tx->guards, tx->grad_enabled) < 0) {
+        !tx->guards || !tx->effects || !tx->resume_codes || !tx->open_modes ||
+        cdyn_guards_add_grad_mode(tx->guards, state) < 0) {
         return -1;
     }
     if (cdyn_fs_init(fs, co, frame->f_globals, frame->f_builtins) < 0) {
@@ -1361,14 +1372,12 @@ fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
     return 1;
 }
 
-/* Log (INFO) and record for explain() that the frame runs unmodified. */
+/* Record for explain() that the frame runs unmodified (the glue logs it at INFO). */
 static void
 note_unmodified(cdyn_tx *tx)
 {
     PyCodeObject *co = tx->code;
     PyObject *r;
-    cdyn_log(20, "running %U (%U:%d) unmodified: %U", co->co_qualname, co->co_filename,
-             co->co_firstlineno, tx->reason ? tx->reason : Py_None);
     r = PyObject_CallMethod(tx->glue, "record_unmodified", "OOOi",
                             tx->reason ? tx->reason : Py_None, co->co_qualname, co->co_filename,
                             tx->reason_line ? tx->reason_line : co->co_firstlineno);
@@ -1556,6 +1565,8 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.contains, "operator", "contains"},
         {&cdyn_G.grad_mode_exit_type, "cdynamo._glue", "GradModeExit"},
         {&cdyn_G.backend_failed, "cdynamo._glue", "BackendCompilerFailed"},
+        {&cdyn_G.enter_autocast, "torch.amp.autocast_mode", "_enter_autocast"},
+        {&cdyn_G.exit_autocast, "torch.amp.autocast_mode", "_exit_autocast"},
     };
     if (cdyn_value_init(module) < 0 || init_strings() < 0) {
         return -1;
@@ -1580,5 +1591,5 @@ cdyn_translate_init(PyObject *module)
     if (cdyn_user_init() < 0) {
         return -1;
     }
-    return cdyn_builtin_init() < 0 ? -1 : cdyn_torch_init();
+    return (cdyn_builtin_init() < 0 || cdyn_ctx_init() < 0) ? -1 : cdyn_torch_init();
 }

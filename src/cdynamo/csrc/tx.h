@@ -32,6 +32,8 @@ typedef struct cdyn_tx {
     PyObject *by_source;    /* dict: source repr -> value (each source wrapped once) */
     PyObject *by_id;        /* dict: id(real object) -> value (aliases share a value) */
     PyObject *last_node;    /* the newest call node made (checkpoints), or NULL */
+    PyObject *open_modes;   /* list of the real autocast modes entered at trace time (exited
+                               at the end of the trace, or on a rollback) */
     cdyn_guards *guards;    /* owned until handed to the translation result */
     PyObject *reason;       /* str: why the current step is unsupported */
     PyObject *reason_file;  /* borrowed: file of the instruction that set reason, or NULL */
@@ -164,6 +166,11 @@ tr_status cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyOb
 /* A graph input: placeholder + fake example + TENSOR_MATCH (source borrowed, required). */
 tr_status cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source,
                                     PyObject **out);
+/* A call_function node of target on args (a tuple of FX node arguments) recorded as is,
+ * without a fake run (state functions: torch.amp._enter_autocast). *node: new ref. */
+tr_status cdyn_tx_graph_raw(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node);
+/* Exit the real autocast modes entered at trace time beyond the first n. */
+void cdyn_tx_exit_modes(cdyn_tx *tx, Py_ssize_t n);
 /* A parameter or buffer of an nn.Module as a get_attr node (source: its attribute path). */
 tr_status cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source,
                                      PyObject **out);
@@ -179,6 +186,7 @@ typedef struct {
     long mutations;
     int n_call_nodes;
     int grad_enabled;
+    Py_ssize_t n_open_modes;
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
@@ -229,6 +237,11 @@ int cdyn_is_builtin(PyObject *obj);
 int cdyn_is_graph_function(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
 int cdyn_is_torch_special(PyObject *obj);
+/* Context-manager factories (values/ctx.c): torch.autocast and its device forms,
+ * contextlib.nullcontext. cdyn_ctx_factory makes the value; *handled = 0 for others. */
+int cdyn_is_ctx_factory(PyObject *obj);
+tr_status cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, PyObject **out, int *handled);
 /* getattr on the real object of v (u.obj.obj); trusted: the attribute gets no source (not
  * guarded) unless it is a tensor. (values/misc.c) */
 tr_status cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int trusted,
@@ -253,7 +266,7 @@ tr_status cdyn_user_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out);
 tr_status cdyn_user_super(cdyn_tx *tx, PyObject *cls, PyObject *self, PyObject **out);
 /* type(v), guarded as the value's own guards or through <source>.__class__. */
 tr_status cdyn_user_type_of(cdyn_tx *tx, PyObject *v, PyObject **out);
-/* hasattr(v, name) on a user-family value; TR_NOTIMPL for other values. */
+/* hasattr(v, name) on an object made while tracing; TR_NOTIMPL for other values. */
 tr_status cdyn_user_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, int *out);
 /* wrap.c's classification: builtin slot functions / helpers the family implements
  * (VK_OBJFN); instances whose type has a Python __call__ (VK_OBJECT, not opaque); Enum
@@ -275,7 +288,7 @@ typedef struct {
         *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
-        *grad_mode_exit_type, *backend_failed;
+        *grad_mode_exit_type, *backend_failed, *enter_autocast, *exit_autocast;
     /* interned strings */
     PyObject *s_self, *s_closure, *s_cell_contents, *s_parameters, *s_buffers, *s_modules,
         *s_forward, *s_module, *s_placeholder, *s_create_node, *s_fake_from_tensor,

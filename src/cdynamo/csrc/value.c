@@ -17,7 +17,8 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_CLASS] = &cdyn_user_vt,     [VK_OBJECT] = &cdyn_user_vt,
     [VK_SUPER] = &cdyn_user_vt,     [VK_NNMODULE] = &cdyn_nnmodule_vt,
     [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
-    [VK_GRADEXIT] = &cdyn_ctx_vt,
+    [VK_GRADEXIT] = &cdyn_ctx_vt,   [VK_AUTOCAST] = &cdyn_ctx_vt,
+    [VK_AUTOCAST_EXIT] = &cdyn_ctx_vt, [VK_NULLCTX] = &cdyn_ctx_vt,
     [VK_NEWOBJ] = &cdyn_user_vt,    [VK_OBJFN] = &cdyn_user_vt,
 };
 
@@ -29,7 +30,8 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_METHOD] = "Method", [VK_BUILTIN] = "Builtin", [VK_TORCHFN] = "TorchFunction",
     [VK_CLASS] = "UserDefinedClass", [VK_OBJECT] = "UserDefinedObject", [VK_SUPER] = "Super",
     [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
-    [VK_GRADEXIT] = "GradModeExit",
+    [VK_GRADEXIT] = "GradModeExit", [VK_AUTOCAST] = "AutocastMode",
+    [VK_AUTOCAST_EXIT] = "AutocastExit", [VK_NULLCTX] = "NullContext",
     [VK_NEWOBJ] = "UserDefinedObject(new)", [VK_OBJFN] = "SlotFunction",
 };
 

@@ -40,8 +40,11 @@
  *                                                                     or a dataclasses helper, maybe bound to self
  *   nn.Modules    values/nnmodule.c   NNMODULE     u.obj.obj
  *   iterators     values/iter.c       ITER         u.iter (+ pos)     the items, and the next position
- *   contexts      values/ctx.c        GRADCTX      u.grad             a grad-mode context manager
- *                                     GRADEXIT     u.grad             the __exit__ restoring a grad mode
+ *   contexts      values/ctx.c        GRADCTX      -                  a grad-mode context manager (bits)
+ *                                     GRADEXIT     -                  the __exit__ restoring a grad mode
+ *                                     AUTOCAST     u.amp.args         torch.autocast(...) (its 4 arguments)
+ *                                     AUTOCAST_EXIT u.amp             the __exit__ of an entered autocast
+ *                                     NULLCTX      u.nullctx          contextlib.nullcontext(enter_result)
  */
 #ifndef CDYN_VALUE_H
 #define CDYN_VALUE_H
@@ -65,6 +68,7 @@ typedef enum {
     VK_NNMODULE,
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
+    VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
     VK_NEWOBJ, VK_OBJFN,
     VK__COUNT
 } cdyn_vkind;
@@ -99,6 +103,10 @@ typedef struct cdyn_value {
         struct { PyObject *func, *name, *self; } method;
         struct { PyObject *items; } iter;          /* list of values */
         struct { PyObject *dict; } view;           /* the DICT value; bits: VIEW_* */
+        /* args: (device_type, dtype, enabled, cache_enabled); node: the _enter_autocast
+           node; mode: the real autocast entered at trace time (fake runs see it) */
+        struct { PyObject *args, *node, *mode; } amp;
+        struct { PyObject *enter_result; } nullctx; /* a value */
         /* real: the real cell (a closure of the top frame or of a real function) or NULL
            for a cell made in the trace; contents: the value, NULL while empty / unread */
         struct { PyObject *real, *contents; } cell;

@@ -220,19 +220,39 @@ b_next(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t
     return st;
 }
 
-/* 1/0 when attribute `name` of v certainly exists / does not, -1 when unknown. */
+/* 1/0 when attribute `name` of v exists / does not, with a HASATTR guard when the answer
+ * depends on an object from the frame; -1 when unknown; -2 on error. */
 static int
-known_hasattr(PyObject *v, PyObject *name)
+known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
 {
-    PyObject *obj = V(v)->kind == VK_TENSOR ? V(v)->u.tensor.fake : NULL;
+    PyObject *obj = NULL, *src = NULL;
     int r;
-    if (V(v)->kind == VK_PYMODULE || V(v)->kind == VK_CONST) {
-        obj = cdyn_v_real(v);
-    }
-    if (obj == NULL) {
+    switch (V(v)->kind) {
+    case VK_TENSOR:
+        obj = V(v)->u.tensor.fake;   /* the fake tensor has the same attributes */
+        break;
+    case VK_PYMODULE: case VK_CONST: case VK_CLASS: case VK_USERFN: case VK_BUILTIN:
+    case VK_TORCHFN:
+        obj = cdyn_v_real(v);        /* fixed by EQUALS/ID/FUNCTION_MATCH */
+        break;
+    case VK_OBJECT: case VK_NNMODULE:
+        if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
+            return -1;
+        }
+        obj = cdyn_v_real(v);        /* guarded below: attributes may come and go */
+        break;
+    default:
         return -1;
     }
     r = PyObject_HasAttr(obj, name);
+    if ((V(v)->kind == VK_OBJECT || V(v)->kind == VK_NNMODULE)) {
+        src = cdyn_source_attr(V(v)->source, name);
+        if (src == NULL || cdyn_guards_add_hasattr(tx->guards, src, r) < 0) {
+            Py_XDECREF(src);
+            return -2;
+        }
+        Py_DECREF(src);
+    }
     return r;
 }
 
@@ -250,10 +270,15 @@ b_getattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     }
     name = V(args[1])->u.cnst.value;
     if (npos == 3) {
-        int has = known_hasattr(args[0], name);
-        tr_status st = cdyn_user_hasattr(tx, args[0], name, &has);   /* user objects */
-        if (st != TR_OK && st != TR_NOTIMPL) {
-            return st;
+        int has = known_hasattr(tx, args[0], name);
+        if (has == -2) {
+            return TR_ERROR;
+        }
+        if (has == -1) {   /* objects made while tracing */
+            tr_status st = cdyn_user_hasattr(tx, args[0], name, &has);
+            if (st != TR_OK && st != TR_NOTIMPL) {
+                return st;
+            }
         }
         if (has == 0) {
             *out = Py_NewRef(args[2]);
@@ -275,9 +300,10 @@ b_hasattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         !PyUnicode_Check(V(args[1])->u.cnst.value)) {
         return cdyn_tx_unsupported(tx, "hasattr() with a non-constant name");
     }
-    /* on Python modules (FUNCTION_MATCHed), constants and tensors (the fake tensor has the
-       same attributes); not on objects whose attributes may change unguarded */
-    r = known_hasattr(args[0], V(args[1])->u.cnst.value);
+    r = known_hasattr(tx, args[0], V(args[1])->u.cnst.value);
+    if (r == -2) {
+        return TR_ERROR;
+    }
     if (r < 0) {
         tr_status st = cdyn_user_hasattr(tx, args[0], V(args[1])->u.cnst.value, &r);
         if (st != TR_NOTIMPL) {

@@ -121,13 +121,14 @@ nt_fields(PyObject *nt_type)
 }
 
 /* 1 when fn is collections.namedtuple's generated method `name` (all named tuples share
- * its code object). */
+ * its code object): _replace, _asdict, _make (a classmethod's function). */
 static int
 is_nt_method(PyObject *fn, PyObject *name)
 {
-    static PyObject *codes[2];   /* _replace, _asdict */
+    static PyObject *codes[3];
     int which = PyUnicode_Compare(name, cdyn_U.s_replace) == 0 ? 0
-                : PyUnicode_Compare(name, cdyn_U.s_asdict) == 0 ? 1 : -1;
+                : PyUnicode_Compare(name, cdyn_U.s_asdict) == 0 ? 1
+                : PyUnicode_CompareWithASCIIString(name, "_make") == 0 ? 2 : -1;
     if (which < 0 || !PyFunction_Check(fn)) {
         return 0;
     }
@@ -136,6 +137,9 @@ is_nt_method(PyObject *fn, PyObject *name)
         nt = coll ? PyObject_GetAttrString(coll, "namedtuple") : NULL;
         t = nt ? PyObject_CallFunction(nt, "ss", "_cdyn_probe", "a") : NULL;
         f = t ? PyObject_GetAttr(t, name) : NULL;
+        if (f != NULL && PyMethod_Check(f)) {   /* _make, bound to the class */
+            Py_SETREF(f, Py_NewRef(PyMethod_GET_FUNCTION(f)));
+        }
         if (f != NULL && PyFunction_Check(f)) {
             codes[which] = Py_NewRef(PyFunction_GET_CODE(f));
         }
@@ -174,6 +178,29 @@ cdyn_namedtuple_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out
         return TR_NOTIMPL;
     }
     return cdyn_tx_wrap_real(tx, d, NULL, out);   /* _fields, _field_defaults, ... */
+}
+
+tr_status
+cdyn_namedtuple_class_getattr(cdyn_tx *tx, PyObject *clsv, PyObject *name, PyObject **out)
+{
+    PyObject *t = V(clsv)->u.obj.obj, *d, *f;
+    (void)tx;
+    if (!PyType_Check(t) || !is_namedtuple_type((PyTypeObject *)t) ||
+        PyUnicode_CompareWithASCIIString(name, "_make") != 0 ||
+        (d = _PyType_Lookup((PyTypeObject *)t, name)) == NULL ||
+        Py_TYPE(d) != &PyClassMethod_Type) {
+        return TR_NOTIMPL;
+    }
+    f = PyObject_GetAttrString(d, "__func__");
+    if (f == NULL) {
+        return TR_ERROR;
+    }
+    *out = is_nt_method(f, name) ? cdyn_objfn_new(f, clsv) : NULL;
+    Py_DECREF(f);
+    if (*out == NULL) {
+        return PyErr_Occurred() ? TR_ERROR : TR_NOTIMPL;
+    }
+    return TR_OK;
 }
 
 /* nt._replace(**changes) and nt._asdict(). */
@@ -373,6 +400,11 @@ cdyn_dataclass_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *self,
     if (self != NULL && PyFunction_Check(fn) && V(self)->kind == VK_TUPLE &&
         V(self)->u.seq.nt_type != NULL) {
         return nt_method_call(tx, fn, self, args, nargs, kwnames, out);
+    }
+    if (self != NULL && PyFunction_Check(fn) && V(self)->kind == VK_CLASS) {
+        /* NT._make(iterable) */
+        return nargs == 1 && nkw == 0 ? cdyn_namedtuple_new(tx, self, args, 1, out)
+                                      : cdyn_tx_unsupported(tx, "_make() with these arguments");
     }
     if (fn == cdyn_U.dc_fields || fn == cdyn_U.dc_is_dataclass) {
         if (nargs != 1 || nkw != 0) {

@@ -191,6 +191,10 @@ class_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     /* a class from the frame: what is read from it is guarded (class attributes change);
        torch's own classes and classes reached without a source are trusted */
     int trusted = V(v)->source == NULL || cdyn_module_startswith(cls, "torch");
+    tr_status st = cdyn_namedtuple_class_getattr(tx, v, name, out);   /* NT._make */
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
     return cdyn_getattr_real(tx, v, name, trusted, out);
 }
 
@@ -437,54 +441,33 @@ const cdyn_vtable cdyn_user_vt = {
     .reconstruct = user_reconstruct,
 };
 
-/* ---- hasattr -------------------------------------------------------------------------------- */
+/* ---- hasattr ------------------------------------------------------------------------------ */
 
 tr_status
 cdyn_user_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, int *out)
 {
-    PyObject *got = NULL, *obj;
+    PyObject *d;
     PyTypeObject *t;
-    tr_status st;
-    int r;
-    if (V(v)->vt != &cdyn_user_vt || V(v)->kind == VK_SUPER || V(v)->kind == VK_OBJFN) {
-        return TR_NOTIMPL;
+    if (V(v)->kind != VK_NEWOBJ) {
+        return TR_NOTIMPL;   /* objects from the frame: builtins.c (HASATTR guards) */
     }
-    if (V(v)->kind == VK_NEWOBJ) {
-        t = cdyn_user_type(v);
-        if (cdyn_newobj_attr(v, name) != NULL ||
-            PyUnicode_CompareWithASCIIString(name, "__class__") == 0) {
-            *out = 1;
-            return TR_OK;
-        }
-        obj = _PyType_Lookup(t, name);
-        if (obj != NULL && !PyObject_TypeCheck(obj, &PyProperty_Type) &&
-            !PyObject_TypeCheck(obj, &PyMemberDescr_Type)) {
-            *out = 1;
-            return TR_OK;
-        }
-        if (obj == NULL && _PyType_Lookup(t, cdyn_U.s_getattr) == NULL) {
-            *out = 0;
-            return TR_OK;
-        }
-        return cdyn_tx_unsupported(tx, "hasattr(%S, %R) (a property or __getattr__)", v, name);
-    }
-    obj = V(v)->u.obj.obj;
-    r = PyObject_HasAttr(obj, name);
-    if (!r) {
-        /* absence is fixed only for what is not guarded through a source */
-        if (V(v)->source == NULL) {
-            *out = 0;
-            return TR_OK;
-        }
-        return cdyn_tx_unsupported(tx, "hasattr() of a missing attribute of %S", v);
-    }
-    /* present: reading it guards it (through the value's source) */
-    st = cdyn_v_getattr(tx, v, name, &got);
-    Py_XDECREF(got);
-    if (st == TR_OK) {
+    t = cdyn_user_type(v);
+    if (cdyn_newobj_attr(v, name) != NULL ||
+        PyUnicode_Compare(name, cdyn_U.s_class) == 0) {
         *out = 1;
+        return TR_OK;
     }
-    return st;
+    d = _PyType_Lookup(t, name);
+    if (d != NULL && !PyObject_TypeCheck(d, &PyProperty_Type) &&
+        !PyObject_TypeCheck(d, &PyMemberDescr_Type)) {
+        *out = 1;
+        return TR_OK;
+    }
+    if (d == NULL && _PyType_Lookup(t, cdyn_U.s_getattr) == NULL) {
+        *out = 0;
+        return TR_OK;
+    }
+    return cdyn_tx_unsupported(tx, "hasattr(%S, %R) (a property, slot or __getattr__)", v, name);
 }
 
 /* ---- init ------------------------------------------------------------------------------------ */

@@ -116,6 +116,9 @@ tr_status cdyn_dataclass_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *
 /* tuple.__new__(cls, iterable) for a named-tuple class value (or tuple itself). */
 tr_status cdyn_namedtuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args,
                               Py_ssize_t nargs, PyObject **out);
+/* NT._make of a named-tuple class value; TR_NOTIMPL for other attributes. */
+tr_status cdyn_namedtuple_class_getattr(cdyn_tx *tx, PyObject *clsv, PyObject *name,
+                                        PyObject **out);
 /* Enum classes: Color(1), Color["RED"], iteration and len, folded at trace time. */
 tr_status cdyn_enum_class_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args,
                                Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
