@@ -9,8 +9,9 @@
  * trace (returned, stored into an object or container of the frame, live at a graph
  * break): then the transformed code rebuilds it, once, as
  *     obj = object.__new__(cls)             (dict.__new__ for dict subclasses)
- *     object.__setattr__(obj, name, value)  for each attribute
- *     dict.__setitem__(obj, key, value)     for each item (OrderedDict.__setitem__)
+ *     object.__setattr__(obj, "__dict__", {name: value, ...})   (slots: one by one)
+ *     dict.update(obj, {key: value, ...})   the items of a dict subclass (an OrderedDict
+ *                                           subclass through OrderedDict.__setitem__)
  * so no user code (__init__, __setattr__, a frozen dataclass's guard) runs again. The
  * class is guarded where it was read (ID_MATCH); the object itself needs no guard.
  *
@@ -350,7 +351,7 @@ has_slot_attrs(PyObject *v)
 int
 cdyn_newobj_reconstruct(cdyn_cg *cg, PyObject *v)
 {
-    PyObject *attrs = V(v)->u.uobj.attrs, *base = V(v)->u.uobj.base, *setitem = NULL;
+    PyObject *attrs = V(v)->u.uobj.attrs, *base = V(v)->u.uobj.base, *fill = NULL;
     PyObject *keys = V(attrs)->u.dict.keys, *vals = V(attrs)->u.dict.vals;
     PyTypeObject *t = cdyn_user_type(v);
     int r = cdyn_cg_memo_load(cg, v), e = 0;
@@ -375,13 +376,15 @@ cdyn_newobj_reconstruct(cdyn_cg *cg, PyObject *v)
         }
     }
     if (!e && base != NULL) {
-        setitem = PyObject_GetAttr((PyObject *)solid_base(t), cdyn_U.s_setitem);
-        e = setitem == NULL;
-        for (Py_ssize_t i = 0; !e && i < PyList_GET_SIZE(V(base)->u.dict.keys); i++) {
-            e = emit_store(cg, setitem, v, PyList_GET_ITEM(V(base)->u.dict.keys, i),
-                           PyList_GET_ITEM(V(base)->u.dict.vals, i)) < 0;
-        }
-        Py_XDECREF(setitem);
+        /* the items: dict.update(obj, items) (no override runs), or for an OrderedDict
+           through OrderedDict.__setitem__ (_glue.fill_ordered_dict) */
+        fill = solid_base(t) == &PyDict_Type
+                   ? PyObject_GetAttrString((PyObject *)&PyDict_Type, "update")
+                   : PyObject_GetAttrString(cdyn_G.glue, "fill_ordered_dict");
+        e = fill == NULL || cdyn_cg_push_callable(cg, fill) < 0 ||
+            cdyn_cg_memo_load(cg, v) != 1 || cdyn_cg_value(cg, base) < 0 ||
+            cdyn_cg_call(cg, 2) < 0 || cdyn_cg_emit(cg, POP_TOP, 0) < 0;
+        Py_XDECREF(fill);
     }
     return e ? -1 : 0;
 }
