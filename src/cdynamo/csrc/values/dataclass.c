@@ -12,6 +12,9 @@
  * class attributes (_fields, ...) are handled here; methods and properties defined on a
  * typing.NamedTuple class are inlined. An input named tuple is an input tuple (wrap.c).
  *
+ * transformers' ModelOutput (an OrderedDict subclass that is a dataclass) has its methods
+ * modelled on objects made while tracing (below).
+ *
  * Enum members are constants (EQUALS_MATCH, folded; wrap.c): `c is Color.RED`, .value,
  * .name, dict keys, IntEnum arithmetic. Enum classes fold Color(1), Color["RED"],
  * iteration and len (user.c). */
@@ -389,6 +392,219 @@ done:
     return st;
 }
 
+/* ---- transformers' ModelOutput ---------------------------------------------------------------------
+ * An OrderedDict subclass that is a dataclass: its fields are attributes, and the fields that
+ * are not None are also its items, in field order. Its methods use set comprehensions and
+ * generator expressions; on objects made while tracing they are modelled here instead of
+ * inlined, with the behaviour of transformers' code (utils/generic.py):
+ *   __setattr__(name, value)  a field that is not None also becomes an item
+ *   __setitem__(key, value)   the item and the attribute
+ *   __getitem__(k)            the item k (str), else to_tuple()[k]
+ *   to_tuple()                the items' values
+ *   __post_init__()           the fields that are not None become items, in order (the form
+ *                             whose first field is an iterator of pairs is not modelled)
+ * Found by identity once transformers.utils.generic is imported (never imported here). */
+
+enum { MO_SETATTR, MO_SETITEM, MO_GETITEM, MO_TO_TUPLE, MO_POST_INIT, MO_COUNT };
+static PyObject *mo_fns[MO_COUNT];   /* ModelOutput's functions, strong once resolved */
+
+/* Which ModelOutput method fn is, or -1. */
+static int
+model_output_method(PyObject *fn)
+{
+    static const char *const names[MO_COUNT] = {"__setattr__", "__setitem__", "__getitem__",
+                                                "to_tuple", "__post_init__"};
+    PyObject *m = PyFunction_Check(fn) ? ((PyFunctionObject *)fn)->func_module : NULL;
+    if (m == NULL || !PyUnicode_Check(m) ||
+        PyUnicode_CompareWithASCIIString(m, "transformers.utils.generic") != 0) {
+        return -1;   /* (cheap: most functions are not transformers') */
+    }
+    if (mo_fns[0] == NULL) {
+        PyObject *mod = PyImport_GetModule(m);
+        PyObject *cls = mod ? PyObject_GetAttrString(mod, "ModelOutput") : NULL;
+        PyErr_Clear();
+        for (int i = 0; cls != NULL && i < MO_COUNT; i++) {
+            PyObject *d = PyDict_GetItemString(((PyTypeObject *)cls)->tp_dict, names[i]);
+            mo_fns[i] = d != NULL && PyFunction_Check(d) ? Py_NewRef(d) : NULL;
+        }
+        Py_XDECREF(mod);
+        Py_XDECREF(cls);
+        if (mo_fns[0] == NULL) {
+            return -1;
+        }
+    }
+    for (int i = 0; i < MO_COUNT; i++) {
+        if (fn == mo_fns[i]) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+int
+cdyn_user_native_method(PyObject *fn)
+{
+    return model_output_method(fn) >= 0;
+}
+
+/* The names of the dataclass fields of type t: a new list of str, NULL with a reason. */
+static tr_status
+field_names(cdyn_tx *tx, PyTypeObject *t, PyObject **out)
+{
+    PyObject *fd = PyObject_GetAttr((PyObject *)t, cdyn_U.dc_fields_attr), *k, *f;
+    Py_ssize_t pos = 0;
+    if (fd == NULL || !PyDict_Check(fd)) {
+        Py_XDECREF(fd);
+        return cdyn_tx_unsupported(tx, "%s is not a dataclass", t->tp_name);
+    }
+    *out = PyList_New(0);
+    while (*out != NULL && PyDict_Next(fd, &pos, &k, &f)) {
+        PyObject *ft = PyObject_GetAttr(f, cdyn_U.s_field_type);
+        if (ft == NULL || (ft == cdyn_U.dc_field_marker && PyList_Append(*out, k) < 0)) {
+            Py_CLEAR(*out);
+        }
+        Py_XDECREF(ft);
+    }
+    Py_DECREF(fd);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* self[key] = value through the object's __setitem__ when it is ModelOutput's. */
+static tr_status
+mo_setitem(cdyn_tx *tx, PyObject *self, PyObject *key, PyObject *value)
+{
+    PyObject *f = _PyType_Lookup(cdyn_user_type(self), cdyn_U.s_setitem);
+    tr_status st;
+    if (model_output_method(f) != MO_SETITEM || V(key)->kind != VK_CONST ||
+        !PyUnicode_Check(V(key)->u.cnst.value)) {
+        return cdyn_tx_unsupported(tx, "ModelOutput item %S (an override or a non-str key)", key);
+    }
+    st = cdyn_v_store_subscr(tx, V(self)->u.uobj.base, key, value);
+    return st == TR_OK ? cdyn_uobj_generic_setattr(tx, self, V(key)->u.cnst.value, value) : st;
+}
+
+/* to_tuple(): the values of the items (through ModelOutput's own __getitem__). */
+static tr_status
+mo_to_tuple(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject **out)
+{
+    PyObject *name = PyUnicode_FromString("values"), *view = NULL, *items = NULL;
+    tr_status st;
+    if (model_output_method(_PyType_Lookup(cdyn_user_type(self), cdyn_U.s_getitem)) !=
+        MO_GETITEM) {
+        Py_XDECREF(name);
+        return cdyn_tx_unsupported(tx, "to_tuple() of a ModelOutput overriding __getitem__");
+    }
+    st = name ? cdyn_v_call_method(tx, fs, V(self)->u.uobj.base, name, NULL, 0, NULL, &view)
+              : TR_ERROR;
+    if (st == TR_OK) {
+        st = cdyn_v_unpack(tx, view, &items);
+    }
+    if (st == TR_OK) {
+        *out = cdyn_value_seq_list(VK_TUPLE, items);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(view);
+    Py_XDECREF(items);
+    return st;
+}
+
+/* __post_init__(): the fields that are not None become items, in field order. */
+static tr_status
+mo_post_init(cdyn_tx *tx, PyObject *self)
+{
+    PyObject *names = NULL, *first;
+    tr_status st = field_names(tx, cdyn_user_type(self), &names);
+    int others_none = 1;
+    Py_ssize_t n;
+    if (st != TR_OK) {
+        return st;
+    }
+    n = PyList_GET_SIZE(names);
+    first = n ? cdyn_newobj_attr(self, PyList_GET_ITEM(names, 0)) : NULL;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PyObject *a = cdyn_newobj_attr(self, PyList_GET_ITEM(names, i));
+        others_none &= a == NULL || cdyn_v_is_none(a);
+    }
+    if (first == NULL) {
+        st = cdyn_tx_unsupported(tx, "ModelOutput without fields or a first attribute");
+    }
+    else if (others_none && V(first)->kind != VK_TENSOR) {
+        /* a first field that is not a tensor: None adds nothing; an iterator of pairs (or
+           anything else) is not modelled */
+        if (!cdyn_v_is_none(first)) {
+            st = cdyn_tx_unsupported(tx, "ModelOutput whose only field is not a tensor");
+        }
+    }
+    else {
+        for (Py_ssize_t i = 0; st == TR_OK && i < n; i++) {
+            PyObject *a = cdyn_newobj_attr(self, PyList_GET_ITEM(names, i)), *k = NULL;
+            if (a == NULL || cdyn_v_is_none(a)) {
+                continue;
+            }
+            k = cdyn_value_const(PyList_GET_ITEM(names, i));
+            st = k ? mo_setitem(tx, self, k, a) : TR_ERROR;
+            Py_XDECREF(k);
+        }
+    }
+    Py_DECREF(names);
+    return st;
+}
+
+/* A ModelOutput method (which) called on self with args. */
+static tr_status
+model_output_call(cdyn_tx *tx, cdyn_fs *fs, int which, PyObject *self, PyObject *const *args,
+                  Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    static const Py_ssize_t arity[MO_COUNT] = {2, 2, 1, 0, 0};
+    PyObject *names = NULL, *t = NULL;
+    tr_status st = TR_OK;
+    int is_field;
+    if (self == NULL || V(self)->kind != VK_NEWOBJ || V(self)->u.uobj.base == NULL ||
+        kwnames != NULL || nargs != arity[which]) {
+        return cdyn_tx_unsupported(tx, "ModelOutput method on %S", self ? self : Py_None);
+    }
+    switch (which) {
+    case MO_GETITEM:
+        if (V(args[0])->kind == VK_CONST && PyUnicode_Check(V(args[0])->u.cnst.value)) {
+            return cdyn_v_subscr(tx, V(self)->u.uobj.base, args[0], out);
+        }
+        st = mo_to_tuple(tx, fs, self, &t);
+        if (st == TR_OK) {
+            st = cdyn_v_subscr(tx, t, args[0], out);
+        }
+        Py_XDECREF(t);
+        return st;
+    case MO_TO_TUPLE:
+        return mo_to_tuple(tx, fs, self, out);
+    case MO_SETITEM:
+        st = mo_setitem(tx, self, args[0], args[1]);
+        break;
+    case MO_SETATTR:
+        if (V(args[0])->kind != VK_CONST || !PyUnicode_Check(V(args[0])->u.cnst.value)) {
+            return cdyn_tx_unsupported(tx, "ModelOutput attribute with a non-constant name");
+        }
+        st = field_names(tx, cdyn_user_type(self), &names);
+        is_field = st == TR_OK ? PySequence_Contains(names, V(args[0])->u.cnst.value) : 0;
+        Py_XDECREF(names);
+        if (is_field < 0) {
+            return TR_ERROR;
+        }
+        if (st == TR_OK && is_field && !cdyn_v_is_none(args[1])) {
+            st = cdyn_v_store_subscr(tx, V(self)->u.uobj.base, args[0], args[1]);
+        }
+        if (st == TR_OK) {
+            st = cdyn_uobj_generic_setattr(tx, self, V(args[0])->u.cnst.value, args[1]);
+        }
+        break;
+    default:
+        st = mo_post_init(tx, self);
+        break;
+    }
+    *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+    return st == TR_OK && *out == NULL ? TR_ERROR : st;
+}
+
 tr_status
 cdyn_dataclass_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *self,
                     PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out,
@@ -400,6 +616,10 @@ cdyn_dataclass_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *self,
     if (self != NULL && PyFunction_Check(fn) && V(self)->kind == VK_TUPLE &&
         V(self)->u.seq.nt_type != NULL) {
         return nt_method_call(tx, fn, self, args, nargs, kwnames, out);
+    }
+    if (model_output_method(fn) >= 0) {
+        return model_output_call(tx, fs, model_output_method(fn), self, args, nargs, kwnames,
+                                 out);
     }
     if (self != NULL && PyFunction_Check(fn) && V(self)->kind == VK_CLASS) {
         /* NT._make(iterable) */

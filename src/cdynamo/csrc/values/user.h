@@ -113,6 +113,9 @@ int cdyn_objfn_reconstruct(struct cdyn_cg *cg, PyObject *v);
 tr_status cdyn_dataclass_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *self,
                               PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                               PyObject **out, int *handled);
+/* 1 when fn (a function found on an object's type) is modelled natively on objects made
+ * while tracing (transformers' ModelOutput methods): call it through an OBJFN. */
+int cdyn_user_native_method(PyObject *fn);
 /* tuple.__new__(cls, iterable) for a named-tuple class value (or tuple itself). */
 tr_status cdyn_namedtuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args,
                               Py_ssize_t nargs, PyObject **out);

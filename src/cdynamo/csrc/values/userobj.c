@@ -52,6 +52,23 @@ builtin_base(PyObject *v, PyObject *name)
     return d != NULL && !PyFunction_Check(d) ? V(v)->u.uobj.base : NULL;
 }
 
+/* fn(self, *args) for a Python function fn found on self's type: modelled natively when
+ * the family knows it (cdyn_user_native_method), else inlined. */
+static tr_status
+call_type_function(cdyn_tx *tx, PyObject *fn, PyObject *self, PyObject *const *args,
+                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *m;
+    tr_status st;
+    if (!cdyn_user_native_method(fn)) {
+        return cdyn_tx_inline_function(tx, fn, NULL, self, args, nargs, kwnames, out);
+    }
+    m = cdyn_objfn_new(fn, self);
+    st = m ? cdyn_objfn_call(tx, NULL, m, args, nargs, kwnames, out) : TR_ERROR;
+    Py_XDECREF(m);
+    return st;
+}
+
 tr_status
 cdyn_uobj_call_dunder(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const *args,
                       Py_ssize_t nargs, PyObject **out, int *found)
@@ -61,10 +78,10 @@ cdyn_uobj_call_dunder(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const 
     if (!*found) {
         return TR_OK;
     }
-    return cdyn_tx_inline_function(tx, d, NULL, v, args, nargs, NULL, out);
+    return call_type_function(tx, d, v, args, nargs, NULL, out);
 }
 
-/* Inline fn(self, *args) for a Python function fn (borrowed), else unsupported. */
+/* fn(self, *args) for a Python function fn (borrowed), else unsupported. */
 static tr_status
 inline_on(cdyn_tx *tx, PyObject *fn, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
           const char *what, PyObject **out)
@@ -72,7 +89,7 @@ inline_on(cdyn_tx *tx, PyObject *fn, PyObject *self, PyObject *const *args, Py_s
     if (fn == NULL || !PyFunction_Check(fn)) {
         return cdyn_tx_unsupported(tx, "%s of %S is not a Python function", what, self);
     }
-    return cdyn_tx_inline_function(tx, fn, NULL, self, args, nargs, NULL, out);
+    return call_type_function(tx, fn, self, args, nargs, NULL, out);
 }
 
 /* The getter or setter (which: "fget"/"fset") of a property, a new reference (None when
@@ -95,7 +112,8 @@ cdyn_uobj_bind(cdyn_tx *tx, PyObject *self, PyObject *clsv, PyObject *descr, PyO
     tr_status st;
     if (PyFunction_Check(descr)) {
         *out = on_class ? cdyn_value_obj(VK_USERFN, descr, NULL)
-                        : cdyn_value_method(descr, name, self);
+               : cdyn_user_native_method(descr) ? cdyn_objfn_new(descr, self)
+                                                : cdyn_value_method(descr, name, self);
         return *out ? TR_OK : TR_ERROR;
     }
     if (dt == &PyClassMethod_Type || dt == &PyStaticMethod_Type) {
