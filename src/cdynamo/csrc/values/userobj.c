@@ -322,6 +322,12 @@ cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, int use_geta
     PyObject *d, *a, *f = NULL, *nv = NULL;
     tr_status st;
     if (V(v)->kind != VK_NEWOBJ) {
+        /* an object from the frame: its attributes are read (and rebuilt) through sources,
+           which go through type(obj).__getattribute__: only the same when that is generic */
+        if (!generic_getattribute(cdyn_user_type(v))) {
+            return cdyn_tx_unsupported(tx, "object.__getattribute__ of %S (its type "
+                                           "overrides __getattribute__)", v);
+        }
         return object_getattr(tx, v, name, out);
     }
     t = cdyn_user_type(v);
