@@ -43,8 +43,8 @@ code was force-compiled: ``cdynamo.compile`` of one of torch's own nn.Modules co
 Lookup order: ``lookup_callable(obj)``: the per-callable table (by identity, names resolved
 from already-imported modules), then, for a Python function or method, the rule of its code;
 C callables without an entry have no rule (the interpreter decides: builtins it models, torch
-operations it records, anything else breaks). ``lookup_code(code, globals)``: ``<frozen ...>``
-files are ``skip``; then the longest matching file prefix; for code whose file is not a path
+operations it records, anything else breaks). ``lookup_code(code, globals)``: ``<frozen NAME>``
+files have module NAME's rule (``skip`` for the standard library); then the longest matching file prefix; for code whose file is not a path
 (``"<string>"``), the longest matching module rule of ``globals["__name__"]``.
 """
 from __future__ import annotations
@@ -300,10 +300,11 @@ def lookup_module(name: str | None) -> str | None:
 
 
 def lookup_file(filename: str) -> str | None:
-    """The rule of a source file path (longest matching prefix), or None. ``<frozen ...>``
-    files (the stdlib's frozen modules) are SKIP."""
+    """The rule of a source file path (longest matching prefix), or None. ``<frozen NAME>``
+    files (the stdlib's frozen modules) have the rule of module NAME (SKIP for the
+    standard library unless MODULE_RULES says otherwise, e.g. _collections_abc)."""
     if filename.startswith("<frozen "):
-        return SKIP
+        return lookup_module(filename[len("<frozen "):-1]) or SKIP
     best, best_len = None, -1
     for prefix, rule in _snapshot()[0]:
         if len(prefix) > best_len and filename.startswith(prefix):
