@@ -383,7 +383,7 @@ def test_operators():
         c = -((a + b) * 2)
         d = 1 + a
         a += 2
-        return c.t, d.t, a.t, a == a, a != b, a == 3, bool(b)
+        return c.t, d.t, a.t, a == a, a != b, a == 3, bool(b), hash(a)
     check(f, X)
 
 

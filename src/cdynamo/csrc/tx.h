@@ -266,6 +266,9 @@ tr_status cdyn_user_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out);
 tr_status cdyn_user_super(cdyn_tx *tx, PyObject *cls, PyObject *self, PyObject **out);
 /* type(v), guarded as the value's own guards or through <source>.__class__. */
 tr_status cdyn_user_type_of(cdyn_tx *tx, PyObject *v, PyObject **out);
+/* hash(v) of a user object whose type defines a Python __hash__ (inlined); else
+ * unsupported (an identity hash is not known while tracing). */
+tr_status cdyn_user_hash(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* hasattr(v, name) on an object made while tracing; TR_NOTIMPL for other values. */
 tr_status cdyn_user_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, int *out);
 /* wrap.c's classification: builtin slot functions / helpers the family implements

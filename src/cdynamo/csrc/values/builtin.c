@@ -493,6 +493,21 @@ b_bool(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t
     return st == TR_OK && *out == NULL ? TR_ERROR : st;
 }
 
+/* hash(x): folded for constants; a user object's Python __hash__ inlined (values/user.c). */
+static tr_status
+b_hash(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
+       PyObject *kwnames, PyObject **out)
+{
+    (void)fs;
+    if (npos != 1 || nkw != 0) {
+        return cdyn_tx_unsupported(tx, "hash() with %zd arguments", npos + nkw);
+    }
+    if (V(args[0])->kind == VK_CONST) {
+        return cdyn_call_on_constants(tx, fn, args, 1, kwnames, out);
+    }
+    return cdyn_user_hash(tx, args[0], out);
+}
+
 /* type(x): the class of a value (values/user.c). */
 static tr_status
 b_type(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
@@ -557,6 +572,7 @@ static const struct {
     {"builtins", "super", b_super},
     {"builtins", "type", b_type},
     {"builtins", "bool", b_bool},
+    {"builtins", "hash", b_hash},
     {"builtins", "issubclass", b_issubclass},
     {NULL, NULL, NULL},
 };

@@ -611,6 +611,31 @@ cdyn_uobj_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
 }
 
 tr_status
+cdyn_user_hash(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    int found = 0;
+    tr_status st;
+    if (!cdyn_user_is_instance(v)) {
+        return cdyn_tx_unsupported(tx, "hash() of %S", v);
+    }
+    st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_hash, NULL, 0, out, &found);
+    if (!found) {
+        return cdyn_tx_unsupported(tx, "hash() of %S (an identity hash)", v);
+    }
+    if (st == TR_OK && (V(*out)->kind != VK_CONST || !PyLong_Check(V(*out)->u.cnst.value))) {
+        Py_CLEAR(*out);
+        return cdyn_tx_unsupported(tx, "__hash__ of %S did not return an int", v);
+    }
+    if (st == TR_OK) {
+        /* hash() reduces the int as the slot does: the int's own hash (-1 becomes -2) */
+        Py_hash_t h = PyObject_Hash(V(*out)->u.cnst.value);
+        Py_SETREF(*out, h == -1 ? NULL : cdyn_value_const_steal(PyLong_FromSsize_t(h)));
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    return st;
+}
+
+tr_status
 cdyn_uobj_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
                PyObject *kwnames, PyObject **out)
 {
