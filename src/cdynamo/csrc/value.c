@@ -35,11 +35,36 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_NEWOBJ] = "UserDefinedObject(new)", [VK_OBJFN] = "SlotFunction",
 };
 
+/* Visit the payload and the source (values can form cycles: an object made while
+ * tracing whose attribute is itself, a list holding itself). */
+static int
+value_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    cdyn_value *v = V(self);
+    for (int i = 0; i < CDYN_VREFS; i++) {
+        Py_VISIT(v->u.ref[i]);
+    }
+    Py_VISIT(v->source);
+    return 0;
+}
+
+/* Break cycles: release the payload (the value is garbage). */
+static int
+value_clear(PyObject *self)
+{
+    cdyn_value *v = V(self);
+    for (int i = 0; i < CDYN_VREFS; i++) {
+        Py_CLEAR(v->u.ref[i]);
+    }
+    return 0;
+}
+
 /* Release the payload and the source; the payload is CDYN_VREFS references. */
 static void
 value_dealloc(PyObject *self)
 {
     cdyn_value *v = V(self);
+    PyObject_GC_UnTrack(self);
     for (int i = 0; i < CDYN_VREFS; i++) {
         Py_CLEAR(v->u.ref[i]);
     }
@@ -91,7 +116,9 @@ PyTypeObject cdyn_ValueType = {
     .tp_basicsize = sizeof(cdyn_value),
     .tp_dealloc = value_dealloc,
     .tp_repr = cdyn_value_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = value_traverse,
+    .tp_clear = value_clear,
     .tp_doc = "A symbolic value of cdynamo's translator (internal).",
 };
 
@@ -100,7 +127,7 @@ PyTypeObject cdyn_ValueType = {
 PyObject *
 cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
 {
-    cdyn_value *v = PyObject_New(cdyn_value, &cdyn_ValueType);
+    cdyn_value *v = PyObject_GC_New(cdyn_value, &cdyn_ValueType);
     if (v == NULL) {
         return NULL;
     }
@@ -112,6 +139,7 @@ cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
     v->serial = cdyn_value_serial++;
     v->source = Py_XNewRef(source);
     memset(&v->u, 0, sizeof(v->u));
+    PyObject_GC_Track((PyObject *)v);
     cdyn_value_live++;
     return (PyObject *)v;
 }
