@@ -16,6 +16,7 @@ import collections.abc
 import copy
 import dataclasses
 import enum
+import functools
 import sys
 import typing
 
@@ -475,6 +476,46 @@ def test_getattr_slots_hasattr():
         s.b = s.b + 1
         return x + g.k, s.a * s.b, hasattr(s, "a"), hasattr(g, "d"), getattr(s, "zz", 5), s
     check(f, X)
+
+
+class Lazy:
+    def __init__(self, t):
+        self.t = t
+        self.calls = 0
+
+    @functools.cached_property
+    def doubled(self):
+        self.calls += 1
+        return self.t * 2
+
+
+class Odict(collections.OrderedDict):
+    pass
+
+
+class WithNew:
+    def __new__(cls, t):
+        obj = super().__new__(cls)
+        obj.made = t + 1
+        return obj
+
+    def __init__(self, t):
+        self.t = t
+
+
+def test_cached_property_odict_subclass_custom_new_dict_attribute():
+    def f(x):
+        z = Lazy(x)
+        a = z.doubled + z.doubled
+        o = Odict()
+        o["k"] = x
+        o["j"] = 2
+        w = WithNew(x)
+        w.__dict__["extra"] = 5
+        return a, z.calls, z, o, w, w.made + w.extra, len(o), list(o)
+    # torch._dynamo runs f itself unmodified (only WithNew.__new__ becomes a graph)
+    check(f, X, graphs=1, ops=4)
+    assert breaks(f, X) == []
 
 
 # ================================================================ dataclasses

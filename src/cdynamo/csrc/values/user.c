@@ -506,6 +506,7 @@ cdyn_user_init(void)
         {&cdyn_U.dc_is_dataclass, "dataclasses", "is_dataclass", NULL},
         {&cdyn_U.dc_field_marker, "dataclasses", "_FIELD", NULL},
         {&cdyn_U.dc_fields_attr, "dataclasses", "_FIELDS", NULL},
+        {&cdyn_U.cached_property, "functools", "cached_property", NULL},
     };
     if (cdyn_U.object_new != NULL) {
         return 0;

@@ -148,6 +148,22 @@ cdyn_uobj_bind(cdyn_tx *tx, PyObject *self, PyObject *clsv, PyObject *descr, PyO
         *out = cdyn_objfn_new(descr, bind ? self : NULL);
         return *out ? TR_OK : TR_ERROR;
     }
+    if ((PyObject *)dt == cdyn_U.cached_property && V(self)->kind == VK_NEWOBJ) {
+        /* functools.cached_property: its function runs once, the value is kept in the
+           instance's __dict__ (read from there next time) */
+        PyObject *an = PyObject_GetAttrString(descr, "attrname");
+        f = an ? PyObject_GetAttrString(descr, "func") : NULL;
+        st = f == NULL ? TR_ERROR
+             : !PyFunction_Check(f) || !PyUnicode_Check(an)
+                 ? cdyn_tx_unsupported(tx, "cached_property %U", name)
+                 : call_type_function(tx, f, self, NULL, 0, NULL, out);
+        if (st == TR_OK && (st = cdyn_newobj_store(tx, self, an, *out)) != TR_OK) {
+            Py_CLEAR(*out);
+        }
+        Py_XDECREF(an);
+        Py_XDECREF(f);
+        return st;
+    }
     if (dt->tp_descr_get != NULL) {
         return cdyn_tx_unsupported(tx, "attribute %U: a %s descriptor", name, dt->tp_name);
     }
@@ -204,6 +220,16 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
         Py_XDECREF(f);
         return st;
+    }
+    if (descr != NULL && (PyObject *)Py_TYPE(descr) == cdyn_U.cached_property) {
+        PyObject **dp = _PyObject_GetDictPtr(obj);
+        int cached = dp != NULL && *dp != NULL ? PyDict_Contains(*dp, name) : 0;
+        if (cached <= 0) {   /* not computed yet: it would run (and be stored) now */
+            Py_XDECREF(src);
+            return cached < 0 ? TR_ERROR
+                              : cdyn_tx_unsupported(tx, "cached_property %U not computed yet",
+                                                    name);
+        }
     }
     attr = PyObject_GetAttr(obj, name);
     if (attr == NULL) {
