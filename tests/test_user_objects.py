@@ -589,6 +589,12 @@ def test_model_output():
     cdy = check(f, X)
     assert len(cdy.ops) == 1 and breaks(f, X) == []
 
+    def g(out, x):
+        return out.logits + x, out["logits"] * 2, out[0] - 1, out.to_tuple()[1], out[1:]
+    check(g, CausalLMOutputWithPast(logits=X, loss=X.sum()), X)
+    check(g, CausalLMOutputWithPast(logits=X, hidden_states=(X,)), X)
+    assert breaks(g, CausalLMOutputWithPast(logits=X, loss=X.sum()), X) == []
+
 
 # ================================================================ named tuples
 

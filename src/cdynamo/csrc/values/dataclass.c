@@ -403,6 +403,9 @@ done:
  *   to_tuple()                the items' values
  *   __post_init__()           the fields that are not None become items, in order (the form
  *                             whose first field is an iterator of pairs is not modelled)
+ * On a ModelOutput read from the frame, o[k] and o.to_tuple() read its fields as guarded
+ * attributes (its items must be exactly its fields that are not None; their number is
+ * guarded).
  * Found by identity once transformers.utils.generic is imported (never imported here). */
 
 enum { MO_SETATTR, MO_SETITEM, MO_GETITEM, MO_TO_TUPLE, MO_POST_INIT, MO_COUNT };
@@ -551,6 +554,93 @@ mo_post_init(cdyn_tx *tx, PyObject *self)
     return st;
 }
 
+/* The items of a ModelOutput read from the frame (OBJECT with a source), as a new DICT
+ * value: its fields that are not None, in field order, read (and guarded) as attributes.
+ * At trace time the object must hold exactly those items, each the attribute itself (as
+ * transformers keeps it); its number of items is guarded (LENGTH_CHECK). */
+static tr_status
+mo_input_items(cdyn_tx *tx, PyObject *self, PyObject **out)
+{
+    PyObject *obj = V(self)->u.obj.obj, *names = NULL, *keys = NULL, *vals = NULL;
+    Py_ssize_t n;
+    tr_status st;
+    if (V(self)->source == NULL || !PyDict_Check(obj)) {
+        return cdyn_tx_unsupported(tx, "items of a ModelOutput without a source");
+    }
+    st = field_names(tx, Py_TYPE(obj), &names);
+    if (st != TR_OK) {
+        return st;
+    }
+    keys = PyList_New(0);
+    vals = PyList_New(0);
+    st = keys && vals ? TR_OK : TR_ERROR;
+    n = PyList_GET_SIZE(names);
+    for (Py_ssize_t i = 0; st == TR_OK && i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(names, i), *a = PyObject_GetAttr(obj, k), *v = NULL;
+        PyObject *item = a ? PyDict_GetItemWithError(obj, k) : NULL;   /* dict storage */
+        if (a == NULL || PyErr_Occurred() || (a == Py_None) != (item == NULL) ||
+            (item != NULL && item != a)) {
+            st = cdyn_tx_unsupported(tx, "a ModelOutput whose items are not its fields");
+        }
+        Py_XDECREF(a);
+        if (st == TR_OK) {
+            st = cdyn_v_getattr(tx, self, k, &v);   /* guarded through its source */
+        }
+        if (st == TR_OK && item != NULL &&
+            (PyList_Append(keys, k) < 0 || PyList_Append(vals, v) < 0)) {
+            st = TR_ERROR;
+        }
+        Py_XDECREF(v);
+    }
+    if (st == TR_OK && PyList_GET_SIZE(keys) != PyDict_GET_SIZE(obj)) {
+        st = cdyn_tx_unsupported(tx, "a ModelOutput with items that are not fields");
+    }
+    if (st == TR_OK && cdyn_guards_add_len(tx->guards, V(self)->source, PyDict_GET_SIZE(obj)) < 0) {
+        st = TR_ERROR;
+    }
+    if (st == TR_OK) {
+        *out = cdyn_value_dict(keys, vals);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    return st;
+}
+
+/* o[k] and o.to_tuple() on a ModelOutput read from the frame. */
+static tr_status
+mo_input_read(cdyn_tx *tx, cdyn_fs *fs, int which, PyObject *self, PyObject *key, PyObject **out)
+{
+    PyObject *items = NULL, *name = NULL, *view = NULL, *lst = NULL, *t = NULL;
+    tr_status st = mo_input_items(tx, self, &items);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (which == MO_GETITEM && V(key)->kind == VK_CONST && PyUnicode_Check(V(key)->u.cnst.value)) {
+        st = cdyn_v_subscr(tx, items, key, out);
+        Py_DECREF(items);
+        return st;
+    }
+    name = PyUnicode_FromString("values");
+    st = name ? cdyn_v_call_method(tx, fs, items, name, NULL, 0, NULL, &view) : TR_ERROR;
+    if (st == TR_OK) {
+        st = cdyn_v_unpack(tx, view, &lst);
+    }
+    if (st == TR_OK && (t = cdyn_value_seq_list(VK_TUPLE, lst)) == NULL) {
+        st = TR_ERROR;
+    }
+    if (st == TR_OK) {
+        st = which == MO_GETITEM ? cdyn_v_subscr(tx, t, key, out) : (*out = Py_NewRef(t), TR_OK);
+    }
+    Py_XDECREF(items);
+    Py_XDECREF(name);
+    Py_XDECREF(view);
+    Py_XDECREF(lst);
+    Py_XDECREF(t);
+    return st;
+}
+
 /* A ModelOutput method (which) called on self with args. */
 static tr_status
 model_output_call(cdyn_tx *tx, cdyn_fs *fs, int which, PyObject *self, PyObject *const *args,
@@ -560,6 +650,12 @@ model_output_call(cdyn_tx *tx, cdyn_fs *fs, int which, PyObject *self, PyObject 
     PyObject *names = NULL, *t = NULL;
     tr_status st = TR_OK;
     int is_field;
+    if (self != NULL && V(self)->kind == VK_OBJECT && kwnames == NULL &&
+        nargs == arity[which] && (which == MO_GETITEM || which == MO_TO_TUPLE) &&
+        model_output_method(_PyType_Lookup(Py_TYPE(V(self)->u.obj.obj), cdyn_U.s_getitem)) ==
+            MO_GETITEM) {
+        return mo_input_read(tx, fs, which, self, nargs ? args[0] : NULL, out);
+    }
     if (self == NULL || V(self)->kind != VK_NEWOBJ || V(self)->u.uobj.base == NULL ||
         kwnames != NULL || nargs != arity[which]) {
         return cdyn_tx_unsupported(tx, "ModelOutput method on %S", self ? self : Py_None);

@@ -242,7 +242,10 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
            builtin method, called by name on the object (unsupported: a graph break that
            reloads it from the object) */
         PyObject *func = PyMethod_Check(attr) ? PyMethod_GET_FUNCTION(attr) : NULL;
-        *out = cdyn_value_method(func != NULL && PyFunction_Check(func) ? func : NULL, name, v);
+        *out = func != NULL && cdyn_user_native_method(func)
+                   ? cdyn_objfn_new(func, v)
+                   : cdyn_value_method(func != NULL && PyFunction_Check(func) ? func : NULL,
+                                       name, v);
         st = *out ? TR_OK : TR_ERROR;
     }
     else if (src == NULL) {
