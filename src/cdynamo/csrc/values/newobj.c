@@ -32,6 +32,7 @@ solid_base(PyTypeObject *t)
     return t;
 }
 
+/* 1 when b is dict or OrderedDict. */
 static int
 is_dict_base(PyTypeObject *b)
 {

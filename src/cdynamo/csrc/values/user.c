@@ -184,6 +184,7 @@ super_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 
 /* ---- classes -------------------------------------------------------------------------------- */
 
+/* Attribute of a class: guarded through the class's source (torch's classes trusted). */
 static tr_status
 class_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -198,6 +199,7 @@ class_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return cdyn_getattr_real(tx, v, name, trusted, out);
 }
 
+/* cls(...): an Enum lookup folded, else an object constructed in the trace. */
 static tr_status
 class_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames, PyObject **out)
@@ -225,6 +227,7 @@ enum_fold(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out_obj)
 
 /* ---- the family table --------------------------------------------------------------------- */
 
+/* The family's getattr: classes, super(), instances (slot functions have none). */
 static tr_status
 user_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -240,6 +243,7 @@ user_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     }
 }
 
+/* obj.name = value on instances; Cls.name = value on a class from the frame, replayed. */
 static tr_status
 user_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {
@@ -253,6 +257,7 @@ user_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
     return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S (side effect)", name, v);
 }
 
+/* Calls: a class constructs, a slot function runs, an instance's __call__ is inlined. */
 static tr_status
 user_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
@@ -269,6 +274,7 @@ user_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     }
 }
 
+/* Truth: an instance's __bool__/__len__; classes and functions are true. */
 static tr_status
 user_truth(cdyn_tx *tx, PyObject *v, int *out)
 {
@@ -282,6 +288,7 @@ user_truth(cdyn_tx *tx, PyObject *v, int *out)
     return TR_OK;
 }
 
+/* Iteration: an instance's __iter__, an Enum class's members. */
 static tr_status
 user_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 {
@@ -300,6 +307,7 @@ user_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     return st;
 }
 
+/* obj[key]: an instance's __getitem__, Color["RED"] on an Enum class. */
 static tr_status
 user_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
@@ -316,6 +324,7 @@ user_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
+/* obj[key] = value on instances. */
 static tr_status
 user_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
@@ -325,6 +334,7 @@ user_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
     return cdyn_uobj_store_subscr(tx, v, key, value);
 }
 
+/* del obj[key] on instances. */
 static tr_status
 user_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
 {
@@ -334,6 +344,7 @@ user_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
     return cdyn_uobj_delete_subscr(tx, v, key);
 }
 
+/* item in obj on instances. */
 static tr_status
 user_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
 {
@@ -343,6 +354,7 @@ user_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     return cdyn_uobj_contains(tx, v, item, out);
 }
 
+/* -obj, +obj, ~obj on instances. */
 static tr_status
 user_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
 {
@@ -352,6 +364,7 @@ user_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
     return cdyn_uobj_unary(tx, opcode, v, out);
 }
 
+/* len(obj): an instance's __len__, an Enum class's number of members. */
 static tr_status
 user_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
 {
@@ -368,6 +381,7 @@ user_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
     return st;
 }
 
+/* with obj: an instance's __enter__/__exit__. */
 static tr_status
 user_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
 {
@@ -377,6 +391,7 @@ user_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
     return cdyn_uobj_enter(tx, v, exit_fn, result);
 }
 
+/* The real type of a value of the family (borrowed). */
 static PyTypeObject *
 user_python_type(PyObject *v)
 {
@@ -392,6 +407,7 @@ user_python_type(PyObject *v)
     }
 }
 
+/* What rebuilding needs: objects made while tracing, bound slot functions. */
 static tr_status
 user_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
@@ -407,6 +423,7 @@ user_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     }
 }
 
+/* Rebuild: objects made while tracing, slot functions; others from their source. */
 static int
 user_reconstruct(cdyn_cg *cg, PyObject *v)
 {

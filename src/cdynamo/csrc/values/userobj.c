@@ -14,9 +14,10 @@
 #include "user.h"
 #include "../codegen.h"
 
-/* How type t defines special method `name`. */
 enum { DUNDER_DEFAULT = 0, DUNDER_PYTHON = 1, DUNDER_OTHER = 2 };
 
+/* How type t defines special method `name`: object's default (or not at all), a Python
+ * function, or anything else (a builtin slot); *descr gets what was found (borrowed). */
 static int
 dunder_kind(PyTypeObject *t, PyObject *name, PyObject **descr)
 {
@@ -194,6 +195,8 @@ trusted_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+/* obj.name on an object from the frame: memoised reads, properties inlined, methods
+ * bound to the value, other attributes wrapped through <source>.name. */
 static tr_status
 object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -325,6 +328,8 @@ store_descriptor(cdyn_tx *tx, PyObject *v, PyTypeObject *t, PyObject *name, PyOb
     return st;
 }
 
+/* obj.name = value on an object from the frame: a property setter inlined, else a store
+ * replayed by the transformed code (refused with a custom __setattr__). */
 static tr_status
 object_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {
