@@ -1187,13 +1187,8 @@ def list_pop_across(x):
 
 
 @pytest.mark.parametrize("fn", [
-    pytest.param(list_mutated_after_break, marks=pytest.mark.xfail(strict=True, reason=(
-        "engine bug: two locals naming the same list cross the break as two unrelated inputs; "
-        "`a is b` in the resume function is 'IS_OP on undecidable values' and the resume runs "
-        "unmodified: 1 graph vs torch._dynamo's 2"))),
-    pytest.param(dict_mutated_after_break, marks=pytest.mark.xfail(strict=True, reason=(
-        "engine bug (wrong result): two locals naming the same dict cross the break as two "
-        "distinct dicts: the compiled resume function returns `d is e` == False (eager: True)"))),
+    # two locals naming the same list/dict cross the break as one input (SAME_OBJECT guard)
+    list_mutated_after_break, dict_mutated_after_break,
     list_holds_tensors, nested_containers, list_pop_across],
     ids=lambda f: getattr(f, "__name__", None))
 def test_containers_across_break(fn):

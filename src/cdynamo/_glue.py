@@ -173,7 +173,9 @@ def compile_graph(options, graph, root, example_inputs, outputs):
         outputs: tuple of torch.fx.Node, the graph outputs.
 
     Returns (name, compiled_callable, graph_module). The callable is wrapped by
-    cdynamo._C.disable so that frames the compiled graph runs are never traced.
+    cdynamo._C.disable so that frames the compiled graph runs are never traced; the
+    transformed code holds it as a constant (it reads as `name`), and it is also installed as
+    the global `name` for inspection.
     """
     from cdynamo import _C
 
@@ -189,7 +191,9 @@ def compile_graph(options, graph, root, example_inputs, outputs):
         raise TypeError(
             f"backend {options.backend_name!r} returned {type(compiled).__name__}, "
             "expected a callable")
-    return name, _C.disable(compiled), gm
+    wrapped = _C.disable(compiled)
+    wrapped._cdynamo_name = name
+    return name, wrapped, gm
 
 
 def report(name, gm, orig_code, new_code, guards, resume_codes=()):

@@ -353,7 +353,6 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
 {
     Py_ssize_t nin = PyList_GET_SIZE(tx->input_sources), nout;
     PyObject *outs = NULL, *res = NULL;
-    int gi;
     tr_status st = collect_effects(tx, cg);
     if (st != TR_OK) {
         return st;
@@ -383,11 +382,13 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
         Py_DECREF(res);
         return TR_ERROR;
     }
-    Py_DECREF(res);
-    gi = cdyn_cg_name(cg, *gname);
-    if (gi < 0 || cdyn_cg_emit(cg, LOAD_GLOBAL, (gi << 1) | 1) < 0) {
+    /* the code holds the compiled graph itself: a reset() from another thread (which
+       removes the global) cannot pull it from under a running call */
+    if (cdyn_cg_push_callable(cg, PyTuple_GET_ITEM(res, 1)) < 0) {
+        Py_DECREF(res);
         return TR_ERROR;
     }
+    Py_DECREF(res);
     for (Py_ssize_t i = 0; i < nin; i++) {
         if (cdyn_cg_source(cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
             return TR_ERROR;

@@ -67,7 +67,12 @@ cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
         goto done;
     }
     alias = PyDict_GetItemWithError(tx->by_id, key);
-    if (alias != NULL) {   /* the same tensor under another name shares the placeholder */
+    if (alias != NULL) {
+        /* the same tensor under another name shares the placeholder, while it stays the same */
+        if (V(alias)->source != NULL &&
+            cdyn_guards_add_same(tx->guards, source, V(alias)->source) < 0) {
+            goto done;
+        }
         *out = Py_NewRef(alias);
         st = TR_OK;
         goto done;

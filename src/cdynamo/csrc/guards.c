@@ -26,11 +26,12 @@ typedef enum {
     G_LEN,
     G_HASATTR,
     G_CALL,
+    G_SAME,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE",
+    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SAME_OBJECT",
 };
 
 typedef struct {
@@ -56,6 +57,7 @@ typedef struct {
 struct cdyn_guards {
     guard *items;          /* PyMem */
     Py_ssize_t len, cap;
+    Py_ssize_t refs;       /* the owner's reference plus one per check running on the set */
 };
 
 /* Resolved once by cdyn_guards_init (strong references kept for the process lifetime). */
@@ -75,7 +77,10 @@ cdyn_guards_new(void)
     cdyn_guards *g = PyMem_Calloc(1, sizeof(cdyn_guards));
     if (g == NULL) {
         PyErr_NoMemory();
+        return NULL;
     }
+    g->refs = 1;
+    cdyn_live.guard_sets++;
     return g;
 }
 
@@ -99,11 +104,16 @@ cdyn_guards_free(cdyn_guards *g)
     if (g == NULL) {
         return;
     }
+    assert(g->refs > 0);
+    if (--g->refs > 0) {
+        return;    /* a check still runs on it: the last one frees it */
+    }
     for (Py_ssize_t i = 0; i < g->len; i++) {
         guard_clear(&g->items[i]);
     }
     PyMem_Free(g->items);
     PyMem_Free(g);
+    cdyn_live.guard_sets--;
 }
 
 Py_ssize_t
@@ -370,6 +380,27 @@ cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present)
         return -1;
     }
     gd->flag = present != 0;
+    return 0;
+}
+
+int
+cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
+{
+    guard *gd;
+    if (check_source_arg(source) < 0 || check_source_arg(other) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        if (g->items[i].kind == G_SAME && cdyn_source_equal(g->items[i].source, source) &&
+            cdyn_source_equal(g->items[i].value, other)) {
+            return 0;
+        }
+    }
+    gd = guards_append(g, G_SAME, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(other);
     return 0;
 }
 
@@ -727,6 +758,21 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         }
         break;
     }
+    case G_SAME: {
+        PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
+                                            builtins, memo);
+        if (o == NULL) {
+            PyErr_Clear();
+            rc = fail_with(why, "cannot evaluate %U", cdyn_source_repr(gd->value));
+            break;
+        }
+        rc = o == v;
+        Py_DECREF(o);
+        if (rc == 0) {
+            rc = fail_with(why, "expected the same object as %U", cdyn_source_repr(gd->value));
+        }
+        break;
+    }
     case G_HASATTR:
         rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
         if (rc != gd->flag) {
@@ -745,16 +791,18 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
 }
 
 int
-cdyn_guards_check(const cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
+cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
                   PyObject *globals, PyObject *builtins)
 {
     cdyn_source_memo memo;
     int r = 1;
     memo.n = 0;
+    g->refs++;    /* Python code run by a guard may free the owner (a reset) */
     for (Py_ssize_t i = 0; i < g->len && r == 1; i++) {
         r = check_one(&g->items[i], localsplus, func, globals, builtins, NULL, &memo);
     }
     cdyn_source_memo_clear(&memo);
+    cdyn_guards_free(g);
     return r;
 }
 
@@ -770,10 +818,11 @@ guard_name(const guard *gd)
 }
 
 PyObject *
-cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
+cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
                           PyFunctionObject *func, PyObject *globals, PyObject *builtins)
 {
     PyObject *why = NULL, *name = NULL, *res = NULL;
+    g->refs++;    /* as in cdyn_guards_check */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         const guard *gd = &g->items[i];
         int r = check_one(gd, localsplus, func, globals, builtins, &why, NULL);
@@ -795,6 +844,7 @@ cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
 done:
     Py_XDECREF(why);
     Py_XDECREF(name);
+    cdyn_guards_free(g);
     return res;
 }
 
@@ -828,6 +878,11 @@ guard_describe(const guard *gd)
         Py_DECREF(head);
         return res;
     }
+    if (head != NULL && gd->kind == G_SAME) {
+        res = PyUnicode_FromFormat("%U %U", head, cdyn_source_repr(gd->value));
+        Py_DECREF(head);
+        return res;
+    }
     if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN)) {
         return head;
     }
@@ -838,20 +893,22 @@ guard_describe(const guard *gd)
 }
 
 PyObject *
-cdyn_guards_describe(const cdyn_guards *g)
+cdyn_guards_describe(cdyn_guards *g)
 {
     PyObject *list = PyList_New(g->len);
     if (list == NULL) {
         return NULL;
     }
+    g->refs++;    /* as in cdyn_guards_check (a repr may run Python code) */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         PyObject *s = guard_describe(&g->items[i]);
         if (s == NULL) {
-            Py_DECREF(list);
-            return NULL;
+            Py_CLEAR(list);
+            break;
         }
         PyList_SET_ITEM(list, i, s);
     }
+    cdyn_guards_free(g);
     return list;
 }
 

@@ -1081,6 +1081,111 @@ OP(import_from)
     return st == TR_OK ? push(fs, r) : st;
 }
 
+/* ---- exceptions raised and caught in the traced code (values/exception.c) --------------- */
+
+/* RAISE_VARARGS n: 0 re-raises the exception being handled, 1 raises TOS, 2 TOS1 from TOS
+ * (the cause only matters to Python, which raises it when nothing traced catches it). */
+OP(raise_varargs)
+{
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    if (ins->oparg == 0) {
+        if (n == 0) {
+            return cdyn_tx_unsupported(tx, "bare raise with no exception being handled");
+        }
+        return cdyn_tx_raise_value(tx, PyList_GET_ITEM(tx->exc_info, n - 1));
+    }
+    return cdyn_tx_raise_value(tx, peek(fs, ins->oparg - 1));
+}
+
+OP(reraise)
+{
+    (void)ins;
+    return cdyn_tx_raise_value(tx, peek(fs, 0));
+}
+
+/* PUSH_EXC_INFO: [.., exc] -> [.., previous exception (or None), exc]. */
+OP(push_exc_info)
+{
+    PyObject *exc = peek(fs, 0), *prev;
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    (void)ins;
+    prev = n ? Py_NewRef(PyList_GET_ITEM(tx->exc_info, n - 1)) : cdyn_value_const(Py_None);
+    if (prev == NULL || PyList_Append(tx->exc_info, exc) < 0) {
+        Py_XDECREF(prev);
+        return TR_ERROR;
+    }
+    fs->stack[fs->sp - 1] = prev;   /* the stack's reference to exc moves up */
+    return push(fs, exc);
+}
+
+/* POP_EXCEPT: [.., previous] -> [..]; the handled exception is done. */
+OP(pop_except)
+{
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    (void)ins;
+    if (n == 0) {
+        return cdyn_tx_unsupported(tx, "POP_EXCEPT with no exception being handled");
+    }
+    if (PyList_SetSlice(tx->exc_info, n - 1, n, NULL) < 0) {
+        return TR_ERROR;
+    }
+    drop(fs, 1);
+    return TR_OK;
+}
+
+/* CHECK_EXC_MATCH: [.., exc, type] -> [.., exc, exc matches type]. */
+OP(check_exc_match)
+{
+    int r = cdyn_exc_matches(peek(fs, 1), peek(fs, 0));
+    (void)ins;
+    if (r < 0) {
+        return cdyn_tx_unsupported(tx, "except clause over %S", peek(fs, 0));
+    }
+    return replace(fs, 1, cdyn_value_bool(r));
+}
+
+/* WITH_EXCEPT_START: [exit, lasti, prev, exc] -> [.., exit(type(exc), exc, None)]. */
+OP(with_except_start)
+{
+    PyObject *exc = peek(fs, 0), *args[3] = {NULL, exc, NULL}, *res = NULL;
+    tr_status st = TR_ERROR;
+    PyTypeObject *t = cdyn_v_python_type(exc);
+    (void)ins;
+    args[0] = t ? cdyn_value_obj(VK_EXCTYPE, (PyObject *)t, NULL) : NULL;
+    args[2] = cdyn_value_const(Py_None);
+    if (args[0] != NULL && args[2] != NULL) {
+        st = cdyn_v_call(tx, fs, peek(fs, 3), args, 3, NULL, &res);
+    }
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[2]);
+    return st == TR_OK ? push(fs, res) : st;
+}
+
+/* The traced code raised tx->exc at instruction ins of fs: unwind to its handler in fs
+ * (stack cut to the handler's depth, lasti, the exception pushed), or TR_EXCEPTION when fs
+ * has none (the caller's frame handles it). */
+static tr_status
+unwind(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins)
+{
+    tr_status st;
+    Py_CLEAR(fs->kw_names);
+    if (ins->exc_handler < 0) {
+        return TR_EXCEPTION;
+    }
+    while (fs->sp > ins->exc_depth) {
+        Py_DECREF(pop(fs));
+    }
+    if (ins->exc_lasti && (st = push(fs, cdyn_value_const_steal(PyLong_FromLong(ins->offset)))) !=
+                              TR_OK) {
+        return st;
+    }
+    st = push(fs, tx->exc);
+    tx->exc = NULL;
+    Py_CLEAR(tx->reason);   /* caught: not a reason for anything */
+    fs->pc = ins->exc_handler;
+    return st;
+}
+
 static op_fn op_table[256];
 
 static void
@@ -1120,6 +1225,9 @@ op_table_init(void)
         {CALL_FUNCTION_EX, op_call_function_ex}, {RETURN_VALUE, op_return_value},
         {LOAD_BUILD_CLASS, op_load_builtin_obj}, {LOAD_ASSERTION_ERROR, op_load_builtin_obj},
         {IMPORT_NAME, op_import_name}, {IMPORT_FROM, op_import_from},
+        {RAISE_VARARGS, op_raise_varargs}, {RERAISE, op_reraise},
+        {PUSH_EXC_INFO, op_push_exc_info}, {POP_EXCEPT, op_pop_except},
+        {CHECK_EXC_MATCH, op_check_exc_match}, {WITH_EXCEPT_START, op_with_except_start},
     };
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         op_table[ops[i].opcode] = ops[i].fn;
@@ -1230,6 +1338,14 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
         st = handler != NULL ? handler(tx, fs, ins)
                              : cdyn_tx_unsupported(tx, "unsupported opcode %s",
                                                    cdyn_opname(ins->opcode));
+        if (st == TR_EXCEPTION) {
+            st = unwind(tx, fs, ins);
+            if (st == TR_EXCEPTION && fs->is_top) {
+                /* nothing traced catches it: Python raises it at this instruction */
+                Py_CLEAR(tx->exc);
+                st = TR_UNSUPPORTED;
+            }
+        }
         if (st == TR_UNSUPPORTED && fs->is_top) {
             st = cdyn_tx_ckpt_restore(tx, &ck);
             if (st == TR_OK) {
@@ -1262,6 +1378,8 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->last_node);
     cdyn_tx_exit_modes(tx, 0);
     Py_CLEAR(tx->open_modes);
+    Py_CLEAR(tx->exc);
+    Py_CLEAR(tx->exc_info);
     Py_CLEAR(tx->reason);
     Py_CLEAR(tx->break_kwnames);
     Py_CLEAR(tx->effects);
@@ -1317,9 +1435,10 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
     tx->effects = PyList_New(0);
     tx->resume_codes = PyList_New(0);
     tx->open_modes = PyList_New(0);
+    tx->exc_info = PyList_New(0);
     tx->guards = cdyn_guards_new();
     if (!tx->root || !tx->input_sources || !tx->input_values || !tx->by_source || !tx->by_id ||
-        !tx->guards || !tx->effects || !tx->resume_codes || !tx->open_modes ||
+        !tx->guards || !tx->effects || !tx->resume_codes || !tx->open_modes || !tx->exc_info ||
         cdyn_guards_add_grad_mode(tx->guards, state) < 0) {
         return -1;
     }
@@ -1495,17 +1614,9 @@ py_set_raise_internal_errors(PyObject *Py_UNUSED(m), PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* _live_values() -> int: symbolic values alive (0 between translations). */
-static PyObject *
-py_live_values(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
-{
-    return PyLong_FromSsize_t(cdyn_value_live);
-}
-
 PyMethodDef cdyn_translate_methods[] = {
     {"set_raise_internal_errors", py_set_raise_internal_errors, METH_O,
      "set_raise_internal_errors(flag)"},
-    {"_live_values", py_live_values, METH_NOARGS, "_live_values() -> int"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,6 +34,9 @@ typedef struct cdyn_tx {
     PyObject *last_node;    /* the newest call node made (checkpoints), or NULL */
     PyObject *open_modes;   /* list of the real autocast modes entered at trace time (exited
                                at the end of the trace, or on a rollback) */
+    PyObject *exc;          /* the exception being raised (with TR_EXCEPTION), or NULL */
+    PyObject *exc_info;     /* list: the exceptions being handled (PUSH_EXC_INFO), innermost
+                               last */
     cdyn_guards *guards;    /* owned until handed to the translation result */
     PyObject *reason;       /* str: why the current step is unsupported */
     PyObject *reason_file;  /* borrowed: file of the instruction that set reason, or NULL */
@@ -87,6 +90,14 @@ tr_status cdyn_tx_unsupported(cdyn_tx *tx, const char *fmt, ...);
 
 /* Run an interpreter frame state until RETURN_VALUE (fs->retval set). */
 tr_status cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs);
+
+/* Raise an exception in the traced code: type (borrowed class) with argument values (borrowed):
+ * sets tx->exc and returns TR_EXCEPTION (values/exception.c). */
+tr_status cdyn_tx_raise(cdyn_tx *tx, PyObject *type, PyObject *const *args, Py_ssize_t nargs);
+/* `raise v` for an EXC or EXCTYPE value; TR_UNSUPPORTED for anything else. */
+tr_status cdyn_tx_raise_value(cdyn_tx *tx, PyObject *v);
+/* 1/0 when exception value v matches the class (tuple) value cls, -1 when undecidable. */
+int cdyn_exc_matches(PyObject *v, PyObject *cls);
 
 /* Record a side effect (all arguments borrowed; target/key may be NULL -> None). */
 tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value);

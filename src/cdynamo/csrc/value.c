@@ -3,7 +3,6 @@
 #include "tx.h"
 
 long long cdyn_value_serial = 0;
-Py_ssize_t cdyn_value_live = 0;
 
 static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_NULL] = &cdyn_misc_vt,      [VK_PYMODULE] = &cdyn_misc_vt,
@@ -19,6 +18,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
     [VK_GRADEXIT] = &cdyn_ctx_vt,   [VK_AUTOCAST] = &cdyn_ctx_vt,
     [VK_AUTOCAST_EXIT] = &cdyn_ctx_vt, [VK_NULLCTX] = &cdyn_ctx_vt,
+    [VK_EXCTYPE] = &cdyn_exc_vt,    [VK_EXC] = &cdyn_exc_vt,
     [VK_NEWOBJ] = &cdyn_user_vt,    [VK_OBJFN] = &cdyn_user_vt,
 };
 
@@ -32,6 +32,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
     [VK_GRADEXIT] = "GradModeExit", [VK_AUTOCAST] = "AutocastMode",
     [VK_AUTOCAST_EXIT] = "AutocastExit", [VK_NULLCTX] = "NullContext",
+    [VK_EXCTYPE] = "ExceptionClass", [VK_EXC] = "Exception",
     [VK_NEWOBJ] = "UserDefinedObject(new)", [VK_OBJFN] = "SlotFunction",
 };
 
@@ -69,8 +70,8 @@ value_dealloc(PyObject *self)
         Py_CLEAR(v->u.ref[i]);
     }
     Py_CLEAR(v->source);
-    cdyn_value_live--;
     Py_TYPE(self)->tp_free(self);
+    cdyn_live.values--;
 }
 
 /* Contract: a short readable form; never fails except on MemoryError. */
@@ -140,7 +141,7 @@ cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
     v->source = Py_XNewRef(source);
     memset(&v->u, 0, sizeof(v->u));
     PyObject_GC_Track((PyObject *)v);
-    cdyn_value_live++;
+    cdyn_live.values++;
     return (PyObject *)v;
 }
 
@@ -225,6 +226,16 @@ cdyn_value_iter(PyObject *items)
 }
 
 PyObject *
+cdyn_value_iter_typed(PyObject *items, PyTypeObject *type)
+{
+    PyObject *v = cdyn_value_iter(items);
+    if (v != NULL) {
+        V(v)->u.iter.type = Py_XNewRef((PyObject *)type);
+    }
+    return v;
+}
+
+PyObject *
 cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source)
 {
     PyObject *v = cdyn_value_alloc(VK_TENSOR, source);
@@ -260,7 +271,7 @@ cdyn_v_real(PyObject *v)
 {
     switch (V(v)->kind) {
     case VK_CONST: case VK_PYMODULE: case VK_OPAQUE: case VK_USERFN: case VK_BUILTIN:
-    case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE:
+    case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE: case VK_EXCTYPE:
         return V(v)->u.obj.obj;
     default:
         return NULL;
@@ -340,6 +351,30 @@ cdyn_v_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     return V(v)->vt->unpack(tx, v, out_list);
 }
 
+/* The type of iter(x) for a value whose type is t (borrowed), or NULL when unknown: the
+ * iterator type of an empty instance of t (list_iterator, range_iterator, ...). */
+static PyTypeObject *
+iterator_type_of(PyObject *v)
+{
+    PyObject *real = V(v)->kind == VK_CONST ? V(v)->u.cnst.value : NULL, *probe = NULL, *it;
+    PyTypeObject *t = cdyn_v_python_type(v), *r = NULL;
+    if (real != NULL) {
+        probe = Py_NewRef(real);
+    }
+    else if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
+             t == &PyFrozenSet_Type || t == &PyUnicode_Type) {
+        probe = PyObject_CallNoArgs((PyObject *)t);
+    }
+    it = probe ? PyObject_GetIter(probe) : NULL;
+    if (it != NULL) {
+        r = Py_TYPE(it);   /* builtin iterator types live for the process */
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(probe);
+    PyErr_Clear();
+    return r;
+}
+
 tr_status
 cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
@@ -353,7 +388,7 @@ cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
     if (st != TR_OK) {
         return st;
     }
-    *out = cdyn_value_iter(items);
+    *out = cdyn_value_iter_typed(items, iterator_type_of(v));
     Py_DECREF(items);
     return *out ? TR_OK : TR_ERROR;
 }
@@ -597,7 +632,7 @@ cdyn_value_init(PyObject *module)
         if (null_value == NULL) {
             return -1;
         }
-        cdyn_value_live--;   /* the shared NULL lives for the process */
+        cdyn_live.values--;   /* the shared NULL lives for the process: not counted */
     }
     return 0;
 }

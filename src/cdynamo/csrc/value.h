@@ -45,6 +45,8 @@
  *                                     AUTOCAST     u.amp.args         torch.autocast(...) (its 4 arguments)
  *                                     AUTOCAST_EXIT u.amp             the __exit__ of an entered autocast
  *                                     NULLCTX      u.nullctx          contextlib.nullcontext(enter_result)
+ *   exceptions    values/exception.c  EXCTYPE      u.obj.obj          an exception class
+ *                                     EXC          u.exc              an exception made in the trace
  */
 #ifndef CDYN_VALUE_H
 #define CDYN_VALUE_H
@@ -52,8 +54,16 @@
 
 /* Result of a translator step. Unsupported code is not an error: it sets tx->reason and
  * becomes a graph break or makes the frame run unmodified. TR_NOTIMPL is only returned by
- * binop/compare handlers to let the other operand's family try (as NotImplemented). */
-typedef enum { TR_OK = 0, TR_UNSUPPORTED = 1, TR_BREAK = 2, TR_NOTIMPL = 3, TR_ERROR = -1 } tr_status;
+ * binop/compare handlers to let the other operand's family try (as NotImplemented).
+ * TR_EXCEPTION: the traced program raised an exception (values/exception.c). */
+typedef enum {
+    TR_OK = 0,
+    TR_UNSUPPORTED = 1,
+    TR_BREAK = 2,
+    TR_NOTIMPL = 3,     /* binop/compare: let the other operand's family try */
+    TR_EXCEPTION = 4,   /* the traced code raised tx->exc (translate.c unwinds it) */
+    TR_ERROR = -1
+} tr_status;
 
 typedef enum {
     VK_NULL, VK_PYMODULE, VK_CELL, VK_OPAQUE,
@@ -69,6 +79,7 @@ typedef enum {
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
+    VK_EXCTYPE, VK_EXC,
     VK_NEWOBJ, VK_OBJFN,
     VK__COUNT
 } cdyn_vkind;
@@ -101,12 +112,15 @@ typedef struct cdyn_value {
         /* func: the real function to inline with self (or NULL: call self's method name);
            name: the method name (str); self: the value bound */
         struct { PyObject *func, *name, *self; } method;
-        struct { PyObject *items; } iter;          /* list of values */
+        /* items: list of values; type: the type of the real iterator it stands for (NULL:
+           a tuple iterator), for isinstance/type() */
+        struct { PyObject *items, *type; } iter;
         struct { PyObject *dict; } view;           /* the DICT value; bits: VIEW_* */
         /* args: (device_type, dtype, enabled, cache_enabled); node: the _enter_autocast
            node; mode: the real autocast entered at trace time (fake runs see it) */
         struct { PyObject *args, *node, *mode; } amp;
         struct { PyObject *enter_result; } nullctx; /* a value */
+        struct { PyObject *type, *args; } exc;      /* the class; list of argument values */
         /* real: the real cell (a closure of the top frame or of a real function) or NULL
            for a cell made in the trace; contents: the value, NULL while empty / unread */
         struct { PyObject *real, *contents; } cell;
@@ -185,12 +199,10 @@ typedef struct cdyn_vtable {
 /* The families' tables (values/<family>.c). */
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
-    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt;
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_exc_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;
-/* Number of values alive (debug/leak checks). */
-extern Py_ssize_t cdyn_value_live;
 
 extern PyTypeObject cdyn_ValueType;
 #define V(o) ((cdyn_value *)(o))
@@ -215,6 +227,8 @@ PyObject *cdyn_value_seq(cdyn_vkind kind, PyObject *const *vals, Py_ssize_t n);
 PyObject *cdyn_value_dict(PyObject *keys, PyObject *vals);
 /* New ITER over items (list of values, borrowed). */
 PyObject *cdyn_value_iter(PyObject *items);
+/* New ITER over items standing for an iterator of type `type` (borrowed, may be NULL). */
+PyObject *cdyn_value_iter_typed(PyObject *items, PyTypeObject *type);
 /* New TENSOR of fake (example value) and node (borrowed), source may be NULL. */
 PyObject *cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source);
 /* New METHOD: func (borrowed real function to inline, or NULL), name (borrowed str), self

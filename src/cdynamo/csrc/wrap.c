@@ -325,8 +325,12 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     }
     seen = PyDict_GetItemWithError(tx->by_id, key);
     if (seen != NULL) {
-        st = cdyn_tx_unsupported(tx, "one input container reached through two sources "
-                                     "(aliasing)");
+        /* the same container under another name: one value, while it stays the same */
+        if (cdyn_guards_add_same(tx->guards, source, V(seen)->source) < 0) {
+            goto done;
+        }
+        *out = Py_NewRef(seen);
+        st = TR_OK;
         goto done;
     }
     if (PyErr_Occurred() || cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
@@ -415,6 +419,25 @@ wrap_bound_method(cdyn_tx *tx, PyObject *self, PyObject *func, PyObject *name,
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* 1 when the builtin function obj is the method of its __self__ under its own name (x.add,
+ * lst.append), so it can be rebuilt as <self>.<name>; 0 for builtins whose self is an
+ * implementation detail (pybind11 function records, capsules). */
+static int
+is_method_of_self(PyObject *obj)
+{
+    PyObject *self = PyCFunction_GET_SELF(obj), *again;
+    int r;
+    again = PyObject_GetAttrString(self, ((PyCFunctionObject *)obj)->m_ml->ml_name);
+    if (again == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    r = PyCFunction_Check(again) && PyCFunction_GET_SELF(again) == self &&
+        ((PyCFunctionObject *)again)->m_ml == ((PyCFunctionObject *)obj)->m_ml;
+    Py_DECREF(again);
+    return r;
+}
+
 /* The family of a callable that is not a module, a method or a container. */
 static cdyn_vkind
 callable_kind(PyObject *obj)
@@ -445,7 +468,8 @@ callable_kind(PyObject *obj)
         return VK_USERFN;
     }
     if (PyType_Check(obj)) {
-        return VK_CLASS;
+        return PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)PyExc_BaseException)
+                   ? VK_EXCTYPE : VK_CLASS;
     }
     return VK_OPAQUE;
 }
@@ -522,7 +546,8 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
                                  ((PyFunctionObject *)func)->func_name, source, out);
     }
     if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL &&
-        !PyModule_Check(PyCFunction_GET_SELF(obj)) && !PyType_Check(PyCFunction_GET_SELF(obj))) {
+        !PyModule_Check(PyCFunction_GET_SELF(obj)) && !PyType_Check(PyCFunction_GET_SELF(obj)) &&
+        is_method_of_self(obj)) {
         /* a builtin method bound to an object (e.g. x.add, lst.append reaching a resume
            function): the method of its self, which is wrapped and guarded itself */
         PyObject *nm = PyUnicode_FromString(((PyCFunctionObject *)obj)->m_ml->ml_name);

@@ -155,7 +155,7 @@ zip_or_enumerate(cdyn_tx *tx, int is_zip, PyObject *const *args, Py_ssize_t npos
     }
     st = res != NULL ? TR_OK : TR_ERROR;
     if (res != NULL) {
-        *out = cdyn_value_iter(res);
+        *out = cdyn_value_iter_typed(res, is_zip ? &PyZip_Type : &PyEnum_Type);
         st = *out ? TR_OK : TR_ERROR;
     }
 done:
