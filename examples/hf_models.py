@@ -62,13 +62,13 @@ def bert():
 
 
 def t5():
-    """T5Model: 2 encoder + 2 decoder layers, d_model 64; inputs (input_ids,
-    decoder_input_ids)."""
+    """T5Model: 2 encoder + 2 decoder layers, d_model 64; inputs (input_ids, attention_mask,
+    decoder_input_ids), positional as forward takes them."""
     from transformers import T5Config, T5Model
     torch.manual_seed(0)
     cfg = T5Config(num_layers=2, num_decoder_layers=2, d_model=64, d_kv=16, d_ff=128,
                    num_heads=4, vocab_size=VOCAB, decoder_start_token_id=0)
-    return T5Model(cfg).eval(), (_ids(), _ids(seq=8, seed=1))
+    return T5Model(cfg).eval(), (_ids(), torch.ones(2, 16, dtype=torch.long), _ids(seq=8, seed=1))
 
 
 def vit():
@@ -81,8 +81,8 @@ def vit():
 
 
 def whisper():
-    """WhisperModel: 2+2 layers, d_model 64, 80 mel bins, 3000 frames... kept small: 200
-    frames; inputs (input_features, decoder_input_ids)."""
+    """WhisperModel: 2+2 layers, d_model 64, 80 mel bins, 200 frames; inputs
+    (input_features, attention_mask=None, decoder_input_ids), positional."""
     from transformers import WhisperConfig, WhisperModel
     torch.manual_seed(0)
     cfg = WhisperConfig(encoder_layers=2, decoder_layers=2, d_model=64, encoder_attention_heads=4,
@@ -90,7 +90,7 @@ def whisper():
                         vocab_size=VOCAB, num_mel_bins=80, max_source_positions=100,
                         max_target_positions=64, pad_token_id=0, bos_token_id=0,
                         eos_token_id=0, decoder_start_token_id=0)
-    return WhisperModel(cfg).eval(), (torch.randn(1, 80, 200), _ids(batch=1, seq=8))
+    return WhisperModel(cfg).eval(), (torch.randn(1, 80, 200), None, _ids(batch=1, seq=8))
 
 
 def transformer_encoder():

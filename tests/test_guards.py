@@ -234,3 +234,20 @@ def test_closure_of_an_inlined_method_is_guarded():
     assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 3.0))
     type(scaler).forward.__closure__[0].cell_contents = 5
     assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 6.0))
+
+
+def test_bound_method_passed_in_is_guarded_by_what_it_is():
+    # before: a builtin method reaching a frame (a resume function's argument) was guarded
+    # by its self's type only, so obj.__reduce__ was answered with obj.__reduce_ex__
+    class Obj:
+        pass
+
+    o = Obj()
+
+    def call_it(m):
+        return m()
+
+    compiled = cdynamo.compile(call_it, backend="eager")
+    assert compiled(o.__reduce__) == o.__reduce__()
+    assert compiled(o.__sizeof__) == o.__sizeof__()
+    assert compiled(o.__repr__) == o.__repr__()

@@ -27,11 +27,12 @@ typedef enum {
     G_HASATTR,
     G_CALL,
     G_SAME,
+    G_KEYS,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SAME_OBJECT",
+    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SAME_OBJECT", "DICT_KEYS",
 };
 
 typedef struct {
@@ -430,6 +431,40 @@ cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *exp
     return 0;
 }
 
+static PyObject *any_key;   /* in a DICT_KEYS tuple: a position another guard checks */
+
+PyObject *
+cdyn_guards_any_key(void)
+{
+    if (any_key == NULL) {
+        any_key = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    }
+    return any_key;
+}
+
+int
+cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys)
+{
+    guard *gd;
+    if (check_source_arg(source) < 0) {
+        return -1;
+    }
+    if (!PyTuple_CheckExact(keys)) {
+        PyErr_SetString(PyExc_TypeError, "DICT_KEYS: keys must be a tuple");
+        return -1;
+    }
+    if (guards_contain(g, G_KEYS, source)) {
+        return 0;
+    }
+    gd = guards_append(g, G_KEYS, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(keys);
+    gd->len = PyTuple_GET_SIZE(keys);
+    return 0;
+}
+
 int
 cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
 {
@@ -609,6 +644,52 @@ equals_exact(PyObject *a, PyObject *b)
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
 
+/* DICT_KEYS: v iterates exactly the keys (dict keys, set items) of the tuple `keys`, in
+ * order. 1 pass, 0 fail, -1 error. */
+static int
+check_keys(PyObject *keys, PyObject *v)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(keys), i = 0, pos = 0;
+    PyObject *k, *val, *it;
+    Py_hash_t hash;
+    int r = 1;
+    if (PyDict_CheckExact(v)) {
+        if (PyDict_GET_SIZE(v) != n) {
+            return 0;
+        }
+        while (r == 1 && PyDict_Next(v, &pos, &k, &val)) {
+            PyObject *want = PyTuple_GET_ITEM(keys, i++);
+            r = want == any_key ? 1 : equals_exact(k, want);
+        }
+        return r;
+    }
+    if (PyAnySet_CheckExact(v)) {
+        if (PySet_GET_SIZE(v) != n) {
+            return 0;
+        }
+        while (r == 1 && _PySet_NextEntry(v, &pos, &k, &hash)) {
+            r = equals_exact(k, PyTuple_GET_ITEM(keys, i++));
+        }
+        return r;
+    }
+    it = PyObject_GetIter(v);
+    if (it == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    while (r == 1 && (k = PyIter_Next(it)) != NULL) {
+        PyObject *want = i < n ? PyTuple_GET_ITEM(keys, i++) : NULL;
+        r = want == NULL ? 0 : want == any_key ? 1 : equals_exact(k, want);
+        Py_DECREF(k);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return r == 1 && i == n;
+}
+
 /* 1 when grad mode is enabled, 0 when not, -1 on error. */
 static int
 grad_mode_enabled(void)
@@ -758,6 +839,12 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         }
         break;
     }
+    case G_KEYS:
+        rc = check_keys(gd->value, v);
+        if (rc == 0) {
+            rc = fail_with(why, "expected keys %R", gd->value);
+        }
+        break;
     case G_SAME: {
         PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
                                             builtins, memo);
@@ -883,7 +970,7 @@ guard_describe(const guard *gd)
         Py_DECREF(head);
         return res;
     }
-    if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN)) {
+    if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN && gd->kind != G_KEYS)) {
         return head;
     }
     res = gd->kind == G_LEN ? PyUnicode_FromFormat("%U %zd", head, gd->len)

@@ -12,6 +12,7 @@
  *   GLOBAL_STATE   a torch state function called with constants gives what it gave
  *   HASATTR        whether an object has an attribute (hasattr / getattr with a default)
  *   SAME_OBJECT    two sources denote the same object (an aliased input)
+ *   DICT_KEYS      the keys of a dict / items of a set, in iteration order
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
  */
 #ifndef CDYN_GUARDS_H
@@ -45,6 +46,13 @@ int cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject 
 /* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
  * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
 int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
+/* DICT_KEYS: the dict (keys) or set (items) at source iterates exactly the items of the tuple
+ * `keys` (borrowed), in order, each of the same type and == (pins constants and objects
+ * compared by identity). */
+int cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys);
+/* The placeholder of a DICT_KEYS tuple for a key another guard checks (a tensor key, guarded
+ * through its entry source); borrowed, NULL + MemoryError. */
+PyObject *cdyn_guards_any_key(void);
 /* SAME_OBJECT: source evaluates to the very object `other` (a source) evaluates to: one input
  * reached under two names (aliasing) at trace time must stay so. */
 int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);

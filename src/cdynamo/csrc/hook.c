@@ -502,7 +502,10 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
          * frame this is) called us as its previous function */
         return eval_below(ts, f, throwflag);
     }
-    if (throwflag || t->disabled) {
+    if (throwflag || t->disabled || ts->recursion_remaining < ts->recursion_limit / 4) {
+        /* near the recursion limit the frame runs as is: transformed code and resume
+           functions add frames, and a program that stays under the limit eagerly must not
+           overflow it because it was compiled */
         return eval_plain(ts, f, throwflag);
     }
     PyCodeObject *code = f->f_code;

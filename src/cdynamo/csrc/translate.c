@@ -508,44 +508,27 @@ OP(list_add)
 OP(build_map)
 {
     int n = ins->oparg, ck = ins->opcode == BUILD_CONST_KEY_MAP;
-    PyObject *keys = NULL, *vals = PyList_New(n), *r = NULL;
-    tr_status st = TR_ERROR;
-    if (vals == NULL) {
+    PyObject *d = NULL, *kt = ck ? peek(fs, 0) : NULL;
+    tr_status st = TR_OK;
+    if (ck && (V(kt)->kind != VK_CONST || !PyTuple_Check(V(kt)->u.cnst.value))) {
+        return cdyn_tx_unsupported(tx, "BUILD_CONST_KEY_MAP with non-constant keys");
+    }
+    d = cdyn_dict_new(NULL);
+    if (d == NULL) {
         return TR_ERROR;
     }
-    if (ck) {
-        PyObject *kt = peek(fs, 0);
-        if (V(kt)->kind != VK_CONST || !PyTuple_Check(V(kt)->u.cnst.value)) {
-            st = cdyn_tx_unsupported(tx, "BUILD_CONST_KEY_MAP with non-constant keys");
-            goto done;
-        }
-        keys = PySequence_List(V(kt)->u.cnst.value);
-    }
-    else {
-        keys = PyList_New(n);
-    }
-    if (keys == NULL) {
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        PyObject *k = ck ? NULL : fs->stack[fs->sp - 2 * n + 2 * i];
+    for (int i = 0; st == TR_OK && i < n; i++) {
+        PyObject *k = ck ? cdyn_value_const(PyTuple_GET_ITEM(V(kt)->u.cnst.value, i))
+                         : Py_NewRef(fs->stack[fs->sp - 2 * n + 2 * i]);
         PyObject *v = ck ? fs->stack[fs->sp - 1 - n + i] : fs->stack[fs->sp - 2 * n + 2 * i + 1];
-        if (k != NULL) {
-            if (V(k)->kind != VK_CONST || PyObject_Hash(V(k)->u.cnst.value) == -1) {
-                PyErr_Clear();
-                st = cdyn_tx_unsupported(tx, "dict with a non-constant key");
-                goto done;
-            }
-            PyList_SET_ITEM(keys, i, Py_NewRef(V(k)->u.cnst.value));
-        }
-        PyList_SET_ITEM(vals, i, Py_NewRef(v));
+        st = k ? cdyn_dict_set(tx, d, k, v) : TR_ERROR;
+        Py_XDECREF(k);
     }
-    r = cdyn_value_dict(keys, vals);
-    st = r ? replace(fs, ck ? n + 1 : 2 * n, r) : TR_ERROR;
-done:
-    Py_XDECREF(keys);
-    Py_XDECREF(vals);
-    return st;
+    if (st != TR_OK) {
+        Py_DECREF(d);
+        return st;
+    }
+    return replace(fs, ck ? n + 1 : 2 * n, d);
 }
 
 /* MAP_ADD i: [.., dict, .. i-1 .., key, value] */
@@ -567,33 +550,40 @@ OP(map_add)
  * (f(**a, **b)) raises TypeError in Python: left to Python. */
 OP(dict_update)
 {
-    PyObject *d = peek(fs, ins->oparg), *a = peek(fs, 0);
-    tr_status st = cdyn_tx_materialize(tx, a);
-    if (st != TR_OK) {
-        return st;
+    tr_status st = cdyn_dict_update_op(tx, peek(fs, ins->oparg), peek(fs, 0),
+                                       ins->opcode == DICT_MERGE);
+    if (st == TR_OK) {
+        drop(fs, 1);
     }
-    if (V(d)->kind != VK_DICT || V(a)->kind != VK_DICT || V(d)->source != NULL) {
-        return cdyn_tx_unsupported(tx, "%s of %S into %S", cdyn_opname(ins->opcode), a, d);
+    return st;
+}
+
+/* BUILD_SET n: [v0 .. vn] */
+OP(build_set)
+{
+    PyObject *items = PyList_New(ins->oparg), *r = NULL;
+    tr_status st;
+    if (items == NULL) {
+        return TR_ERROR;
     }
-    for (Py_ssize_t i = 0; ins->opcode == DICT_MERGE && i < PyList_GET_SIZE(V(a)->u.dict.keys); i++) {
-        int r = PySequence_Contains(V(d)->u.dict.keys, PyList_GET_ITEM(V(a)->u.dict.keys, i));
-        if (r != 0) {
-            return r < 0 ? TR_ERROR : cdyn_tx_unsupported(tx, "duplicate keyword argument");
-        }
+    for (int i = 0; i < ins->oparg; i++) {
+        PyList_SET_ITEM(items, i, Py_NewRef(fs->stack[fs->sp - ins->oparg + i]));
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(V(a)->u.dict.keys); i++) {
-        PyObject *kv = cdyn_value_const(PyList_GET_ITEM(V(a)->u.dict.keys, i));
-        if (kv == NULL) {
-            return TR_ERROR;
-        }
-        st = cdyn_v_store_subscr(tx, d, kv, PyList_GET_ITEM(V(a)->u.dict.vals, i));
-        Py_DECREF(kv);
-        if (st != TR_OK) {
-            return st;
-        }
+    st = cdyn_set_build(tx, VK_SET, items, &r);
+    Py_DECREF(items);
+    return st == TR_OK ? replace(fs, ins->oparg, r) : st;
+}
+
+/* SET_ADD / SET_UPDATE i: [.., set, .. i-1 .., v] */
+OP(set_add)
+{
+    PyObject *s = peek(fs, ins->oparg);
+    tr_status st = ins->opcode == SET_ADD ? cdyn_set_add_op(tx, s, peek(fs, 0))
+                                          : cdyn_set_update_op(tx, s, peek(fs, 0));
+    if (st == TR_OK) {
+        drop(fs, 1);
     }
-    drop(fs, 1);
-    return TR_OK;
+    return st;
 }
 
 /* BUILD_SLICE / BUILD_STRING / FORMAT_VALUE: on constants only. */
@@ -985,22 +975,7 @@ OP(call_function_ex)
     PyObject *all = NULL, *kwnames = NULL, *res = NULL;
     tr_status st = cdyn_v_unpack(tx, args, &all);
     if (st == TR_OK && kw != NULL) {
-        st = cdyn_tx_materialize(tx, kw);
-        if (st == TR_OK && V(kw)->kind != VK_DICT) {
-            st = cdyn_tx_unsupported(tx, "**kwargs that is not a dict");
-        }
-        for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(V(kw)->u.dict.keys); i++) {
-            if (!PyUnicode_Check(PyList_GET_ITEM(V(kw)->u.dict.keys, i))) {
-                st = cdyn_tx_unsupported(tx, "non-string keyword");
-            }
-            else if (PyList_Append(all, PyList_GET_ITEM(V(kw)->u.dict.vals, i)) < 0) {
-                st = TR_ERROR;
-            }
-        }
-        if (st == TR_OK && PyList_GET_SIZE(V(kw)->u.dict.keys) > 0 &&
-            (kwnames = PyList_AsTuple(V(kw)->u.dict.keys)) == NULL) {
-            st = TR_ERROR;
-        }
+        st = cdyn_dict_kwargs(tx, kw, all, &kwnames);
     }
     if (st == TR_OK) {
         st = cdyn_v_call(tx, fs, fn, &PyList_GET_ITEM(all, 0), PyList_GET_SIZE(all), kwnames,
@@ -1205,6 +1180,7 @@ op_table_init(void)
         {LIST_APPEND, op_list_add}, {LIST_EXTEND, op_list_add}, {BUILD_MAP, op_build_map},
         {BUILD_CONST_KEY_MAP, op_build_map}, {MAP_ADD, op_map_add},
         {DICT_MERGE, op_dict_update}, {DICT_UPDATE, op_dict_update},
+        {BUILD_SET, op_build_set}, {SET_ADD, op_set_add}, {SET_UPDATE, op_set_add},
         {BUILD_SLICE, op_build_slice}, {BUILD_STRING, op_build_string},
         {FORMAT_VALUE, op_format_value}, {UNPACK_SEQUENCE, op_unpack_sequence},
         {UNPACK_EX, op_unpack_ex}, {STORE_SUBSCR, op_store_subscr},

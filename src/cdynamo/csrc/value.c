@@ -20,6 +20,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_AUTOCAST_EXIT] = &cdyn_ctx_vt, [VK_NULLCTX] = &cdyn_ctx_vt,
     [VK_EXCTYPE] = &cdyn_exc_vt,    [VK_EXC] = &cdyn_exc_vt,
     [VK_NEWOBJ] = &cdyn_user_vt,    [VK_OBJFN] = &cdyn_user_vt,
+    [VK_SET] = &cdyn_set_vt,        [VK_FROZENSET] = &cdyn_set_vt,
 };
 
 static const char *const kind_names[VK__COUNT] = {
@@ -34,6 +35,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_AUTOCAST_EXIT] = "AutocastExit", [VK_NULLCTX] = "NullContext",
     [VK_EXCTYPE] = "ExceptionClass", [VK_EXC] = "Exception",
     [VK_NEWOBJ] = "UserDefinedObject(new)", [VK_OBJFN] = "SlotFunction",
+    [VK_SET] = "Set", [VK_FROZENSET] = "FrozenSet",
 };
 
 /* Visit the payload and the source (values can form cycles: an object made while
@@ -95,6 +97,11 @@ cdyn_value_repr(PyObject *self)
         return PyUnicode_FromFormat("%sVariable(len=%zd)", k,
                                     v->u.dict.vals ? PyList_GET_SIZE(v->u.dict.vals)
                                                    : (Py_ssize_t)-1);
+    case VK_SET:
+    case VK_FROZENSET:
+        return PyUnicode_FromFormat("%sVariable(len=%zd)", k,
+                                    v->u.set.map ? PyDict_GET_SIZE(v->u.set.map)
+                                                 : (Py_ssize_t)-1);
     case VK_ITER:
         return PyUnicode_FromFormat("%sVariable(%zd of %zd)", k, v->pos,
                                     PyList_GET_SIZE(v->u.iter.items));
@@ -519,7 +526,7 @@ cdyn_v_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
 static int
 is_container_kind(cdyn_vkind k)
 {
-    return k == VK_LIST || k == VK_DICT || k == VK_TUPLE;
+    return k == VK_LIST || k == VK_DICT || k == VK_TUPLE || k == VK_SET;
 }
 
 tr_status
@@ -552,9 +559,20 @@ cdyn_v_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
         *out = 0;   /* two containers made in the frame are distinct objects */
         return TR_OK;
     }
-    /* A constant against a non-constant: only None/True/False are decidable. */
+    /* A constant against a non-constant: only None/True/False are decidable, or a real
+       object held by the other value (never a constant: constants are wrapped as such). */
     if ((va->kind == VK_CONST && (ra == Py_None || PyBool_Check(ra))) ||
         (vb->kind == VK_CONST && (rb == Py_None || PyBool_Check(rb)))) {
+        *out = 0;
+        return TR_OK;
+    }
+    if ((va->kind == VK_CONST) != (vb->kind == VK_CONST) && ra != NULL && rb != NULL) {
+        *out = ra == rb;
+        return TR_OK;
+    }
+    /* a tensor is never a value of another family (tensors are always wrapped as such) */
+    if ((va->kind == VK_TENSOR) != (vb->kind == VK_TENSOR) && va->kind != VK_NULL &&
+        vb->kind != VK_NULL) {
         *out = 0;
         return TR_OK;
     }
@@ -618,6 +636,23 @@ cdyn_v_python_type(PyObject *v)
         return NULL;
     }
     return V(v)->vt->python_type(v);
+}
+
+PyObject *
+cdyn_v_as_constant(PyObject *v)
+{
+    PyObject *r;
+    if (V(v)->kind == VK_CONST) {
+        return Py_NewRef(V(v)->u.cnst.value);
+    }
+    if (V(v)->vt->as_constant == NULL) {
+        return NULL;
+    }
+    r = V(v)->vt->as_constant(v);
+    if (r == NULL) {
+        PyErr_Clear();
+    }
+    return r;
 }
 
 int

@@ -24,8 +24,11 @@
  *   tensors       values/tensor.c     TENSOR       u.tensor           fake tensor (example value) + fx.Node
  *   sequences     values/seq.c        TUPLE, LIST  u.seq              items: list of values (named tuple
  *                                                                     type in nt_type); lazy input containers
- *   dicts         values/dict.c       DICT         u.dict             constant keys -> values
+ *   dicts         values/dict.c       DICT         u.dict             hashable keys -> values (dict,
+ *                                                                     OrderedDict, defaultdict, Counter)
  *                                     DICTVIEW     u.view             a live keys()/values()/items() view
+ *   sets          values/set.c        SET          u.set              set / frozenset: hashable items
+ *                                     FROZENSET    u.set
  *   functions     values/function.c   FUNCTION     u.func             made by MAKE_FUNCTION in the trace
  *                                     USERFN       u.obj.obj          a real Python function (inlined)
  *                                     METHOD       u.method           a method bound to a value
@@ -81,6 +84,7 @@ typedef enum {
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
     VK_EXCTYPE, VK_EXC,
     VK_NEWOBJ, VK_OBJFN,
+    VK_SET, VK_FROZENSET,
     VK__COUNT
 } cdyn_vkind;
 
@@ -88,7 +92,7 @@ struct cdyn_tx;
 struct cdyn_fs;
 struct cdyn_cg;
 
-#define CDYN_VREFS 4
+#define CDYN_VREFS 6
 
 typedef struct cdyn_value {
     PyObject_HEAD
@@ -104,9 +108,15 @@ typedef struct cdyn_value {
         struct { PyObject *fake, *node; } tensor;
         /* items: list of values, NULL while lazy; real: the input container while lazy */
         struct { PyObject *items, *nt_type, *real; } seq;
-        /* keys: list of constant real keys; vals: list of values (same order); real: the
-           input dict while lazy */
-        struct { PyObject *keys, *vals, *real; } dict;
+        /* keys: list of hash keys (a constant key is its own hash key, see values/dict.c);
+           vals: list of values (same order); real: the input dict while lazy; type: the
+           real type (NULL: dict); factory: a defaultdict's default_factory value (NULL:
+           None); keyvals: NULL while every key is a constant, else a list parallel to keys
+           holding each key's value (None for constant keys) */
+        struct { PyObject *keys, *vals, *real, *type, *factory, *keyvals; } dict;
+        /* order: a real set of the items' hash keys, mirroring the real set's iteration
+           order; map: dict hash key -> item value; real: the input set while lazy */
+        struct { PyObject *order, *map, *real; } set;
         struct { PyObject *obj; } obj;
         struct { PyObject *obj, *self; } super;   /* the class (real type), self value */
         /* func: the real function to inline with self (or NULL: call self's method name);
@@ -138,7 +148,11 @@ typedef struct cdyn_value {
 
 /* Family flags (bits). */
 #define SEQ_LAZY        0x1u   /* TUPLE/LIST/DICT: an input container, items not read yet */
-#define SEQ_APPENDED    0x2u   /* ... and an append was replayed on it: items unreadable */
+#define SEQ_APPENDED    0x2u   /* ... and appends were replayed on it (the values wait in items) */
+#define SEQ_SYNCED      0x4u   /* LIST/DICT/SET with a source: mutated while tracing; its whole
+                                  contents are written back (EFF_SYNC, vtable writeback) */
+#define SET_INEXACT     0x8u   /* SET/FROZENSET: derived from an input set, so the mirror of
+                                  hash keys may iterate in another order than the real set */
 #define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
 #define OBJ_TRUSTED     0x2u   /* OBJECT without source whose attributes are fixed metadata
                                   (dataclass fields): read unguarded */
@@ -194,12 +208,18 @@ typedef struct cdyn_vtable {
        objects, then emit bytecode that pushes it */
     tr_status (*collect)(struct cdyn_tx *tx, struct cdyn_cg *cg, PyObject *v);
     int (*reconstruct)(struct cdyn_cg *cg, PyObject *v);
+    /* a mutated input container (SEQ_SYNCED): emit bytecode that makes the real object
+       (loaded through its source) hold v's current contents (collect gathered them) */
+    int (*writeback)(struct cdyn_cg *cg, PyObject *v);
+    /* a new real object equal to v when v is made of constants only (a list, set, dict of
+       constants), to fold a pure builtin on it; NULL (no exception) otherwise */
+    PyObject *(*as_constant)(PyObject *v);
 } cdyn_vtable;
 
 /* The families' tables (values/<family>.c). */
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
-    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_exc_vt;
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_exc_vt, cdyn_set_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;
@@ -282,6 +302,9 @@ tr_status cdyn_v_enter(struct cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyOb
 tr_status cdyn_v_graph_arg(struct cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node);
 /* Borrowed type or NULL (no exception) when unknown. */
 PyTypeObject *cdyn_v_python_type(PyObject *v);
+/* A real object standing for v: a constant's value (new ref), or the family's as_constant;
+ * NULL without an exception when v is not made of constants only. */
+PyObject *cdyn_v_as_constant(PyObject *v);
 
 int cdyn_value_init(PyObject *module);
 

@@ -553,6 +553,18 @@ cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py
     for (Py_ssize_t i = 0; i < nargs; i++) {
         all[n++] = args[i];
     }
+    if (is_dict_slot(fn) && self == NULL && n >= 1 && V(all[0])->vt != &cdyn_user_vt &&
+        cdyn_is_builtin(fn)) {
+        /* dict.get(d, k) on a container value: the containers' own method (values/dict.c,
+           through the builtins family); the user family keeps dict subclasses' objects */
+        PyObject *b = cdyn_value_obj(VK_BUILTIN, fn, NULL);
+        if (b == NULL) {
+            return TR_ERROR;
+        }
+        st = cdyn_v_call(tx, fs, b, args, nargs, kwnames, out);
+        Py_DECREF(b);
+        return st;
+    }
     if (is_dict_slot(fn)) {
         if (n < 1 || (d = dict_target(all[0])) == NULL) {
             return cdyn_tx_unsupported(tx, "%R on %S", fn, n ? all[0] : Py_None);
