@@ -726,3 +726,70 @@ def test_class_replaced_in_globals_is_guarded():
         same(f(X), compiled(X))
     finally:
         Point = original
+
+
+class _Scaled:
+    """Replaced piece by piece between calls (test_class_members_replaced_are_guarded)."""
+
+    factor = 2.0
+
+    def step(self, x):
+        return x + 1
+
+    def __mul__(self, x):
+        return x * 2
+
+    @property
+    def offset(self):
+        return 1.0
+
+    @classmethod
+    def make(cls, x):
+        return x - 1
+
+
+class _ScaledSub(_Scaled):
+    def up(self, x):
+        return super().step(x) * super().factor
+
+
+def _members_on_new_object(x):
+    o = _ScaledSub()
+    return o.step(x), o * x, o.offset + x, o.up(x), o.make(x), o.factor * x
+
+
+def _members_on_input_object(x, o):
+    return o.step(x), o * x, o.offset + x, o.up(x), _ScaledSub.make(x), o.factor * x
+
+
+@pytest.mark.parametrize("fn", [_members_on_new_object, _members_on_input_object])
+def test_class_members_replaced_are_guarded(fn):
+    """A method, dunder, property, classmethod, super() method or super() class attribute
+    found on a user class is pinned through the class's source (<cls>.name
+    FUNCTION/ID/EQUALS_MATCH, <cls>.__mro__[i].name for super()): each one replaced on the
+    class between calls recompiles and gives eager's result (they were inlined unguarded:
+    the first call's function ran again)."""
+    saved = dict(vars(_Scaled))
+    replacements = [
+        ("step", lambda self, x: x + 10),
+        ("__mul__", lambda self, x: x * 3),
+        ("offset", property(lambda self: 5.0)),
+        ("make", classmethod(lambda cls, x: x - 7)),
+        ("factor", 4.0),
+    ]
+    backend = Counting()
+    compiled = cdynamo.compile(fn, backend=backend)
+    obj = _ScaledSub()
+    try:
+        same(fn(X, obj) if fn is _members_on_input_object else fn(X),
+             compiled(X, obj) if fn is _members_on_input_object else compiled(X))
+        for k, (name, value) in enumerate(replacements):
+            setattr(_Scaled, name, value)
+            args = (X, obj) if fn is _members_on_input_object else (X,)
+            same(fn(*args), compiled(*args))
+            assert len(backend.ops) == k + 2, f"{name} replaced: no recompile"
+            same(fn(*args), compiled(*args))
+            assert len(backend.ops) == k + 2, f"{name}: the second call recompiled"
+    finally:
+        for name, _ in replacements:
+            setattr(_Scaled, name, saved[name])

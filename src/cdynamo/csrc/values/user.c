@@ -155,6 +155,31 @@ cdyn_user_super(cdyn_tx *tx, PyObject *cls, PyObject *self, PyObject **out)
     return TR_OK;
 }
 
+/* Pin what super().name found in type(self).__mro__[i] through
+ * <class of self>.__mro__[i].name (unguarded when self's class has no source). */
+static tr_status
+super_guard(cdyn_tx *tx, PyObject *self, Py_ssize_t i, PyObject *name)
+{
+    PyObject *csrc = cdyn_uobj_class_source(self), *msrc = NULL, *isrc = NULL, *idx = NULL;
+    PyTypeObject *start = super_start(self);
+    tr_status st = TR_ERROR;
+    if (csrc == NULL || start == NULL) {
+        Py_XDECREF(csrc);
+        return TR_OK;
+    }
+    if ((msrc = cdyn_source_attr(csrc, cdyn_U.s_mro)) != NULL &&
+        (idx = PyLong_FromSsize_t(i)) != NULL &&
+        (isrc = cdyn_source_item(msrc, idx)) != NULL) {
+        st = cdyn_uobj_guard_member(tx, isrc,
+                                    (PyTypeObject *)PyTuple_GET_ITEM(start->tp_mro, i), name);
+    }
+    Py_XDECREF(isrc);
+    Py_XDECREF(idx);
+    Py_XDECREF(msrc);
+    Py_DECREF(csrc);
+    return st;
+}
+
 /* super().name: the first class after cls in the MRO of self's type that defines name. */
 static tr_status
 super_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
@@ -173,7 +198,8 @@ super_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         PyObject *d = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
         PyObject *descr = d ? PyDict_GetItemWithError(d, name) : NULL;
         if (descr != NULL) {
-            return cdyn_uobj_bind(tx, self, NULL, descr, name, out);
+            tr_status st = super_guard(tx, self, i, name);
+            return st != TR_OK ? st : cdyn_uobj_bind(tx, self, NULL, descr, name, out);
         }
         if (PyErr_Occurred()) {
             return TR_ERROR;
@@ -503,7 +529,7 @@ cdyn_user_init(void)
         {&cdyn_U.s_fields, "_fields"}, {&cdyn_U.s_replace, "_replace"},
         {&cdyn_U.s_asdict, "_asdict"}, {&cdyn_U.s_field_type, "_field_type"},
         {&cdyn_U.s_del, "__del__"}, {&cdyn_U.s_dict, "__dict__"}, {&cdyn_U.s_next, "__next__"},
-        {&cdyn_U.s_hash, "__hash__"},
+        {&cdyn_U.s_hash, "__hash__"}, {&cdyn_U.s_func, "__func__"}, {&cdyn_U.s_mro, "__mro__"},
     };
     static const struct { PyObject **var; const char *mod, *attr, *sub; } objs[] = {
         {&cdyn_U.object_new, "builtins", "object", "__new__"},

@@ -27,7 +27,7 @@ typedef struct {
     PyObject *s_init, *s_new, *s_class, *s_call, *s_getattr, *s_getitem, *s_setitem,
         *s_delitem, *s_contains, *s_len, *s_iter, *s_bool, *s_enter, *s_exit, *s_setattr,
         *s_getattribute, *s_fields, *s_replace, *s_asdict, *s_field_type, *s_del, *s_dict,
-        *s_next, *s_hash;
+        *s_next, *s_hash, *s_func, *s_mro;
 } cdyn_user_globals;
 extern cdyn_user_globals cdyn_U;
 
@@ -56,6 +56,21 @@ tr_status cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, in
                                     PyObject **out);
 tr_status cdyn_uobj_generic_setattr(cdyn_tx *tx, PyObject *v, PyObject *name,
                                     PyObject *value);
+/* The source of the class of value v (borrowed CLASS / NEWOBJ / OBJECT value), a new
+ * reference: the class's own source, or <object source>.__class__; NULL (no error) when
+ * there is none or the class is trusted (torch's own). */
+PyObject *cdyn_uobj_class_source(PyObject *v);
+/* Pin what getattr(cls, name) is (cls: a real class; cls_src: its source, borrowed, or NULL
+ * to do nothing): a function FUNCTION_MATCHed at <cls_src>.name, a classmethod's function
+ * at <cls_src>.name.__func__, a descriptor that is its own class attribute (property)
+ * ID_MATCHed, a constant EQUALS_MATCHed. What a method or dunder found on a user class
+ * stands for is then re-checked on every call (a class attribute replaced between calls
+ * recompiles). */
+tr_status cdyn_uobj_guard_member(cdyn_tx *tx, PyObject *cls_src, PyTypeObject *cls,
+                                 PyObject *name);
+/* cdyn_uobj_guard_member on the type of value v (on v itself for a CLASS value) through
+ * cdyn_uobj_class_source(v). */
+tr_status cdyn_uobj_guard_type_member(cdyn_tx *tx, PyObject *v, PyObject *name);
 /* Bind a descriptor found on the type of (or on a class after the super() class of) self
  * (an instance value, or a CLASS value for classmethods' super()): functions become
  * methods, properties run their getter, builtin slot functions bind as OBJFN, other

@@ -75,11 +75,13 @@ cdyn_uobj_call_dunder(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const 
                       Py_ssize_t nargs, PyObject **out, int *found)
 {
     PyObject *d = _PyType_Lookup(cdyn_user_type(v), name);
+    tr_status st;
     *found = d != NULL && PyFunction_Check(d);
     if (!*found) {
         return TR_OK;
     }
-    return call_type_function(tx, d, v, args, nargs, NULL, out);
+    st = cdyn_uobj_guard_type_member(tx, v, name);
+    return st != TR_OK ? st : call_type_function(tx, d, v, args, nargs, NULL, out);
 }
 
 /* fn(self, *args) for a Python function fn (borrowed), else unsupported. */
@@ -101,6 +103,88 @@ property_part(PyObject *prop, const char *which)
     return PyObject_GetAttrString(prop, which);
 }
 
+/* ---- guards on what a class defines ----------------------------------------------------------- */
+
+PyObject *
+cdyn_uobj_class_source(PyObject *v)
+{
+    PyObject *cls = NULL, *src = NULL;
+    switch (V(v)->kind) {
+    case VK_CLASS:
+        cls = V(v)->u.obj.obj;
+        src = Py_XNewRef(V(v)->source);
+        break;
+    case VK_NEWOBJ:
+        cls = cdyn_v_real(V(v)->u.uobj.cls);
+        src = Py_XNewRef(V(V(v)->u.uobj.cls)->source);
+        break;
+    case VK_OBJECT:
+        cls = (PyObject *)Py_TYPE(V(v)->u.obj.obj);
+        src = V(v)->source ? cdyn_source_attr(V(v)->source, cdyn_U.s_class) : NULL;
+        PyErr_Clear();   /* (a failed source is no source: the caller stays unguarded) */
+        break;
+    default:
+        return NULL;
+    }
+    if (cls == NULL || cdyn_module_startswith(cls, "torch")) {
+        Py_CLEAR(src);
+    }
+    return src;
+}
+
+tr_status
+cdyn_uobj_guard_member(cdyn_tx *tx, PyObject *cls_src, PyTypeObject *cls, PyObject *name)
+{
+    PyObject *real = NULL, *src = NULL, *fsrc = NULL;
+    int r = 0;
+    if (cls_src == NULL) {
+        return TR_OK;
+    }
+    real = PyObject_GetAttr((PyObject *)cls, name);
+    if (real == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "class attribute %U of %s", name, cls->tp_name);
+    }
+    src = cdyn_source_attr(cls_src, name);
+    if (src == NULL) {
+        r = -1;
+    }
+    else if (PyFunction_Check(real)) {
+        r = cdyn_guards_add_id(tx->guards, src, real, 1);
+    }
+    else if (PyMethod_Check(real) && PyMethod_GET_SELF(real) == (PyObject *)cls &&
+             PyFunction_Check(PyMethod_GET_FUNCTION(real))) {
+        /* a classmethod: bound anew at each read; its function is what stays */
+        fsrc = cdyn_source_attr(src, cdyn_U.s_func);
+        r = fsrc ? cdyn_guards_add_id(tx->guards, fsrc, PyMethod_GET_FUNCTION(real), 1) : -1;
+    }
+    else if (cdyn_is_constant(real)) {
+        r = cdyn_guards_add_equals(tx->guards, src, real);
+    }
+    else if (real == _PyType_Lookup(cls, name)) {
+        r = cdyn_guards_add_id(tx->guards, src, real, 0);   /* a property, a cached_property */
+    }
+    Py_XDECREF(fsrc);
+    Py_XDECREF(src);
+    Py_DECREF(real);
+    return r < 0 ? TR_ERROR : TR_OK;
+}
+
+tr_status
+cdyn_uobj_guard_type_member(cdyn_tx *tx, PyObject *v, PyObject *name)
+{
+    PyObject *src = cdyn_uobj_class_source(v);
+    tr_status st = TR_OK;
+    if (src != NULL) {
+        st = cdyn_uobj_guard_member(tx, src,
+                                    V(v)->kind == VK_CLASS ? (PyTypeObject *)V(v)->u.obj.obj
+                                                           : cdyn_user_type(v),
+                                    name);
+        Py_DECREF(src);
+    }
+    return st;
+}
+
 /* ---- binding what the type defines ----------------------------------------------------------- */
 
 tr_status
@@ -111,6 +195,10 @@ cdyn_uobj_bind(cdyn_tx *tx, PyObject *self, PyObject *clsv, PyObject *descr, PyO
     int on_class = V(self)->kind == VK_CLASS;
     PyObject *f = NULL, *cv = NULL;
     tr_status st;
+    if (clsv != NULL && dt->tp_descr_get != NULL &&
+        (st = cdyn_uobj_guard_type_member(tx, clsv, name)) != TR_OK) {
+        return st;   /* a method or descriptor of the class: pinned through its source */
+    }
     if (PyFunction_Check(descr)) {
         *out = on_class ? cdyn_value_obj(VK_USERFN, descr, NULL)
                : cdyn_user_native_method(descr) ? cdyn_objfn_new(descr, self)
@@ -217,8 +305,12 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     }
     descr = _PyType_Lookup(t, name);
     if (descr != NULL && Py_TYPE(descr) == &PyProperty_Type && generic_getattribute(t)) {
-        /* a property: its getter inlined (not run at trace time, not guarded as a value) */
+        /* a property: its getter inlined (not run at trace time, not guarded as a value;
+           the property itself pinned through the class) */
         Py_XDECREF(src);
+        if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
+            return st;
+        }
         f = property_part(descr, "fget");
         st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
         Py_XDECREF(f);
@@ -245,6 +337,12 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
            builtin method, called by name on the object (unsupported: a graph break that
            reloads it from the object) */
         PyObject *func = PyMethod_Check(attr) ? PyMethod_GET_FUNCTION(attr) : NULL;
+        if (func != NULL && func == descr &&
+            (st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
+            Py_DECREF(attr);
+            Py_XDECREF(src);
+            return st;   /* the class's function: pinned through <object>.__class__.name */
+        }
         *out = func != NULL && cdyn_user_native_method(func)
                    ? cdyn_objfn_new(func, v)
                    : cdyn_value_method(func != NULL && PyFunction_Check(func) ? func : NULL,
@@ -368,6 +466,9 @@ cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, int use_geta
     d = _PyType_Lookup(t, name);
     if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) {   /* a data descriptor */
         if (Py_TYPE(d) == &PyProperty_Type) {
+            if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
+                return st;
+            }
             f = property_part(d, "fget");
             st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
             Py_XDECREF(f);
@@ -674,9 +775,13 @@ cdyn_uobj_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_
                PyObject *kwnames, PyObject **out)
 {
     PyObject *f = _PyType_Lookup(cdyn_user_type(v), cdyn_U.s_call);
+    tr_status st;
     (void)fs;
     if (f == NULL || !PyFunction_Check(f)) {
         return cdyn_tx_unsupported(tx, "call to %S", v);
+    }
+    if ((st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_call)) != TR_OK) {
+        return st;
     }
     return cdyn_tx_inline_function(tx, f, NULL, v, args, nargs, kwnames, out);
 }
@@ -689,6 +794,10 @@ cdyn_uobj_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
     tr_status st;
     if (en == NULL || ex == NULL || !PyFunction_Check(en) || !PyFunction_Check(ex)) {
         return cdyn_tx_unsupported(tx, "with-block over %S (no Python __enter__/__exit__)", v);
+    }
+    if ((st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_enter)) != TR_OK ||
+        (st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_exit)) != TR_OK) {
+        return st;
     }
     st = cdyn_tx_inline_function(tx, en, NULL, v, NULL, 0, NULL, result);
     if (st != TR_OK) {
@@ -725,7 +834,7 @@ try_operator(cdyn_tx *tx, PyObject *self, const char *fmt, const char *op, PyObj
     if (k == DUNDER_OTHER && builtin_base(self, name) == NULL) {
         st = cdyn_tx_unsupported(tx, "%U of %S is a builtin slot", name, self);
     }
-    else if (k == DUNDER_PYTHON) {
+    else if (k == DUNDER_PYTHON && (st = cdyn_uobj_guard_type_member(tx, self, name)) == TR_OK) {
         st = cdyn_tx_inline_function(tx, d, NULL, self, &other, 1, NULL, &r);
         if (st == TR_OK && !(V(r)->kind == VK_CONST && V(r)->u.cnst.value == Py_NotImplemented)) {
             *out = r;
