@@ -223,13 +223,15 @@ def test_reset_by_a_finalizer_while_the_entry_builds_its_function():
 
 
 class _CfgResettingOnRead:
-    """A config object whose attribute is a property; reading it while armed clears the
-    engine's caches (as another thread's reset() can, at any Python code a guard runs)."""
+    """A config object whose attribute is computed by __getattr__ (Python code that the
+    guard on it runs; a property would be inlined instead); reading it while armed clears
+    the engine's caches (as another thread's reset() can, at any Python code a guard runs)."""
 
     armed = False
 
-    @property
-    def scale(self):
+    def __getattr__(self, name):
+        if name != "scale":
+            raise AttributeError(name)
         if _CfgResettingOnRead.armed:
             _CfgResettingOnRead.armed = False
             _C.reset()
@@ -241,7 +243,7 @@ def _scale_by_cfg(cfg, x):
 
 
 def test_reset_by_python_code_inside_a_guard_check():
-    """The guard on `cfg.scale` runs the property; the set being checked was freed under the
+    """The guard on `cfg.scale` runs __getattr__; the set being checked was freed under the
     check, which went on reading it (a use-after-free, found by make test-asan). The check
     now holds the set until it returns, and the call runs unmodified."""
     f = cdynamo.compile(_scale_by_cfg, backend="eager")

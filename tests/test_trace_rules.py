@@ -167,8 +167,8 @@ def test_generated_code_is_ruled_by_its_module():
     # the same kind of code for a user's dataclass: no rule (compiled)
     assert _rule(UserConfig.__init__) is None
     assert _C.trace_rule(UserConfig.__init__.__code__, UserConfig.__init__.__globals__)[0] == "none"
-    # namedtuple machinery
-    assert _rule(Pair.__new__) == tr.SKIP
+    # namedtuple machinery: never translated, inlined when called (pure)
+    assert _rule(Pair.__new__) == tr.INLINE
     # frozen standard-library modules
     boot = sys.modules["importlib._bootstrap"]._find_and_load
     assert boot.__code__.co_filename.startswith("<frozen ")
@@ -180,7 +180,7 @@ def test_module_rules_match_whole_names_only():
     assert tr.lookup_module("torch.nn.modules.linear") == tr.INLINE
     assert tr.lookup_module("torchvision_like") is None     # not a submodule of torch
     assert tr.lookup_module("sympy.core") == tr.SKIP
-    assert tr.lookup_module("namedtuple_Pair") == tr.SKIP
+    assert tr.lookup_module("namedtuple_Pair") == tr.INLINE
     assert tr.lookup_module("my_project.models") is None
 
 

@@ -3,10 +3,11 @@
 The C engine (src/cdynamo/csrc/translate.c, codegen.c) calls these functions on the slow
 path only (while tracing a frame): torch.fx for the graph, FakeTensorMode for tensor
 metadata, the chosen backend to compile the graph, and the output_code report. Nothing
-here runs on a cache hit.
+here runs on a cache hit, except fill_ordered_dict (generated code rebuilding objects).
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 
@@ -52,6 +53,15 @@ def autocast_args(cls, args, kwargs):
     bound.apply_defaults()
     a = bound.arguments
     return (a["device_type"], a["dtype"], a["enabled"], a["cache_enabled"])
+
+
+def fill_ordered_dict(obj, items):
+    """Give ``obj`` (an OrderedDict subclass instance rebuilt by generated code) the entries
+    of the dict ``items``, through ``OrderedDict.__setitem__`` so that neither an override of
+    ``__setitem__``/``update`` runs nor the order bookkeeping is bypassed."""
+    setitem = collections.OrderedDict.__setitem__
+    for k, v in items.items():
+        setitem(obj, k, v)
 
 
 def new_trace():

@@ -43,8 +43,8 @@ code was force-compiled: ``cdynamo.compile`` of one of torch's own nn.Modules co
 Lookup order: ``lookup_callable(obj)``: the per-callable table (by identity, names resolved
 from already-imported modules), then, for a Python function or method, the rule of its code;
 C callables without an entry have no rule (the interpreter decides: builtins it models, torch
-operations it records, anything else breaks). ``lookup_code(code, globals)``: ``<frozen ...>``
-files are ``skip``; then the longest matching file prefix; for code whose file is not a path
+operations it records, anything else breaks). ``lookup_code(code, globals)``: ``<frozen NAME>``
+files have module NAME's rule (``skip`` for the standard library); then the longest matching file prefix; for code whose file is not a path
 (``"<string>"``), the longest matching module rule of ``globals["__name__"]``.
 """
 from __future__ import annotations
@@ -146,8 +146,11 @@ MODULE_RULES: dict[str, str] = {
     "optree": SKIP,
     "rich": SKIP,
     "pygments": SKIP,
-    # Generated code of the standard library's machinery.
-    "namedtuple_*": SKIP,
+    # Generated code of the standard library's machinery: a named tuple's __new__ (pure).
+    "namedtuple_*": INLINE,
+    # The standard library's pure-Python mixins that user classes inherit (Mapping.get,
+    # Mapping.__contains__, ...), inlined as torch._dynamo traces them.
+    "_collections_abc": INLINE,
 }
 
 # The standard library (frames of its machinery never run translated): every module under
@@ -267,11 +270,12 @@ def _stdlib_module_names() -> list[str]:
 
 def file_rules() -> list[tuple[str, str]]:
     """(path prefix, rule) pairs: the standard library's entries, then every module rule's
-    files. The engine keeps the longest matching prefix."""
-    pairs = [(p, STDLIB_RULE) for p in _stdlib_file_prefixes()]
+    files (a module rule wins over the standard library's rule for the same path). The
+    engine keeps the longest matching prefix."""
+    merged = {p: STDLIB_RULE for p in _stdlib_file_prefixes()}
     for name, rule in MODULE_RULES.items():
-        pairs.extend((p, rule) for p in module_paths(name))
-    return pairs
+        merged.update((p, rule) for p in module_paths(name))
+    return list(merged.items())
 
 
 def module_rules() -> list[tuple[str, str]]:
@@ -299,10 +303,11 @@ def lookup_module(name: str | None) -> str | None:
 
 
 def lookup_file(filename: str) -> str | None:
-    """The rule of a source file path (longest matching prefix), or None. ``<frozen ...>``
-    files (the stdlib's frozen modules) are SKIP."""
+    """The rule of a source file path (longest matching prefix), or None. ``<frozen NAME>``
+    files (the stdlib's frozen modules) have the rule of module NAME (SKIP for the
+    standard library unless MODULE_RULES says otherwise, e.g. _collections_abc)."""
     if filename.startswith("<frozen "):
-        return SKIP
+        return lookup_module(filename[len("<frozen "):-1]) or SKIP
     best, best_len = None, -1
     for prefix, rule in _snapshot()[0]:
         if len(prefix) > best_len and filename.startswith(prefix):

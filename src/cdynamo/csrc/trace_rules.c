@@ -216,7 +216,13 @@ cdyn_rules_for_code(PyCodeObject *code, PyObject *globals)
             match = PyUnicode_READ_CHAR(filename, j) == (Py_UCS4)frozen[j];
         }
         if (match) {
-            return CDYN_RULE_SKIP;
+            /* the rule of the frozen module's name ("<frozen _collections_abc>"): the
+               standard library's SKIP unless a module rule says otherwise */
+            PyObject *mod = PyUnicode_Substring(filename, 8, len - 1);
+            cdyn_rule fr = mod != NULL ? cdyn_rules_for_module(mod) : CDYN_RULE_NONE;
+            Py_XDECREF(mod);
+            PyErr_Clear();
+            return fr != CDYN_RULE_NONE ? fr : CDYN_RULE_SKIP;
         }
     }
     cdyn_rule r = file_rule(filename);

@@ -1748,7 +1748,8 @@ cdyn_translate_init(PyObject *module)
         }
     }
     op_table_init();
-    if (cdyn_builtin_init() < 0 || cdyn_ctx_init() < 0 || cdyn_torch_init() < 0) {
+    if (cdyn_user_init() < 0 || cdyn_builtin_init() < 0 || cdyn_ctx_init() < 0 ||
+        cdyn_torch_init() < 0) {
         return -1;
     }
     return cdyn_polyfill_init();

@@ -366,6 +366,30 @@ tr_status cdyn_ndarray_torch_call(cdyn_tx *tx, PyObject *fn, PyObject *const *ar
  * sharing its memory (guards: TYPE_MATCH, TENSOR_MATCH on ___from_numpy(source)), as an
  * NDARRAY rebuilt from source. *out NULL (TR_OK) when torch cannot hold the array. */
 tr_status cdyn_ndarray_wrap_input(cdyn_tx *tx, PyObject *arr, PyObject *source, PyObject **out);
+/* User classes and objects (values/user.c and the files named in values/user.h). */
+/* `a is b` when either operand is of the user family: TR_NOTIMPL when it cannot decide. An
+ * object read from the frame that is compared by identity is ID_MATCHed. */
+tr_status cdyn_user_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out);
+/* super(cls, self) (the builtins family's super()). */
+tr_status cdyn_user_super(cdyn_tx *tx, PyObject *cls, PyObject *self, PyObject **out);
+/* type(v), guarded as the value's own guards or through <source>.__class__. */
+tr_status cdyn_user_type_of(cdyn_tx *tx, PyObject *v, PyObject **out);
+/* hash(v) of a user object whose type defines a Python __hash__ (inlined); else
+ * unsupported (an identity hash is not known while tracing). */
+tr_status cdyn_user_hash(cdyn_tx *tx, PyObject *v, PyObject **out);
+/* hasattr(v, name) on an object made while tracing; TR_NOTIMPL for other values. */
+tr_status cdyn_user_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, int *out);
+/* wrap.c's classification: builtin slot functions / helpers the family implements
+ * (VK_OBJFN); instances whose type has a Python __call__ (VK_OBJECT, not opaque); Enum
+ * members (constants); named tuples and struct sequences (their type, or NULL). */
+int cdyn_user_is_objfn(PyObject *obj);
+int cdyn_user_is_callable_object(PyObject *obj);
+int cdyn_is_enum_member(PyObject *obj);
+PyTypeObject *cdyn_namedtuple_type_of(PyObject *obj);
+/* Attributes of a named-tuple value other than its fields (seq.c): TR_NOTIMPL when none. */
+tr_status cdyn_namedtuple_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
+/* Resolve the family's cached objects; 0 / -1. */
+int cdyn_user_init(void);
 /* ---- values/dict.c, values/set.c, values/seq.c: containers --------------------------------
  * A dict key or set item is identified at trace time by its hash key: a constant is its own
  * hash key; a tensor (by identity) or a function made in the trace is a private (marker,

@@ -22,6 +22,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_NDARRAY] = &cdyn_ndarray_vt, [VK_NPFN] = &cdyn_npfn_vt,
     [VK_GENERATOR] = &cdyn_generator_vt,
     [VK_PARTIAL] = &cdyn_function_vt, [VK_WRAPPER] = &cdyn_function_vt,
+    [VK_NEWOBJ] = &cdyn_user_vt,    [VK_OBJFN] = &cdyn_user_vt,
     [VK_SET] = &cdyn_set_vt,        [VK_FROZENSET] = &cdyn_set_vt,
 };
 
@@ -39,14 +40,40 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_NDARRAY] = "NumpyNdarray", [VK_NPFN] = "Numpy",
     [VK_GENERATOR] = "LocalGenerator", [VK_PARTIAL] = "FunctoolsPartial",
     [VK_WRAPPER] = "WrappedUserFunction",
+    [VK_NEWOBJ] = "UserDefinedObject(new)", [VK_OBJFN] = "SlotFunction",
     [VK_SET] = "Set", [VK_FROZENSET] = "FrozenSet",
 };
+
+/* Visit the payload and the source (values can form cycles: an object made while
+ * tracing whose attribute is itself, a list holding itself). */
+static int
+value_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    cdyn_value *v = V(self);
+    for (int i = 0; i < CDYN_VREFS; i++) {
+        Py_VISIT(v->u.ref[i]);
+    }
+    Py_VISIT(v->source);
+    return 0;
+}
+
+/* Break cycles: release the payload (the value is garbage). */
+static int
+value_clear(PyObject *self)
+{
+    cdyn_value *v = V(self);
+    for (int i = 0; i < CDYN_VREFS; i++) {
+        Py_CLEAR(v->u.ref[i]);
+    }
+    return 0;
+}
 
 /* Release the payload and the source; the payload is CDYN_VREFS references. */
 static void
 value_dealloc(PyObject *self)
 {
     cdyn_value *v = V(self);
+    PyObject_GC_UnTrack(self);
     for (int i = 0; i < CDYN_VREFS; i++) {
         Py_CLEAR(v->u.ref[i]);
     }
@@ -104,7 +131,9 @@ PyTypeObject cdyn_ValueType = {
     .tp_basicsize = sizeof(cdyn_value),
     .tp_dealloc = value_dealloc,
     .tp_repr = cdyn_value_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = value_traverse,
+    .tp_clear = value_clear,
     .tp_doc = "A symbolic value of cdynamo's translator (internal).",
 };
 
@@ -113,7 +142,7 @@ PyTypeObject cdyn_ValueType = {
 PyObject *
 cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
 {
-    cdyn_value *v = PyObject_New(cdyn_value, &cdyn_ValueType);
+    cdyn_value *v = PyObject_GC_New(cdyn_value, &cdyn_ValueType);
     if (v == NULL) {
         return NULL;
     }
@@ -125,6 +154,7 @@ cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
     v->serial = cdyn_value_serial++;
     v->source = Py_XNewRef(source);
     memset(&v->u, 0, sizeof(v->u));
+    PyObject_GC_Track((PyObject *)v);
     cdyn_live.values++;
     return (PyObject *)v;
 }
@@ -518,6 +548,12 @@ cdyn_v_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
     if (a == b) {
         *out = 1;
         return TR_OK;
+    }
+    if (va->vt == &cdyn_user_vt || vb->vt == &cdyn_user_vt) {
+        tr_status st = cdyn_user_is(tx, a, b, out);   /* objects, classes, slot functions */
+        if (st != TR_NOTIMPL) {
+            return st;
+        }
     }
     if (va->kind == VK_CONST && vb->kind == VK_CONST) {
         *out = ra == rb;

@@ -37,7 +37,10 @@
  *   torch         values/torch.c      TORCHFN      u.obj.obj          torch callables put into the graph
  *   user objects  values/user.c       CLASS        u.obj.obj          a class (not a builtin type)
  *                                     OBJECT       u.obj.obj          any other object (opaque, type-guarded)
- *                                     SUPER        u.super            super(cls, self)
+ *                                     SUPER        u.super            super(cls, self): the class and self value
+ *                                     NEWOBJ       u.uobj             an object made while tracing (values/newobj.c)
+ *                                     OBJFN        u.ofn              a builtin slot function of object/dict/tuple
+ *                                                                     or a dataclasses helper, maybe bound to self
  *   nn.Modules    values/nnmodule.c   NNMODULE     u.obj.obj
  *   iterators     values/iter.c       ITER         u.iter (+ pos)     the items, and the next position
  *   contexts      values/ctx.c        GRADCTX      -                  a grad-mode context manager (bits)
@@ -90,6 +93,7 @@ typedef enum {
     VK_EXCTYPE, VK_EXC,
     VK_GENERATOR,
     VK_PARTIAL, VK_WRAPPER,
+    VK_NEWOBJ, VK_OBJFN,
     VK_SET, VK_FROZENSET,
     VK_NDARRAY, VK_NPFN,
     VK__COUNT
@@ -125,7 +129,7 @@ typedef struct cdyn_value {
            order; map: dict hash key -> item value; real: the input set while lazy */
         struct { PyObject *order, *map, *real; } set;
         struct { PyObject *obj; } obj;
-        struct { PyObject *obj, *self; } super;   /* the real super object, self value */
+        struct { PyObject *obj, *self; } super;   /* the class (real type), self value */
         /* func: the real function to inline with self (or NULL: call self's method name);
            name: the method name (str); self: the value bound */
         struct { PyObject *func, *name, *self; } method;
@@ -153,6 +157,11 @@ typedef struct cdyn_value {
         /* func: the callable value; args: list of values; kwkeys: list of str; kwvals:
            list of values (same order) */
         struct { PyObject *func, *args, *kwkeys, *kwvals; } partial;
+        /* cls: the CLASS value of its type; attrs: a DICT value, its __dict__ (and slots);
+           base: the DICT value holding the items of a dict subclass, or NULL */
+        struct { PyObject *cls, *attrs, *base; } uobj;
+        /* fn: the real slot function / helper; self: the value it is bound to, or NULL */
+        struct { PyObject *fn, *self; } ofn;
     } u;
 } cdyn_value;
 
@@ -164,6 +173,9 @@ typedef struct cdyn_value {
 #define SET_INEXACT     0x8u   /* SET/FROZENSET: derived from an input set, so the mirror of
                                   hash keys may iterate in another order than the real set */
 #define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
+#define OBJ_TRUSTED     0x2u   /* OBJECT without source whose attributes are fixed metadata
+                                  (dataclass fields): read unguarded */
+#define UOBJ_VISITING   0x4u   /* NEWOBJ: being collected (cycles) */
 #define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
 #define GRAD_MODE_ON    0x1u   /* GRADCTX: the mode it sets; GRADEXIT: the mode it restores */
 #define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */

@@ -14,7 +14,7 @@ cdyn_is_constant(PyObject *obj)
     if (obj == Py_None || obj == Py_Ellipsis || obj == Py_NotImplemented || PyBool_Check(obj) ||
         PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) || PyComplex_CheckExact(obj) ||
         PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) || PyCode_Check(obj) ||
-        PySlice_Check(obj) || PyRange_Check(obj)) {
+        PySlice_Check(obj) || PyRange_Check(obj) || cdyn_is_enum_member(obj)) {
         return 1;
     }
     if (Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_dtype_type ||
@@ -303,7 +303,7 @@ cdyn_tx_wrap_dict(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 static tr_status
 wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
-    cdyn_vkind k = PyTuple_CheckExact(obj) ? VK_TUPLE : PyList_CheckExact(obj) ? VK_LIST
+    cdyn_vkind k = PyTuple_Check(obj) ? VK_TUPLE : PyList_CheckExact(obj) ? VK_LIST
                    : PySet_CheckExact(obj) ? VK_SET : VK_DICT;
     PyObject *key = PyLong_FromVoidPtr(obj), *seen = NULL;
     tr_status st = TR_ERROR;
@@ -339,6 +339,9 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     }
     else {
         V(*out)->u.seq.real = Py_NewRef(obj);
+        if (k == VK_TUPLE && !PyTuple_CheckExact(obj)) {   /* a named tuple (TYPE_MATCHed) */
+            V(*out)->u.seq.nt_type = Py_NewRef(Py_TYPE(obj));
+        }
     }
     if (k != VK_TUPLE && PyDict_SetItem(tx->by_id, key, *out) < 0) {
         Py_CLEAR(*out);
@@ -446,6 +449,12 @@ is_method_of_self(PyObject *obj)
 static cdyn_vkind
 callable_kind(PyObject *obj)
 {
+    if (cdyn_user_is_objfn(obj)) {
+        return VK_OBJFN;   /* object.__setattr__, dict.get, dataclasses.fields, ... */
+    }
+    if (cdyn_user_is_callable_object(obj)) {
+        return VK_OBJECT;  /* an instance with a Python __call__ */
+    }
     if (cdyn_polyfill_of(obj) != NULL) {   /* traced through its plain-Python version */
         return VK_BUILTIN;
     }
@@ -522,6 +531,17 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         *out = cdyn_value_obj(PyModule_Check(obj) ? VK_PYMODULE : VK_NNMODULE, obj, source);
         return *out ? TR_OK : TR_ERROR;
     }
+    if (cdyn_namedtuple_type_of(obj) != NULL) {
+        /* a named tuple: a tuple that keeps its type */
+        if (source != NULL) {
+            return wrap_input_container(tx, obj, source, out);
+        }
+        tr_status st = cdyn_tx_wrap_sequence(tx, obj, NULL, VK_TUPLE, out);
+        if (st == TR_OK) {
+            V(*out)->u.seq.nt_type = Py_NewRef(Py_TYPE(obj));
+        }
+        return st;
+    }
     if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj) || cdyn_is_dict_type(Py_TYPE(obj)) ||
         PySet_CheckExact(obj)) {
         if (source != NULL) {
@@ -566,7 +586,8 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     if (cdyn_is_partial(obj)) {
         return cdyn_partial_wrap(tx, obj, source, out);
     }
-    if (PyCallable_Check(obj)) {
+    if (PyCallable_Check(obj) &&
+        (cdyn_is_cache_wrapper(obj) || callable_kind(obj) != VK_OBJECT)) {
         cdyn_vkind k = cdyn_is_cache_wrapper(obj) ? VK_WRAPPER : callable_kind(obj);
         if (k == VK_USERFN) {   /* closures: by code and cells (function.c) */
             *out = cdyn_value_obj(k, obj, source);
@@ -579,7 +600,7 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, PyFunction_Check(obj)) < 0) {
             return TR_ERROR;
         }
-        *out = cdyn_value_obj(k, obj, source);
+        *out = cdyn_value_obj(k, obj, source);   /* (OBJFN: u.ofn.fn is slot 0) */
         return *out ? TR_OK : TR_ERROR;
     }
     if (source != NULL && cdyn_is_numpy_array(obj)) {   /* values/ndarray.c */

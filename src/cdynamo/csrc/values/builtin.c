@@ -281,6 +281,12 @@ b_getattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         if (has == -2) {
             return TR_ERROR;
         }
+        if (has == -1) {   /* objects made while tracing */
+            tr_status st = cdyn_user_hasattr(tx, args[0], name, &has);
+            if (st != TR_OK && st != TR_NOTIMPL) {
+                return st;
+            }
+        }
         if (has == 0) {
             *out = Py_NewRef(args[2]);
             return TR_OK;
@@ -306,6 +312,14 @@ b_hasattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         return TR_ERROR;
     }
     if (r < 0) {
+        tr_status st = cdyn_user_hasattr(tx, args[0], V(args[1])->u.cnst.value, &r);
+        if (st != TR_NOTIMPL) {
+            if (st == TR_OK) {
+                *out = cdyn_value_bool(r);
+                return *out ? TR_OK : TR_ERROR;
+            }
+            return st;
+        }
         return cdyn_tx_unsupported(tx, "hasattr() on %S", args[0]);
     }
     *out = cdyn_value_bool(r);
@@ -462,36 +476,93 @@ b_set(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t 
                               npos, kwnames, out);
 }
 
-/* super(cls, self): a proxy whose methods are inlined with self. */
+/* super(cls, self): a proxy whose methods are inlined with self (values/user.c). */
 static tr_status
 b_super(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
         PyObject *kwnames, PyObject **out)
 {
-    PyObject *cls, *self, *sup;
     (void)fs;
     (void)fn;
     (void)kwnames;
     if (npos != 2 || nkw != 0) {
         return cdyn_tx_unsupported(tx, "super() with %zd arguments", npos + nkw);
     }
-    cls = cdyn_v_real(args[0]);
-    self = V(args[1])->kind == VK_NNMODULE || V(args[1])->kind == VK_OBJECT
-               ? cdyn_v_real(args[1]) : NULL;
-    if (cls == NULL || !PyType_Check(cls) || self == NULL) {
-        return cdyn_tx_unsupported(tx, "super(%S, %S)", args[0], args[1]);
+    return cdyn_user_super(tx, args[0], args[1], out);
+}
+
+/* bool(x): the truth value of x (user objects' __bool__/__len__ inlined). */
+static tr_status
+b_bool(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
+       PyObject *kwnames, PyObject **out)
+{
+    int truth = 0;
+    tr_status st = TR_OK;
+    (void)fs;
+    (void)fn;
+    (void)kwnames;
+    if (npos > 1 || nkw != 0) {
+        return cdyn_tx_unsupported(tx, "bool() with %zd arguments", npos + nkw);
     }
-    sup = PyObject_CallFunctionObjArgs((PyObject *)&PySuper_Type, cls, self, NULL);
-    if (sup == NULL) {
-        return cdyn_tx_unsupported(tx, "super() failed");
+    if (npos == 1) {
+        st = cdyn_v_truth(tx, args[0], &truth);
     }
-    *out = cdyn_value_alloc(VK_SUPER, NULL);
-    if (*out != NULL) {
-        V(*out)->u.super.obj = sup;
-        V(*out)->u.super.self = Py_NewRef(args[1]);
+    *out = st == TR_OK ? cdyn_value_bool(truth) : NULL;
+    return st == TR_OK && *out == NULL ? TR_ERROR : st;
+}
+
+/* hash(x): folded for constants; a user object's Python __hash__ inlined (values/user.c). */
+static tr_status
+b_hash(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
+       PyObject *kwnames, PyObject **out)
+{
+    (void)fs;
+    if (npos != 1 || nkw != 0) {
+        return cdyn_tx_unsupported(tx, "hash() with %zd arguments", npos + nkw);
     }
-    else {
-        Py_DECREF(sup);
+    if (V(args[0])->kind == VK_CONST) {
+        return cdyn_call_on_constants(tx, fn, args, 1, kwnames, out);
     }
+    return cdyn_user_hash(tx, args[0], out);
+}
+
+/* type(x): the class of a value (values/user.c). */
+static tr_status
+b_type(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
+       PyObject *kwnames, PyObject **out)
+{
+    (void)fs;
+    (void)fn;
+    (void)kwnames;
+    if (npos != 1 || nkw != 0) {
+        return cdyn_tx_unsupported(tx, "type() with %zd arguments", npos + nkw);
+    }
+    return cdyn_user_type_of(tx, args[0], out);
+}
+
+/* issubclass(cls, classinfo) on classes known exactly (guarded where they were read). */
+static tr_status
+b_issubclass(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
+             PyObject *kwnames, PyObject **out)
+{
+    PyObject *cls = NULL, *c = npos == 2 ? cdyn_v_real(args[0]) : NULL;
+    tr_status st;
+    int r;
+    (void)fs;
+    (void)fn;
+    (void)kwnames;
+    if (npos != 2 || nkw != 0 || c == NULL || !PyType_Check(c)) {
+        return cdyn_tx_unsupported(tx, "issubclass() of these arguments");
+    }
+    st = class_arg(tx, args[1], &cls);
+    if (st != TR_OK) {
+        return st;
+    }
+    r = PyObject_IsSubclass(c, cls);
+    Py_DECREF(cls);
+    if (r < 0) {
+        return cdyn_tx_unsupported(tx, "issubclass failed");
+    }
+    *out = cdyn_value_bool(r);
     return *out ? TR_OK : TR_ERROR;
 }
 
@@ -536,6 +607,10 @@ static const struct {
     {"builtins", "frozenset", b_set},
     {"builtins", "super", b_super},
     {"functools", "partial", b_partial},
+    {"builtins", "type", b_type},
+    {"builtins", "bool", b_bool},
+    {"builtins", "hash", b_hash},
+    {"builtins", "issubclass", b_issubclass},
     {NULL, NULL, NULL},
 };
 

@@ -57,6 +57,10 @@ seq_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
             *out = Py_NewRef(PyList_GET_ITEM(items(v), idx));
             return TR_OK;
         }
+        st = cdyn_namedtuple_getattr(tx, v, name, out);   /* _replace, _fields, methods */
+        if (st != TR_NOTIMPL) {
+            return st;
+        }
     }
     return cdyn_container_getattr(tx, v, V(v)->u.seq.nt_type ? seq_python_type(v) : base, name,
                                   out);

@@ -1,190 +1,466 @@
-/* values/user.c: user-defined classes and objects.
+/* values/user.c: user-defined classes and objects (the family's files: values/user.h).
  *
- *   CLASS   a class that is not a builtin type (ID_MATCHed through its source).
- *   OBJECT  any other object: specialised on its type (TYPE_MATCH); what is read through
- *           it is guarded at its own source. Stores into it (attributes, items) are side
- *           effects replayed by the transformed code; after an item store its attributes
- *           are no longer traced (OBJ_MUTATED).
- *   SUPER   super(cls, self): its methods are the base class's functions, inlined with self.
+ *   CLASS   a class that is not a builtin type, ID_MATCHed through its source. Its
+ *           attributes are read through that source (guarded; unguarded for torch's own
+ *           classes and for classes without a source); calling it constructs an object in
+ *           the trace (newobj.c); Enum classes fold lookups of their members.
+ *   OBJECT  an object read from the frame: specialised on its type (TYPE_MATCH); what is
+ *           read through it is guarded at its own source; attribute and item stores are
+ *           side effects replayed by the transformed code (userobj.c).
+ *   NEWOBJ  an object made while tracing: symbolic attributes, rebuilt into a real object
+ *           when it outlives the trace (newobj.c).
+ *   SUPER   super(cls, self): the MRO of self's type searched after cls.
+ *   OBJFN   a builtin slot function of object/dict/tuple or a dataclasses helper, maybe
+ *           bound to a value (newobj.c, dataclass.c).
  */
-#include "../tx.h"
+#include "user.h"
 #include "../codegen.h"
 
-static tr_status
-object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+cdyn_user_globals cdyn_U;
+
+PyTypeObject *
+cdyn_user_type(PyObject *v)
 {
-    PyObject *obj = V(v)->u.obj.obj, *attr = NULL, *src = NULL;
+    if (V(v)->kind == VK_NEWOBJ) {
+        return (PyTypeObject *)cdyn_v_real(V(v)->u.uobj.cls);
+    }
+    return Py_TYPE(V(v)->u.obj.obj);
+}
+
+tr_status
+cdyn_user_class_value(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *src = NULL;
+    PyTypeObject *t;
     tr_status st;
-    if (V(v)->bits & OBJ_MUTATED) {
-        return cdyn_tx_unsupported(tx, "attribute of an object mutated while tracing");
+    if (V(v)->kind == VK_NEWOBJ) {
+        *out = Py_NewRef(V(v)->u.uobj.cls);
+        return TR_OK;
     }
-    st = cdyn_tx_memo_attr(tx, v, name, &src, out);
-    if (st != TR_OK || *out != NULL) {
-        Py_XDECREF(src);
-        return st;
+    t = cdyn_v_python_type(v);
+    if (t == NULL) {
+        return cdyn_tx_unsupported(tx, "type of %S", v);
     }
-    attr = PyObject_GetAttr(obj, name);
-    if (attr == NULL) {
-        Py_XDECREF(src);
-        return cdyn_tx_unsupported(tx, "attribute %U", name);
+    if (V(v)->kind == VK_OBJECT && V(v)->source != NULL &&
+        (src = cdyn_source_attr(V(v)->source, cdyn_U.s_class)) == NULL) {
+        return TR_ERROR;
     }
-    if ((PyMethod_Check(attr) && PyMethod_GET_SELF(attr) == obj) ||
-        (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) == obj)) {
-        /* a method of the object: its function inlined with this value as self, or a
-           builtin method called through the object (a graph break, the call run by Python) */
-        /* the method is bound to this object: rebuilt as <object>.name, never as the bound
-           method of the object seen at trace time */
-        PyObject *func = PyMethod_Check(attr) ? PyMethod_GET_FUNCTION(attr) : NULL;
-        *out = cdyn_value_method(func != NULL && PyFunction_Check(func) ? func : NULL, name, v);
-        st = *out ? TR_OK : TR_ERROR;
-    }
-    else if (src == NULL) {
-        st = cdyn_tx_unsupported(tx, "attribute of an object with no source");
-    }
-    else {
-        st = cdyn_tx_wrap_real(tx, attr, src, out);
-    }
-    Py_DECREF(attr);
+    st = cdyn_tx_wrap_real(tx, (PyObject *)t, src, out);
     Py_XDECREF(src);
     return st;
 }
 
+tr_status
+cdyn_user_type_of(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    return cdyn_user_class_value(tx, v, out);
+}
+
+int
+cdyn_user_is_callable_object(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    PyObject *c;
+    if (cdyn_U.object_new == NULL || !(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(obj) ||
+        PyFunction_Check(obj) || PyMethod_Check(obj) || cdyn_is_nn_module(obj) ||
+        cdyn_is_tensor(obj) || cdyn_module_startswith((PyObject *)t, "torch")) {
+        return 0;
+    }
+    c = _PyType_Lookup(t, cdyn_U.s_call);
+    return c != NULL && PyFunction_Check(c);
+}
+
+/* ---- identity ------------------------------------------------------------------------------ */
+
+tr_status
+cdyn_user_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
+{
+    PyObject *ops[2] = {a, b}, *ra, *rb;
+    int nobj = 0;
+    if (V(a)->vt != &cdyn_user_vt && V(b)->vt != &cdyn_user_vt) {
+        return TR_NOTIMPL;
+    }
+    if (a == b) {
+        *out = 1;
+        return TR_OK;
+    }
+    for (int i = 0; i < 2; i++) {
+        cdyn_vkind k = V(ops[i])->kind;
+        /* an object made while tracing, a super() proxy or a bound slot function is a new
+           object: no other value is it */
+        if (k == VK_NEWOBJ || k == VK_SUPER || (k == VK_OBJFN && V(ops[i])->u.ofn.self)) {
+            *out = 0;
+            return TR_OK;
+        }
+        nobj += k == VK_OBJECT;
+    }
+    if (nobj == 1) {
+        /* values are classified by their object: an object of another kind (a constant, a
+           class, a tensor, a container, a function) is never an OBJECT's object */
+        *out = 0;
+        return TR_OK;
+    }
+    ra = V(a)->kind == VK_OBJFN ? V(a)->u.ofn.fn : cdyn_v_real(a);
+    rb = V(b)->kind == VK_OBJFN ? V(b)->u.ofn.fn : cdyn_v_real(b);
+    if (ra == NULL || rb == NULL) {
+        *out = 0;
+        return TR_OK;
+    }
+    /* two objects read from the frame: their identities become part of the guards */
+    for (int i = 0; nobj == 2 && i < 2; i++) {
+        PyObject *v = ops[i];
+        if (V(v)->source != NULL &&
+            cdyn_guards_add_id(tx->guards, V(v)->source, V(v)->u.obj.obj, 0) < 0) {
+            return TR_ERROR;
+        }
+    }
+    *out = ra == rb;
+    return TR_OK;
+}
+
+/* ---- super() ------------------------------------------------------------------------------- */
+
+/* The type whose MRO super() searches: self's type, or self itself for a class (super() in
+ * a classmethod). Borrowed or NULL. */
+static PyTypeObject *
+super_start(PyObject *self)
+{
+    switch (V(self)->kind) {
+    case VK_CLASS:
+        return (PyTypeObject *)V(self)->u.obj.obj;
+    case VK_OBJECT: case VK_NEWOBJ: case VK_NNMODULE:
+        return cdyn_v_python_type(self);
+    case VK_TUPLE:
+        return V(self)->u.seq.nt_type ? (PyTypeObject *)V(self)->u.seq.nt_type : NULL;
+    default:
+        return NULL;
+    }
+}
+
+tr_status
+cdyn_user_super(cdyn_tx *tx, PyObject *cls, PyObject *self, PyObject **out)
+{
+    PyObject *c = cdyn_v_real(cls);
+    PyTypeObject *start = super_start(self);
+    if (c == NULL || !PyType_Check(c) || start == NULL ||
+        !PyType_IsSubtype(start, (PyTypeObject *)c)) {
+        return cdyn_tx_unsupported(tx, "super(%S, %S)", cls, self);
+    }
+    *out = cdyn_value_alloc(VK_SUPER, NULL);
+    if (*out == NULL) {
+        return TR_ERROR;
+    }
+    V(*out)->u.super.obj = Py_NewRef(c);
+    V(*out)->u.super.self = Py_NewRef(self);
+    return TR_OK;
+}
+
+/* Pin what super().name found in type(self).__mro__[i] through
+ * <class of self>.__mro__[i].name (unguarded when self's class has no source). */
+static tr_status
+super_guard(cdyn_tx *tx, PyObject *self, Py_ssize_t i, PyObject *name)
+{
+    PyObject *csrc = cdyn_uobj_class_source(self), *msrc = NULL, *isrc = NULL, *idx = NULL;
+    PyTypeObject *start = super_start(self);
+    tr_status st = TR_ERROR;
+    if (csrc == NULL || start == NULL) {
+        Py_XDECREF(csrc);
+        return TR_OK;
+    }
+    if ((msrc = cdyn_source_attr(csrc, cdyn_U.s_mro)) != NULL &&
+        (idx = PyLong_FromSsize_t(i)) != NULL &&
+        (isrc = cdyn_source_item(msrc, idx)) != NULL) {
+        st = cdyn_uobj_guard_member(tx, isrc,
+                                    (PyTypeObject *)PyTuple_GET_ITEM(start->tp_mro, i), name);
+    }
+    Py_XDECREF(isrc);
+    Py_XDECREF(idx);
+    Py_XDECREF(msrc);
+    Py_DECREF(csrc);
+    return st;
+}
+
+/* super().name: the first class after cls in the MRO of self's type that defines name. */
 static tr_status
 super_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
-    PyObject *self = V(v)->u.super.self, *attr = PyObject_GetAttr(V(v)->u.super.obj, name);
-    if (attr == NULL) {
-        return cdyn_tx_unsupported(tx, "super() attribute %U", name);
+    PyObject *self = V(v)->u.super.self, *cls = V(v)->u.super.obj, *mro;
+    PyTypeObject *start = super_start(self);
+    Py_ssize_t i = 0, n;
+    if (start == NULL || (mro = start->tp_mro) == NULL) {
+        return cdyn_tx_unsupported(tx, "super() of %S", self);
     }
-    if (PyMethod_Check(attr) && PyMethod_GET_SELF(attr) == cdyn_v_real(self) &&
-        PyFunction_Check(PyMethod_GET_FUNCTION(attr))) {
-        *out = cdyn_value_method(PyMethod_GET_FUNCTION(attr), name, self);
-        Py_DECREF(attr);
-        return *out ? TR_OK : TR_ERROR;
+    n = PyTuple_GET_SIZE(mro);
+    while (i < n && PyTuple_GET_ITEM(mro, i) != cls) {
+        i++;
     }
-    Py_DECREF(attr);
-    return cdyn_tx_unsupported(tx, "super() attribute %U is not a method", name);
+    for (i++; i < n; i++) {
+        PyObject *d = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
+        PyObject *descr = d ? PyDict_GetItemWithError(d, name) : NULL;
+        if (descr != NULL) {
+            tr_status st = super_guard(tx, self, i, name);
+            return st != TR_OK ? st : cdyn_uobj_bind(tx, self, NULL, descr, name, out);
+        }
+        if (PyErr_Occurred()) {
+            return TR_ERROR;
+        }
+    }
+    return cdyn_tx_unsupported(tx, "super() has no attribute %U", name);
 }
 
+/* ---- classes -------------------------------------------------------------------------------- */
+
+/* Attribute of a class: guarded through the class's source (torch's classes trusted). */
+static tr_status
+class_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *cls = V(v)->u.obj.obj;
+    /* a class from the frame: what is read from it is guarded (class attributes change);
+       torch's own classes and classes reached without a source are trusted */
+    int trusted = V(v)->source == NULL || cdyn_module_startswith(cls, "torch");
+    tr_status st = cdyn_namedtuple_class_getattr(tx, v, name, out);   /* NT._make */
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    return cdyn_getattr_real(tx, v, name, trusted, out);
+}
+
+/* cls(...): an Enum lookup folded, else an object constructed in the trace. */
+static tr_status
+class_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+           PyObject *kwnames, PyObject **out)
+{
+    if (cdyn_is_enum_class(V(fn)->u.obj.obj)) {
+        return cdyn_enum_class_call(tx, fn, args, nargs, kwnames, out);
+    }
+    return cdyn_newobj_construct(tx, fs, fn, args, nargs, kwnames, out);
+}
+
+/* Enum classes: Color["RED"], list(Color), len(Color), folded (the class is ID_MATCHed). */
+static tr_status
+enum_fold(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out_obj)
+{
+    PyObject *cls = V(v)->u.obj.obj;
+    if (V(v)->kind != VK_CLASS || !cdyn_is_enum_class(cls)) {
+        return cdyn_tx_unsupported(tx, "%s of %S", key ? "subscript" : "iteration", v);
+    }
+    if (key != NULL && V(key)->kind != VK_CONST) {
+        return cdyn_tx_unsupported(tx, "Enum lookup with a non-constant key");
+    }
+    *out_obj = key ? PyObject_GetItem(cls, V(key)->u.cnst.value) : PySequence_Tuple(cls);
+    return *out_obj ? TR_OK : cdyn_tx_unsupported(tx, "Enum lookup failed");
+}
+
+/* ---- the family table --------------------------------------------------------------------- */
+
+/* The family's getattr: classes, super(), instances (slot functions have none). */
 static tr_status
 user_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     switch (V(v)->kind) {
     case VK_CLASS:
-        return cdyn_getattr_real(tx, v, name, 1, out);
+        return class_getattr(tx, v, name, out);
     case VK_SUPER:
         return super_getattr(tx, v, name, out);
+    case VK_OBJFN:
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
     default:
-        return object_getattr(tx, v, name, out);
+        return cdyn_uobj_getattr(tx, v, name, out);
     }
 }
 
-/* obj.name = value on an object that outlives the frame: replayed; later loads of the
- * attribute see the stored value. */
-tr_status
-cdyn_setattr_replayed(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
-{
-    PyObject *src;
-    tr_status st;
-    if (V(v)->source == NULL) {
-        return cdyn_tx_unsupported(tx, "STORE_ATTR on %S (side effect)", v);
-    }
-    src = cdyn_source_attr(V(v)->source, name);
-    if (src == NULL) {
-        return TR_ERROR;
-    }
-    st = cdyn_tx_effect(tx, EFF_STORE_ATTR, v, name, value);
-    if (st == TR_OK && PyDict_SetItem(tx->by_source, cdyn_source_repr(src), value) < 0) {
-        st = TR_ERROR;
-    }
-    cdyn_tx_mutated(tx, v);
-    Py_DECREF(src);
-    return st;
-}
-
-/* obj[key] = value on an object that outlives the frame: replayed; the object's
- * attributes are no longer traced. */
-tr_status
-cdyn_store_subscr_replayed(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
-{
-    if (V(v)->source == NULL || V(key)->kind != VK_CONST) {
-        return cdyn_tx_unsupported(tx, "STORE_SUBSCR into %S", v);
-    }
-    if (cdyn_tx_effect(tx, EFF_STORE_SUBSCR, v, V(key)->u.cnst.value, value) != TR_OK) {
-        return TR_ERROR;
-    }
-    V(v)->bits |= OBJ_MUTATED;
-    cdyn_tx_mutated(tx, v);
-    return TR_OK;
-}
-
+/* obj.name = value on instances; Cls.name = value on a class from the frame, replayed. */
 static tr_status
 user_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {
-    if (V(v)->kind != VK_OBJECT) {
-        return cdyn_tx_unsupported(tx, "STORE_ATTR on %S (side effect)", v);
+    if (cdyn_user_is_instance(v)) {
+        return cdyn_uobj_setattr(tx, v, name, value);
     }
-    return cdyn_setattr_replayed(tx, v, name, value);
+    if (V(v)->kind == VK_CLASS && V(v)->source != NULL &&
+        !cdyn_module_startswith(V(v)->u.obj.obj, "torch")) {
+        return cdyn_setattr_replayed(tx, v, name, value);   /* Cls.counter = ... */
+    }
+    return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S (side effect)", name, v);
 }
 
-static tr_status
-user_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
-{
-    if (V(v)->kind != VK_OBJECT) {
-        return cdyn_tx_unsupported(tx, "STORE_SUBSCR into %S", v);
-    }
-    return cdyn_store_subscr_replayed(tx, v, key, value);
-}
-
+/* Calls: a class constructs, a slot function runs, an instance's __call__ is inlined. */
 static tr_status
 user_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
 {
-    (void)fs;
-    (void)args;
-    (void)nargs;
-    (void)kwnames;
-    (void)out;
-    return cdyn_tx_unsupported(tx, "call to %S", fn);
+    switch (V(fn)->kind) {
+    case VK_CLASS:
+        return class_call(tx, fs, fn, args, nargs, kwnames, out);
+    case VK_OBJFN:
+        return cdyn_objfn_call(tx, fs, fn, args, nargs, kwnames, out);
+    case VK_OBJECT: case VK_NEWOBJ:
+        return cdyn_uobj_call(tx, fs, fn, args, nargs, kwnames, out);
+    default:
+        return cdyn_tx_unsupported(tx, "call to %S", fn);
+    }
 }
 
+/* Truth: an instance's __bool__/__len__; classes and functions are true. */
 static tr_status
 user_truth(cdyn_tx *tx, PyObject *v, int *out)
 {
-    PyTypeObject *t;
-    if (V(v)->kind != VK_OBJECT) {
-        *out = 1;
-        return TR_OK;
+    if (cdyn_user_is_instance(v)) {
+        return cdyn_uobj_truth(tx, v, out);
     }
-    /* an object whose type defines neither __bool__ nor __len__ is true (its type is
-       guarded) */
-    t = Py_TYPE(V(v)->u.obj.obj);
-    if ((t->tp_as_number == NULL || t->tp_as_number->nb_bool == NULL) &&
-        (t->tp_as_mapping == NULL || t->tp_as_mapping->mp_length == NULL) &&
-        (t->tp_as_sequence == NULL || t->tp_as_sequence->sq_length == NULL)) {
-        *out = 1;
-        return TR_OK;
+    if (V(v)->kind == VK_CLASS && cdyn_is_enum_class(V(v)->u.obj.obj)) {
+        return cdyn_tx_unsupported(tx, "truth value of an Enum class");
     }
-    return cdyn_tx_unsupported(tx, "truth value of %S", v);
+    *out = 1;
+    return TR_OK;
 }
 
+/* Iteration: an instance's __iter__, an Enum class's members. */
+static tr_status
+user_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
+{
+    PyObject *t = NULL, *c = NULL;
+    tr_status st;
+    if (cdyn_user_is_instance(v)) {
+        return cdyn_uobj_unpack(tx, v, out_list);
+    }
+    st = enum_fold(tx, v, NULL, &t);
+    if (st != TR_OK) {
+        return st;
+    }
+    c = cdyn_value_const_steal(t);
+    st = c ? cdyn_v_unpack(tx, c, out_list) : TR_ERROR;
+    Py_XDECREF(c);
+    return st;
+}
+
+/* obj[key]: an instance's __getitem__, Color["RED"] on an Enum class. */
+static tr_status
+user_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    PyObject *r = NULL;
+    tr_status st;
+    if (cdyn_user_is_instance(v)) {
+        return cdyn_uobj_subscr(tx, v, key, out);
+    }
+    st = enum_fold(tx, v, key, &r);
+    if (st == TR_OK) {
+        *out = cdyn_value_const_steal(r);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    return st;
+}
+
+/* obj[key] = value on instances. */
+static tr_status
+user_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
+{
+    if (!cdyn_user_is_instance(v)) {
+        return cdyn_tx_unsupported(tx, "STORE_SUBSCR into %S", v);
+    }
+    return cdyn_uobj_store_subscr(tx, v, key, value);
+}
+
+/* del obj[key] on instances. */
+static tr_status
+user_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
+{
+    if (!cdyn_user_is_instance(v)) {
+        return cdyn_tx_unsupported(tx, "DELETE_SUBSCR of %S", v);
+    }
+    return cdyn_uobj_delete_subscr(tx, v, key);
+}
+
+/* item in obj on instances. */
+static tr_status
+user_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
+{
+    if (!cdyn_user_is_instance(v)) {
+        return cdyn_tx_unsupported(tx, "'in' of %S", v);
+    }
+    return cdyn_uobj_contains(tx, v, item, out);
+}
+
+/* -obj, +obj, ~obj on instances. */
+static tr_status
+user_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
+{
+    if (!cdyn_user_is_instance(v)) {
+        return cdyn_tx_unsupported(tx, "unary operator on %S", v);
+    }
+    return cdyn_uobj_unary(tx, opcode, v, out);
+}
+
+/* len(obj): an instance's __len__, an Enum class's number of members. */
+static tr_status
+user_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
+{
+    PyObject *t = NULL;
+    tr_status st;
+    if (cdyn_user_is_instance(v)) {
+        return cdyn_uobj_len(tx, v, out);
+    }
+    st = enum_fold(tx, v, NULL, &t);
+    if (st == TR_OK) {
+        *out = PyTuple_GET_SIZE(t);
+        Py_DECREF(t);
+    }
+    return st;
+}
+
+/* with obj: an instance's __enter__/__exit__. */
+static tr_status
+user_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
+{
+    if (!cdyn_user_is_instance(v)) {
+        return cdyn_tx_unsupported(tx, "with-block over %S", v);
+    }
+    return cdyn_uobj_enter(tx, v, exit_fn, result);
+}
+
+/* The real type of a value of the family (borrowed). */
 static PyTypeObject *
 user_python_type(PyObject *v)
 {
-    if (V(v)->kind == VK_SUPER) {
+    switch (V(v)->kind) {
+    case VK_SUPER:
         return &PySuper_Type;
+    case VK_NEWOBJ:
+        return cdyn_user_type(v);
+    case VK_OBJFN:
+        return V(v)->u.ofn.self ? &PyMethod_Type : Py_TYPE(V(v)->u.ofn.fn);
+    default:
+        return Py_TYPE(V(v)->u.obj.obj);
     }
-    return Py_TYPE(V(v)->u.obj.obj);
 }
 
+/* What rebuilding needs: objects made while tracing, bound slot functions. */
 static tr_status
 user_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
-    (void)cg;
-    if (V(v)->kind == VK_SUPER) {
+    switch (V(v)->kind) {
+    case VK_SUPER:
         return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
+    case VK_NEWOBJ:
+        return cdyn_newobj_collect(tx, cg, v);
+    case VK_OBJFN:
+        return cdyn_objfn_collect(tx, cg, v);
+    default:
+        return TR_OK;
     }
-    return TR_OK;
+}
+
+/* Rebuild: objects made while tracing, slot functions; others from their source. */
+static int
+user_reconstruct(cdyn_cg *cg, PyObject *v)
+{
+    switch (V(v)->kind) {
+    case VK_NEWOBJ:
+        return cdyn_newobj_reconstruct(cg, v);
+    case VK_OBJFN:
+        return cdyn_objfn_reconstruct(cg, v);
+    default:
+        return cdyn_reconstruct_obj(cg, v);
+    }
 }
 
 const cdyn_vtable cdyn_user_vt = {
@@ -193,8 +469,107 @@ const cdyn_vtable cdyn_user_vt = {
     .setattr = user_setattr,
     .call = user_call,
     .truth = user_truth,
+    .unpack = user_unpack,
+    .subscr = user_subscr,
     .store_subscr = user_store_subscr,
+    .delete_subscr = user_delete_subscr,
+    .contains = user_contains,
+    .binop = cdyn_uobj_binop,
+    .compare = cdyn_uobj_compare,
+    .unary = user_unary,
+    .len = user_len,
+    .enter = user_enter,
     .python_type = user_python_type,
     .collect = user_collect,
-    .reconstruct = cdyn_reconstruct_obj,
+    .reconstruct = user_reconstruct,
 };
+
+/* ---- hasattr ------------------------------------------------------------------------------ */
+
+tr_status
+cdyn_user_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, int *out)
+{
+    PyObject *d;
+    PyTypeObject *t;
+    if (V(v)->kind != VK_NEWOBJ) {
+        return TR_NOTIMPL;   /* objects from the frame: builtins.c (HASATTR guards) */
+    }
+    t = cdyn_user_type(v);
+    if (cdyn_newobj_attr(v, name) != NULL ||
+        PyUnicode_Compare(name, cdyn_U.s_class) == 0) {
+        *out = 1;
+        return TR_OK;
+    }
+    d = _PyType_Lookup(t, name);
+    if (d != NULL && !PyObject_TypeCheck(d, &PyProperty_Type) &&
+        !PyObject_TypeCheck(d, &PyMemberDescr_Type)) {
+        *out = 1;
+        return TR_OK;
+    }
+    if (d == NULL && _PyType_Lookup(t, cdyn_U.s_getattr) == NULL) {
+        *out = 0;
+        return TR_OK;
+    }
+    return cdyn_tx_unsupported(tx, "hasattr(%S, %R) (a property, slot or __getattr__)", v, name);
+}
+
+/* ---- init ------------------------------------------------------------------------------------ */
+
+int
+cdyn_user_init(void)
+{
+    static const struct { PyObject **var; const char *text; } strs[] = {
+        {&cdyn_U.s_init, "__init__"}, {&cdyn_U.s_new, "__new__"}, {&cdyn_U.s_class, "__class__"},
+        {&cdyn_U.s_call, "__call__"}, {&cdyn_U.s_getattr, "__getattr__"},
+        {&cdyn_U.s_getitem, "__getitem__"}, {&cdyn_U.s_setitem, "__setitem__"},
+        {&cdyn_U.s_delitem, "__delitem__"}, {&cdyn_U.s_contains, "__contains__"},
+        {&cdyn_U.s_len, "__len__"}, {&cdyn_U.s_iter, "__iter__"}, {&cdyn_U.s_bool, "__bool__"},
+        {&cdyn_U.s_enter, "__enter__"}, {&cdyn_U.s_exit, "__exit__"},
+        {&cdyn_U.s_setattr, "__setattr__"}, {&cdyn_U.s_getattribute, "__getattribute__"},
+        {&cdyn_U.s_fields, "_fields"}, {&cdyn_U.s_replace, "_replace"},
+        {&cdyn_U.s_asdict, "_asdict"}, {&cdyn_U.s_field_type, "_field_type"},
+        {&cdyn_U.s_del, "__del__"}, {&cdyn_U.s_dict, "__dict__"}, {&cdyn_U.s_next, "__next__"},
+        {&cdyn_U.s_hash, "__hash__"}, {&cdyn_U.s_func, "__func__"}, {&cdyn_U.s_mro, "__mro__"},
+    };
+    static const struct { PyObject **var; const char *mod, *attr, *sub; } objs[] = {
+        {&cdyn_U.object_new, "builtins", "object", "__new__"},
+        {&cdyn_U.object_init, "builtins", "object", "__init__"},
+        {&cdyn_U.object_setattr, "builtins", "object", "__setattr__"},
+        {&cdyn_U.object_getattribute, "builtins", "object", "__getattribute__"},
+        {&cdyn_U.object_delattr, "builtins", "object", "__delattr__"},
+        {&cdyn_U.dict_new, "builtins", "dict", "__new__"},
+        {&cdyn_U.tuple_new, "builtins", "tuple", "__new__"},
+        {&cdyn_U.odict_type, "collections", "OrderedDict", NULL},
+        {&cdyn_U.odict_new, "collections", "OrderedDict", "__new__"},
+        {&cdyn_U.enum_type, "enum", "Enum", NULL},
+        {&cdyn_U.enum_meta, "enum", "EnumMeta", NULL},
+        {&cdyn_U.method_type, "types", "MethodType", NULL},
+        {&cdyn_U.dc_fields, "dataclasses", "fields", NULL},
+        {&cdyn_U.dc_replace, "dataclasses", "replace", NULL},
+        {&cdyn_U.dc_is_dataclass, "dataclasses", "is_dataclass", NULL},
+        {&cdyn_U.dc_field_marker, "dataclasses", "_FIELD", NULL},
+        {&cdyn_U.dc_fields_attr, "dataclasses", "_FIELDS", NULL},
+        {&cdyn_U.cached_property, "functools", "cached_property", NULL},
+    };
+    if (cdyn_U.object_new != NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        if ((*strs[i].var = PyUnicode_InternFromString(strs[i].text)) == NULL) {
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
+        PyObject *m = PyImport_ImportModule(objs[i].mod), *o = NULL;
+        o = m ? PyObject_GetAttrString(m, objs[i].attr) : NULL;
+        Py_XDECREF(m);
+        if (o != NULL && objs[i].sub != NULL) {
+            Py_SETREF(o, PyObject_GetAttrString(o, objs[i].sub));
+        }
+        if (o == NULL) {
+            return -1;
+        }
+        *objs[i].var = o;   /* kept for the process */
+    }
+    return 0;
+}

@@ -1,0 +1,595 @@
+/* values/newobj.c: objects made while tracing (NEWOBJ) and the builtin slot functions of
+ * object, dict and tuple (OBJFN).
+ *
+ * cls(*args, **kwargs) on a user class inlines type.__call__: __new__ (a Python __new__
+ * inlined; object.__new__ / dict.__new__ make an empty NEWOBJ) and then, when the result
+ * is an instance of cls, __init__ (inlined; object.__init__ / dict.__init__ done here). A
+ * NEWOBJ holds its class value, its attributes (name -> value) and, for a dict subclass,
+ * a DICT value with its items. Nothing exists at run time until the object outlives the
+ * trace (returned, stored into an object or container of the frame, live at a graph
+ * break): then the transformed code rebuilds it, once, as
+ *     obj = object.__new__(cls)             (dict.__new__ for dict subclasses)
+ *     object.__setattr__(obj, "__dict__", {name: value, ...})   (slots: one by one)
+ *     dict.update(obj, {key: value, ...})   the items of a dict subclass (an OrderedDict
+ *                                           subclass through OrderedDict.__setitem__)
+ * so no user code (__init__, __setattr__, a frozen dataclass's guard) runs again. The
+ * class is guarded where it was read (ID_MATCH); the object itself needs no guard.
+ *
+ * Classes that are not modelled (their construction is unsupported, a graph break): torch
+ * classes, nn.Modules, exceptions, extension types, abstract classes, classes with
+ * __del__ or a metaclass __call__, and subclasses of builtins other than dict/OrderedDict
+ * (tuple subclasses: named tuples, in dataclass.c). */
+#include "user.h"
+#include "../codegen.h"
+
+/* The first builtin (non-heap) type among t and its bases: object, dict, ... */
+static PyTypeObject *
+solid_base(PyTypeObject *t)
+{
+    while (t != NULL && (t->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        t = t->tp_base;
+    }
+    return t;
+}
+
+/* 1 when b is dict or OrderedDict. */
+static int
+is_dict_base(PyTypeObject *b)
+{
+    return b == &PyDict_Type || b == (PyTypeObject *)cdyn_U.odict_type;
+}
+
+/* TR_OK when instances of cls can be made and tracked in the trace. */
+static tr_status
+check_class(cdyn_tx *tx, PyTypeObject *cls)
+{
+    PyTypeObject *base = solid_base(cls);
+    const char *why = NULL;
+    if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        why = "a builtin or extension class";
+    }
+    else if (cls->tp_flags & Py_TPFLAGS_IS_ABSTRACT) {
+        why = "an abstract class";
+    }
+    else if (PyType_IsSubtype(cls, (PyTypeObject *)PyExc_BaseException)) {
+        why = "an exception class";
+    }
+    else if (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.nn_module_type) ||
+             PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type) ||
+             cdyn_module_startswith((PyObject *)cls, "torch")) {
+        why = "a torch class";
+    }
+    else if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {
+        why = "a class whose metaclass defines __call__";
+    }
+    else if (_PyType_Lookup(cls, cdyn_U.s_del) != NULL) {
+        why = "a class with __del__";
+    }
+    else if (base != &PyBaseObject_Type && !is_dict_base(base)) {
+        why = "a subclass of a builtin other than dict";
+    }
+    if (why != NULL) {
+        return cdyn_tx_unsupported(tx, "construction of %s (%s)", cls->tp_name, why);
+    }
+    return TR_OK;
+}
+
+/* A new empty DICT value; NULL on error. */
+static PyObject *
+empty_dict(void)
+{
+    PyObject *keys = PyList_New(0), *vals = PyList_New(0), *d = NULL;
+    if (keys != NULL && vals != NULL) {
+        d = cdyn_value_dict(keys, vals);
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    return d;
+}
+
+tr_status
+cdyn_newobj_alloc(cdyn_tx *tx, PyObject *clsv, PyObject **out)
+{
+    PyObject *cls = cdyn_v_real(clsv), *v = NULL;
+    tr_status st;
+    if (V(clsv)->kind != VK_CLASS || cls == NULL || !PyType_Check(cls)) {
+        return cdyn_tx_unsupported(tx, "__new__ of %S", clsv);
+    }
+    st = check_class(tx, (PyTypeObject *)cls);
+    if (st != TR_OK) {
+        return st;
+    }
+    v = cdyn_value_alloc(VK_NEWOBJ, NULL);
+    if (v == NULL || (V(v)->u.uobj.attrs = empty_dict()) == NULL) {
+        Py_XDECREF(v);
+        return TR_ERROR;
+    }
+    V(v)->u.uobj.cls = Py_NewRef(clsv);
+    if (is_dict_base(solid_base((PyTypeObject *)cls)) &&
+        (V(v)->u.uobj.base = empty_dict()) == NULL) {
+        Py_DECREF(v);
+        return TR_ERROR;
+    }
+    *out = v;
+    return TR_OK;
+}
+
+/* ---- attributes: the DICT value u.uobj.attrs (name -> value) ------------------------------------ */
+
+/* Index of attribute name in the attrs DICT, or -1. */
+static Py_ssize_t
+attr_index(PyObject *v, PyObject *name)
+{
+    PyObject *keys = V(V(v)->u.uobj.attrs)->u.dict.keys;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
+        PyObject *k = PyList_GET_ITEM(keys, i);
+        if (k == name || (PyUnicode_Check(k) && PyUnicode_Compare(k, name) == 0)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+PyObject *
+cdyn_newobj_attr(PyObject *v, PyObject *name)
+{
+    Py_ssize_t i = attr_index(v, name);
+    return i < 0 ? NULL : PyList_GET_ITEM(V(V(v)->u.uobj.attrs)->u.dict.vals, i);
+}
+
+tr_status
+cdyn_newobj_store(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyObject *d = V(v)->u.uobj.attrs;
+    Py_ssize_t i = attr_index(v, name);
+    cdyn_tx_mutated(tx, d);
+    if (i >= 0) {
+        return PyList_SetItem(V(d)->u.dict.vals, i, Py_NewRef(value)) < 0 ? TR_ERROR : TR_OK;
+    }
+    if (PyList_Append(V(d)->u.dict.keys, name) < 0) {
+        return TR_ERROR;
+    }
+    if (PyList_Append(V(d)->u.dict.vals, value) < 0) {
+        PyList_SetSlice(V(d)->u.dict.keys, PyList_GET_SIZE(V(d)->u.dict.keys) - 1,
+                        PY_SSIZE_T_MAX, NULL);
+        return TR_ERROR;
+    }
+    return TR_OK;
+}
+
+tr_status
+cdyn_newobj_delete(cdyn_tx *tx, PyObject *v, PyObject *name)
+{
+    PyObject *d = V(v)->u.uobj.attrs;
+    Py_ssize_t i = attr_index(v, name);
+    if (i < 0) {
+        return cdyn_tx_unsupported(tx, "del of a missing attribute %U", name);
+    }
+    cdyn_tx_mutated(tx, d);
+    if (PyList_SetSlice(V(d)->u.dict.keys, i, i + 1, NULL) < 0 ||
+        PyList_SetSlice(V(d)->u.dict.vals, i, i + 1, NULL) < 0) {
+        return TR_ERROR;
+    }
+    return TR_OK;
+}
+
+/* ---- construction ------------------------------------------------------------------------------ */
+
+/* dict.__init__(self, [mapping or iterable of pairs], **kwargs) on the DICT value base. */
+static tr_status
+dict_init(cdyn_tx *tx, PyObject *base, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    PyObject *items = NULL;
+    tr_status st = TR_OK;
+    if (npos > 1) {
+        return cdyn_tx_unsupported(tx, "dict.__init__ with %zd positional arguments", npos);
+    }
+    if (npos == 1) {
+        PyObject *src = args[0], *view = NULL;
+        /* a mapping's items, or the pairs of an iterable */
+        if (cdyn_v_python_type(src) == &PyDict_Type) {
+            PyObject *name = PyUnicode_FromString("items");
+            st = name ? cdyn_v_call_method(tx, NULL, src, name, NULL, 0, NULL, &view) : TR_ERROR;
+            Py_XDECREF(name);
+            src = view;
+        }
+        if (st == TR_OK) {
+            st = cdyn_v_unpack(tx, src, &items);
+        }
+        Py_XDECREF(view);
+        for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(items); i++) {
+            PyObject *pair = NULL;
+            st = cdyn_v_unpack(tx, PyList_GET_ITEM(items, i), &pair);
+            if (st == TR_OK && PyList_GET_SIZE(pair) != 2) {
+                st = cdyn_tx_unsupported(tx, "dict.__init__ item that is not a pair");
+            }
+            if (st == TR_OK) {
+                st = cdyn_v_store_subscr(tx, base, PyList_GET_ITEM(pair, 0),
+                                         PyList_GET_ITEM(pair, 1));
+            }
+            Py_XDECREF(pair);
+        }
+        Py_XDECREF(items);
+    }
+    for (Py_ssize_t k = 0; st == TR_OK && k < nkw; k++) {
+        PyObject *kv = cdyn_value_const(PyTuple_GET_ITEM(kwnames, k));
+        st = kv ? cdyn_v_store_subscr(tx, base, kv, args[npos + k]) : TR_ERROR;
+        Py_XDECREF(kv);
+    }
+    return st;
+}
+
+/* Run type(obj).__init__(obj, *args, **kwargs) after __new__ (newfn: the __new__ used). */
+static tr_status
+run_init(cdyn_tx *tx, PyObject *obj, PyObject *newfn, PyObject *const *args, Py_ssize_t nargs,
+         PyObject *kwnames)
+{
+    PyTypeObject *t = cdyn_v_python_type(obj);
+    PyObject *init = _PyType_Lookup(t, cdyn_U.s_init), *r = NULL;
+    tr_status st;
+    if (init != NULL && PyFunction_Check(init)) {
+        st = cdyn_tx_inline_function(tx, init, NULL, obj, args, nargs, kwnames, &r);
+        if (st == TR_OK && !cdyn_v_is_none(r)) {
+            st = cdyn_tx_unsupported(tx, "__init__ returned %S", r);
+        }
+        Py_XDECREF(r);
+        return st;
+    }
+    if (init == cdyn_U.object_init) {
+        /* object.__init__ refuses arguments unless __new__ is overridden */
+        if (nargs > 0 && newfn == cdyn_U.object_new) {
+            return cdyn_tx_unsupported(tx, "%s() takes no arguments", t->tp_name);
+        }
+        return TR_OK;
+    }
+    if (init != NULL && V(obj)->kind == VK_NEWOBJ && V(obj)->u.uobj.base != NULL &&
+        Py_TYPE(init) == &PyWrapperDescr_Type &&
+        is_dict_base(((PyDescrObject *)init)->d_type)) {
+        return dict_init(tx, V(obj)->u.uobj.base, args, nargs, kwnames);
+    }
+    return cdyn_tx_unsupported(tx, "__init__ of %s is not a Python function", t->tp_name);
+}
+
+tr_status
+cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyTypeObject *cls = (PyTypeObject *)cdyn_v_real(clsv), *t;
+    PyObject *newfn = _PyType_Lookup(cls, cdyn_U.s_new), *obj = NULL, *fn = NULL;
+    tr_status st;
+    (void)fs;
+    if (newfn != NULL && Py_TYPE(newfn) == &PyStaticMethod_Type) {
+        fn = PyObject_GetAttrString(newfn, "__func__");
+        if (fn == NULL) {
+            return TR_ERROR;
+        }
+    }
+    if (fn != NULL && PyFunction_Check(fn)) {
+        if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {
+            st = cdyn_tx_unsupported(tx, "construction of %s (metaclass __call__)", cls->tp_name);
+        }
+        else {
+            st = cdyn_tx_inline_function(tx, fn, NULL, clsv, args, nargs, kwnames, &obj);
+        }
+    }
+    else if (newfn == cdyn_U.object_new || newfn == cdyn_U.dict_new) {
+        st = cdyn_newobj_alloc(tx, clsv, &obj);
+    }
+    else {
+        st = cdyn_tx_unsupported(tx, "construction of %s (its __new__ is not modelled)",
+                                 cls->tp_name);
+    }
+    Py_XDECREF(fn);
+    if (st != TR_OK) {
+        return st;
+    }
+    t = cdyn_v_python_type(obj);
+    if (t != NULL && PyType_IsSubtype(t, cls)) {
+        st = run_init(tx, obj, newfn, args, nargs, kwnames);
+    }
+    else if (t == NULL) {
+        st = cdyn_tx_unsupported(tx, "__new__ of %s returned %S", cls->tp_name, obj);
+    }
+    if (st != TR_OK) {
+        Py_DECREF(obj);
+        return st;
+    }
+    *out = obj;
+    return TR_OK;
+}
+
+/* ---- rebuilding ----------------------------------------------------------------------------------- */
+
+tr_status
+cdyn_newobj_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    PyObject *base = V(v)->u.uobj.base;
+    tr_status st;
+    if (V(v)->bits & UOBJ_VISITING) {
+        return TR_OK;   /* an attribute refers back to the object */
+    }
+    V(v)->bits |= UOBJ_VISITING;
+    st = cdyn_cg_collect(tx, cg, V(v)->u.uobj.cls);
+    if (st == TR_OK) {
+        st = cdyn_cg_collect(tx, cg, V(v)->u.uobj.attrs);
+    }
+    if (st == TR_OK && base != NULL) {
+        st = cdyn_cg_collect(tx, cg, base);
+    }
+    V(v)->bits &= ~UOBJ_VISITING;
+    return st;
+}
+
+/* Emit fn(obj, key, value); POP_TOP (obj reloaded from its temporary). 0 / -1. */
+static int
+emit_store(cdyn_cg *cg, PyObject *fn, PyObject *obj, PyObject *key, PyObject *value)
+{
+    if (cdyn_cg_push_callable(cg, fn) < 0 || cdyn_cg_memo_load(cg, obj) != 1 ||
+        cdyn_cg_load_const(cg, key) < 0 || cdyn_cg_value(cg, value) < 0 ||
+        cdyn_cg_call(cg, 3) < 0) {
+        return -1;
+    }
+    return cdyn_cg_emit(cg, POP_TOP, 0);
+}
+
+/* 1 when some attribute of v is a slot (stored through its member descriptor). */
+static int
+has_slot_attrs(PyObject *v)
+{
+    PyObject *keys = V(V(v)->u.uobj.attrs)->u.dict.keys;
+    PyTypeObject *t = cdyn_user_type(v);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
+        PyObject *d = _PyType_Lookup(t, PyList_GET_ITEM(keys, i));
+        if (d != NULL && Py_TYPE(d) == &PyMemberDescr_Type) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int
+cdyn_newobj_reconstruct(cdyn_cg *cg, PyObject *v)
+{
+    PyObject *attrs = V(v)->u.uobj.attrs, *base = V(v)->u.uobj.base, *fill = NULL;
+    PyObject *keys = V(attrs)->u.dict.keys, *vals = V(attrs)->u.dict.vals;
+    PyTypeObject *t = cdyn_user_type(v);
+    int r = cdyn_cg_memo_load(cg, v), e = 0;
+    if (r != 0) {
+        return r < 0 ? -1 : 0;
+    }
+    /* built once and kept in a temporary before its attributes, so that attributes that
+       refer back to the object load that temporary */
+    if (cdyn_cg_push_callable(cg, base ? cdyn_U.dict_new : cdyn_U.object_new) < 0 ||
+        cdyn_cg_value(cg, V(v)->u.uobj.cls) < 0 || cdyn_cg_call(cg, 1) < 0 ||
+        cdyn_cg_memo_store(cg, v, "obj") < 0) {
+        return -1;
+    }
+    if (t->tp_dictoffset != 0 && !has_slot_attrs(v)) {
+        /* its __dict__ is the rebuilt attrs dict itself (obj.__dict__ may have escaped) */
+        e = emit_store(cg, cdyn_U.object_setattr, v, cdyn_U.s_dict, attrs) < 0;
+    }
+    else {
+        for (Py_ssize_t i = 0; !e && i < PyList_GET_SIZE(keys); i++) {
+            e = emit_store(cg, cdyn_U.object_setattr, v, PyList_GET_ITEM(keys, i),
+                           PyList_GET_ITEM(vals, i)) < 0;
+        }
+    }
+    if (!e && base != NULL) {
+        /* the items: dict.update(obj, items) (no override runs), or for an OrderedDict
+           through OrderedDict.__setitem__ (_glue.fill_ordered_dict) */
+        fill = solid_base(t) == &PyDict_Type
+                   ? PyObject_GetAttrString((PyObject *)&PyDict_Type, "update")
+                   : PyObject_GetAttrString(cdyn_G.glue, "fill_ordered_dict");
+        e = fill == NULL || cdyn_cg_push_callable(cg, fill) < 0 ||
+            cdyn_cg_memo_load(cg, v) != 1 || cdyn_cg_value(cg, base) < 0 ||
+            cdyn_cg_call(cg, 2) < 0 || cdyn_cg_emit(cg, POP_TOP, 0) < 0;
+        Py_XDECREF(fill);
+    }
+    return e ? -1 : 0;
+}
+
+/* ---- OBJFN: builtin slot functions ------------------------------------------------------------------ */
+
+/* 1 when d is a slot function or method descriptor of dict or OrderedDict. */
+static int
+is_dict_slot(PyObject *d)
+{
+    return (Py_TYPE(d) == &PyWrapperDescr_Type || Py_TYPE(d) == &PyMethodDescr_Type) &&
+           is_dict_base(((PyDescrObject *)d)->d_type);
+}
+
+int
+cdyn_objfn_known(PyObject *obj)
+{
+    return obj == cdyn_U.object_new || obj == cdyn_U.object_init ||
+           obj == cdyn_U.object_setattr || obj == cdyn_U.object_getattribute ||
+           obj == cdyn_U.object_delattr || obj == cdyn_U.dict_new || obj == cdyn_U.tuple_new ||
+           obj == cdyn_U.dc_fields || obj == cdyn_U.dc_replace ||
+           obj == cdyn_U.dc_is_dataclass || is_dict_slot(obj);
+}
+
+int
+cdyn_user_is_objfn(PyObject *obj)
+{
+    return cdyn_U.object_new != NULL && cdyn_objfn_known(obj);
+}
+
+PyObject *
+cdyn_objfn_new(PyObject *fn, PyObject *self)
+{
+    PyObject *v = cdyn_value_alloc(VK_OBJFN, NULL);
+    if (v != NULL) {
+        V(v)->u.ofn.fn = Py_NewRef(fn);
+        V(v)->u.ofn.self = Py_XNewRef(self);
+    }
+    return v;
+}
+
+/* The DICT value a dict slot function acts on: a dict subclass's items or a dict. */
+static PyObject *
+dict_target(PyObject *v)
+{
+    if (V(v)->kind == VK_NEWOBJ) {
+        return V(v)->u.uobj.base;
+    }
+    return V(v)->kind == VK_DICT ? v : NULL;
+}
+
+/* dict.<name>(self, *args) on a DICT value d. */
+static tr_status
+dict_slot_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *d, PyObject *const *args,
+               Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *name = ((PyDescrObject *)fn)->d_name;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    tr_status st;
+    int b = 0;
+    Py_ssize_t n = 0;
+    if (cdyn_name_is(name, "__init__")) {
+        st = dict_init(tx, d, args, nargs, kwnames);
+        *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+        return st == TR_OK && *out == NULL ? TR_ERROR : st;
+    }
+    if (nkw > 0) {
+        return cdyn_tx_unsupported(tx, "dict.%U with keyword arguments", name);
+    }
+    if (cdyn_name_is(name, "__getitem__") && nargs == 1) {
+        return cdyn_v_subscr(tx, d, args[0], out);
+    }
+    if ((cdyn_name_is(name, "__setitem__") && nargs == 2) ||
+        (cdyn_name_is(name, "__delitem__") && nargs == 1)) {
+        st = nargs == 2 ? cdyn_v_store_subscr(tx, d, args[0], args[1])
+                        : cdyn_v_delete_subscr(tx, d, args[0]);
+        *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+        return st == TR_OK && *out == NULL ? TR_ERROR : st;
+    }
+    if (cdyn_name_is(name, "__contains__") && nargs == 1) {
+        st = cdyn_v_contains(tx, d, args[0], &b);
+        *out = st == TR_OK ? cdyn_value_bool(b) : NULL;
+        return st == TR_OK && *out == NULL ? TR_ERROR : st;
+    }
+    if (cdyn_name_is(name, "__len__") && nargs == 0) {
+        st = cdyn_v_len(tx, d, &n);
+        *out = st == TR_OK ? cdyn_value_const_steal(PyLong_FromSsize_t(n)) : NULL;
+        return st == TR_OK && *out == NULL ? TR_ERROR : st;
+    }
+    if (cdyn_name_is(name, "__iter__") && nargs == 0) {
+        return cdyn_v_iter(tx, d, out);
+    }
+    if (PyUnicode_READ_CHAR(name, 0) == '_') {
+        return cdyn_tx_unsupported(tx, "dict.%U", name);
+    }
+    return cdyn_v_call_method(tx, fs, d, name, args, nargs, NULL, out);
+}
+
+/* The slot functions of object and tuple: __new__, __init__, __setattr__, ... */
+static tr_status
+object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
+                 PyObject *kwnames, PyObject **out)
+{
+    PyObject *name = n >= 2 && V(a[1])->kind == VK_CONST ? V(a[1])->u.cnst.value : NULL;
+    tr_status st;
+    if (n < 1) {
+        return cdyn_tx_unsupported(tx, "%R without arguments", fn);
+    }
+    if (fn == cdyn_U.tuple_new) {
+        return kwnames ? cdyn_tx_unsupported(tx, "tuple.__new__ with keywords")
+                       : cdyn_namedtuple_new(tx, a[0], a + 1, n - 1, out);
+    }
+    if (fn == cdyn_U.object_new || fn == cdyn_U.dict_new) {
+        PyObject *cls = cdyn_v_real(a[0]);
+        if (cls == NULL || !PyType_Check(cls) ||
+            (fn == cdyn_U.object_new && n > 1 &&
+             _PyType_Lookup((PyTypeObject *)cls, cdyn_U.s_init) == cdyn_U.object_init)) {
+            return cdyn_tx_unsupported(tx, "%R of %S", fn, a[0]);
+        }
+        return cdyn_newobj_alloc(tx, a[0], out);
+    }
+    if (!cdyn_user_is_instance(a[0])) {
+        return cdyn_tx_unsupported(tx, "%R on %S", fn, a[0]);
+    }
+    if (fn == cdyn_U.object_init) {
+        *out = cdyn_value_const(Py_None);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (name == NULL || !PyUnicode_Check(name) || kwnames != NULL) {
+        return cdyn_tx_unsupported(tx, "%R with a non-constant name", fn);
+    }
+    if (fn == cdyn_U.object_getattribute && n == 2) {
+        return cdyn_uobj_generic_getattr(tx, a[0], name, 0, out);
+    }
+    if (fn == cdyn_U.object_setattr && n == 3) {
+        st = cdyn_uobj_generic_setattr(tx, a[0], name, a[2]);
+    }
+    else if (fn == cdyn_U.object_delattr && n == 2 && V(a[0])->kind == VK_NEWOBJ) {
+        st = cdyn_newobj_delete(tx, a[0], name);
+    }
+    else {
+        return cdyn_tx_unsupported(tx, "%R with these arguments", fn);
+    }
+    *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+    return st == TR_OK && *out == NULL ? TR_ERROR : st;
+}
+
+tr_status
+cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames, PyObject **out)
+{
+    PyObject *fn = V(v)->u.ofn.fn, *self = V(v)->u.ofn.self, *all[32], *d;
+    Py_ssize_t n = 0;
+    int handled = 0;
+    tr_status st = cdyn_dataclass_call(tx, fs, fn, self, args, nargs, kwnames, out, &handled);
+    if (handled) {
+        return st;
+    }
+    if (nargs + 1 > 32) {
+        return cdyn_tx_unsupported(tx, "too many arguments to %R", fn);
+    }
+    if (self != NULL) {
+        all[n++] = self;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        all[n++] = args[i];
+    }
+    if (is_dict_slot(fn) && self == NULL && n >= 1 && V(all[0])->vt != &cdyn_user_vt &&
+        cdyn_is_builtin(fn)) {
+        /* dict.get(d, k) on a container value: the containers' own method (values/dict.c,
+           through the builtins family); the user family keeps dict subclasses' objects */
+        PyObject *b = cdyn_value_obj(VK_BUILTIN, fn, NULL);
+        if (b == NULL) {
+            return TR_ERROR;
+        }
+        st = cdyn_v_call(tx, fs, b, args, nargs, kwnames, out);
+        Py_DECREF(b);
+        return st;
+    }
+    if (is_dict_slot(fn)) {
+        if (n < 1 || (d = dict_target(all[0])) == NULL) {
+            return cdyn_tx_unsupported(tx, "%R on %S", fn, n ? all[0] : Py_None);
+        }
+        return dict_slot_call(tx, fs, fn, d, all + 1, n - 1, kwnames, out);
+    }
+    return object_slot_call(tx, fn, all, n, kwnames, out);
+}
+
+tr_status
+cdyn_objfn_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    return V(v)->u.ofn.self ? cdyn_cg_collect(tx, cg, V(v)->u.ofn.self) : TR_OK;
+}
+
+int
+cdyn_objfn_reconstruct(cdyn_cg *cg, PyObject *v)
+{
+    if (V(v)->u.ofn.self == NULL) {
+        return cdyn_cg_load_const(cg, V(v)->u.ofn.fn);
+    }
+    /* types.MethodType(fn, self): exactly this slot function, bound */
+    if (cdyn_cg_push_callable(cg, cdyn_U.method_type) < 0 ||
+        cdyn_cg_load_const(cg, V(v)->u.ofn.fn) < 0 || cdyn_cg_value(cg, V(v)->u.ofn.self) < 0) {
+        return -1;
+    }
+    return cdyn_cg_call(cg, 2);
+}

@@ -1,0 +1,956 @@
+/* values/userobj.c: the instance protocol of user objects: objects read from the frame
+ * (OBJECT) and objects made while tracing (NEWOBJ).
+ *
+ * Attributes follow Python's lookup: data descriptors of the type first (a property's
+ * getter and setter are inlined), then the instance's attributes (read through the
+ * object's source, or the symbolic attributes of a NEWOBJ), then the type's attributes
+ * (functions bind as methods, classmethods to the class, builtin slot functions as OBJFN),
+ * then __getattr__. Special methods are looked up on the type and inlined when they are
+ * Python functions: __getitem__, __setitem__, __delitem__, __contains__, __len__,
+ * __iter__, __bool__, __call__, __enter__/__exit__, the binary, comparison and unary
+ * operators (with NotImplemented and the reflected forms). A dict subclass made while
+ * tracing keeps its items in a DICT value: the builtin slots it does not override act on
+ * that value. Anything else is unsupported (a graph break runs it in Python). */
+#include "user.h"
+#include "../codegen.h"
+
+enum { DUNDER_DEFAULT = 0, DUNDER_PYTHON = 1, DUNDER_OTHER = 2 };
+
+/* How type t defines special method `name`: object's default (or not at all), a Python
+ * function, or anything else (a builtin slot); *descr gets what was found (borrowed). */
+static int
+dunder_kind(PyTypeObject *t, PyObject *name, PyObject **descr)
+{
+    PyObject *d = _PyType_Lookup(t, name);
+    *descr = d;
+    if (d == NULL || d == _PyType_Lookup(&PyBaseObject_Type, name)) {
+        return DUNDER_DEFAULT;
+    }
+    return PyFunction_Check(d) ? DUNDER_PYTHON : DUNDER_OTHER;
+}
+
+/* 1 when attribute reads on instances of t are the generic ones (object's or dict's
+ * __getattribute__, PyObject_GenericGetAttr). */
+static int
+generic_getattribute(PyTypeObject *t)
+{
+    PyObject *d = _PyType_Lookup(t, cdyn_U.s_getattribute);
+    return d == cdyn_U.object_getattribute ||
+           (d != NULL && Py_TYPE(d) == &PyWrapperDescr_Type &&
+            ((PyWrapperDescrObject *)d)->d_wrapped == (void *)PyObject_GenericGetAttr);
+}
+
+/* The DICT value holding the items of a dict subclass made while tracing, when the type
+ * does not override `name` with a Python function (borrowed), else NULL. */
+static PyObject *
+builtin_base(PyObject *v, PyObject *name)
+{
+    PyObject *d;
+    if (V(v)->kind != VK_NEWOBJ || V(v)->u.uobj.base == NULL) {
+        return NULL;
+    }
+    d = _PyType_Lookup(cdyn_user_type(v), name);
+    return d != NULL && !PyFunction_Check(d) ? V(v)->u.uobj.base : NULL;
+}
+
+/* fn(self, *args) for a Python function fn found on self's type: modelled natively when
+ * the family knows it (cdyn_user_native_method), else inlined. */
+static tr_status
+call_type_function(cdyn_tx *tx, PyObject *fn, PyObject *self, PyObject *const *args,
+                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *m;
+    tr_status st;
+    if (!cdyn_user_native_method(fn)) {
+        return cdyn_tx_inline_function(tx, fn, NULL, self, args, nargs, kwnames, out);
+    }
+    m = cdyn_objfn_new(fn, self);
+    st = m ? cdyn_objfn_call(tx, NULL, m, args, nargs, kwnames, out) : TR_ERROR;
+    Py_XDECREF(m);
+    return st;
+}
+
+tr_status
+cdyn_uobj_call_dunder(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject **out, int *found)
+{
+    PyObject *d = _PyType_Lookup(cdyn_user_type(v), name);
+    tr_status st;
+    *found = d != NULL && PyFunction_Check(d);
+    if (!*found) {
+        return TR_OK;
+    }
+    st = cdyn_uobj_guard_type_member(tx, v, name);
+    return st != TR_OK ? st : call_type_function(tx, d, v, args, nargs, NULL, out);
+}
+
+/* fn(self, *args) for a Python function fn (borrowed), else unsupported. */
+static tr_status
+inline_on(cdyn_tx *tx, PyObject *fn, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+          const char *what, PyObject **out)
+{
+    if (fn == NULL || !PyFunction_Check(fn)) {
+        return cdyn_tx_unsupported(tx, "%s of %S is not a Python function", what, self);
+    }
+    return call_type_function(tx, fn, self, args, nargs, NULL, out);
+}
+
+/* The getter or setter (which: "fget"/"fset") of a property, a new reference (None when
+ * missing). */
+static PyObject *
+property_part(PyObject *prop, const char *which)
+{
+    return PyObject_GetAttrString(prop, which);
+}
+
+/* ---- guards on what a class defines ----------------------------------------------------------- */
+
+PyObject *
+cdyn_uobj_class_source(PyObject *v)
+{
+    PyObject *cls = NULL, *src = NULL;
+    switch (V(v)->kind) {
+    case VK_CLASS:
+        cls = V(v)->u.obj.obj;
+        src = Py_XNewRef(V(v)->source);
+        break;
+    case VK_NEWOBJ:
+        cls = cdyn_v_real(V(v)->u.uobj.cls);
+        src = Py_XNewRef(V(V(v)->u.uobj.cls)->source);
+        break;
+    case VK_OBJECT:
+        cls = (PyObject *)Py_TYPE(V(v)->u.obj.obj);
+        src = V(v)->source ? cdyn_source_attr(V(v)->source, cdyn_U.s_class) : NULL;
+        PyErr_Clear();   /* (a failed source is no source: the caller stays unguarded) */
+        break;
+    default:
+        return NULL;
+    }
+    if (cls == NULL || cdyn_module_startswith(cls, "torch")) {
+        Py_CLEAR(src);
+    }
+    return src;
+}
+
+tr_status
+cdyn_uobj_guard_member(cdyn_tx *tx, PyObject *cls_src, PyTypeObject *cls, PyObject *name)
+{
+    PyObject *real = NULL, *src = NULL, *fsrc = NULL;
+    int r = 0;
+    if (cls_src == NULL) {
+        return TR_OK;
+    }
+    real = PyObject_GetAttr((PyObject *)cls, name);
+    if (real == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "class attribute %U of %s", name, cls->tp_name);
+    }
+    src = cdyn_source_attr(cls_src, name);
+    if (src == NULL) {
+        r = -1;
+    }
+    else if (PyFunction_Check(real)) {
+        r = cdyn_guards_add_id(tx->guards, src, real, 1);
+    }
+    else if (PyMethod_Check(real) && PyMethod_GET_SELF(real) == (PyObject *)cls &&
+             PyFunction_Check(PyMethod_GET_FUNCTION(real))) {
+        /* a classmethod: bound anew at each read; its function is what stays */
+        fsrc = cdyn_source_attr(src, cdyn_U.s_func);
+        r = fsrc ? cdyn_guards_add_id(tx->guards, fsrc, PyMethod_GET_FUNCTION(real), 1) : -1;
+    }
+    else if (cdyn_is_constant(real)) {
+        r = cdyn_guards_add_equals(tx->guards, src, real);
+    }
+    else if (real == _PyType_Lookup(cls, name)) {
+        r = cdyn_guards_add_id(tx->guards, src, real, 0);   /* a property, a cached_property */
+    }
+    Py_XDECREF(fsrc);
+    Py_XDECREF(src);
+    Py_DECREF(real);
+    return r < 0 ? TR_ERROR : TR_OK;
+}
+
+tr_status
+cdyn_uobj_guard_type_member(cdyn_tx *tx, PyObject *v, PyObject *name)
+{
+    PyObject *src = cdyn_uobj_class_source(v);
+    tr_status st = TR_OK;
+    if (src != NULL) {
+        st = cdyn_uobj_guard_member(tx, src,
+                                    V(v)->kind == VK_CLASS ? (PyTypeObject *)V(v)->u.obj.obj
+                                                           : cdyn_user_type(v),
+                                    name);
+        Py_DECREF(src);
+    }
+    return st;
+}
+
+/* ---- binding what the type defines ----------------------------------------------------------- */
+
+tr_status
+cdyn_uobj_bind(cdyn_tx *tx, PyObject *self, PyObject *clsv, PyObject *descr, PyObject *name,
+               PyObject **out)
+{
+    PyTypeObject *dt = Py_TYPE(descr);
+    int on_class = V(self)->kind == VK_CLASS;
+    PyObject *f = NULL, *cv = NULL;
+    tr_status st;
+    if (clsv != NULL && dt->tp_descr_get != NULL &&
+        (st = cdyn_uobj_guard_type_member(tx, clsv, name)) != TR_OK) {
+        return st;   /* a method or descriptor of the class: pinned through its source */
+    }
+    if (PyFunction_Check(descr)) {
+        *out = on_class ? cdyn_value_obj(VK_USERFN, descr, NULL)
+               : cdyn_user_native_method(descr) ? cdyn_objfn_new(descr, self)
+                                                : cdyn_value_method(descr, name, self);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (dt == &PyClassMethod_Type || dt == &PyStaticMethod_Type) {
+        f = PyObject_GetAttrString(descr, "__func__");
+        if (f == NULL) {
+            return TR_ERROR;
+        }
+        if (!PyFunction_Check(f)) {
+            st = cdyn_tx_unsupported(tx, "%U: a class/static method of a non-function", name);
+        }
+        else if (dt == &PyStaticMethod_Type) {
+            st = cdyn_tx_wrap_real(tx, f, NULL, out);
+        }
+        else if ((st = on_class ? (cv = Py_NewRef(self), TR_OK)
+                                : cdyn_user_class_value(tx, self, &cv)) == TR_OK) {
+            *out = cdyn_value_method(f, name, cv);
+            st = *out ? TR_OK : TR_ERROR;
+        }
+        Py_DECREF(f);
+        Py_XDECREF(cv);
+        return st;
+    }
+    if (dt == &PyProperty_Type && !on_class) {
+        f = property_part(descr, "fget");
+        st = f ? inline_on(tx, f, self, NULL, 0, "property getter", out) : TR_ERROR;
+        Py_XDECREF(f);
+        return st;
+    }
+    if (cdyn_objfn_known(descr)) {
+        /* __new__ is static; other slot functions bind to an instance */
+        int bind = !on_class && !PyCFunction_Check(descr);
+        *out = cdyn_objfn_new(descr, bind ? self : NULL);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if ((PyObject *)dt == cdyn_U.cached_property && V(self)->kind == VK_NEWOBJ) {
+        /* functools.cached_property: its function runs once, the value is kept in the
+           instance's __dict__ (read from there next time) */
+        PyObject *an = PyObject_GetAttrString(descr, "attrname");
+        f = an ? PyObject_GetAttrString(descr, "func") : NULL;
+        st = f == NULL ? TR_ERROR
+             : !PyFunction_Check(f) || !PyUnicode_Check(an)
+                 ? cdyn_tx_unsupported(tx, "cached_property %U", name)
+                 : call_type_function(tx, f, self, NULL, 0, NULL, out);
+        if (st == TR_OK && (st = cdyn_newobj_store(tx, self, an, *out)) != TR_OK) {
+            Py_CLEAR(*out);
+        }
+        Py_XDECREF(an);
+        Py_XDECREF(f);
+        return st;
+    }
+    if (dt->tp_descr_get != NULL) {
+        return cdyn_tx_unsupported(tx, "attribute %U: a %s descriptor", name, dt->tp_name);
+    }
+    /* a plain class attribute: read through the class (guarded when it has a source) */
+    if (clsv != NULL) {
+        return cdyn_v_getattr(tx, clsv, name, out);
+    }
+    return cdyn_tx_wrap_real(tx, descr, NULL, out);
+}
+
+/* ---- attributes of objects read from the frame ------------------------------------------------- */
+
+/* Attributes of an OBJECT without source that is fixed metadata (dataclass fields):
+ * read unguarded; objects among them are trusted in turn. */
+static tr_status
+trusted_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *attr = PyObject_GetAttr(V(v)->u.obj.obj, name);
+    tr_status st;
+    if (attr == NULL) {
+        return cdyn_tx_unsupported(tx, "attribute %U", name);
+    }
+    st = cdyn_tx_wrap_real(tx, attr, NULL, out);
+    Py_DECREF(attr);
+    if (st == TR_OK && V(*out)->kind == VK_OBJECT) {
+        V(*out)->bits |= OBJ_TRUSTED;
+    }
+    return st;
+}
+
+/* obj.name on an object from the frame: memoised reads, properties inlined, methods
+ * bound to the value, other attributes wrapped through <source>.name. */
+static tr_status
+object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *obj = V(v)->u.obj.obj, *attr = NULL, *src = NULL, *descr, *f;
+    PyTypeObject *t = Py_TYPE(obj);
+    tr_status st;
+    if (V(v)->bits & OBJ_MUTATED) {
+        return cdyn_tx_unsupported(tx, "attribute of an object mutated while tracing");
+    }
+    st = cdyn_tx_memo_attr(tx, v, name, &src, out);
+    if (st != TR_OK || *out != NULL) {
+        Py_XDECREF(src);
+        return st;
+    }
+    if (V(v)->bits & OBJ_TRUSTED) {
+        Py_XDECREF(src);
+        return trusted_getattr(tx, v, name, out);
+    }
+    descr = _PyType_Lookup(t, name);
+    if (descr != NULL && Py_TYPE(descr) == &PyProperty_Type && generic_getattribute(t)) {
+        /* a property: its getter inlined (not run at trace time, not guarded as a value;
+           the property itself pinned through the class) */
+        Py_XDECREF(src);
+        if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
+            return st;
+        }
+        f = property_part(descr, "fget");
+        st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
+        Py_XDECREF(f);
+        return st;
+    }
+    if (descr != NULL && (PyObject *)Py_TYPE(descr) == cdyn_U.cached_property) {
+        PyObject **dp = _PyObject_GetDictPtr(obj);
+        int cached = dp != NULL && *dp != NULL ? PyDict_Contains(*dp, name) : 0;
+        if (cached <= 0) {   /* not computed yet: it would run (and be stored) now */
+            Py_XDECREF(src);
+            return cached < 0 ? TR_ERROR
+                              : cdyn_tx_unsupported(tx, "cached_property %U not computed yet",
+                                                    name);
+        }
+    }
+    attr = PyObject_GetAttr(obj, name);
+    if (attr == NULL) {
+        Py_XDECREF(src);
+        return cdyn_tx_unsupported(tx, "attribute %U", name);
+    }
+    if ((PyMethod_Check(attr) && PyMethod_GET_SELF(attr) == obj) ||
+        (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) == obj)) {
+        /* a method of the object: its function inlined with this value as self, or a
+           builtin method, called by name on the object (unsupported: a graph break that
+           reloads it from the object) */
+        PyObject *func = PyMethod_Check(attr) ? PyMethod_GET_FUNCTION(attr) : NULL;
+        if (func != NULL && func == descr &&
+            (st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
+            Py_DECREF(attr);
+            Py_XDECREF(src);
+            return st;   /* the class's function: pinned through <object>.__class__.name */
+        }
+        *out = func != NULL && cdyn_user_native_method(func)
+                   ? cdyn_objfn_new(func, v)
+                   : cdyn_value_method(func != NULL && PyFunction_Check(func) ? func : NULL,
+                                       name, v);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    else if (src == NULL) {
+        st = cdyn_tx_unsupported(tx, "attribute of an object with no source");
+    }
+    else {
+        st = cdyn_tx_wrap_real(tx, attr, src, out);
+    }
+    Py_DECREF(attr);
+    Py_XDECREF(src);
+    return st;
+}
+
+/* obj.name = value on an object that outlives the frame: replayed; later loads of the
+ * attribute see the stored value. */
+tr_status
+cdyn_setattr_replayed(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyObject *src;
+    tr_status st;
+    if (V(v)->source == NULL) {
+        return cdyn_tx_unsupported(tx, "STORE_ATTR on %S (side effect)", v);
+    }
+    src = cdyn_source_attr(V(v)->source, name);
+    if (src == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_tx_effect(tx, EFF_STORE_ATTR, v, name, value);
+    if (st == TR_OK && PyDict_SetItem(tx->by_source, cdyn_source_repr(src), value) < 0) {
+        st = TR_ERROR;
+    }
+    cdyn_tx_mutated(tx, v);
+    Py_DECREF(src);
+    return st;
+}
+
+/* obj[key] = value on an object that outlives the frame: replayed; the object's
+ * attributes are no longer traced. */
+tr_status
+cdyn_store_subscr_replayed(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
+{
+    if (V(v)->source == NULL || V(key)->kind != VK_CONST) {
+        return cdyn_tx_unsupported(tx, "STORE_SUBSCR into %S", v);
+    }
+    if (cdyn_tx_effect(tx, EFF_STORE_SUBSCR, v, V(key)->u.cnst.value, value) != TR_OK) {
+        return TR_ERROR;
+    }
+    V(v)->bits |= OBJ_MUTATED;
+    cdyn_tx_mutated(tx, v);
+    return TR_OK;
+}
+
+/* A data descriptor of type t for `name` that a store must go through: a property
+ * (setter inlined) or any other data descriptor but slots (unsupported). *done = 1 when
+ * the store was handled (or refused). */
+static tr_status
+store_descriptor(cdyn_tx *tx, PyObject *v, PyTypeObject *t, PyObject *name, PyObject *value,
+                 int *done)
+{
+    PyObject *d = _PyType_Lookup(t, name), *f = NULL, *r = NULL, *arg[1] = {value};
+    tr_status st;
+    *done = 0;
+    if (d == NULL || Py_TYPE(d)->tp_descr_set == NULL || Py_TYPE(d) == &PyMemberDescr_Type) {
+        return TR_OK;
+    }
+    *done = 1;
+    if (Py_TYPE(d) != &PyProperty_Type) {
+        return cdyn_tx_unsupported(tx, "store through a %s descriptor", Py_TYPE(d)->tp_name);
+    }
+    f = property_part(d, "fset");
+    if (f == NULL) {
+        return TR_ERROR;
+    }
+    st = inline_on(tx, f, v, arg, 1, "property setter", &r);
+    Py_DECREF(f);
+    Py_XDECREF(r);
+    return st;
+}
+
+/* obj.name = value on an object from the frame: a property setter inlined, else a store
+ * replayed by the transformed code (refused with a custom __setattr__). */
+static tr_status
+object_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyTypeObject *t = Py_TYPE(V(v)->u.obj.obj);
+    int done = 0;
+    tr_status st;
+    if (_PyType_Lookup(t, cdyn_U.s_setattr) != cdyn_U.object_setattr) {
+        return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S with a custom __setattr__", name, v);
+    }
+    st = store_descriptor(tx, v, t, name, value, &done);
+    if (st != TR_OK || done) {
+        return st;
+    }
+    return cdyn_setattr_replayed(tx, v, name, value);
+}
+
+/* ---- attributes of objects made while tracing ---------------------------------------------------- */
+
+tr_status
+cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, int use_getattr,
+                          PyObject **out)
+{
+    PyTypeObject *t;
+    PyObject *d, *a, *f = NULL, *nv = NULL;
+    tr_status st;
+    if (V(v)->kind != VK_NEWOBJ) {
+        /* an object from the frame: its attributes are read (and rebuilt) through sources,
+           which go through type(obj).__getattribute__: only the same when that is generic */
+        if (!generic_getattribute(cdyn_user_type(v))) {
+            return cdyn_tx_unsupported(tx, "object.__getattribute__ of %S (its type "
+                                           "overrides __getattribute__)", v);
+        }
+        return object_getattr(tx, v, name, out);
+    }
+    t = cdyn_user_type(v);
+    d = _PyType_Lookup(t, name);
+    if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) {   /* a data descriptor */
+        if (Py_TYPE(d) == &PyProperty_Type) {
+            if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
+                return st;
+            }
+            f = property_part(d, "fget");
+            st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
+            Py_XDECREF(f);
+            return st;
+        }
+        if (Py_TYPE(d) != &PyMemberDescr_Type) {
+            return cdyn_tx_unsupported(tx, "attribute %U: a %s descriptor", name,
+                                       Py_TYPE(d)->tp_name);
+        }
+    }
+    if ((a = cdyn_newobj_attr(v, name)) != NULL) {
+        *out = Py_NewRef(a);
+        return TR_OK;
+    }
+    if (d != NULL && Py_TYPE(d) != &PyMemberDescr_Type) {
+        return cdyn_uobj_bind(tx, v, V(v)->u.uobj.cls, d, name, out);
+    }
+    f = use_getattr ? _PyType_Lookup(t, cdyn_U.s_getattr) : NULL;
+    if (f != NULL && PyFunction_Check(f)) {
+        nv = cdyn_value_const(name);
+        st = nv ? cdyn_tx_inline_function(tx, f, NULL, v, &nv, 1, NULL, out) : TR_ERROR;
+        Py_XDECREF(nv);
+        return st;
+    }
+    return cdyn_tx_unsupported(tx, "%s object has no attribute %U", t->tp_name, name);
+}
+
+tr_status
+cdyn_uobj_generic_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyTypeObject *t;
+    int done = 0;
+    tr_status st;
+    if (V(v)->kind != VK_NEWOBJ) {
+        return object_setattr(tx, v, name, value);
+    }
+    t = cdyn_user_type(v);
+    st = store_descriptor(tx, v, t, name, value, &done);
+    if (st != TR_OK || done) {
+        return st;
+    }
+    if (t->tp_dictoffset == 0 && _PyType_Lookup(t, name) == NULL) {
+        return cdyn_tx_unsupported(tx, "%s object has no attribute %U (slots)", t->tp_name,
+                                   name);
+    }
+    return cdyn_newobj_store(tx, v, name, value);
+}
+
+tr_status
+cdyn_uobj_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyTypeObject *t;
+    if (V(v)->kind != VK_NEWOBJ) {
+        return object_getattr(tx, v, name, out);
+    }
+    t = cdyn_user_type(v);
+    if (PyUnicode_Compare(name, cdyn_U.s_class) == 0) {
+        *out = Py_NewRef(V(v)->u.uobj.cls);
+        return TR_OK;
+    }
+    if (PyUnicode_Compare(name, cdyn_U.s_dict) == 0 && t->tp_dictoffset != 0) {
+        *out = Py_NewRef(V(v)->u.uobj.attrs);   /* the live attributes */
+        return TR_OK;
+    }
+    if (!generic_getattribute(t)) {
+        return cdyn_tx_unsupported(tx, "attribute of %S with a custom __getattribute__", v);
+    }
+    return cdyn_uobj_generic_getattr(tx, v, name, 1, out);
+}
+
+tr_status
+cdyn_uobj_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyObject *f, *r = NULL, *args[2] = {NULL, value};
+    tr_status st;
+    if (V(v)->kind != VK_NEWOBJ) {
+        return object_setattr(tx, v, name, value);
+    }
+    f = _PyType_Lookup(cdyn_user_type(v), cdyn_U.s_setattr);
+    if (f == cdyn_U.object_setattr) {
+        return cdyn_uobj_generic_setattr(tx, v, name, value);
+    }
+    if ((args[0] = cdyn_value_const(name)) == NULL) {
+        return TR_ERROR;
+    }
+    st = inline_on(tx, f, v, args, 2, "__setattr__", &r);   /* type(v).__setattr__ */
+    Py_DECREF(args[0]);
+    Py_XDECREF(r);
+    return st;
+}
+
+/* ---- the container protocol --------------------------------------------------------------------- */
+
+tr_status
+cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    int found = 0;
+    tr_status st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_getitem, &key, 1, out, &found);
+    PyObject *b;
+    if (found) {
+        return st;
+    }
+    if ((b = builtin_base(v, cdyn_U.s_getitem)) != NULL) {
+        return cdyn_v_subscr(tx, b, key, out);
+    }
+    return cdyn_tx_unsupported(tx, "subscript of %S", v);
+}
+
+tr_status
+cdyn_uobj_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
+{
+    PyObject *args[2] = {key, value}, *r = NULL, *b;
+    int found = 0;
+    tr_status st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_setitem, args, 2, &r, &found);
+    if (found) {
+        Py_XDECREF(r);
+        return st;
+    }
+    if ((b = builtin_base(v, cdyn_U.s_setitem)) != NULL) {
+        return cdyn_v_store_subscr(tx, b, key, value);
+    }
+    if (V(v)->kind == VK_OBJECT) {
+        return cdyn_store_subscr_replayed(tx, v, key, value);
+    }
+    return cdyn_tx_unsupported(tx, "STORE_SUBSCR into %S", v);
+}
+
+tr_status
+cdyn_uobj_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
+{
+    PyObject *r = NULL, *b;
+    int found = 0;
+    tr_status st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_delitem, &key, 1, &r, &found);
+    if (found) {
+        Py_XDECREF(r);
+        return st;
+    }
+    if ((b = builtin_base(v, cdyn_U.s_delitem)) != NULL) {
+        return cdyn_v_delete_subscr(tx, b, key);
+    }
+    return cdyn_tx_unsupported(tx, "DELETE_SUBSCR of %S", v);
+}
+
+/* A result that must be a Python bool/int constant. */
+static tr_status
+const_result(cdyn_tx *tx, PyObject *r, const char *what, long *out)
+{
+    PyObject *o = V(r)->kind == VK_CONST ? V(r)->u.cnst.value : NULL;
+    if (o == NULL || !PyLong_Check(o)) {
+        return cdyn_tx_unsupported(tx, "%s returned %S", what, r);
+    }
+    *out = PyLong_AsLong(o);
+    return *out == -1 && PyErr_Occurred() ? TR_ERROR : TR_OK;
+}
+
+tr_status
+cdyn_uobj_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
+{
+    PyObject *r = NULL, *b;
+    int found = 0;
+    long n = 0;
+    tr_status st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_len, NULL, 0, &r, &found);
+    if (found) {
+        if (st == TR_OK && (st = const_result(tx, r, "__len__", &n)) == TR_OK && n < 0) {
+            st = cdyn_tx_unsupported(tx, "__len__ returned a negative length");
+        }
+        Py_XDECREF(r);
+        *out = n;
+        return st;
+    }
+    if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
+        return cdyn_v_len(tx, b, out);
+    }
+    return cdyn_tx_unsupported(tx, "len() of %S", v);
+}
+
+tr_status
+cdyn_uobj_truth(cdyn_tx *tx, PyObject *v, int *out)
+{
+    PyTypeObject *t = cdyn_user_type(v);
+    PyObject *r = NULL, *d, *b;
+    int kb = dunder_kind(t, cdyn_U.s_bool, &d), found = 0;
+    Py_ssize_t n = 0;
+    tr_status st;
+    if (kb == DUNDER_PYTHON) {
+        st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_bool, NULL, 0, &r, &found);
+        if (st == TR_OK && (V(r)->kind != VK_CONST || !PyBool_Check(V(r)->u.cnst.value))) {
+            st = cdyn_tx_unsupported(tx, "__bool__ returned %S", r);
+        }
+        if (st == TR_OK) {
+            *out = V(r)->u.cnst.value == Py_True;
+        }
+        Py_XDECREF(r);
+        return st;
+    }
+    if (kb == DUNDER_DEFAULT && dunder_kind(t, cdyn_U.s_len, &d) == DUNDER_PYTHON) {
+        st = cdyn_uobj_len(tx, v, &n);
+        *out = n != 0;
+        return st;
+    }
+    if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
+        return cdyn_v_truth(tx, b, out);
+    }
+    if (kb == DUNDER_DEFAULT && dunder_kind(t, cdyn_U.s_len, &d) == DUNDER_DEFAULT &&
+        (t->tp_as_number == NULL || t->tp_as_number->nb_bool == NULL) &&
+        (t->tp_as_mapping == NULL || t->tp_as_mapping->mp_length == NULL) &&
+        (t->tp_as_sequence == NULL || t->tp_as_sequence->sq_length == NULL)) {
+        *out = 1;   /* neither __bool__ nor __len__: true (the type is guarded) */
+        return TR_OK;
+    }
+    return cdyn_tx_unsupported(tx, "truth value of %S", v);
+}
+
+tr_status
+cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
+{
+    PyObject *r = NULL, *b;
+    int found = 0;
+    tr_status st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_iter, NULL, 0, &r, &found);
+    if (found) {
+        if (st == TR_OK) {
+            /* an object that is its own iterator (__next__) is not modelled */
+            st = r == v ? cdyn_tx_unsupported(tx, "iteration over a self-iterator %S", v)
+                        : cdyn_v_unpack(tx, r, out_list);
+        }
+        Py_XDECREF(r);
+        return st;
+    }
+    if ((b = builtin_base(v, cdyn_U.s_iter)) != NULL) {
+        return cdyn_v_unpack(tx, b, out_list);
+    }
+    return cdyn_tx_unsupported(tx, "iteration over %S", v);
+}
+
+tr_status
+cdyn_uobj_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
+{
+    PyObject *r = NULL, *items = NULL, *b;
+    int found = 0;
+    tr_status st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_contains, &item, 1, &r, &found);
+    if (found) {
+        if (st == TR_OK) {
+            st = cdyn_v_truth(tx, r, out);
+        }
+        Py_XDECREF(r);
+        return st;
+    }
+    if ((b = builtin_base(v, cdyn_U.s_contains)) != NULL) {
+        return cdyn_v_contains(tx, b, item, out);
+    }
+    if (_PyType_Lookup(cdyn_user_type(v), cdyn_U.s_iter) == NULL) {
+        return cdyn_tx_unsupported(tx, "'in' of %S", v);
+    }
+    /* no __contains__: iterate, comparing by identity then == (as PySequence_Contains) */
+    st = cdyn_uobj_unpack(tx, v, &items);
+    *out = 0;
+    for (Py_ssize_t i = 0; st == TR_OK && !*out && i < PyList_GET_SIZE(items); i++) {
+        PyObject *e = PyList_GET_ITEM(items, i), *eq = NULL, *saved = tx->reason;
+        int same = 0;
+        tx->reason = NULL;   /* an undecidable identity is no failure here */
+        if (cdyn_v_is(tx, e, item, &same) == TR_OK && same) {
+            Py_XSETREF(tx->reason, saved);
+            *out = 1;
+            break;
+        }
+        Py_XSETREF(tx->reason, saved);
+        st = cdyn_v_compare(tx, Py_EQ, e, item, &eq);
+        if (st == TR_OK) {
+            st = cdyn_v_truth(tx, eq, out);
+        }
+        Py_XDECREF(eq);
+    }
+    Py_XDECREF(items);
+    return st;
+}
+
+tr_status
+cdyn_user_hash(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    int found = 0;
+    tr_status st;
+    if (!cdyn_user_is_instance(v)) {
+        return cdyn_tx_unsupported(tx, "hash() of %S", v);
+    }
+    st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_hash, NULL, 0, out, &found);
+    if (!found) {
+        return cdyn_tx_unsupported(tx, "hash() of %S (an identity hash)", v);
+    }
+    if (st == TR_OK && (V(*out)->kind != VK_CONST || !PyLong_Check(V(*out)->u.cnst.value))) {
+        Py_CLEAR(*out);
+        return cdyn_tx_unsupported(tx, "__hash__ of %S did not return an int", v);
+    }
+    if (st == TR_OK) {
+        /* hash() reduces the int as the slot does: the int's own hash (-1 becomes -2) */
+        Py_hash_t h = PyObject_Hash(V(*out)->u.cnst.value);
+        Py_SETREF(*out, h == -1 ? NULL : cdyn_value_const_steal(PyLong_FromSsize_t(h)));
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    return st;
+}
+
+tr_status
+cdyn_uobj_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames, PyObject **out)
+{
+    PyObject *f = _PyType_Lookup(cdyn_user_type(v), cdyn_U.s_call);
+    tr_status st;
+    (void)fs;
+    if (f == NULL || !PyFunction_Check(f)) {
+        return cdyn_tx_unsupported(tx, "call to %S", v);
+    }
+    if ((st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_call)) != TR_OK) {
+        return st;
+    }
+    return cdyn_tx_inline_function(tx, f, NULL, v, args, nargs, kwnames, out);
+}
+
+tr_status
+cdyn_uobj_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
+{
+    PyTypeObject *t = cdyn_user_type(v);
+    PyObject *en = _PyType_Lookup(t, cdyn_U.s_enter), *ex = _PyType_Lookup(t, cdyn_U.s_exit);
+    tr_status st;
+    if (en == NULL || ex == NULL || !PyFunction_Check(en) || !PyFunction_Check(ex)) {
+        return cdyn_tx_unsupported(tx, "with-block over %S (no Python __enter__/__exit__)", v);
+    }
+    if ((st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_enter)) != TR_OK ||
+        (st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_exit)) != TR_OK) {
+        return st;
+    }
+    st = cdyn_tx_inline_function(tx, en, NULL, v, NULL, 0, NULL, result);
+    if (st != TR_OK) {
+        return st;
+    }
+    *exit_fn = cdyn_value_method(ex, cdyn_U.s_exit, v);
+    if (*exit_fn == NULL) {
+        Py_CLEAR(*result);
+        return TR_ERROR;
+    }
+    return TR_OK;
+}
+
+/* ---- operators ------------------------------------------------------------------------------------ */
+
+static const char *const binop_names[13] = {"add", "and", "floordiv", "lshift", "matmul", "mul",
+                                            "mod", "or", "pow", "rshift", "sub", "truediv",
+                                            "xor"};
+
+/* Try type(self).<name>(self, other): *done = 1 with *out set when it returned something
+ * other than NotImplemented. A builtin slot of that name is unsupported. */
+static tr_status
+try_operator(cdyn_tx *tx, PyObject *self, const char *fmt, const char *op, PyObject *other,
+             PyObject **out, int *done)
+{
+    PyObject *name = PyUnicode_FromFormat(fmt, op), *d = NULL, *r = NULL;
+    int k;
+    tr_status st = TR_OK;
+    *done = 0;
+    if (name == NULL) {
+        return TR_ERROR;
+    }
+    k = dunder_kind(cdyn_user_type(self), name, &d);
+    if (k == DUNDER_OTHER && builtin_base(self, name) == NULL) {
+        st = cdyn_tx_unsupported(tx, "%U of %S is a builtin slot", name, self);
+    }
+    else if (k == DUNDER_PYTHON && (st = cdyn_uobj_guard_type_member(tx, self, name)) == TR_OK) {
+        st = cdyn_tx_inline_function(tx, d, NULL, self, &other, 1, NULL, &r);
+        if (st == TR_OK && !(V(r)->kind == VK_CONST && V(r)->u.cnst.value == Py_NotImplemented)) {
+            *out = r;
+            r = NULL;
+            *done = 1;
+        }
+        Py_XDECREF(r);
+    }
+    Py_DECREF(name);
+    return st;
+}
+
+tr_status
+cdyn_uobj_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    int ia = cdyn_user_is_instance(a), ib = cdyn_user_is_instance(b), done = 0;
+    int inplace = op >= 13, same;
+    const char *nm = binop_names[inplace ? op - 13 : op];
+    tr_status st = TR_OK;
+    if (!ia && !ib) {
+        return TR_NOTIMPL;
+    }
+    same = ia && ib && cdyn_user_type(a) == cdyn_user_type(b);
+    if (ia && inplace) {
+        st = try_operator(tx, a, "__i%s__", nm, b, out, &done);
+    }
+    if (st == TR_OK && !done && ia) {
+        st = try_operator(tx, a, "__%s__", nm, b, out, &done);
+    }
+    if (st == TR_OK && !done && ib && !same) {
+        st = try_operator(tx, b, "__r%s__", nm, a, out, &done);
+    }
+    if (st == TR_OK && !done) {
+        return cdyn_tx_unsupported(tx, "operator %s on %S and %S", nm, a, b);
+    }
+    return st;
+}
+
+static const char *const cmp_names[6] = {"lt", "le", "eq", "ne", "gt", "ge"};
+
+/* One side of a rich comparison: type(self).__op__(self, other), with object.__ne__
+ * inverting __eq__. *done = 1 when it gave something other than NotImplemented. */
+static tr_status
+compare_side(cdyn_tx *tx, PyObject *self, int op, PyObject *other, PyObject **out, int *done)
+{
+    PyObject *name = PyUnicode_FromFormat("__%s__", cmp_names[op]), *d = NULL, *r = NULL;
+    int k, truth = 0;
+    tr_status st;
+    if (name == NULL) {
+        return TR_ERROR;
+    }
+    k = dunder_kind(cdyn_user_type(self), name, &d);
+    Py_DECREF(name);
+    if (op != Py_NE || k != DUNDER_DEFAULT) {
+        return try_operator(tx, self, "__%s__", cmp_names[op], other, out, done);
+    }
+    st = try_operator(tx, self, "__%s__", "eq", other, &r, done);
+    if (st == TR_OK && *done) {
+        st = cdyn_v_truth(tx, r, &truth);
+        *out = st == TR_OK ? cdyn_value_bool(!truth) : NULL;
+        if (st == TR_OK && *out == NULL) {
+            st = TR_ERROR;
+        }
+    }
+    Py_XDECREF(r);
+    return st;
+}
+
+tr_status
+cdyn_uobj_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    static const int swapped[6] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
+    int ia = cdyn_user_is_instance(a), ib = cdyn_user_is_instance(b), done = 0, same = 0;
+    tr_status st = TR_OK;
+    if (!ia && !ib) {
+        return TR_NOTIMPL;
+    }
+    if (ia) {
+        st = compare_side(tx, a, op, b, out, &done);
+    }
+    if (st == TR_OK && !done && ib) {
+        st = compare_side(tx, b, swapped[op], a, out, &done);
+    }
+    if (st != TR_OK || done) {
+        return st;
+    }
+    if (op != Py_EQ && op != Py_NE) {
+        return cdyn_tx_unsupported(tx, "comparison %s of %S and %S", cmp_names[op], a, b);
+    }
+    /* object's default: identity */
+    st = cdyn_user_is(tx, a, b, &same);
+    if (st == TR_NOTIMPL) {
+        return cdyn_tx_unsupported(tx, "comparison of %S and %S", a, b);
+    }
+    if (st == TR_OK) {
+        *out = cdyn_value_bool((op == Py_EQ) == (same != 0));
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    return st;
+}
+
+tr_status
+cdyn_uobj_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
+{
+    const char *nm = opcode == UNARY_NEGATIVE ? "__neg__"
+                     : opcode == UNARY_POSITIVE ? "__pos__" : "__invert__";
+    PyObject *name = PyUnicode_FromString(nm);
+    int found = 0;
+    tr_status st;
+    if (name == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_uobj_call_dunder(tx, v, name, NULL, 0, out, &found);
+    Py_DECREF(name);
+    if (!found) {
+        return cdyn_tx_unsupported(tx, "%s of %S", nm, v);
+    }
+    return st;
+}
