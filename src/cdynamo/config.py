@@ -11,6 +11,11 @@
                     bool, default False (True with CDYNAMO_RAISE_INTERNAL_ERRORS=1). An
                     internal error of cdynamo while translating a frame raises instead of
                     making the frame run unmodified with a WARNING (the test suite sets it).
+  capture_scalar_outputs
+                    bool, default False (True with CDYNAMO_CAPTURE_SCALAR_OUTPUTS=1). As
+                    torch._dynamo.config.capture_scalar_outputs: ``tensor.item()`` is put in
+                    the graph as an unbacked symbolic scalar instead of being a graph break;
+                    a branch on its value is still a graph break. Read when a frame is traced.
 
 Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
 sets values for the duration of a with-block.
@@ -23,7 +28,8 @@ import os
 import sys
 import types
 
-_NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors")
+_NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors",
+          "capture_scalar_outputs")
 _log = logging.getLogger("cdynamo")
 _handler = None
 
@@ -62,7 +68,7 @@ def _apply_verbose(on: bool) -> None:
 
 
 def _validate(name: str, value):
-    if name in ("output_code", "verbose", "raise_internal_errors"):
+    if name in ("output_code", "verbose", "raise_internal_errors", "capture_scalar_outputs"):
         if not isinstance(value, bool):
             raise TypeError(f"cdynamo.config.{name} must be a bool, got {type(value).__name__}")
         return value
@@ -126,6 +132,7 @@ output_code: bool = _env_flag("CDYNAMO_OUTPUT_CODE")
 cache_size_limit: int = 8
 verbose: bool = _env_flag("CDYNAMO_VERBOSE")
 raise_internal_errors: bool = _env_flag("CDYNAMO_RAISE_INTERNAL_ERRORS")
+capture_scalar_outputs: bool = _env_flag("CDYNAMO_CAPTURE_SCALAR_OUTPUTS")
 
 sys.modules[__name__].__class__ = _ConfigModule
 if verbose:

@@ -18,6 +18,7 @@ entry_free(cdyn_cache_entry *e)
     cdyn_guards_free(e->guards);
     Py_XDECREF(e->code);
     Py_XDECREF(e->func);
+    Py_XDECREF(e->reason);
     PyMem_Free(e);
 }
 
@@ -45,6 +46,7 @@ extra_free(void *p)
     }
     cdyn_cache_generation++;
     entries = x->entries;
+    PyObject *frame_state = x->frame_state;
     if (x->reg_prev != NULL) {
         x->reg_prev->reg_next = x->reg_next;
     }
@@ -57,6 +59,7 @@ extra_free(void *p)
     }
     PyMem_Free(x);
     entries_free(entries);
+    Py_XDECREF(frame_state);
 }
 
 int
@@ -162,11 +165,13 @@ cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure)
     return nf;
 }
 
-/* Detach and return x's entries and decisions; the caller frees the list. */
+/* Detach and return x's entries and decisions (the frame state is dropped); the caller
+ * frees the list. */
 static cdyn_cache_entry *
 extra_detach(cdyn_extra *x)
 {
     cdyn_cache_entry *entries = x->entries;
+    Py_CLEAR(x->frame_state);
     x->entries = NULL;
     x->nentries = 0;
     x->skip = 0;
@@ -183,7 +188,7 @@ cdyn_cache_reset(void)
     for (;;) {
         cdyn_extra *x = registry;
         while (x != NULL && x->force && x->entries == NULL && !x->skip && !x->decided &&
-               !x->limit_logged) {
+               !x->limit_logged && x->frame_state == NULL) {
             x = x->reg_next;
         }
         if (x == NULL) {
@@ -212,6 +217,19 @@ cdyn_cache_forget_decisions(void)
 }
 
 PyObject *
+cdyn_cache_frame_state(PyCodeObject *code)
+{
+    cdyn_extra *x = cdyn_cache_ensure(code);
+    if (x == NULL) {
+        return NULL;
+    }
+    if (x->frame_state == NULL && (x->frame_state = PyDict_New()) == NULL) {
+        return NULL;
+    }
+    return x->frame_state;
+}
+
+PyObject *
 cdyn_cache_entries_list(PyCodeObject *code)
 {
     PyObject *list = PyList_New(0), *desc = NULL, *item = NULL;
@@ -230,7 +248,7 @@ cdyn_cache_entries_list(PyCodeObject *code)
             PyErr_SetString(PyExc_RuntimeError, "cache_entries: the cache changed meanwhile");
             goto error;
         }
-        item = PyTuple_Pack(2, desc, e->code);
+        item = PyTuple_Pack(3, desc, e->code, e->reason ? e->reason : Py_None);
         Py_CLEAR(desc);
         if (item == NULL || PyList_Append(list, item) < 0) {
             goto error;

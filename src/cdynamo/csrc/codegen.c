@@ -132,6 +132,22 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
         return cdyn_cg_emit(cg, BINARY_SUBSCR, 0);
     case CDYN_SRC_CONST:
         return cdyn_cg_load_const(cg, src->name);
+    case CDYN_SRC_TPROP: {   /* base.size(i) / base.stride(i) / base.storage_offset() */
+        PyObject *dim = NULL;
+        int e;
+        i = cdyn_cg_name(cg, src->name);
+        if (i < 0 || cdyn_cg_source(cg, (PyObject *)src->base) < 0 ||
+            cdyn_cg_emit(cg, LOAD_METHOD, i) < 0) {
+            return -1;
+        }
+        if (src->index < 0) {
+            return cdyn_cg_call(cg, 0);
+        }
+        dim = PyLong_FromLong(src->index);
+        e = dim == NULL || cdyn_cg_load_const(cg, dim) < 0 || cdyn_cg_call(cg, 1) < 0;
+        Py_XDECREF(dim);
+        return e ? -1 : 0;
+    }
     }
     PyErr_SetString(PyExc_SystemError, "cdynamo: unknown source kind");
     return -1;
@@ -347,12 +363,13 @@ install_global(cdyn_tx *tx, PyObject *name, PyObject *value, int removable)
 }
 
 /* Collect what the side effects need, compile the graph (when it has operations or
- * outputs) and emit its call, storing the outputs in temporaries from cg->first_tmp. */
+ * outputs) and emit its call, storing the outputs in temporaries from cg->first_tmp; then
+ * the shape guards of the trace (after the backend: it may add some). */
 static tr_status
 cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
 {
-    Py_ssize_t nin = PyList_GET_SIZE(tx->input_sources), nout;
-    PyObject *outs = NULL, *res = NULL;
+    Py_ssize_t nout;
+    PyObject *outs = NULL, *res = NULL, *keep = NULL;
     int gi;
     tr_status st = collect_effects(tx, cg);
     if (st != TR_OK) {
@@ -366,34 +383,50 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
         }
     }
     if (tx->n_call_nodes == 0 && nout == 0) {
-        return TR_OK;
+        return cdyn_sym_finish_guards(tx) < 0 ? TR_ERROR : TR_OK;
     }
     outs = PyList_AsTuple(cg->out_nodes);
     if (outs == NULL) {
         return TR_ERROR;
     }
-    res = PyObject_CallMethod(tx->glue, "compile_graph", "OOOON", tx->options, tx->graph,
-                              tx->root, tx->input_values, outs);
+    res = PyObject_CallMethod(tx->glue, "compile_graph", "OOOONO", tx->options, tx->graph,
+                              tx->root, tx->input_values, outs, tx->shapes);
     if (res == NULL) {
         return TR_ERROR;   /* a backend failure (BackendCompilerFailed) reaches the user */
     }
+    if (res == Py_None) {   /* nothing left to run once dead symbolic nodes went */
+        Py_DECREF(res);
+        assert(nout == 0);
+        return cdyn_sym_finish_guards(tx) < 0 ? TR_ERROR : TR_OK;
+    }
     *gname = Py_NewRef(PyTuple_GET_ITEM(res, 0));
     *gm = Py_NewRef(PyTuple_GET_ITEM(res, 2));
+    keep = Py_NewRef(PyTuple_GET_ITEM(res, 3));   /* indices of the inputs kept, in order */
     if (install_global(tx, *gname, PyTuple_GET_ITEM(res, 1), 1) < 0) {
-        Py_DECREF(res);
-        return TR_ERROR;
+        goto fail;
     }
-    Py_DECREF(res);
+    Py_CLEAR(res);
     gi = cdyn_cg_name(cg, *gname);
     if (gi < 0 || cdyn_cg_emit(cg, LOAD_GLOBAL, (gi << 1) | 1) < 0) {
-        return TR_ERROR;
+        goto fail;
     }
-    for (Py_ssize_t i = 0; i < nin; i++) {
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(keep); k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(keep, k));
+        if (i < 0 || i >= PyList_GET_SIZE(tx->input_sources)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_SystemError, "cdynamo: bad graph input index");
+            }
+            goto fail;
+        }
         if (cdyn_cg_source(cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
-            return TR_ERROR;
+            goto fail;
         }
     }
-    if (cdyn_cg_call(cg, (int)nin) < 0) {
+    if (cdyn_cg_call(cg, (int)PyList_GET_SIZE(keep)) < 0) {
+        goto fail;
+    }
+    Py_CLEAR(keep);
+    if (cdyn_sym_finish_guards(tx) < 0) {
         return TR_ERROR;
     }
     if (nout == 0) {
@@ -408,6 +441,10 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
         }
     }
     return TR_OK;
+fail:
+    Py_XDECREF(res);
+    Py_XDECREF(keep);
+    return TR_ERROR;
 }
 
 /* Assemble the transformed code and print the output_code report. New ref or NULL. */

@@ -18,6 +18,8 @@ typedef enum {
     CDYN_SRC_ITEM,        /* base[key]; key is a constant int or str held in name */
     CDYN_SRC_CONST,       /* a fixed object held in name (e.g. the globals dict of another
                              module, for globals read by inlined functions); repr given */
+    CDYN_SRC_TPROP,       /* base.size()[index], base.stride()[index] or
+                             base.storage_offset() of a tensor; name = the method name */
 } cdyn_source_kind;
 
 typedef struct cdyn_source {
@@ -42,6 +44,9 @@ PyObject *cdyn_source_item(PyObject *base, PyObject *key);
 /* A source that always evaluates to obj (borrowed; the source keeps a strong reference);
  * label (borrowed str or None) names it in the repr: G@label (added by the lead). */
 PyObject *cdyn_source_const(PyObject *obj, PyObject *label);
+/* A tensor property of base: prop 0 size()[dim], 1 stride()[dim], 2 storage_offset()
+ * (the numbering of guards.h's CDYN_SLOT_*), as torch._dynamo's TensorPropertySource. */
+PyObject *cdyn_source_tprop(PyObject *base, int prop, int dim);
 
 /* Evaluate a source against a frame that is about to run (prefix not yet executed:
  * argument slots filled, cells not yet made, free vars not yet copied, so CLOSURE reads

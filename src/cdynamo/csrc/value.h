@@ -42,6 +42,9 @@
  *                                     AUTOCAST     u.amp.args         torch.autocast(...) (its 4 arguments)
  *                                     AUTOCAST_EXIT u.amp             the __exit__ of an entered autocast
  *                                     NULLCTX      u.nullctx          contextlib.nullcontext(enter_result)
+ *   symbolic      values/symint.c     SYMINT       u.sym              a SymInt/SymFloat/SymBool (example value)
+ *   scalars                                                           + the FX node computing it
+ *                                     SYMSLICE     u.slice.parts      slice(a, b, c) with a symbolic bound
  */
 #ifndef CDYN_VALUE_H
 #define CDYN_VALUE_H
@@ -66,6 +69,7 @@ typedef enum {
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
+    VK_SYMINT, VK_SYMSLICE,
     VK__COUNT
 } cdyn_vkind;
 
@@ -110,6 +114,9 @@ typedef struct cdyn_value {
            value or None, kwdefaults dict value or None], gsource: source of the globals
            of another module or None */
         struct { PyObject *code, *globals, *parts, *gsource; } func;
+        /* fake: the SymInt / SymFloat / SymBool; node: the FX node computing it */
+        struct { PyObject *fake, *node; } sym;
+        struct { PyObject *parts; } slice;        /* list of 3 values (start, stop, step) */
     } u;
 } cdyn_value;
 
@@ -173,7 +180,7 @@ typedef struct cdyn_vtable {
 /* The families' tables (values/<family>.c). */
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
-    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt;
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_symint_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;
