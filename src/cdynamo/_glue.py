@@ -7,6 +7,7 @@ here runs on a cache hit.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 
@@ -68,15 +69,26 @@ def fake_from_tensor(mode, tensor):
     return mode.from_tensor(tensor, static_shapes=True)
 
 
+def _symbolic(mode):
+    """The python dispatcher when the trace has symbols (as torch._dynamo runs fake tensors:
+    composite ops then decompose over SymInts), else a no-op context."""
+    shape_env = mode.shape_env
+    if shape_env is not None and (shape_env.backed_var_to_val or shape_env.unbacked_symint_counter
+                                  or shape_env.unbacked_symfloat_counter):
+        from torch._dispatch.python import enable_python_dispatcher
+        return enable_python_dispatcher()
+    return contextlib.nullcontext()
+
+
 def fake_call(mode, fn, args, kwargs):
     """Run fn(*args, **kwargs) on fake tensors under `mode`; returns the fake result."""
-    with mode:
+    with mode, _symbolic(mode):
         return fn(*args, **kwargs)
 
 
 def fake_call_method(mode, name, args, kwargs):
     """Run args[0].<name>(*args[1:], **kwargs) under `mode` (a Tensor method call)."""
-    with mode:
+    with mode, _symbolic(mode):
         return getattr(args[0], name)(*args[1:], **kwargs)
 
 
@@ -178,7 +190,7 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
     from cdynamo import _C
 
     graph.output(tuple(outputs))
-    keep = shapes.finalize(graph, len(example_inputs))
+    keep = shapes.finalize(graph, example_inputs)
     if not outputs and not any(n.op in _CALL_OPS for n in graph.nodes):
         return None
     gm = torch.fx.GraphModule(root, graph)

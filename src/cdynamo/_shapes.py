@@ -130,7 +130,7 @@ class ShapeTrace:
             shape_env_to_source_to_symbol_cache={},
         )
         assert ndim == tensor.dim()
-        fake = self.fake_mode.from_tensor(tensor, source=ts, symbolic_context=ctx)
+        fake = self.fake_mode.from_tensor(tensor, source=ts, symbolic_context=ctx, trace=False)
         self.tracing_context.tensor_to_context[tensor] = ctx
         self.tracked.append((fake, ts, ctx, src))
         return fake
@@ -164,8 +164,11 @@ class ShapeTrace:
         if not isinstance(sym, torch.SymInt) or not isinstance(sym.node.expr, sympy.Symbol):
             return None
         first = next((n for n in graph.nodes if n.op != "placeholder"), None)
-        with graph.inserting_before(first):
+        if first is None:
             ph = graph.placeholder(name)
+        else:
+            with graph.inserting_before(first):
+                ph = graph.placeholder(name)
         ph.meta["example_value"] = sym
         self.bound[sym.node.expr] = ph
         self.tracked.append((sym, ts, None, src))
@@ -187,7 +190,7 @@ class ShapeTrace:
 
     # ---- finishing the graph -------------------------------------------------------------
 
-    def finalize(self, graph, n_inputs):
+    def finalize(self, graph, example_inputs):
         """Remove dead symbolic computations and unused placeholders as torch._dynamo does
         (remove_unused_graphargs); returns the indices of the inputs kept, in order."""
         se = self.shape_env
@@ -202,8 +205,14 @@ class ShapeTrace:
                     _is_symnode_compute(node) or is_accessor_node(node):
                 graph.erase_node(node)
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-        if len(placeholders) != n_inputs:
-            raise RuntimeError(f"cdynamo: {len(placeholders)} placeholders for {n_inputs} inputs")
+        if len(placeholders) != len(example_inputs):
+            raise RuntimeError(f"cdynamo: {len(placeholders)} placeholders for "
+                               f"{len(example_inputs)} inputs")
+        for node, value in zip(placeholders, example_inputs):
+            if isinstance(node.meta.get("example_value"), torch.Tensor) != \
+                    isinstance(value, torch.Tensor):
+                raise RuntimeError(f"cdynamo: graph input {node.name} is out of order")
+        n_inputs = len(example_inputs)
         keep = [True] * n_inputs
         used: set = set()
         recheck = []

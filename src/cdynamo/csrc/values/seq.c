@@ -301,6 +301,65 @@ seq_kind_of(PyObject *v)
     return VK_NULL;
 }
 
+/* The items of a tuple-like (TUPLE value, constant tuple or torch.Size) or LIST value as a
+ * new list of values; *is_list tells which; NULL list (no error) when v is neither. */
+static tr_status
+compare_items(cdyn_tx *tx, PyObject *v, PyObject **list, int *is_list)
+{
+    *list = NULL;
+    *is_list = V(v)->kind == VK_LIST;
+    if (V(v)->kind == VK_TUPLE || V(v)->kind == VK_LIST ||
+        (V(v)->kind == VK_CONST && PyTuple_Check(V(v)->u.cnst.value))) {
+        return cdyn_v_unpack(tx, v, list);
+    }
+    return TR_OK;
+}
+
+/* seq == seq / seq != seq, item by item as Python compares them (a symbolic size compared
+ * is guarded as it is decided: x.shape == y.shape). */
+static tr_status
+seq_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *la = NULL, *lb = NULL;
+    int la_list = 0, lb_list = 0, equal = 1;
+    tr_status st;
+    if (op != Py_EQ && op != Py_NE) {
+        return TR_NOTIMPL;
+    }
+    st = compare_items(tx, a, &la, &la_list);
+    if (st == TR_OK) {
+        st = compare_items(tx, b, &lb, &lb_list);
+    }
+    if (st != TR_OK || la == NULL || lb == NULL) {
+        Py_XDECREF(la);
+        Py_XDECREF(lb);
+        return st != TR_OK ? st : TR_NOTIMPL;
+    }
+    if (la_list != lb_list || PyList_GET_SIZE(la) != PyList_GET_SIZE(lb)) {
+        equal = 0;
+    }
+    for (Py_ssize_t i = 0; equal && i < PyList_GET_SIZE(la); i++) {
+        PyObject *r = NULL;
+        int t = 0;
+        st = cdyn_v_compare(tx, Py_EQ, PyList_GET_ITEM(la, i), PyList_GET_ITEM(lb, i), &r);
+        if (st == TR_OK) {
+            st = cdyn_v_truth(tx, r, &t);
+            Py_DECREF(r);
+        }
+        if (st != TR_OK) {
+            break;
+        }
+        equal = t;
+    }
+    Py_DECREF(la);
+    Py_DECREF(lb);
+    if (st != TR_OK) {
+        return st;
+    }
+    *out = cdyn_value_bool(op == Py_EQ ? equal : !equal);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* seq * n and n * seq. */
 static tr_status
 seq_repeat(cdyn_tx *tx, PyObject *seq, PyObject *count, PyObject **out)
@@ -522,6 +581,7 @@ const cdyn_vtable cdyn_seq_vt = {
     .delete_subscr = seq_delete_subscr,
     .contains = seq_contains,
     .binop = seq_binop,
+    .compare = seq_compare,
     .len = seq_len,
     .graph_arg = seq_graph_arg,
     .python_type = seq_python_type,
