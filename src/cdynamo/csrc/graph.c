@@ -59,20 +59,26 @@ cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
     if (source == NULL) {
         return cdyn_tx_unsupported(tx, "a tensor with no source (cannot be a graph input)");
     }
-    if (cdyn_guards_add_tensor(tx->guards, source, obj) < 0) {
-        goto done;
-    }
     key = PyLong_FromVoidPtr(obj);
     if (key == NULL) {
         goto done;
     }
     alias = PyDict_GetItemWithError(tx->by_id, key);
-    if (alias != NULL) {   /* the same tensor under another name shares the placeholder */
+    if (alias != NULL) {
+        /* the same tensor under another name shares the placeholder: guarded to be the
+           same object again (its TENSOR_MATCH is the other name's) */
+        if (V(alias)->source == NULL ||
+            cdyn_guards_add_same(tx->guards, source, V(alias)->source) < 0) {
+            if (!PyErr_Occurred()) {
+                st = cdyn_tx_unsupported(tx, "an aliased tensor input without a source");
+            }
+            goto done;
+        }
         *out = Py_NewRef(alias);
         st = TR_OK;
         goto done;
     }
-    if (PyErr_Occurred()) {
+    if (PyErr_Occurred() || cdyn_guards_add_tensor(tx->guards, source, obj) < 0) {
         goto done;
     }
     /* static or symbolic sizes: automatic dynamic shapes, dynamic=, mark_dynamic */

@@ -27,11 +27,12 @@ typedef enum {
     G_HASATTR,
     G_CALL,
     G_SHAPE,
+    G_SAME,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SHAPE_GUARD",
+    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SHAPE_GUARD", "DUPLICATE_INPUT",
 };
 
 typedef struct {
@@ -374,6 +375,24 @@ cdyn_guards_add_id(cdyn_guards *g, PyObject *source, PyObject *obj, int is_funct
         return -1;
     }
     gd->value = Py_NewRef(obj);
+    return 0;
+}
+
+int
+cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
+{
+    guard *gd;
+    if (check_source_arg(source) < 0 || check_source_arg(other) < 0) {
+        return -1;
+    }
+    if (guards_contain(g, G_SAME, source)) {
+        return 0;
+    }
+    gd = guards_append(g, G_SAME, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(other);
     return 0;
 }
 
@@ -1134,6 +1153,21 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
             rc = 1;
         }
         break;
+    case G_SAME: {   /* the same object as another source (an aliased input) */
+        PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
+                                            builtins, memo);
+        if (o == NULL) {
+            PyErr_Clear();
+            rc = fail_with(why, "cannot evaluate %U", cdyn_source_repr(gd->value));
+            break;
+        }
+        rc = o == v;
+        Py_DECREF(o);
+        if (rc == 0) {
+            rc = fail_with(why, "expected the same object as %U", cdyn_source_repr(gd->value));
+        }
+        break;
+    }
     case G_GRAD_MODE:
     case G_CALL:
     case G_SHAPE:
@@ -1261,6 +1295,11 @@ guard_describe(const guard *gd)
         PyObject *dims = tensor_dims_text(gd);
         res = dims ? PyUnicode_FromFormat("%U %U", head, dims) : NULL;
         Py_XDECREF(dims);
+        Py_DECREF(head);
+        return res;
+    }
+    if (head != NULL && gd->kind == G_SAME) {
+        res = PyUnicode_FromFormat("%U %U", head, cdyn_source_repr(gd->value));
         Py_DECREF(head);
         return res;
     }

@@ -11,6 +11,7 @@
  *   GRAD_MODE      torch.is_grad_enabled() and whether any autocast is on, as at trace time
  *   GLOBAL_STATE   a torch state function called with constants gives what it gave
  *   HASATTR        whether an object has an attribute (hasattr / getattr with a default)
+ *   DUPLICATE_INPUT  the object is the same as another source's (an input passed twice)
  *   SHAPE_GUARD    a relation between sizes, strides and int inputs produced by torch's
  *                  ShapeEnv (dynamic shapes), evaluated as a small int64 program
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
@@ -45,6 +46,8 @@ int cdyn_guards_global_state(void);
 /* GLOBAL_STATE: fn(*args) == expected (fn, args: borrowed; a tuple of constants), e.g.
  * torch.get_autocast_dtype('cpu') when the trace read it. */
 int cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *expected);
+/* DUPLICATE_INPUT: source evaluates to the very object `other` (a source) evaluates to. */
+int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);
 /* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
  * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
 int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);

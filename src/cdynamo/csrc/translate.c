@@ -1410,7 +1410,7 @@ internal_error(cdyn_tx *tx, int user_error)
     if (user_error || cdyn_raise_internal_errors ||
         PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) ||
         PyErr_ExceptionMatches(PyExc_SystemExit) || PyErr_ExceptionMatches(PyExc_MemoryError) ||
-        PyErr_ExceptionMatches(cdyn_G.backend_failed)) {
+        PyErr_ExceptionMatches(cdyn_G.backend_failed) || cdyn_sym_user_error()) {
         return -1;
     }
     PyErr_Fetch(&et, &ev, &tb);

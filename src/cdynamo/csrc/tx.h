@@ -269,6 +269,9 @@ PyTypeObject *cdyn_python_type_obj(PyObject *v);
 /* Set up / release the symbolic state of tx (after tx->shapes is made). 0 / -1. */
 int cdyn_sym_open(cdyn_tx *tx);
 void cdyn_sym_clear(cdyn_tx *tx);
+/* 1 when the pending exception belongs to the user: a dim marked with mark_dynamic that the
+ * trace specialised (ConstraintViolationError, as torch._dynamo raises it). */
+int cdyn_sym_user_error(void);
 /* 1 when obj is a torch.SymInt, SymFloat or SymBool. */
 int cdyn_is_symbolic(PyObject *obj);
 /* 1 when some value in args is symbolic (SYMINT or SYMSLICE). */

@@ -29,7 +29,7 @@
 static PyObject *symint_type, *symfloat_type, *symbool_type;
 static PyObject *fn_sym_float, *fn_sym_int, *fn_sym_max, *fn_sym_min;
 static PyObject *b_int, *b_float, *b_bool, *b_min, *b_max, *b_range, *b_slice, *b_str,
-    *b_repr, *b_format, *b_ascii, *b_hash, *layout_strided;
+    *b_repr, *b_format, *b_ascii, *b_hash, *layout_strided, *constraint_violation;
 static PyObject *s_maybe_as_int, *s_maybe_as_bool, *s_maybe_as_float, *s_node, *s_fake_input,
     *s_lift_symbols, *s_sym_input, *s_bound_node, *s_specialize, *s_guards, *s_call_method,
     *s_call_function, *s_create_node, *s_size, *s_stride;
@@ -64,6 +64,8 @@ sym_init(void)
         {&b_str, "builtins", "str"}, {&b_repr, "builtins", "repr"},
         {&b_format, "builtins", "format"}, {&b_ascii, "builtins", "ascii"},
         {&b_hash, "builtins", "hash"}, {&layout_strided, "torch", "strided"},
+        {&constraint_violation, "torch.fx.experimental.symbolic_shapes",
+         "ConstraintViolationError"},
     };
     static const struct { PyObject **var; const char *text; } strs[] = {
         {&s_maybe_as_int, "maybe_as_int"}, {&s_maybe_as_bool, "maybe_as_bool"},
@@ -128,6 +130,12 @@ cdyn_sym_clear(cdyn_tx *tx)
     Py_CLEAR(tx->shapes);
     Py_CLEAR(tx->frame_state);
     Py_CLEAR(tx->sym_sources);
+}
+
+int
+cdyn_sym_user_error(void)
+{
+    return constraint_violation != NULL && PyErr_ExceptionMatches(constraint_violation);
 }
 
 int
