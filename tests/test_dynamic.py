@@ -149,6 +149,7 @@ def test_small_lm_called_with_growing_length():
     torch.manual_seed(0)
     lm = TinyLM().eval()
     calls = [(torch.randint(0, 50, (1, t)),) for t in range(1, 17)]
+    cdynamo.reset_counters()
     with torch.no_grad():
         dyn, cdy = sweep(lm, calls, same_inputs=False)
     # length 1 (static), length 2 (static, 0/1 specialisation), then one symbolic graph
@@ -160,6 +161,7 @@ def test_generation_loop_stays_compiled():
     torch.manual_seed(0)
     lm = TinyLM().eval()
     cdynamo.reset()
+    cdynamo.reset_counters()
     backend = CountingBackend()
     compiled = cdynamo.compile(lm, backend=backend)
     ids = torch.randint(0, 50, (1, 1))

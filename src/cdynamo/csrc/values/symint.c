@@ -37,6 +37,7 @@ static PyObject *str_marks[3];   /* _dynamo_dynamic_indices, _weak_, _static_ */
 
 /* ---- set-up ---------------------------------------------------------------------------- */
 
+/* New reference to mod.attr, or NULL with an exception. */
 static PyObject *
 import_attr(const char *mod, const char *attr)
 {
@@ -576,6 +577,7 @@ cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t na
 
 /* ---- the family ---------------------------------------------------------------------------- */
 
+/* slice.start / .stop / .step of a symbolic slice; nothing else is traced. */
 static tr_status
 sym_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -591,6 +593,7 @@ sym_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return cdyn_tx_unsupported(tx, "attribute %U of a symbolic value", name);
 }
 
+/* bool(v): decided by the current sizes, the ShapeEnv guards the decision. */
 static tr_status
 sym_truth(cdyn_tx *tx, PyObject *v, int *out)
 {
@@ -607,6 +610,7 @@ sym_truth(cdyn_tx *tx, PyObject *v, int *out)
     return TR_OK;
 }
 
+/* Arithmetic between numbers of which one is symbolic: a node of the graph. */
 static tr_status
 sym_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
@@ -623,6 +627,7 @@ sym_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     return sym_call(tx, cdyn_G.binop_fns[op], args, 2, out);
 }
 
+/* A comparison of numbers: a SymBool (decided and guarded when branched on). */
 static tr_status
 sym_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
@@ -633,6 +638,7 @@ sym_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     return sym_call(tx, cdyn_G.cmp_fns[op], args, 2, out);
 }
 
+/* -n, +n, ~n of a symbolic int. */
 static tr_status
 sym_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
 {
@@ -644,6 +650,7 @@ sym_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
     return sym_call(tx, fn, &v, 1, out);
 }
 
+/* The fake and FX argument of a symbolic value (a slice: slice objects of both). */
 static tr_status
 sym_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
 {
@@ -673,6 +680,7 @@ sym_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
     return st;
 }
 
+/* int, float or bool (the type the value has at run time), or slice. */
 static PyTypeObject *
 sym_python_type(PyObject *v)
 {
@@ -687,6 +695,7 @@ sym_python_type(PyObject *v)
     return PyObject_TypeCheck(f, (PyTypeObject *)symfloat_type) ? &PyFloat_Type : &PyLong_Type;
 }
 
+/* A symbolic value crossing a break is a graph output unless its source reads it again. */
 static tr_status
 sym_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
@@ -705,6 +714,7 @@ sym_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     return cdyn_cg_add_output(cg, V(v)->u.sym.node) < 0 ? TR_ERROR : TR_OK;
 }
 
+/* Push the value: from its source, the graph output, or BUILD_SLICE of the parts. */
 static int
 sym_reconstruct(cdyn_cg *cg, PyObject *v)
 {
