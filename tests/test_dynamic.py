@@ -354,6 +354,41 @@ def test_symints_across_a_graph_break():
         [_inputs_signature(e) for e in dyn.example_inputs]
 
 
+def test_code_objects_with_one_identity_share_automatic_dynamic_state():
+    # torch._dynamo keys its automatic-dynamic state by (file, first line, name): a function
+    # made again from the same source goes dynamic on its second size, as the same code would
+    src = "def h(x):\n    return x * 2 + x.size(0)\n"
+
+    def make():
+        ns = {}
+        exec(compile(src, "<dyn-exec>", "exec"), ns)
+        return ns["h"]
+
+    torch._dynamo.reset()
+    cdynamo.reset()
+    dyn, cdy = RecordingBackend(), RecordingBackend()
+    for n in (2, 3, 4):
+        h, x = make(), torch.randn(n)
+        torch.compile(h, backend=dyn)(x)
+        assert_same(cdynamo.compile(h, backend=cdy)(x), h(x))
+    torch._dynamo.reset()
+    assert cdy.frame_count == dyn.frame_count == 3
+    assert [_inputs_signature(e) for e in cdy.example_inputs] == \
+        [_inputs_signature(e) for e in dyn.example_inputs]
+    assert _inputs_signature(cdy.example_inputs[1])[0][0] == "symint"
+
+
+def test_iterating_a_dynamic_tensor_specialises_its_length():
+    def f(x):
+        out = 0
+        for row in x:
+            out = out + row.sum()
+        return out
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 3),) for n in (2, 3, 4)], dynamic=True)
+    assert cdy.frame_count == dyn.frame_count == 3
+
+
 def test_item_is_captured_with_capture_scalar_outputs():
     def f(x, y):
         return y * x.sum().int().item() + 1

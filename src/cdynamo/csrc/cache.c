@@ -8,6 +8,7 @@
 
 static Py_ssize_t extra_index = -1;
 static cdyn_extra *registry;         /* doubly linked list of every live extra */
+static PyObject *frame_states;       /* dict: code identity -> frame-state dict, or NULL */
 unsigned long cdyn_cache_generation;
 
 /* Free one entry and what it owns (may run finalizers). */
@@ -183,6 +184,7 @@ extra_detach(cdyn_extra *x)
 void
 cdyn_cache_reset(void)
 {
+    Py_CLEAR(frame_states);
     /* Clearing one extra may free other code objects (and their extras), so restart the
      * walk from the head after every clear; a cleared extra is either gone or empty. */
     for (;;) {
@@ -216,17 +218,58 @@ cdyn_cache_forget_decisions(void)
     }
 }
 
+/* Borrowed: the frame-state dict registered under key (made empty when missing). */
+static PyObject *
+frame_state_of(PyObject *key)
+{
+    PyObject *fs = NULL;
+    if (frame_states == NULL && (frame_states = PyDict_New()) == NULL) {
+        return NULL;
+    }
+    fs = PyDict_GetItemWithError(frame_states, key);
+    if (fs != NULL || PyErr_Occurred()) {
+        return fs;
+    }
+    fs = PyDict_New();
+    if (fs == NULL || PyDict_SetItem(frame_states, key, fs) < 0) {
+        Py_XDECREF(fs);
+        return NULL;
+    }
+    Py_DECREF(fs);
+    return fs;
+}
+
+int
+cdyn_cache_share_frame_state(PyCodeObject *code, PyObject *key)
+{
+    cdyn_extra *x = cdyn_cache_ensure(code);
+    PyObject *fs = x ? frame_state_of(key) : NULL;
+    if (fs == NULL) {
+        return -1;
+    }
+    Py_XSETREF(x->frame_state, Py_NewRef(fs));
+    return 0;
+}
+
 PyObject *
 cdyn_cache_frame_state(PyCodeObject *code)
 {
     cdyn_extra *x = cdyn_cache_ensure(code);
+    PyObject *key = NULL, *fs = NULL;
     if (x == NULL) {
         return NULL;
     }
-    if (x->frame_state == NULL && (x->frame_state = PyDict_New()) == NULL) {
+    if (x->frame_state != NULL) {
+        return x->frame_state;
+    }
+    key = Py_BuildValue("(OiO)", code->co_filename, code->co_firstlineno, code->co_qualname);
+    fs = key ? frame_state_of(key) : NULL;
+    Py_XDECREF(key);
+    if (fs == NULL) {
         return NULL;
     }
-    return x->frame_state;
+    x->frame_state = Py_NewRef(fs);
+    return fs;
 }
 
 PyObject *

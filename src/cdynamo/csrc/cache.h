@@ -69,8 +69,14 @@ void cdyn_cache_reset(void);
  * are kept and used again if the new rules still translate the code. */
 void cdyn_cache_forget_decisions(void);
 
-/* Borrowed: the frame-state dict of code (created empty when missing); NULL + exception. */
+/* Borrowed: the frame-state dict of code, created empty when missing and shared by every
+ * code object with the same identity (file, first line, qualname), as torch._dynamo keys its
+ * frame state by code id; NULL + exception. */
 PyObject *cdyn_cache_frame_state(PyCodeObject *code);
+/* Make code (a resume function) use the frame state registered under key (borrowed,
+ * hashable; the resume functions of one graph break share theirs, as torch._dynamo's resume
+ * functions named after the break's line do). 0 / -1. */
+int cdyn_cache_share_frame_state(PyCodeObject *code, PyObject *key);
 
 /* New list of (list_of_guard_str, transformed_code, recompile reason or None), most recent
  * first; [] when code has no entries. NULL on error. */

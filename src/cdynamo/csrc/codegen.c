@@ -22,6 +22,7 @@
 #include "codegen.h"
 #include "analysis.h"
 #include "resume.h"
+#include "cache.h"
 
 /* ---- the code generator's primitives -------------------------------------------------- */
 
@@ -742,6 +743,19 @@ done:
     return rc;
 }
 
+/* The resume functions of one graph break share one frame state (automatic dynamic
+ * shapes), keyed by the original function and the line of the break. 0 / -1. */
+static int
+share_frame_state(cdyn_tx *tx, cdyn_fs *fs, PyObject *code)
+{
+    const cdyn_instr *ins = &fs->instrs.items[tx->break_pc];
+    PyObject *key = Py_BuildValue("(OOsi)", tx->code->co_filename, tx->code->co_qualname,
+                                  "resume", ins->lineno);
+    int rc = key ? cdyn_cache_share_frame_state((PyCodeObject *)code, key) : -1;
+    Py_XDECREF(key);
+    return rc;
+}
+
 /* Emit a call of the resume function for (target, stack) and RETURN_VALUE. stack: list of
  * values (NULL values for NULL slots); then `nres` more slots held in the temporaries
  * res_tmps (the results of the instruction run at the break). */
@@ -773,7 +787,7 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObj
     }
     code = cdyn_resume_code(co, (int)target, (int)nstack, mask, names);
     if (code == NULL || PyList_Append(tx->resume_codes, code) < 0 ||
-        emit_resume_function(tx, fs, cg, code, target) < 0) {
+        share_frame_state(tx, fs, code) < 0 || emit_resume_function(tx, fs, cg, code, target) < 0) {
         goto done;
     }
     /* parameters: the live locals, then the stack values (resume.h) */

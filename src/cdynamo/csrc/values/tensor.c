@@ -175,8 +175,12 @@ tensor_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
         Py_DECREF(shape);
         return cdyn_tx_unsupported(tx, "iteration over a 0-d tensor");
     }
-    n = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0));
+    /* a symbolic first dim is specialised (__index__: the ShapeEnv guards its value) */
+    n = PyNumber_AsSsize_t(PyTuple_GET_ITEM(shape, 0), PyExc_OverflowError);
     Py_DECREF(shape);
+    if (n < 0) {
+        return cdyn_tx_unsupported(tx, "iteration over a tensor of unknown length");
+    }
     l = PyList_New(0);
     for (Py_ssize_t i = 0; l && i < n; i++) {
         PyObject *idx = cdyn_value_const_steal(PyLong_FromSsize_t(i)), *r = NULL;
