@@ -18,7 +18,9 @@ import cdynamo
 
 _C = pytest.importorskip("cdynamo._C")
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+# the directory the cdynamo under test was imported from (src/ with an in-place build, or the
+# venv's site-packages after `make test`), so the child runs the same build
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(cdynamo.__file__)))
 
 PRELUDE = """
 import json, sys, faulthandler

@@ -466,7 +466,7 @@ def test_stride_and_int_guards_in_c():
 
 def test_aliased_tensor_inputs_are_guarded():
     """A tensor passed twice shares one graph input; a later call with two different tensors
-    must not reuse that entry (DUPLICATE_INPUT)."""
+    must not reuse that entry (SAME_OBJECT)."""
     def f(a, b):
         return a + b * 2
 
@@ -475,7 +475,7 @@ def test_aliased_tensor_inputs_are_guarded():
     x, y = torch.ones(3), torch.zeros(3)
     assert torch.equal(c(x, x), f(x, x))
     assert torch.equal(c(x, y), f(x, y))
-    assert "local 'b' DUPLICATE_INPUT L['a']" in cdynamo.cache_entries(f)[1].guards
+    assert "local 'b' SAME_OBJECT L['a']" in cdynamo.cache_entries(f)[1].guards
 
 
 def test_no_python_call_on_the_guard_path():

@@ -346,3 +346,79 @@ def autocast_break(x):
 
 def test_graph_break_inside_autocast_runs_unmodified():
     run(autocast_break, torch.randn(3, 3))
+
+
+# ---- objects of one call baked into the generated code (harness repros) -----------------------
+
+def set_built_and_mutated(x):
+    s = set()
+    s.add("a")
+    s.add("b")
+    s.update(["c", "a"])
+    s.discard("b")
+    return x * len(s)
+
+
+def deque_built_and_mutated(a, b):
+    import collections
+    d = collections.deque([a, b])
+    d.append(a + 1)
+    d.insert(0, "foo")
+    return list(d)
+
+
+def numpy_copy(x):
+    a = x.numpy()
+    return torch.from_numpy(a.copy())
+
+
+def range_iterator_type(a, b):
+    it = iter(range(5))
+    if isinstance(it, type(iter(range(0)))):
+        return a + b
+    return a - b
+
+
+def helper_with_cache(x, cache={}):
+    cache["n"] = cache.get("n", 0) + 1
+    return x + 1
+
+
+def uses_mutable_default(x):
+    return helper_with_cache(x) * 2
+
+
+@pytest.mark.parametrize("fn, nargs", [(set_built_and_mutated, 1), (deque_built_and_mutated, 2),
+                                       (numpy_copy, 1), (range_iterator_type, 2)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_objects_of_the_call_are_not_baked_in(fn, nargs):
+    # before: a builtin method of an object made in the frame was rebuilt as a constant (the
+    # first call's object): the second call mutated or read the old object
+    compiled = cdynamo.compile(fn, backend="eager")
+    for seed in range(3):
+        args = [torch.full((2,), float(seed + i)) for i in range(nargs)]
+        assert str(compiled(*args)) == str(fn(*args))
+
+
+def test_mutable_default_is_mutated_in_place():
+    helper_with_cache.__defaults__[0].clear()
+    compiled = cdynamo.compile(uses_mutable_default, backend="eager")
+    compiled(X)
+    compiled(X)
+    assert helper_with_cache.__defaults__[0] == {"n": 2}
+
+
+# ---- torch objects made in the frame ------------------------------------------------------------
+
+def torch_objects_made_here(x):
+    y = torch.nn.Softmax(dim=-1)(x)
+    m = torch.finfo(x.dtype).min
+    z = torch.nn.functional.relu(x).masked_fill(x < 0, m)
+    return y + torch.nn.ReLU()(x) + z * 0 + torch.tensor(range(3)).sum()
+
+
+def test_torch_modules_and_finfo_made_in_the_frame():
+    # before: each class call was a graph break; torch._dynamo makes one graph (its graph
+    # also records nn.Module.__init__'s _log_api_usage_once calls)
+    counter = run(torch_objects_made_here, torch.randn(3))
+    assert counter.frame_count == 1 and counter.op_count == 11

@@ -119,12 +119,16 @@ def fullgraph_error(reason, qualname, filename, lineno, inner_file=None, inner_l
     (inner_file, inner_line), when given and different, is where the reason arose inside
     an inlined call."""
     import linecache
+    from cdynamo.break_reasons import classify
+    entry = classify(str(reason))
     lines = [f"cdynamo (fullgraph=True): graph break in {qualname} at {filename}:{lineno}",
              f"    {linecache.getline(filename, lineno).strip()}"]
     if inner_file is not None and (inner_file, inner_line) != (filename, lineno):
         lines.append(f"  inside a call, at {inner_file}:{inner_line}")
         lines.append(f"    {linecache.getline(inner_file, inner_line).strip()}")
     lines.append(f"reason: {reason}")
+    lines.append(f"[{entry.code}] {entry.title}: {entry.explanation}")
+    lines.append(f"hint: {entry.hint}")
     raise RuntimeError("\n".join(lines))
 
 
@@ -185,7 +189,8 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
     backend is called inside the trace's TracingContext (as torch.compile calls it).
     Returns (name, compiled_callable, graph_module, kept input indices), or None when no
     operation is left. The callable is wrapped by cdynamo._C.disable so that frames the
-    compiled graph runs are never traced.
+    compiled graph runs are never traced; the transformed code holds it as a constant (it
+    reads as `name`), and it is also installed as the global `name` for inspection.
     """
     from cdynamo import _C
 
@@ -205,7 +210,9 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
         raise TypeError(
             f"backend {options.backend_name!r} returned {type(compiled).__name__}, "
             "expected a callable")
-    return name, _C.disable(compiled), gm, keep
+    wrapped = _C.disable(compiled)
+    wrapped._cdynamo_name = name
+    return name, wrapped, gm, keep
 
 
 def report(name, gm, orig_code, new_code, guards, resume_codes=()):
@@ -219,15 +226,31 @@ def report(name, gm, orig_code, new_code, guards, resume_codes=()):
 
 
 class GraphBreak:
-    """One graph break seen while tracing: reason and the user's source location."""
+    """One graph break (or frame run unmodified) seen while tracing: the engine's reason, its
+    catalogue code (cdynamo.break_reasons), and the user's source location."""
 
-    __slots__ = ("reason", "qualname", "filename", "lineno")
+    __slots__ = ("reason", "qualname", "filename", "lineno", "code")
 
     def __init__(self, reason, qualname, filename, lineno):
+        from cdynamo.break_reasons import classify
         self.reason, self.qualname, self.filename, self.lineno = reason, qualname, filename, lineno
+        self.code = classify(reason).code
+
+    @property
+    def explanation(self):
+        """One line saying what this kind of break is (from the catalogue)."""
+        from cdynamo.break_reasons import lookup
+        return lookup(self.code).explanation
+
+    @property
+    def hint(self):
+        """What the user can do about it (from the catalogue)."""
+        from cdynamo.break_reasons import lookup
+        return lookup(self.code).hint
 
     def __repr__(self):
-        return f"GraphBreak({self.qualname} at {self.filename}:{self.lineno}: {self.reason})"
+        return f"GraphBreak([{self.code}] {self.qualname} at {self.filename}:{self.lineno}: " \
+               f"{self.reason})"
 
 
 #: Graph breaks recorded since the process started (cdynamo.explain reads the new ones).
@@ -235,8 +258,11 @@ break_log: list = []
 
 
 def record_break(reason, qualname, filename, lineno):
-    """Called by the translator at every graph break (kept to the last 10,000)."""
-    break_log.append(GraphBreak(str(reason), qualname, filename, lineno))
+    """Called by the translator at every graph break: logs it (INFO, with its catalogue code)
+    and keeps it for explain() (the last 10,000)."""
+    b = GraphBreak(str(reason), qualname, filename, lineno)
+    log.info("Graph break in %s at %s:%s: [%s] %s", qualname, filename, lineno, b.code, b.reason)
+    break_log.append(b)
     if len(break_log) > 10000:
         del break_log[:5000]
 
@@ -247,8 +273,12 @@ unmodified_log: list = []
 
 
 def record_unmodified(reason, qualname, filename, lineno):
-    """Called by the translator when a whole frame runs unmodified (kept to the last 10,000)."""
-    unmodified_log.append(GraphBreak(str(reason), qualname, filename, lineno))
+    """Called by the translator when a whole frame runs unmodified: logs it (INFO, with its
+    catalogue code) and keeps it for explain() (the last 10,000)."""
+    b = GraphBreak(str(reason), qualname, filename, lineno)
+    log.info("running %s (%s:%s) unmodified: [%s] %s", qualname, filename, lineno, b.code,
+             b.reason)
+    unmodified_log.append(b)
     if len(unmodified_log) > 10000:
         del unmodified_log[:5000]
 

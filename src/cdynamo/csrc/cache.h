@@ -41,6 +41,11 @@ typedef struct cdyn_extra {
  * repr) compares it before following a pointer it read earlier. */
 extern unsigned long cdyn_cache_generation;
 
+/* Incremented whenever an entry is inserted or moved to the front of any list: a walk that
+ * ran Python code (guards) and found no passing entry compares it, since another thread may
+ * have put an entry before the walk's position meanwhile (see eval_frame in hook.c). */
+extern unsigned long cdyn_cache_order;
+
 /* Request the co_extra index; 0 or -1. Called once from module init. */
 int cdyn_cache_init(void);
 
@@ -54,11 +59,16 @@ cdyn_extra *cdyn_cache_ensure(PyCodeObject *code);
  * borrowed. Returns the entry (borrowed, owned by the extra) or NULL with an exception. */
 cdyn_cache_entry *cdyn_cache_insert(cdyn_extra *x, cdyn_guards *guards, PyObject *code);
 
-/* Move entry e (with predecessor prev, NULL if e is first) to the front. */
+/* Move entry e to the front. prev: e's predecessor when the caller's walk passed it (NULL if
+ * e was first); when the list was reordered since (by another thread while guards ran
+ * Python code) the predecessor is found again. e must still be on x's list or absent
+ * from it (then nothing happens): a freed e is excluded by cdyn_cache_generation. */
 void cdyn_cache_move_to_front(cdyn_extra *x, cdyn_cache_entry *prev, cdyn_cache_entry *e);
 
-/* Borrowed: e's function for (globals, closure), built and cached when they changed;
- * NULL with an exception. globals and closure (may be NULL) borrowed. */
+/* New reference: e's function for (globals, closure), built and cached in e when they
+ * changed; NULL with an exception. globals and closure (may be NULL) borrowed. e may be
+ * freed by the time this returns (building a function can run the GC's finalizers): the
+ * caller must not use e afterwards unless cdyn_cache_generation is unchanged. */
 PyObject *cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure);
 
 /* Drop every cache entry and SKIP decision of every code object (force marks are kept).

@@ -149,14 +149,74 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
         Py_XDECREF(dim);
         return e ? -1 : 0;
     }
+    case CDYN_SRC_ENTRY: {
+        /* list(base.keys())[index] / list(base.values())[index] */
+        PyObject *meth = PyUnicode_FromString(PyLong_AsLong(src->name) == 1 ? "values" : "keys");
+        PyObject *idx = PyLong_FromLong(src->index);
+        i = meth ? cdyn_cg_name(cg, meth) : -1;
+        if (i < 0 || idx == NULL || cdyn_cg_push_callable(cg, (PyObject *)&PyList_Type) < 0 ||
+            cdyn_cg_source(cg, (PyObject *)src->base) < 0 || cdyn_cg_emit(cg, LOAD_METHOD, i) < 0 ||
+            cdyn_cg_call(cg, 0) < 0 || cdyn_cg_call(cg, 1) < 0 || cdyn_cg_load_const(cg, idx) < 0) {
+            Py_XDECREF(meth);
+            Py_XDECREF(idx);
+            return -1;
+        }
+        Py_DECREF(meth);
+        Py_DECREF(idx);   /* the constants keep it */
+        return cdyn_cg_emit(cg, BINARY_SUBSCR, 0);
+    }
     }
     PyErr_SetString(PyExc_SystemError, "cdynamo: unknown source kind");
     return -1;
 }
 
+/* A value loaded through a source that side effects may change (an attribute, an item, a
+ * global) is loaded before the side effects are replayed, as it was when the trace read it:
+ * cg->preload. 0 / -1. */
+static int
+note_preload(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    cdyn_source_kind k;
+    if (V(v)->source == NULL || PyList_GET_SIZE(tx->effects) == 0) {
+        return 0;
+    }
+    k = ((cdyn_source *)V(v)->source)->kind;
+    if (k == CDYN_SRC_LOCAL || k == CDYN_SRC_CONST || k == CDYN_SRC_CLOSURE) {
+        return 0;
+    }
+    return PySequence_Contains(cg->preload, v) == 0 ? PyList_Append(cg->preload, v) : 0;
+}
+
+/* Emit the preloads (after the graph call, before the side effects). 0 / -1. */
+static int
+emit_preloads(cdyn_cg *cg)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cg->preload); i++) {
+        PyObject *v = PyList_GET_ITEM(cg->preload, i);
+        int r = cdyn_cg_memo_load(cg, v);
+        if (r < 0) {
+            return -1;
+        }
+        if (r == 1) {
+            if (cdyn_cg_emit(cg, POP_TOP, 0) < 0) {
+                return -1;
+            }
+            continue;
+        }
+        if (cdyn_cg_source(cg, V(v)->source) < 0 || cdyn_cg_memo_store(cg, v, "pre") < 0 ||
+            cdyn_cg_emit(cg, POP_TOP, 0) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 tr_status
 cdyn_cg_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
+    if (note_preload(tx, cg, v) < 0) {
+        return TR_ERROR;
+    }
     if (V(v)->vt->collect == NULL || V(v)->vt->reconstruct == NULL) {
         if (V(v)->source != NULL) {
             return TR_OK;
@@ -169,6 +229,12 @@ cdyn_cg_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 int
 cdyn_cg_value(cdyn_cg *cg, PyObject *v)
 {
+    if (V(v)->source != NULL && PyList_GET_SIZE(cg->preload) > 0) {
+        int r = cdyn_cg_memo_load(cg, v);   /* loaded before the side effects */
+        if (r != 0) {
+            return r < 0 ? -1 : 0;
+        }
+    }
     if (V(v)->vt->reconstruct == NULL) {
         if (V(v)->source != NULL) {
             return cdyn_cg_source(cg, V(v)->source);
@@ -271,6 +337,13 @@ emit_effects(cdyn_tx *tx, cdyn_cg *cg)
                   cdyn_cg_value(cg, value) < 0 || cdyn_cg_call(cg, 1) < 0 ||
                   cdyn_cg_emit(cg, POP_TOP, 0) < 0;
             break;
+        case EFF_SYNC:
+            if (V(target)->vt->writeback == NULL) {
+                PyErr_Format(PyExc_SystemError, "cdynamo: no write-back for %R", target);
+                return -1;
+            }
+            err = V(target)->vt->writeback(cg, target) < 0;
+            break;
         case EFF_DELETE_SUBSCR:
             err = cdyn_cg_value(cg, target) < 0 || cdyn_cg_load_const(cg, key) < 0 ||
                   cdyn_cg_emit(cg, DELETE_SUBSCR, 0) < 0;
@@ -317,6 +390,7 @@ cg_clear(cdyn_cg *cg)
     Py_CLEAR(cg->memo);
     Py_CLEAR(cg->varnames);
     Py_CLEAR(cg->free_fixups);
+    Py_CLEAR(cg->preload);
 }
 
 /* Start the transformed code: state, varnames, prefix. 0 / -1. */
@@ -333,9 +407,10 @@ cg_open(cdyn_cg *cg, PyCodeObject *co)
     cg->out_nodes = PyList_New(0);
     cg->memo = PyDict_New();
     cg->free_fixups = PyList_New(0);
+    cg->preload = PyList_New(0);
     orig = PyCode_GetVarnames(co);
     if (!cg->consts || !cg->names || !cg->outputs || !cg->out_nodes || !cg->memo ||
-        !cg->free_fixups || !orig) {
+        !cg->free_fixups || !cg->preload || !orig) {
         Py_XDECREF(orig);
         return -1;
     }
@@ -371,7 +446,6 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
 {
     Py_ssize_t nout;
     PyObject *outs = NULL, *res = NULL, *keep = NULL;
-    int gi;
     tr_status st = collect_effects(tx, cg);
     if (st != TR_OK) {
         return st;
@@ -406,11 +480,12 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
     if (install_global(tx, *gname, PyTuple_GET_ITEM(res, 1), 1) < 0) {
         goto fail;
     }
-    Py_CLEAR(res);
-    gi = cdyn_cg_name(cg, *gname);
-    if (gi < 0 || cdyn_cg_emit(cg, LOAD_GLOBAL, (gi << 1) | 1) < 0) {
+    /* the code holds the compiled graph itself: a reset() from another thread (which
+       removes the global) cannot pull it from under a running call */
+    if (cdyn_cg_push_callable(cg, PyTuple_GET_ITEM(res, 1)) < 0) {
         goto fail;
     }
+    Py_CLEAR(res);
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(keep); k++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(keep, k));
         if (i < 0 || i >= PyList_GET_SIZE(tx->input_sources)) {
@@ -527,7 +602,7 @@ cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
         goto done;
     }
     st = TR_ERROR;
-    if (emit_effects(tx, &cg) < 0 || cdyn_cg_value(&cg, ret) < 0 ||
+    if (emit_preloads(&cg) < 0 || emit_effects(tx, &cg) < 0 || cdyn_cg_value(&cg, ret) < 0 ||
         cdyn_cg_emit(&cg, RETURN_VALUE, 0) < 0) {
         goto done;
     }
@@ -1123,7 +1198,7 @@ cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
         goto done;
     }
     st = TR_ERROR;
-    if (emit_grad_mode(tx, &cg) < 0 || emit_effects(tx, &cg) < 0) {
+    if (emit_grad_mode(tx, &cg) < 0 || emit_preloads(&cg) < 0 || emit_effects(tx, &cg) < 0) {
         goto done;
     }
     switch (tx->break_kind) {

@@ -431,6 +431,7 @@ cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
     ck->n_call_nodes = tx->n_call_nodes;
     ck->grad_enabled = tx->grad_enabled;
     ck->n_open_modes = tx->open_modes ? PyList_GET_SIZE(tx->open_modes) : 0;
+    ck->n_effects = tx->effects ? PyList_GET_SIZE(tx->effects) : 0;
     tx->ckpt_serial = cdyn_value_serial;
 }
 
@@ -449,6 +450,13 @@ cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
         }
         Py_DECREF(r);
         Py_XSETREF(tx->last_node, Py_XNewRef(ck->last_node));
+    }
+    /* the step runs in Python instead: what it would have replayed is dropped (values made
+       in it, e.g. an input wrapped and changed inside a failed inlined call, are not reached
+       again: the trace ends at this instruction) */
+    if (tx->effects && PyList_GET_SIZE(tx->effects) > ck->n_effects &&
+        PyList_SetSlice(tx->effects, ck->n_effects, PY_SSIZE_T_MAX, NULL) < 0) {
+        return TR_ERROR;
     }
     tx->n_call_nodes = ck->n_call_nodes;
     tx->grad_enabled = ck->grad_enabled;

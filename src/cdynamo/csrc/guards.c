@@ -28,11 +28,12 @@ typedef enum {
     G_CALL,
     G_SHAPE,
     G_SAME,
+    G_KEYS,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SHAPE_GUARD", "DUPLICATE_INPUT",
+    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SHAPE_GUARD", "SAME_OBJECT", "DICT_KEYS",
 };
 
 typedef struct {
@@ -70,6 +71,7 @@ struct cdyn_guards {
     Py_ssize_t len, cap;
     int nslots;            /* slots the SHAPE guards read (filled in check order) */
     PyObject *slot_names;  /* strong tuple of str (slot -> source name), or NULL */
+    Py_ssize_t refs;       /* the owner's reference plus one per check running on the set */
 };
 
 /* Most slots a guard set may use (the checker keeps them on the C stack). */
@@ -94,7 +96,10 @@ cdyn_guards_new(void)
     cdyn_guards *g = PyMem_Calloc(1, sizeof(cdyn_guards));
     if (g == NULL) {
         PyErr_NoMemory();
+        return NULL;
     }
+    g->refs = 1;
+    cdyn_live.guard_sets++;
     return g;
 }
 
@@ -125,12 +130,17 @@ cdyn_guards_free(cdyn_guards *g)
     if (g == NULL) {
         return;
     }
+    assert(g->refs > 0);
+    if (--g->refs > 0) {
+        return;    /* a check still runs on it: the last one frees it */
+    }
     for (Py_ssize_t i = 0; i < g->len; i++) {
         guard_clear(&g->items[i]);
     }
     PyMem_Free(g->items);
     Py_XDECREF(g->slot_names);
     PyMem_Free(g);
+    cdyn_live.guard_sets--;
 }
 
 Py_ssize_t
@@ -379,24 +389,6 @@ cdyn_guards_add_id(cdyn_guards *g, PyObject *source, PyObject *obj, int is_funct
 }
 
 int
-cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
-{
-    guard *gd;
-    if (check_source_arg(source) < 0 || check_source_arg(other) < 0) {
-        return -1;
-    }
-    if (guards_contain(g, G_SAME, source)) {
-        return 0;
-    }
-    gd = guards_append(g, G_SAME, source);
-    if (gd == NULL) {
-        return -1;
-    }
-    gd->value = Py_NewRef(other);
-    return 0;
-}
-
-int
 cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n)
 {
     if (check_source_arg(source) < 0) {
@@ -440,6 +432,27 @@ cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present)
 }
 
 int
+cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
+{
+    guard *gd;
+    if (check_source_arg(source) < 0 || check_source_arg(other) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        if (g->items[i].kind == G_SAME && cdyn_source_equal(g->items[i].source, source) &&
+            cdyn_source_equal(g->items[i].value, other)) {
+            return 0;
+        }
+    }
+    gd = guards_append(g, G_SAME, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(other);
+    return 0;
+}
+
+int
 cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *expected)
 {
     guard *gd;
@@ -462,6 +475,40 @@ cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *exp
     gd->value = Py_NewRef(fn);
     gd->args = Py_NewRef(args);
     gd->expected = Py_NewRef(expected);
+    return 0;
+}
+
+static PyObject *any_key;   /* in a DICT_KEYS tuple: a position another guard checks */
+
+PyObject *
+cdyn_guards_any_key(void)
+{
+    if (any_key == NULL) {
+        any_key = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    }
+    return any_key;
+}
+
+int
+cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys)
+{
+    guard *gd;
+    if (check_source_arg(source) < 0) {
+        return -1;
+    }
+    if (!PyTuple_CheckExact(keys)) {
+        PyErr_SetString(PyExc_TypeError, "DICT_KEYS: keys must be a tuple");
+        return -1;
+    }
+    if (guards_contain(g, G_KEYS, source)) {
+        return 0;
+    }
+    gd = guards_append(g, G_KEYS, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(keys);
+    gd->len = PyTuple_GET_SIZE(keys);
     return 0;
 }
 
@@ -977,6 +1024,52 @@ equals_exact(PyObject *a, PyObject *b)
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
 
+/* DICT_KEYS: v iterates exactly the keys (dict keys, set items) of the tuple `keys`, in
+ * order. 1 pass, 0 fail, -1 error. */
+static int
+check_keys(PyObject *keys, PyObject *v)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(keys), i = 0, pos = 0;
+    PyObject *k, *val, *it;
+    Py_hash_t hash;
+    int r = 1;
+    if (PyDict_CheckExact(v)) {
+        if (PyDict_GET_SIZE(v) != n) {
+            return 0;
+        }
+        while (r == 1 && PyDict_Next(v, &pos, &k, &val)) {
+            PyObject *want = PyTuple_GET_ITEM(keys, i++);
+            r = want == any_key ? 1 : equals_exact(k, want);
+        }
+        return r;
+    }
+    if (PyAnySet_CheckExact(v)) {
+        if (PySet_GET_SIZE(v) != n) {
+            return 0;
+        }
+        while (r == 1 && _PySet_NextEntry(v, &pos, &k, &hash)) {
+            r = equals_exact(k, PyTuple_GET_ITEM(keys, i++));
+        }
+        return r;
+    }
+    it = PyObject_GetIter(v);
+    if (it == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    while (r == 1 && (k = PyIter_Next(it)) != NULL) {
+        PyObject *want = i < n ? PyTuple_GET_ITEM(keys, i++) : NULL;
+        r = want == NULL ? 0 : want == any_key ? 1 : equals_exact(k, want);
+        Py_DECREF(k);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return r == 1 && i == n;
+}
+
 /* 1 when grad mode is enabled, 0 when not, -1 on error. */
 static int
 grad_mode_enabled(void)
@@ -1144,16 +1237,13 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
         }
         break;
     }
-    case G_HASATTR:
-        rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
-        if (rc != gd->flag) {
-            rc = fail_with(why, "expected the attribute to be %s", gd->flag ? "present" : "absent");
-        }
-        else {
-            rc = 1;
+    case G_KEYS:
+        rc = check_keys(gd->value, v);
+        if (rc == 0) {
+            rc = fail_with(why, "expected keys %R", gd->value);
         }
         break;
-    case G_SAME: {   /* the same object as another source (an aliased input) */
+    case G_SAME: {
         PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
                                             builtins, memo);
         if (o == NULL) {
@@ -1168,6 +1258,15 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
         }
         break;
     }
+    case G_HASATTR:
+        rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
+        if (rc != gd->flag) {
+            rc = fail_with(why, "expected the attribute to be %s", gd->flag ? "present" : "absent");
+        }
+        else {
+            rc = 1;
+        }
+        break;
     case G_GRAD_MODE:
     case G_CALL:
     case G_SHAPE:
@@ -1178,17 +1277,19 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
 }
 
 int
-cdyn_guards_check(const cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
+cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
                   PyObject *globals, PyObject *builtins)
 {
     cdyn_source_memo memo;
     int64_t slots[MAX_SLOTS];
     int r = 1;
     memo.n = 0;
+    g->refs++;    /* Python code run by a guard may free the owner (a reset) */
     for (Py_ssize_t i = 0; i < g->len && r == 1; i++) {
         r = check_one(g, &g->items[i], localsplus, func, globals, builtins, NULL, &memo, slots);
     }
     cdyn_source_memo_clear(&memo);
+    cdyn_guards_free(g);
     return r;
 }
 
@@ -1204,11 +1305,12 @@ guard_name(const guard *gd)
 }
 
 PyObject *
-cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
+cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
                           PyFunctionObject *func, PyObject *globals, PyObject *builtins)
 {
     PyObject *why = NULL, *name = NULL, *res = NULL;
     int64_t slots[MAX_SLOTS];
+    g->refs++;    /* as in cdyn_guards_check */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         const guard *gd = &g->items[i];
         int r = check_one(g, gd, localsplus, func, globals, builtins, &why, NULL, slots);
@@ -1230,6 +1332,7 @@ cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
 done:
     Py_XDECREF(why);
     Py_XDECREF(name);
+    cdyn_guards_free(g);
     return res;
 }
 
@@ -1303,7 +1406,7 @@ guard_describe(const guard *gd)
         Py_DECREF(head);
         return res;
     }
-    if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN)) {
+    if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN && gd->kind != G_KEYS)) {
         return head;
     }
     res = gd->kind == G_LEN ? PyUnicode_FromFormat("%U %zd", head, gd->len)
@@ -1313,20 +1416,22 @@ guard_describe(const guard *gd)
 }
 
 PyObject *
-cdyn_guards_describe(const cdyn_guards *g)
+cdyn_guards_describe(cdyn_guards *g)
 {
     PyObject *list = PyList_New(g->len);
     if (list == NULL) {
         return NULL;
     }
+    g->refs++;    /* as in cdyn_guards_check (a repr may run Python code) */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         PyObject *s = guard_describe(&g->items[i]);
         if (s == NULL) {
-            Py_DECREF(list);
-            return NULL;
+            Py_CLEAR(list);
+            break;
         }
         PyList_SET_ITEM(list, i, s);
     }
+    cdyn_guards_free(g);
     return list;
 }
 

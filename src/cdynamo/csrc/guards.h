@@ -11,9 +11,11 @@
  *   GRAD_MODE      torch.is_grad_enabled() and whether any autocast is on, as at trace time
  *   GLOBAL_STATE   a torch state function called with constants gives what it gave
  *   HASATTR        whether an object has an attribute (hasattr / getattr with a default)
- *   DUPLICATE_INPUT  the object is the same as another source's (an input passed twice)
  *   SHAPE_GUARD    a relation between sizes, strides and int inputs produced by torch's
  *                  ShapeEnv (dynamic shapes), evaluated as a small int64 program
+ *   SAME_OBJECT    two sources denote the same object (an aliased input, a tensor passed
+ *                  twice)
+ *   DICT_KEYS      the keys of a dict / items of a set, in iteration order
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
  *
  * Dynamic shapes: a TENSOR_MATCH may leave some dims uncompared (symbolic) and store them,
@@ -29,6 +31,9 @@ typedef struct cdyn_guards cdyn_guards;
 
 /* New empty guard set (owned by the caller; free with cdyn_guards_free), NULL + MemoryError. */
 cdyn_guards *cdyn_guards_new(void);
+/* Drop the owner's reference (g may be NULL). The set is freed at once, or, when a check,
+ * first_failure or describe is running on it (its guards ran Python code that dropped the
+ * owner: a reset, another thread), when that call returns. */
 void cdyn_guards_free(cdyn_guards *g);
 
 /* Adders. source: borrowed cdyn_source; value/obj: borrowed (the guard keeps what it needs:
@@ -46,11 +51,19 @@ int cdyn_guards_global_state(void);
 /* GLOBAL_STATE: fn(*args) == expected (fn, args: borrowed; a tuple of constants), e.g.
  * torch.get_autocast_dtype('cpu') when the trace read it. */
 int cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *expected);
-/* DUPLICATE_INPUT: source evaluates to the very object `other` (a source) evaluates to. */
-int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);
 /* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
  * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
 int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
+/* DICT_KEYS: the dict (keys) or set (items) at source iterates exactly the items of the tuple
+ * `keys` (borrowed), in order, each of the same type and == (pins constants and objects
+ * compared by identity). */
+int cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys);
+/* The placeholder of a DICT_KEYS tuple for a key another guard checks (a tensor key, guarded
+ * through its entry source); borrowed, NULL + MemoryError. */
+PyObject *cdyn_guards_any_key(void);
+/* SAME_OBJECT: source evaluates to the very object `other` (a source) evaluates to: one input
+ * reached under two names (aliasing) at trace time must stay so. */
+int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);
 /* HASATTR: hasattr(<base of attr_source>, <its name>) == present; attr_source an ATTR
  * source (printed as "<source> HASATTR present|absent"). */
 int cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present);
@@ -75,19 +88,19 @@ int cdyn_guards_add_shape(cdyn_guards *g, PyObject *code, PyObject *fallback, Py
 /* Check every guard against a frame about to run (arguments borrowed, see
  * cdyn_source_eval). Returns 1 when all pass, 0 when one fails, -1 with an exception
  * set only on an internal error (a missing attribute or name is a failure, not an error). */
-int cdyn_guards_check(const cdyn_guards *g, PyObject *const *localsplus,
+int cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus,
                       PyFunctionObject *func, PyObject *globals, PyObject *builtins);
 
 /* New str naming the first failing guard (e.g. "L['a'] TENSOR_MATCH: dtype
  * torch.float32 != torch.float64"), or Py_None (new ref) when all pass; NULL on error. */
-PyObject *cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
+PyObject *cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
                                     PyFunctionObject *func, PyObject *globals,
                                     PyObject *builtins);
 
 /* New list of str, one per guard, in the seeds' form: "local 'a' TENSOR_MATCH",
  * "global 'torch' FUNCTION_MATCH", "L['self'].training EQUALS_MATCH True",
  * "GRAD_MODE enabled". NULL on error. */
-PyObject *cdyn_guards_describe(const cdyn_guards *g);
+PyObject *cdyn_guards_describe(cdyn_guards *g);
 
 /* Number of guards in the set. */
 Py_ssize_t cdyn_guards_len(const cdyn_guards *g);

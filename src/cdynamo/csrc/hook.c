@@ -325,14 +325,14 @@ static PyObject *
 run_entry(struct _PyInterpreterFrame *f, cdyn_cache_entry *e)
 {
     PyObject *closure = f->f_func != NULL ? f->f_func->func_closure : NULL;
+    /* A new reference: the entry may be freed while its code runs (a reset from inside, or
+     * from another thread), or already while the function is built; e is not used after. */
     PyObject *func = cdyn_cache_entry_func(e, f->f_globals, closure);
     if (func == NULL) {
         return NULL;
     }
-    /* The entry may be freed while its code runs (reset from inside); keep the function. */
-    Py_INCREF(func);
     cdyn_tls *t = &tls;
-    t->passthrough = e->code;
+    t->passthrough = PyFunction_GET_CODE(func);
     PyObject *res = _PyFunction_Vectorcall(func, f->localsplus, (size_t)frame_nargs(f->f_code),
                                            NULL);
     t->passthrough = NULL;
@@ -376,9 +376,43 @@ note_recompile(PyCodeObject *code, PyObject *reason)
     PyErr_Clear();
 }
 
-/* The slow path of a frame whose code has no passing entry: compile or run unmodified. */
+/* An entry of x that another thread inserted while this one translated the same code (the
+ * translator runs Python code, where threads switch) and whose guards pass for f; NULL when
+ * none does. When the walk saw the cache change (cdyn_cache_generation), *px is refetched
+ * (NULL with an exception on failure) and NULL returned. A guard error is cleared: the
+ * caller then inserts its own entry. */
+static cdyn_cache_entry *
+entry_compiled_meanwhile(PyCodeObject *code, struct _PyInterpreterFrame *f, cdyn_extra **px)
+{
+    cdyn_tls *t = &tls;
+    int saved_disabled = t->disabled;
+    unsigned long gen = cdyn_cache_generation;
+    cdyn_cache_entry *e = NULL;
+    int r = 0;
+    t->disabled = 1;
+    for (e = (*px)->entries; e != NULL; e = e->next) {
+        r = cdyn_guards_check(e->guards, f->localsplus, f->f_func, f->f_globals,
+                              f->f_builtins);
+        if (r < 0) {
+            PyErr_Clear();
+        }
+        if (r != 0 || gen != cdyn_cache_generation) {
+            break;
+        }
+    }
+    t->disabled = saved_disabled;
+    if (gen != cdyn_cache_generation) {
+        *px = cdyn_cache_ensure(code);
+        return NULL;
+    }
+    return r == 1 ? e : NULL;
+}
+
+/* The slow path of a frame whose code has no passing entry: compile or run unmodified.
+ * order: cdyn_cache_order when the walk that found no entry started. */
 static PyObject *
-handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x)
+handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
+            unsigned long order)
 {
     cdyn_tls *t = &tls;
     PyCodeObject *code = f->f_code;
@@ -440,6 +474,21 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x)
                         "cdynamo: the translator must return a new code object and guards");
         goto done;
     }
+    if (order != cdyn_cache_order) {
+        /* Threads that miss on the same code at once all translate it: the first to finish
+         * inserts its entry, the others run that one instead of inserting duplicates (8 of
+         * them filled cache_size_limit at the first call). */
+        cdyn_cache_entry *other = entry_compiled_meanwhile(code, f, &x);
+        if (x == NULL) {
+            goto done;
+        }
+        if (other != NULL) {
+            cdyn_counts.cache_hits++;
+            other->hits++;
+            res = run_entry(f, other);
+            goto done;
+        }
+    }
     cdyn_counts.compiles++;
     cdyn_cache_entry *e = cdyn_cache_insert(x, out.guards, out.code);
     out.guards = NULL;    /* stolen */
@@ -471,7 +520,10 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
          * frame this is) called us as its previous function */
         return eval_below(ts, f, throwflag);
     }
-    if (throwflag || t->disabled) {
+    if (throwflag || t->disabled || ts->recursion_remaining < ts->recursion_limit / 4) {
+        /* near the recursion limit the frame runs as is: transformed code and resume
+           functions add frames, and a program that stays under the limit eagerly must not
+           overflow it because it was compiled */
         return eval_plain(ts, f, throwflag);
     }
     PyCodeObject *code = f->f_code;
@@ -492,13 +544,18 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
     cdyn_counts.frames++;
     /* Guards may run Python code (attribute getters): keep the hook off meanwhile. If that
      * code freed cache entries (reset, code objects dying), restart the walk from a fresh
-     * extra rather than follow a stale pointer; give up after a few restarts. */
+     * extra rather than follow a stale pointer; give up after a few restarts. That code can
+     * also switch threads: another thread may insert an entry or move one to the front, ahead
+     * of this walk's position, so a walk that finds nothing while the order changed walks
+     * again (bounded) before it compiles. */
     int saved_disabled = t->disabled;
-    int restarts = 0;
+    int restarts = 0, rewalks = 0;
+    unsigned long order;
     cdyn_cache_entry *prev = NULL, *e = NULL;
     t->disabled = 1;
 restart:
     prev = NULL;
+    order = cdyn_cache_order;
     for (e = x->entries; e != NULL; prev = e, e = e->next) {
         unsigned long gen = cdyn_cache_generation;
         int r = cdyn_guards_check(e->guards, f->localsplus, f->f_func, f->f_globals,
@@ -519,9 +576,12 @@ restart:
             break;
         }
     }
+    if (e == NULL && order != cdyn_cache_order && ++rewalks <= 100) {
+        goto restart;
+    }
     t->disabled = saved_disabled;
     if (e == NULL) {
-        return handle_miss(ts, f, x);
+        return handle_miss(ts, f, x, order);
     }
     cdyn_counts.cache_hits++;
     e->hits++;
@@ -660,6 +720,12 @@ wrapper_descr_get(PyObject *self, PyObject *obj, PyObject *Py_UNUSED(type))
 static PyObject *
 wrapper_repr(cdyn_wrapper *self)
 {
+    /* a compiled graph named by the engine (_cdynamo_name, e.g. __compiled_fn_0) reads as its
+       name in the transformed code's listing */
+    PyObject *name = self->dict ? PyDict_GetItemString(self->dict, "_cdynamo_name") : NULL;
+    if (name != NULL && PyUnicode_Check(name)) {
+        return Py_NewRef(name);
+    }
     return PyUnicode_FromFormat("<%s wrapping %R>", Py_TYPE(self)->tp_name, self->fn);
 }
 

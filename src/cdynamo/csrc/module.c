@@ -7,6 +7,7 @@
  *   set_trace_rules(files, modules, lookup)   mark_force_compile(code)
  *   trace_rule(obj[, globals]) -> (rule, value)  frame_decision(code) -> (rule, skip) | None
  *   counters() -> dict, reset_counters()      hook_installed() -> bool
+ *   live_counts() -> dict (live values, guard sets, cache entries)
  *   thread_state() -> (active_depth, disabled)
  *   _time_guards(code, args, n) -> ns per guard check (benchmarks)
  * plus the translator's, the resume layer's and the bytecode layer's own methods.
@@ -155,6 +156,17 @@ mod_counters(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
                          c->cache_limit_hits, "skipped", c->skipped);
 }
 
+cdyn_live_counts cdyn_live;
+
+/* live_counts() -> dict of the live engine objects (cdynamo.h) */
+static PyObject *
+mod_live_counts(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    const cdyn_live_counts *c = &cdyn_live;
+    return Py_BuildValue("{sn,sn,sn}", "values", c->values, "guard_sets", c->guard_sets,
+                         "cache_entries", c->cache_entries);
+}
+
 /* reset_counters() */
 static PyObject *
 mod_reset_counters(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
@@ -237,6 +249,9 @@ static PyMethodDef runtime_methods[] = {
     {"mark_force_compile", mod_mark_force_compile, METH_O, "mark_force_compile(code)"},
     {"counters", mod_counters, METH_NOARGS, "counters() -> dict"},
     {"reset_counters", mod_reset_counters, METH_NOARGS, "reset_counters()"},
+    {"live_counts", mod_live_counts, METH_NOARGS,
+     "live_counts() -> dict: live symbolic values (0 between translations), guard sets and "
+     "cache entries (0 after reset())"},
     {"hook_installed", mod_hook_installed, METH_NOARGS, "hook_installed() -> bool"},
     {"thread_state", mod_thread_state, METH_NOARGS, "thread_state() -> (active, disabled)"},
     {"_other_hook", mod_other_hook, METH_O,

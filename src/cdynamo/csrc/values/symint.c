@@ -858,7 +858,7 @@ static int
 under_nn_module(cdyn_tx *tx, PyObject *source)
 {
     cdyn_source *s = (cdyn_source *)source;
-    while (s->kind == CDYN_SRC_ATTR || s->kind == CDYN_SRC_ITEM) {
+    while (s->kind == CDYN_SRC_ATTR || s->kind == CDYN_SRC_ITEM || s->kind == CDYN_SRC_ENTRY) {
         PyObject *v = PyDict_GetItemWithError(tx->by_source, s->base->repr);
         if (v == NULL) {
             PyErr_Clear();

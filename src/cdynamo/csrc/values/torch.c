@@ -62,12 +62,56 @@ is_state_fn(PyObject *obj)
     return 0;
 }
 
+/* ---- torch objects made in the frame ----------------------------------------------------
+ * torch.nn modules (nn.Softmax(dim=-1)(x)) and torch.finfo/iinfo built from constants are
+ * built at trace time (their constructors have no effect but the object) and used through
+ * a constant source: the same object serves every call of the compiled code. */
+static PyObject *finfo_type, *iinfo_type;
+
+static int
+is_trusted_constructor(PyObject *obj)
+{
+    if (!PyType_Check(obj)) {
+        return 0;
+    }
+    if (obj == finfo_type || obj == iinfo_type) {
+        return 1;
+    }
+    return PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)cdyn_G.nn_module_type) &&
+           cdyn_module_startswith(obj, "torch.nn") && obj != cdyn_G.nn_module_type;
+}
+
+static tr_status
+construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames, PyObject **out)
+{
+    PyObject *objs[32], *real = NULL, *src = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    tr_status st;
+    if (!cdyn_all_const(args, nargs) || nargs > 32) {
+        return cdyn_tx_unsupported(tx, "%R with non-constant arguments", cls);
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        objs[i] = V(args[i])->u.cnst.value;
+    }
+    real = PyObject_Vectorcall(cls, objs, nargs - nkw, kwnames);
+    if (real == NULL) {
+        return cdyn_tx_unsupported(tx, "%R(...) failed", cls);
+    }
+    src = cdyn_source_const(real, Py_None);
+    st = src ? cdyn_tx_wrap_real(tx, real, src, out) : TR_ERROR;
+    Py_XDECREF(src);
+    Py_DECREF(real);
+    return st;
+}
+
 /* 1 when obj is a torch function this family folds or handles specially. */
 int
 cdyn_is_torch_special(PyObject *obj)
 {
     PyObject *r;
-    if (obj == fn_annotate || obj == fn_assert || is_state_fn(obj) || cdyn_is_ctx_factory(obj)) {
+    if (obj == fn_annotate || obj == fn_assert || is_state_fn(obj) || cdyn_is_ctx_factory(obj) ||
+        is_trusted_constructor(obj)) {
         return 1;
     }
     r = constant_results ? PyDict_GetItemWithError(constant_results, obj) : NULL;
@@ -206,6 +250,9 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
         if (!handled) {
             st = call_state_fn(tx, obj, args, nargs, kwnames, out, &handled);
         }
+        if (!handled && is_trusted_constructor(obj)) {
+            return construct(tx, obj, args, nargs, kwnames, out);
+        }
         if (handled) {
             return st;
         }
@@ -259,6 +306,8 @@ cdyn_torch_init(void)
         PyObject *jit = PyImport_ImportModule("torch.jit"), *torch = PyImport_ImportModule("torch");
         fn_annotate = jit ? PyObject_GetAttrString(jit, "annotate") : NULL;
         fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
+        finfo_type = torch ? PyObject_GetAttrString(torch, "finfo") : NULL;
+        iinfo_type = torch ? PyObject_GetAttrString(torch, "iinfo") : NULL;
         for (int i = 0, k = 0; torch && state_fn_names[i]; i++) {
             PyObject *f = PyObject_GetAttrString(torch, state_fn_names[i]);
             if (f != NULL) {
