@@ -30,7 +30,7 @@ SAN_ENV = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-nam
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	PYTHONPATH=$(CURDIR)/$(ASAN_BUILD)/lib
 
-.PHONY: all demo test test-asan bench install clean
+.PHONY: all demo test test-asan bench fuzz install clean
 
 all: test
 
@@ -69,6 +69,16 @@ test-asan: $(ASAN_STAMP)
 
 bench: $(STAMP)
 	$(VPY) bench/bench_compile.py
+
+# Differential fuzzer (tests/fuzz): FUZZ_N random programs from seed FUZZ_SEED, each run in
+# eager, under cdynamo and under torch._dynamo; reproducers and a summary go to fuzz-out/.
+# Also read by the runner: FUZZ_JOBS (workers), FUZZ_TIMEOUT (CPU seconds per program),
+# FUZZ_EXCLUDE (statement kinds not generated, e.g. closure), FUZZ_DYNAMO (always, or
+# on-mismatch: torch._dynamo only where cdynamo disagrees with eager), FUZZ_MINIMIZE, FUZZ_OUT.
+FUZZ_N ?= 2000
+FUZZ_SEED ?= 0
+fuzz: $(STAMP)
+	$(VPY) tests/fuzz/runner.py -n $(FUZZ_N) --seed $(FUZZ_SEED)
 
 clean:
 	rm -rf build $(ASAN_BUILD) src/*.egg-info $(STAMP)

@@ -422,3 +422,56 @@ def test_torch_modules_and_finfo_made_in_the_frame():
     # also records nn.Module.__init__'s _log_api_usage_once calls)
     counter = run(torch_objects_made_here, torch.randn(3))
     assert counter.frame_count == 1 and counter.op_count == 11
+
+
+# ---- found by the differential fuzzer (tests/fuzz, seed 0) --------------------------------
+
+def test_float_guard_tells_negative_zero_from_zero():
+    """float(t) at a break is an argument of the resume function, guarded by its value:
+    -0.0 == 0.0 in Python, so an == guard reused the resume function that had -0.0 baked in."""
+    def f(x, y):
+        x -= x
+        x *= y
+        m = x.max()
+        return float(m), str(float(m))
+
+    compiled = cdynamo.compile(f, backend="eager")
+    x = torch.tensor([1.0, 1.0])
+    neg = torch.tensor([-1.0, -1.0])
+    pos = torch.tensor([1.0, 1.0])
+    assert compiled(x.clone(), neg) == f(x.clone(), neg) == (-0.0, "-0.0")
+    assert compiled(x.clone(), pos) == f(x.clone(), pos)
+    assert compiled(x.clone(), pos)[1] == "0.0"
+    nan = float("nan")
+
+    def g(v, x):
+        return x + 1, str(v)
+
+    cg = cdynamo.compile(g, backend="eager")
+    assert cg(nan, X)[1] == "nan" and cg(nan, X)[1] == "nan"
+
+
+def test_break_in_try_block_handler_rebuilds_objects_of_its_own():
+    """A break at an instruction in a try block: the handler's resume function got a list
+    that only the normal path (after the instruction) had rebuilt: UnboundLocalError."""
+    def f(y):
+        t = y * 2
+        items = [t]
+        try:
+            _ = {}["missing"]
+        except KeyError:
+            for u in items:
+                t = t + u
+        return t, items
+
+    def h(x):
+        d = {"a": x + 1}
+        keep = [d]
+        try:
+            print("read", d["b"])
+        except KeyError:
+            keep.append(x - 1)
+        return keep
+
+    run(f, X)
+    run(h, X)

@@ -958,10 +958,12 @@ collect_break(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const Py_ssize_t *targets, 
  * (it sits in a try block or a with block): give the generated instructions [from, to) a
  * handler of their own that passes the exception to a resume function at the original
  * handler, with the stack the handler expects (its depth, lasti, the exception). Emitted
- * after the normal path. */
+ * after the normal path. memo_at (borrowed; NULL: the current one): the memo of rebuilt
+ * objects as it was at `from`; objects first stored after it (by the normal path) do not
+ * exist when the instruction raises, so the handler path rebuilds them. */
 static tr_status
 cover_with_handler(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins,
-                   Py_ssize_t from, Py_ssize_t to)
+                   Py_ssize_t from, Py_ssize_t to, PyObject *memo_at)
 {
     PyObject *below = NULL, *lasti = NULL;
     Py_ssize_t handler = cg->out.len;
@@ -972,6 +974,13 @@ cover_with_handler(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins,
     }
     if (ins->exc_depth > fs->sp) {
         return cdyn_tx_unsupported(tx, "exception handler deeper than the stack");
+    }
+    if (memo_at != NULL) {
+        PyObject *memo = PyDict_Copy(memo_at);
+        if (memo == NULL) {
+            return TR_ERROR;
+        }
+        Py_SETREF(cg->memo, memo);
     }
     for (Py_ssize_t i = from; i < to; i++) {
         cg->out.items[i].exc_handler = (int)handler;
@@ -1021,8 +1030,13 @@ break_jump(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         goto done;
     }
     cg->out.items[b_label].target = (int)cg->out.len;
-    Py_SETREF(cg->memo, memo);
-    memo = NULL;
+    {
+        PyObject *copy = PyDict_Copy(memo);
+        if (copy == NULL) {
+            goto done;
+        }
+        Py_SETREF(cg->memo, copy);
+    }
     if (keep) {
         with_cond = PyList_GetSlice(below, 0, PY_SSIZE_T_MAX);
         if (with_cond == NULL || PyList_Append(with_cond, cond) < 0) {
@@ -1031,7 +1045,7 @@ break_jump(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
     }
     st = emit_resume_call(tx, fs, cg, ins->target, keep ? with_cond : below, NULL, 0);
     if (st == TR_OK) {
-        st = cover_with_handler(tx, fs, cg, ins, b_label, b_label + 1);
+        st = cover_with_handler(tx, fs, cg, ins, b_label, b_label + 1, memo);
     }
 done:
     Py_XDECREF(below);
@@ -1046,7 +1060,7 @@ break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
 {
     int nslots, result_tmp;
     Py_ssize_t from;
-    PyObject *below = NULL;
+    PyObject *below = NULL, *memo_at = NULL;
     tr_status st = TR_ERROR;
     if (tx->break_kind == BRK_CALL) {
         nslots = tx->break_arg + 2;
@@ -1067,6 +1081,9 @@ break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         }
     }
     from = cg->out.len;
+    if ((memo_at = PyDict_Copy(cg->memo)) == NULL) {
+        goto done;
+    }
     if (tx->break_kind == BRK_CALL) {
         if (tx->break_kwnames != NULL &&
             cdyn_cg_emit(cg, KW_NAMES, cdyn_cg_const(cg, tx->break_kwnames)) < 0) {
@@ -1087,11 +1104,12 @@ break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         Py_ssize_t to = cg->out.len - 1;   /* the call, not the store of its result */
         st = emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, &result_tmp, 1);
         if (st == TR_OK) {
-            st = cover_with_handler(tx, fs, cg, ins, from, to);
+            st = cover_with_handler(tx, fs, cg, ins, from, to, memo_at);
         }
     }
 done:
     Py_XDECREF(below);
+    Py_XDECREF(memo_at);
     return st;
 }
 
@@ -1101,7 +1119,7 @@ static tr_status
 break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
 {
     cdyn_break_shape_t s;
-    PyObject *below = NULL;
+    PyObject *below = NULL, *memo_at = NULL;
     int tmps[256], arg;
     tr_status st = TR_ERROR;
     if (!cdyn_break_shape(ins, &s) || s.nout > 256 || s.npop > fs->sp) {
@@ -1126,11 +1144,14 @@ break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         return TR_ERROR;
     }
     if (s.terminal) {
-        return cover_with_handler(tx, fs, cg, ins, cg->out.len - 1, cg->out.len);
+        return cover_with_handler(tx, fs, cg, ins, cg->out.len - 1, cg->out.len, NULL);
+    }
+    if ((memo_at = PyDict_Copy(cg->memo)) == NULL) {
+        return TR_ERROR;
     }
     for (int k = s.nout - 1; k >= 0; k--) {
         if ((tmps[k] = new_temp(cg, "break_out")) < 0 || cdyn_cg_emit(cg, STORE_FAST, tmps[k]) < 0) {
-            return TR_ERROR;
+            goto done;
         }
     }
     below = stack_slice(fs, 0, fs->sp - s.npop);
@@ -1145,10 +1166,12 @@ break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         Py_ssize_t at = cg->out.len - s.nout - 1;   /* the instruction, before its stores */
         st = emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, tmps, s.nout);
         if (st == TR_OK) {
-            st = cover_with_handler(tx, fs, cg, ins, at, at + 1);
+            st = cover_with_handler(tx, fs, cg, ins, at, at + 1, memo_at);
         }
     }
+done:
     Py_XDECREF(below);
+    Py_XDECREF(memo_at);
     return st;
 }
 

@@ -14,6 +14,8 @@
  * The slow path (first_failure, describe) rebuilds everything and formats messages.
  */
 #include "guards.h"
+
+#include <math.h>
 #include "source.h"
 
 typedef enum {
@@ -1020,6 +1022,12 @@ equals_exact(PyObject *a, PyObject *b)
             }
         }
         return 1;
+    }
+    if (PyFloat_CheckExact(a)) {
+        /* the value the trace baked in: -0.0 is not 0.0 (it prints and divides otherwise),
+           and a NaN is the same NaN */
+        double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+        return (x == y && signbit(x) == signbit(y)) || (isnan(x) && isnan(y));
     }
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
