@@ -36,14 +36,15 @@ def test_unknown_backend_in_decorator_form_fails_early():
         cdynamo.compile(backend="nope")
 
 
-def test_dynamic_true_not_implemented():
-    with pytest.raises(NotImplementedError, match="dynamic shapes"):
-        cdynamo.compile(add, dynamic=True)
-    assert "dynamic" in cdynamo.compile.__doc__ and "later" in cdynamo.compile.__doc__
+def test_dynamic_values_accepted():
+    for dynamic in (None, True, False):
+        f = cdynamo.compile(add, backend="eager", dynamic=dynamic)
+        assert torch.equal(f(torch.ones(3), torch.ones(3)), torch.full((3,), 2.0))
+    assert "dynamic" in cdynamo.compile.__doc__ and "symbolic" in cdynamo.compile.__doc__
 
 
 def test_bad_options():
-    with pytest.raises(TypeError, match="dynamic must be None or False"):
+    with pytest.raises(TypeError, match="dynamic must be None, True or False"):
         cdynamo.compile(add, dynamic="yes")
     with pytest.raises(TypeError, match="fullgraph must be a bool"):
         cdynamo.compile(add, fullgraph="yes")

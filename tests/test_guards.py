@@ -102,7 +102,9 @@ def test_past_cache_size_limit_runs_eagerly():
     saved = cdynamo.config.cache_size_limit
     cdynamo.config.cache_size_limit = 2
     try:
-        f, counter = _compiled(add)
+        # static shapes (dynamic=False): each size is a new entry
+        counter = CountingBackend()
+        f = cdynamo.compile(add, backend=counter, dynamic=False)
         for n in range(1, 6):
             a = torch.randn(n, 3)
             assert torch.equal(f(a, a), a + a)

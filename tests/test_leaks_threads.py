@@ -262,7 +262,7 @@ def f(cfg, x):
     return x * cfg.scale
 
 cdynamo.config.cache_size_limit = 16
-cf = cdynamo.compile(f, backend="eager")
+cf = cdynamo.compile(f, backend="eager", dynamic=False)   # one entry per shape
 cfgs = [Cfg(1.0), Cfg(2.0), Cfg(3.0)]
 xs = [torch.ones(n) for n in (2, 3, 4)]
 for c in cfgs:

@@ -152,7 +152,7 @@ def test_cache_limit_and_repeated_compile_reset_cycles():
     def sq(x):
         return x * x + 1
 
-    f = cdynamo.compile(sq, backend="eager")
+    f = cdynamo.compile(sq, backend="eager", dynamic=False)   # one entry per shape
     with cdynamo.config.patch(cache_size_limit=3):
         for n in range(1, 7):                    # a new shape each call: recompiles, then the limit
             x = torch.ones(n)

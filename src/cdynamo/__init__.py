@@ -5,7 +5,8 @@
     y = opt(x)   # first call: trace + compile; later calls: guard check in C, compiled code
 
 Public: compile, reset, config, cache_entries, explain, graph_break, counters, reset_counters,
-CompiledModule, CacheEntry, CompileOptions; trace_rules (what is never traced).
+mark_dynamic, maybe_mark_dynamic, mark_static, CompiledModule, CacheEntry, CompileOptions;
+trace_rules (what is never traced).
 """
 import importlib as _importlib
 
@@ -15,11 +16,13 @@ from . import config
 from . import trace_rules
 from . import _api
 from ._api import (CacheEntry, CompiledModule, CompileOptions, cache_entries, compile, counters,
-                   explain, graph_break, reset, reset_counters)
+                   explain, graph_break, mark_dynamic, mark_static, maybe_mark_dynamic, reset,
+                   reset_counters)
 
 __version__ = "0.1.0"
 __all__ = ["compile", "reset", "config", "cache_entries", "explain", "graph_break", "counters",
-           "reset_counters", "CompiledModule", "CacheEntry", "CompileOptions"]
+           "reset_counters", "mark_dynamic", "maybe_mark_dynamic", "mark_static", "CompiledModule",
+           "CacheEntry", "CompileOptions"]
 
 
 try:

@@ -42,7 +42,9 @@ class CompileOptions:
         backend_name: str, e.g. "inductor", or the callable's __name__.
         fullgraph: bool; True makes anything that cannot be captured whole an error instead
             of an eager fallback (as torch.compile).
-        dynamic: None or False (static shapes; dynamic shapes come later).
+        dynamic: None (automatic dynamic shapes: the first compile is static, a dim or
+            int input that changed becomes symbolic), True (symbolic from the start) or
+            False (static; only mark_dynamic'd dims are symbolic), as torch.compile.
         mode, options: as passed (inductor only).
     """
 
@@ -65,12 +67,8 @@ def _make_options(backend, fullgraph, dynamic, mode, options) -> CompileOptions:
     if not isinstance(fullgraph, bool):
         raise TypeError(f"cdynamo.compile: fullgraph must be a bool (True or False), "
                         f"got {type(fullgraph).__name__}")
-    if dynamic is True:
-        raise NotImplementedError(
-            "cdynamo.compile: dynamic=True is not supported yet: dynamic shapes come in a later "
-            "issue; use dynamic=None or dynamic=False (static shapes, one compile per shape)")
-    if dynamic is not None and dynamic is not False:
-        raise TypeError(f"cdynamo.compile: dynamic must be None or False for now, got {dynamic!r}")
+    if dynamic is not None and dynamic is not False and dynamic is not True:
+        raise TypeError(f"cdynamo.compile: dynamic must be None, True or False, got {dynamic!r}")
     if mode is not None and not isinstance(mode, str):
         raise TypeError(f"cdynamo.compile: mode must be a str or None, got {type(mode).__name__}")
     compiler, name = _backends.resolve_backend(backend, mode=mode, options=options)
@@ -189,9 +187,13 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
             as torch.compile.
         fullgraph: bool, as torch.compile: True turns the first graph break (or a frame that
             cannot be captured) into a RuntimeError naming the reason and the source line.
-        dynamic: None or False only, for now: shapes are static (a new shape recompiles, up to
-            ``cdynamo.config.cache_size_limit`` entries per code object). Dynamic shapes are a
-            later issue; ``dynamic=True`` raises NotImplementedError.
+        dynamic: as torch.compile. None (default): automatic dynamic shapes, as torch._dynamo
+            (the first compile specialises every size; when a recompile is caused by a size or
+            a Python int input that changed, the dims / ints that changed become symbolic, so
+            one graph serves every size; 0 and 1 stay specialised). True: every dim and int
+            input symbolic from the first compile. False: static shapes (a new shape
+            recompiles, up to ``cdynamo.config.cache_size_limit`` entries per code object),
+            except dims marked with mark_dynamic.
         mode: inductor mode (str), as torch.compile; only with backend "inductor".
         options: dict of inductor options, as torch.compile; only with backend "inductor".
         disable: bool; True returns model unchanged (as torch.compile).
@@ -203,7 +205,6 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
     Raises:
         TypeError: model is not callable; fullgraph not a bool; dynamic not None/False/True;
             backend neither str nor callable.
-        NotImplementedError: dynamic=True.
         ValueError: unknown backend name (the message lists the valid choices); mode/options
             with a backend other than "inductor".
         RuntimeError: bad mode/options (as torch.compile); the C engine is not built.
@@ -252,18 +253,30 @@ def reset_counters() -> None:
     _C().reset_counters()
 
 
-class CacheEntry(NamedTuple):
-    """One cache entry of a code object: the guard descriptions and the transformed code.
-
-    Unpacks as ``guards, code = entry`` (as seed 004's ``guard, code = cache_entries[0]``)."""
-
+class _CacheEntryFields(NamedTuple):
     guards: list
     code: types.CodeType
+
+
+class CacheEntry(_CacheEntryFields):
+    """One cache entry of a code object: the guard descriptions and the transformed code.
+
+    Unpacks as ``guards, code = entry`` (as seed 004's ``guard, code = cache_entries[0]``).
+    ``recompile_reason`` (str or None): for an entry made by a recompile, the guard of the
+    entry tried before it that failed, with the old and new values (e.g. ``"L['x']
+    TENSOR_MATCH: size mismatch at index 0. expected 8, actual 9"`` or ``"SHAPE_GUARD: 2 <=
+    L['x'].size()[0] failed (L['x'].size()[0] = 1)"``); None for the first entry."""
+
+    def __new__(cls, guards, code, recompile_reason=None):
+        self = super().__new__(cls, guards, code)
+        self.recompile_reason = recompile_reason
+        return self
 
     def __repr__(self):
         lines = [f"CacheEntry(code=<code {self.code.co_name} at {hex(id(self.code))}>, guards=["]
         lines.extend(f"    {g!r}," for g in self.guards)
-        lines.append("])")
+        lines.append("]" + (f", recompile_reason={self.recompile_reason!r})"
+                            if self.recompile_reason else ")"))
         return "\n".join(lines)
 
 
@@ -303,13 +316,15 @@ def cache_entries(fn) -> list[CacheEntry]:
             type's forward) or a code object.
 
     Returns:
-        list of CacheEntry(guards: list[str], code: types.CodeType); empty when not compiled.
+        list of CacheEntry(guards: list[str], code: types.CodeType) with recompile_reason
+        (str or None); empty when not compiled.
 
     Raises:
         TypeError: no code object can be found for fn.
     """
     code = _code_of(fn)
-    return [CacheEntry(list(guards), new_code) for guards, new_code in _C().cache_entries(code)]
+    return [CacheEntry(list(guards), new_code, reason)
+            for guards, new_code, reason in _C().cache_entries(code)]
 
 
 def graph_break() -> None:
@@ -329,10 +344,11 @@ class ExplainOutput:
     filename, lineno), unmodified_frames (list of GraphBreak: frames run without compiling,
     with the reason), reasons_by_code (dict code -> number of breaks and unmodified frames,
     codes from cdynamo.break_reasons), ops_per_graph (list per graph of the targets of its
-    call nodes), guards (guard strings of every cache entry made), out (fn's result),
-    counters (engine counter changes)."""
+    call nodes), guards (guard strings of every cache entry made), recompile_reasons (list of
+    Recompile with qualname, filename, lineno, reason: the guard that failed, old and new
+    values), out (fn's result), counters (engine counter changes)."""
 
-    def __init__(self, graphs, guards, out, counter_delta, breaks, unmodified=()):
+    def __init__(self, graphs, guards, out, counter_delta, breaks, unmodified=(), recompiles=()):
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.break_reasons = list(breaks)
@@ -345,6 +361,7 @@ class ExplainOutput:
             [n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
             for gm in graphs]
         self.guards = guards
+        self.recompile_reasons = list(recompiles)
         self.out = out
         self.counters = counter_delta
 
@@ -365,6 +382,10 @@ class ExplainOutput:
             lines.extend(f"  {op}" for op in ops)
         lines.append("Guards:")
         lines.extend(f"  - {g}" for g in self.guards)
+        if self.recompile_reasons:
+            lines.append("Recompile Reasons:")
+            lines.extend(f"  - {r.qualname} ({r.filename}:{r.lineno}): {r.reason}"
+                         for r in self.recompile_reasons)
         if self.counters.get("unmodified"):
             lines.append(f"Frames run unmodified (not capturable): {self.counters['unmodified']}")
         return "\n".join(lines)
@@ -372,12 +393,14 @@ class ExplainOutput:
     __repr__ = __str__
 
 
-def explain(fn: Callable) -> Callable[..., ExplainOutput]:
+def explain(fn: Callable, *, dynamic: bool | None = None) -> Callable[..., ExplainOutput]:
     """``explain(fn)(*args, **kwargs)`` runs fn once under cdynamo with a backend that records
-    each graph and runs it eagerly, and returns an ExplainOutput (as torch._dynamo.explain).
+    each graph and runs it eagerly, and returns an ExplainOutput (as torch._dynamo.explain):
+    graphs, graph breaks with their reasons, guards, and the recompiles of the run with the
+    guard that failed (a function called with several shapes in one run).
 
     It calls cdynamo.reset() before and after the run, so the recording entries do not stay in
-    the caches (as torch._dynamo.explain, this clears every cache).
+    the caches (as torch._dynamo.explain, this clears every cache). dynamic: as compile().
 
     Raises:
         TypeError: fn is not callable. Exceptions of fn propagate.
@@ -398,19 +421,83 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
         reset()
         before = dict(engine.counters())
         first_break = len(_glue.break_log)
+        first_recompile = len(_glue.recompile_log)
         first_unmodified = len(_glue.unmodified_log)
         try:
-            out = compile(target, backend=recording_backend)(*args, **kwargs)
+            out = compile(target, backend=recording_backend, dynamic=dynamic)(*args, **kwargs)
             try:
                 guards = [g for e in cache_entries(target) for g in e.guards]
             except TypeError:
                 guards = []
             after = engine.counters()
             breaks = _glue.break_log[first_break:]
+            recompiles = _glue.recompile_log[first_recompile:]
             unmodified = _glue.unmodified_log[first_unmodified:]
         finally:
             reset()
         delta = {k: after[k] - before.get(k, 0) for k in after}
-        return ExplainOutput(graphs, guards, out, delta, breaks, unmodified)
+        return ExplainOutput(graphs, guards, out, delta, breaks, unmodified, recompiles)
 
     return run
+
+
+# ---- dynamic shapes: marking dims ---------------------------------------------------------------
+
+
+def _dims(t, index, who: str) -> list:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"cdynamo.{who}: expected a torch.Tensor, got {type(t).__name__}")
+    if isinstance(index, int) and not isinstance(index, bool):
+        dims = [index]
+    elif isinstance(index, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool)
+                                                  for i in index):
+        dims = list(index)
+    else:
+        raise TypeError(f"cdynamo.{who}: index must be an int or a list/tuple of ints, got {index!r}")
+    for i in dims:
+        if not -t.dim() <= i < max(t.dim(), 1):
+            raise IndexError(f"cdynamo.{who}: dim {i} out of range for a {t.dim()}-d tensor")
+    return [i % t.dim() if t.dim() else i for i in dims]
+
+
+def mark_dynamic(t: torch.Tensor, index) -> None:
+    """Mark dim(s) `index` (int or list of ints) of tensor t dynamic: a compile that sees t
+    makes those dims symbolic from the first compile, with any other setting (also
+    ``dynamic=False``), as torch._dynamo.mark_dynamic (whose marks cdynamo also reads: both
+    set the same attributes on the tensor). If tracing then specialises such a dim (e.g.
+    a branch on its exact value, or a size of 0 or 1), compiling raises
+    torch.fx.experimental.symbolic_shapes.ConstraintViolationError, as torch._dynamo does.
+
+    Raises TypeError (t not a tensor, bad index) or IndexError (dim out of range)."""
+    for i in _dims(t, index, "mark_dynamic"):
+        if not hasattr(t, "_dynamo_dynamic_indices"):
+            t._dynamo_dynamic_indices = set()
+        t._dynamo_dynamic_indices.add(i)
+        t._has_dynamo_dim_marking = True
+
+
+def maybe_mark_dynamic(t: torch.Tensor, index) -> None:
+    """Mark dim(s) `index` of tensor t dynamic without insisting: as mark_dynamic, but a dim
+    that tracing specialises is simply static (as torch._dynamo.maybe_mark_dynamic).
+
+    Raises TypeError (t not a tensor, bad index) or IndexError (dim out of range)."""
+    for i in _dims(t, index, "maybe_mark_dynamic"):
+        if not hasattr(t, "_dynamo_weak_dynamic_indices"):
+            t._dynamo_weak_dynamic_indices = set()
+        t._dynamo_weak_dynamic_indices.add(i)
+        t._has_dynamo_dim_marking = True
+
+
+def mark_static(t: torch.Tensor, index=None) -> None:
+    """Mark dim(s) `index` of tensor t (all dims when None) static: never made symbolic by
+    automatic dynamic shapes or ``dynamic=True`` (mark_dynamic takes precedence), as
+    torch._dynamo.mark_static on a tensor.
+
+    Raises TypeError (t not a tensor, bad index) or IndexError (dim out of range)."""
+    dims = list(range(t.dim())) if index is None and isinstance(t, torch.Tensor) else \
+        _dims(t, index, "mark_static")
+    for i in dims:
+        if not hasattr(t, "_dynamo_static_indices"):
+            t._dynamo_static_indices = set()
+        t._dynamo_static_indices.add(i)
+        t._has_dynamo_dim_marking = True

@@ -8,12 +8,12 @@ here runs on a cache hit, except fill_ordered_dict (generated code rebuilding ob
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import logging
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 log = logging.getLogger("cdynamo")
 _graph_counter = itertools.count()
@@ -65,8 +65,13 @@ def fill_ordered_dict(obj, items):
 
 
 def new_trace():
-    """Return a fresh (torch.fx.Graph, FakeTensorMode) pair for one traced frame."""
-    return torch.fx.Graph(), FakeTensorMode(allow_non_fake_inputs=True)
+    """Return a fresh (torch.fx.Graph, FakeTensorMode, ShapeTrace) for one traced frame: the
+    fake mode has a ShapeEnv (symbolic sizes, and what inductor's caches need) and the
+    ShapeTrace (cdynamo._shapes) holds the rest of the frame's shape state."""
+    from cdynamo import config
+    from cdynamo._shapes import ShapeTrace
+    shapes = ShapeTrace(config.capture_scalar_outputs)
+    return torch.fx.Graph(), shapes.fake_mode, shapes
 
 
 def fake_from_tensor(mode, tensor):
@@ -74,15 +79,26 @@ def fake_from_tensor(mode, tensor):
     return mode.from_tensor(tensor, static_shapes=True)
 
 
+def _symbolic(mode):
+    """The python dispatcher when the trace has symbols (as torch._dynamo runs fake tensors:
+    composite ops then decompose over SymInts), else a no-op context."""
+    shape_env = mode.shape_env
+    if shape_env is not None and (shape_env.backed_var_to_val or shape_env.unbacked_symint_counter
+                                  or shape_env.unbacked_symfloat_counter):
+        from torch._dispatch.python import enable_python_dispatcher
+        return enable_python_dispatcher()
+    return contextlib.nullcontext()
+
+
 def fake_call(mode, fn, args, kwargs):
     """Run fn(*args, **kwargs) on fake tensors under `mode`; returns the fake result."""
-    with mode:
+    with mode, _symbolic(mode):
         return fn(*args, **kwargs)
 
 
 def fake_call_method(mode, name, args, kwargs):
     """Run args[0].<name>(*args[1:], **kwargs) under `mode` (a Tensor method call)."""
-    with mode:
+    with mode, _symbolic(mode):
         return getattr(args[0], name)(*args[1:], **kwargs)
 
 
@@ -148,8 +164,10 @@ def clear_installed_globals():
 
 
 def set_example(node, value):
-    """Attach the fake example value to an FX node, as torch._dynamo does."""
-    node.meta["example_value"] = value
+    """Attach the fake example value to an FX node (and the unbacked symbols it binds), as
+    torch._dynamo does."""
+    from cdynamo._shapes import set_example as _set
+    _set(node, value)
 
 
 class BackendCompilerFailed(RuntimeError):
@@ -162,29 +180,40 @@ class BackendCompilerFailed(RuntimeError):
         self.inner_exception = inner
 
 
-def compile_graph(options, graph, root, example_inputs, outputs):
+_CALL_OPS = ("call_function", "call_method", "call_module")
+
+
+def compile_graph(options, graph, root, example_inputs, outputs, shapes):
     """Finish `graph` with `outputs` (a tuple of FX nodes), hand it to the backend.
 
     Args:
         options: cdynamo's CompileOptions (backend callable, backend_name, fullgraph).
         graph: the torch.fx.Graph recorded by the C translator.
         root: dict mapping get_attr / call_module targets to parameters and submodules.
-        example_inputs: list of the real input tensors, in placeholder order.
+        example_inputs: list of the graph inputs in placeholder order: real tensors, and
+            the SymInts of symbolic sizes and dynamic int inputs (as torch._dynamo).
         outputs: tuple of torch.fx.Node, the graph outputs.
+        shapes: the frame's cdynamo._shapes.ShapeTrace.
 
-    Returns (name, compiled_callable, graph_module). The callable is wrapped by
-    cdynamo._C.disable so that frames the compiled graph runs are never traced; the
-    transformed code holds it as a constant (it reads as `name`), and it is also installed as
-    the global `name` for inspection.
+    Dead symbolic computations and unused inputs are removed first (as torch._dynamo); the
+    backend is called inside the trace's TracingContext (as torch.compile calls it).
+    Returns (name, compiled_callable, graph_module, kept input indices), or None when no
+    operation is left. The callable is wrapped by cdynamo._C.disable so that frames the
+    compiled graph runs are never traced; the transformed code holds it as a constant (it
+    reads as `name`), and it is also installed as the global `name` for inspection.
     """
     from cdynamo import _C
 
     graph.output(tuple(outputs))
+    keep = shapes.finalize(graph, example_inputs)
+    if not outputs and not any(n.op in _CALL_OPS for n in graph.nodes):
+        return None
     gm = torch.fx.GraphModule(root, graph)
     name = f"__compiled_fn_{next(_graph_counter)}"
     gm._cdynamo_name = name
+    inputs = [example_inputs[i] for i in keep]
     try:
-        compiled = options.backend(gm, list(example_inputs))
+        compiled = shapes.call_backend(options.backend, gm, inputs)
     except Exception as e:
         raise BackendCompilerFailed(options.backend_name, e) from e
     if not callable(compiled):
@@ -193,7 +222,7 @@ def compile_graph(options, graph, root, example_inputs, outputs):
             "expected a callable")
     wrapped = _C.disable(compiled)
     wrapped._cdynamo_name = name
-    return name, wrapped, gm
+    return name, wrapped, gm, keep
 
 
 def report(name, gm, orig_code, new_code, guards, resume_codes=()):
@@ -262,3 +291,28 @@ def record_unmodified(reason, qualname, filename, lineno):
     unmodified_log.append(b)
     if len(unmodified_log) > 10000:
         del unmodified_log[:5000]
+
+
+class Recompile:
+    """One recompile: the function and the guard failure that caused it (the old and new
+    values are part of the reason, e.g. "L['x'] TENSOR_MATCH: size mismatch at index 0.
+    expected 8, actual 9")."""
+
+    __slots__ = ("qualname", "filename", "lineno", "reason")
+
+    def __init__(self, qualname, filename, lineno, reason):
+        self.qualname, self.filename, self.lineno, self.reason = qualname, filename, lineno, reason
+
+    def __repr__(self):
+        return f"Recompile({self.qualname} at {self.filename}:{self.lineno}: {self.reason})"
+
+
+#: Recompiles since the process started (cdynamo.explain reads the new ones).
+recompile_log: list = []
+
+
+def record_recompile(qualname, filename, lineno, reason):
+    """Called by the frame hook before a recompile (kept to the last 10,000)."""
+    recompile_log.append(Recompile(qualname, filename, lineno, str(reason)))
+    if len(recompile_log) > 10000:
+        del recompile_log[:5000]

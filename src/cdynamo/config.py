@@ -15,6 +15,11 @@
                     result, numpy input arrays) are traced as torch ops through torch._numpy
                     (as torch._dynamo.config.trace_numpy); False makes them graph breaks.
                     Read while tracing: call cdynamo.reset() after changing it.
+  capture_scalar_outputs
+                    bool, default False (True with CDYNAMO_CAPTURE_SCALAR_OUTPUTS=1). As
+                    torch._dynamo.config.capture_scalar_outputs: ``tensor.item()`` is put in
+                    the graph as an unbacked symbolic scalar instead of being a graph break;
+                    a branch on its value is still a graph break. Read when a frame is traced.
 
 Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
 sets values for the duration of a with-block.
@@ -27,7 +32,8 @@ import os
 import sys
 import types
 
-_NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors", "trace_numpy")
+_NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors", "trace_numpy",
+          "capture_scalar_outputs")
 _log = logging.getLogger("cdynamo")
 _handler = None
 
@@ -66,7 +72,8 @@ def _apply_verbose(on: bool) -> None:
 
 
 def _validate(name: str, value):
-    if name in ("output_code", "verbose", "raise_internal_errors", "trace_numpy"):
+    if name in ("output_code", "verbose", "raise_internal_errors", "trace_numpy",
+                "capture_scalar_outputs"):
         if not isinstance(value, bool):
             raise TypeError(f"cdynamo.config.{name} must be a bool, got {type(value).__name__}")
         return value
@@ -131,6 +138,7 @@ cache_size_limit: int = 8
 verbose: bool = _env_flag("CDYNAMO_VERBOSE")
 raise_internal_errors: bool = _env_flag("CDYNAMO_RAISE_INTERNAL_ERRORS")
 trace_numpy: bool = True
+capture_scalar_outputs: bool = _env_flag("CDYNAMO_CAPTURE_SCALAR_OUTPUTS")
 
 sys.modules[__name__].__class__ = _ConfigModule
 if verbose:

@@ -8,6 +8,7 @@
 
 static Py_ssize_t extra_index = -1;
 static cdyn_extra *registry;         /* doubly linked list of every live extra */
+static PyObject *frame_states;       /* dict: code identity -> frame-state dict, or NULL */
 unsigned long cdyn_cache_generation;
 unsigned long cdyn_cache_order;
 
@@ -19,6 +20,7 @@ entry_free(cdyn_cache_entry *e)
     cdyn_guards_free(e->guards);
     Py_XDECREF(e->code);
     Py_XDECREF(e->func);
+    Py_XDECREF(e->reason);
     PyMem_Free(e);
     cdyn_live.cache_entries--;
 }
@@ -47,6 +49,7 @@ extra_free(void *p)
     }
     cdyn_cache_generation++;
     entries = x->entries;
+    PyObject *frame_state = x->frame_state;
     if (x->reg_prev != NULL) {
         x->reg_prev->reg_next = x->reg_next;
     }
@@ -59,6 +62,7 @@ extra_free(void *p)
     }
     PyMem_Free(x);
     entries_free(entries);
+    Py_XDECREF(frame_state);
 }
 
 int
@@ -186,11 +190,13 @@ cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure)
     return nf;
 }
 
-/* Detach and return x's entries and decisions; the caller frees the list. */
+/* Detach and return x's entries and decisions (the frame state is dropped); the caller
+ * frees the list. */
 static cdyn_cache_entry *
 extra_detach(cdyn_extra *x)
 {
     cdyn_cache_entry *entries = x->entries;
+    Py_CLEAR(x->frame_state);
     x->entries = NULL;
     x->nentries = 0;
     x->skip = 0;
@@ -202,12 +208,13 @@ extra_detach(cdyn_extra *x)
 void
 cdyn_cache_reset(void)
 {
+    Py_CLEAR(frame_states);
     /* Clearing one extra may free other code objects (and their extras), so restart the
      * walk from the head after every clear; a cleared extra is either gone or empty. */
     for (;;) {
         cdyn_extra *x = registry;
         while (x != NULL && x->force && x->entries == NULL && !x->skip && !x->decided &&
-               !x->limit_logged) {
+               !x->limit_logged && x->frame_state == NULL) {
             x = x->reg_next;
         }
         if (x == NULL) {
@@ -235,6 +242,60 @@ cdyn_cache_forget_decisions(void)
     }
 }
 
+/* Borrowed: the frame-state dict registered under key (made empty when missing). */
+static PyObject *
+frame_state_of(PyObject *key)
+{
+    PyObject *fs = NULL;
+    if (frame_states == NULL && (frame_states = PyDict_New()) == NULL) {
+        return NULL;
+    }
+    fs = PyDict_GetItemWithError(frame_states, key);
+    if (fs != NULL || PyErr_Occurred()) {
+        return fs;
+    }
+    fs = PyDict_New();
+    if (fs == NULL || PyDict_SetItem(frame_states, key, fs) < 0) {
+        Py_XDECREF(fs);
+        return NULL;
+    }
+    Py_DECREF(fs);
+    return fs;
+}
+
+int
+cdyn_cache_share_frame_state(PyCodeObject *code, PyObject *key)
+{
+    cdyn_extra *x = cdyn_cache_ensure(code);
+    PyObject *fs = x ? frame_state_of(key) : NULL;
+    if (fs == NULL) {
+        return -1;
+    }
+    Py_XSETREF(x->frame_state, Py_NewRef(fs));
+    return 0;
+}
+
+PyObject *
+cdyn_cache_frame_state(PyCodeObject *code)
+{
+    cdyn_extra *x = cdyn_cache_ensure(code);
+    PyObject *key = NULL, *fs = NULL;
+    if (x == NULL) {
+        return NULL;
+    }
+    if (x->frame_state != NULL) {
+        return x->frame_state;
+    }
+    key = Py_BuildValue("(OiO)", code->co_filename, code->co_firstlineno, code->co_qualname);
+    fs = key ? frame_state_of(key) : NULL;
+    Py_XDECREF(key);
+    if (fs == NULL) {
+        return NULL;
+    }
+    x->frame_state = Py_NewRef(fs);
+    return fs;
+}
+
 PyObject *
 cdyn_cache_entries_list(PyCodeObject *code)
 {
@@ -254,7 +315,7 @@ cdyn_cache_entries_list(PyCodeObject *code)
             PyErr_SetString(PyExc_RuntimeError, "cache_entries: the cache changed meanwhile");
             goto error;
         }
-        item = PyTuple_Pack(2, desc, e->code);
+        item = PyTuple_Pack(3, desc, e->code, e->reason ? e->reason : Py_None);
         Py_CLEAR(desc);
         if (item == NULL || PyList_Append(list, item) < 0) {
             goto error;

@@ -18,6 +18,8 @@ typedef struct cdyn_cache_entry {
     PyObject *code;             /* strong: the transformed code */
     PyObject *func;             /* strong or NULL: function for (func_globals, func_closure) */
     Py_ssize_t hits;
+    PyObject *reason;           /* strong str or NULL: the guard failure that made this entry
+                                   (set by the hook for an entry made by a recompile) */
 } cdyn_cache_entry;
 
 typedef struct cdyn_extra {
@@ -25,6 +27,9 @@ typedef struct cdyn_extra {
     PyObject *code;             /* borrowed: the code object carrying this extra */
     cdyn_cache_entry *entries;  /* owned list, most recently hit first */
     int nentries;
+    PyObject *frame_state;      /* strong dict or NULL: per source, the sizes / ints seen by
+                                   the traces of this code (automatic dynamic shapes, as
+                                   torch._dynamo's frame state; values/symint.c) */
     unsigned skip : 1;          /* SKIP: evaluate every frame of this code normally */
     unsigned force : 1;         /* compile even if its trace rule skips its frames */
     unsigned rule : 4;          /* cdyn_rule of the code (valid when decided) */
@@ -74,8 +79,17 @@ void cdyn_cache_reset(void);
  * are kept and used again if the new rules still translate the code. */
 void cdyn_cache_forget_decisions(void);
 
-/* New list of (list_of_guard_str, transformed_code), most recent first; [] when code has
- * no entries. NULL on error. */
+/* Borrowed: the frame-state dict of code, created empty when missing and shared by every
+ * code object with the same identity (file, first line, qualname), as torch._dynamo keys its
+ * frame state by code id; NULL + exception. */
+PyObject *cdyn_cache_frame_state(PyCodeObject *code);
+/* Make code (a resume function) use the frame state registered under key (borrowed,
+ * hashable; the resume functions of one graph break share theirs, as torch._dynamo's resume
+ * functions named after the break's line do). 0 / -1. */
+int cdyn_cache_share_frame_state(PyCodeObject *code, PyObject *key);
+
+/* New list of (list_of_guard_str, transformed_code, recompile reason or None), most recent
+ * first; [] when code has no entries. NULL on error. */
 PyObject *cdyn_cache_entries_list(PyCodeObject *code);
 
 #endif

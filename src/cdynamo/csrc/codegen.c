@@ -22,6 +22,7 @@
 #include "codegen.h"
 #include "analysis.h"
 #include "resume.h"
+#include "cache.h"
 
 /* ---- the code generator's primitives -------------------------------------------------- */
 
@@ -143,6 +144,22 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
             return -1;
         }
         return cdyn_cg_call(cg, 1);
+    case CDYN_SRC_TPROP: {   /* base.size(i) / base.stride(i) / base.storage_offset() */
+        PyObject *dim = NULL;
+        int e;
+        i = cdyn_cg_name(cg, src->name);
+        if (i < 0 || cdyn_cg_source(cg, (PyObject *)src->base) < 0 ||
+            cdyn_cg_emit(cg, LOAD_METHOD, i) < 0) {
+            return -1;
+        }
+        if (src->index < 0) {
+            return cdyn_cg_call(cg, 0);
+        }
+        dim = PyLong_FromLong(src->index);
+        e = dim == NULL || cdyn_cg_load_const(cg, dim) < 0 || cdyn_cg_call(cg, 1) < 0;
+        Py_XDECREF(dim);
+        return e ? -1 : 0;
+    }
     case CDYN_SRC_ENTRY: {
         /* list(base.keys())[index] / list(base.values())[index] */
         PyObject *meth = PyUnicode_FromString(PyLong_AsLong(src->name) == 1 ? "values" : "keys");
@@ -433,12 +450,13 @@ install_global(cdyn_tx *tx, PyObject *name, PyObject *value, int removable)
 }
 
 /* Collect what the side effects need, compile the graph (when it has operations or
- * outputs) and emit its call, storing the outputs in temporaries from cg->first_tmp. */
+ * outputs) and emit its call, storing the outputs in temporaries from cg->first_tmp; then
+ * the shape guards of the trace (after the backend: it may add some). */
 static tr_status
 cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
 {
-    Py_ssize_t nin = PyList_GET_SIZE(tx->input_sources), nout;
-    PyObject *outs = NULL, *res = NULL;
+    Py_ssize_t nout;
+    PyObject *outs = NULL, *res = NULL, *keep = NULL;
     tr_status st = collect_effects(tx, cg);
     if (st != TR_OK) {
         return st;
@@ -451,36 +469,51 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
         }
     }
     if (tx->n_call_nodes == 0 && nout == 0) {
-        return TR_OK;
+        return cdyn_sym_finish_guards(tx) < 0 ? TR_ERROR : TR_OK;
     }
     outs = PyList_AsTuple(cg->out_nodes);
     if (outs == NULL) {
         return TR_ERROR;
     }
-    res = PyObject_CallMethod(tx->glue, "compile_graph", "OOOON", tx->options, tx->graph,
-                              tx->root, tx->input_values, outs);
+    res = PyObject_CallMethod(tx->glue, "compile_graph", "OOOONO", tx->options, tx->graph,
+                              tx->root, tx->input_values, outs, tx->shapes);
     if (res == NULL) {
         return TR_ERROR;   /* a backend failure (BackendCompilerFailed) reaches the user */
     }
+    if (res == Py_None) {   /* nothing left to run once dead symbolic nodes went */
+        Py_DECREF(res);
+        assert(nout == 0);
+        return cdyn_sym_finish_guards(tx) < 0 ? TR_ERROR : TR_OK;
+    }
     *gname = Py_NewRef(PyTuple_GET_ITEM(res, 0));
     *gm = Py_NewRef(PyTuple_GET_ITEM(res, 2));
+    keep = Py_NewRef(PyTuple_GET_ITEM(res, 3));   /* indices of the inputs kept, in order */
     if (install_global(tx, *gname, PyTuple_GET_ITEM(res, 1), 1) < 0) {
-        Py_DECREF(res);
-        return TR_ERROR;
+        goto fail;
     }
     /* the code holds the compiled graph itself: a reset() from another thread (which
        removes the global) cannot pull it from under a running call */
     if (cdyn_cg_push_callable(cg, PyTuple_GET_ITEM(res, 1)) < 0) {
-        Py_DECREF(res);
-        return TR_ERROR;
+        goto fail;
     }
-    Py_DECREF(res);
-    for (Py_ssize_t i = 0; i < nin; i++) {
+    Py_CLEAR(res);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(keep); k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(keep, k));
+        if (i < 0 || i >= PyList_GET_SIZE(tx->input_sources)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_SystemError, "cdynamo: bad graph input index");
+            }
+            goto fail;
+        }
         if (cdyn_cg_source(cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
-            return TR_ERROR;
+            goto fail;
         }
     }
-    if (cdyn_cg_call(cg, (int)nin) < 0) {
+    if (cdyn_cg_call(cg, (int)PyList_GET_SIZE(keep)) < 0) {
+        goto fail;
+    }
+    Py_CLEAR(keep);
+    if (cdyn_sym_finish_guards(tx) < 0) {
         return TR_ERROR;
     }
     if (nout == 0) {
@@ -495,6 +528,10 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
         }
     }
     return TR_OK;
+fail:
+    Py_XDECREF(res);
+    Py_XDECREF(keep);
+    return TR_ERROR;
 }
 
 /* Assemble the transformed code and print the output_code report. New ref or NULL. */
@@ -792,6 +829,19 @@ done:
     return rc;
 }
 
+/* The resume functions of one graph break share one frame state (automatic dynamic
+ * shapes), keyed by the original function and the line of the break. 0 / -1. */
+static int
+share_frame_state(cdyn_tx *tx, cdyn_fs *fs, PyObject *code)
+{
+    const cdyn_instr *ins = &fs->instrs.items[tx->break_pc];
+    PyObject *key = Py_BuildValue("(OOsi)", tx->code->co_filename, tx->code->co_qualname,
+                                  "resume", ins->lineno);
+    int rc = key ? cdyn_cache_share_frame_state((PyCodeObject *)code, key) : -1;
+    Py_XDECREF(key);
+    return rc;
+}
+
 /* Emit a call of the resume function for (target, stack) and RETURN_VALUE. stack: list of
  * values (NULL values for NULL slots); then `nres` more slots held in the temporaries
  * res_tmps (the results of the instruction run at the break). */
@@ -823,7 +873,7 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObj
     }
     code = cdyn_resume_code(co, (int)target, (int)nstack, mask, names);
     if (code == NULL || PyList_Append(tx->resume_codes, code) < 0 ||
-        emit_resume_function(tx, fs, cg, code, target) < 0) {
+        share_frame_state(tx, fs, code) < 0 || emit_resume_function(tx, fs, cg, code, target) < 0) {
         goto done;
     }
     /* parameters: the live locals, then the stack values (resume.h) */

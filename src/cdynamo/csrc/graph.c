@@ -59,39 +59,44 @@ cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
     if (source == NULL) {
         return cdyn_tx_unsupported(tx, "a tensor with no source (cannot be a graph input)");
     }
-    if (cdyn_guards_add_tensor(tx->guards, source, obj) < 0) {
-        goto done;
-    }
     key = PyLong_FromVoidPtr(obj);
     if (key == NULL) {
         goto done;
     }
     alias = PyDict_GetItemWithError(tx->by_id, key);
     if (alias != NULL) {
-        /* the same tensor under another name shares the placeholder, while it stays the same */
-        if (V(alias)->source != NULL &&
+        /* the same tensor under another name shares the placeholder: guarded to be the
+           same object again (its TENSOR_MATCH is the other name's) */
+        if (V(alias)->source == NULL ||
             cdyn_guards_add_same(tx->guards, source, V(alias)->source) < 0) {
+            if (!PyErr_Occurred()) {
+                st = cdyn_tx_unsupported(tx, "an aliased tensor input without a source");
+            }
             goto done;
         }
         *out = Py_NewRef(alias);
         st = TR_OK;
         goto done;
     }
-    if (PyErr_Occurred()) {
+    if (PyErr_Occurred() || cdyn_guards_add_tensor(tx->guards, source, obj) < 0) {
         goto done;
     }
-    fake = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_fake_from_tensor, tx->fake_mode, obj,
-                                      NULL);
-    if (fake == NULL) {
-        st = cdyn_tx_unsupported(tx, "cannot make a fake tensor for %U", cdyn_source_repr(source));
+    /* static or symbolic sizes: automatic dynamic shapes, dynamic=, mark_dynamic */
+    st = cdyn_sym_tensor_input(tx, obj, source, &fake);
+    if (st != TR_OK) {
         goto done;
     }
+    st = TR_ERROR;
     name = cdyn_sanitized_name(source);
     if (name == NULL) {
         goto done;
     }
     node = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_placeholder, tx->graph, name, NULL);
     if (node == NULL || set_example(tx, node, fake) < 0) {
+        goto done;
+    }
+    /* placeholders for its new symbols come first (graph inputs, as torch._dynamo) */
+    if (cdyn_sym_lift(tx, node, fake, source) != TR_OK) {
         goto done;
     }
     *out = cdyn_value_tensor(fake, node, source);
@@ -163,6 +168,20 @@ wrap_element(cdyn_tx *tx, PyObject *elem, PyObject *node, Py_ssize_t i, PyObject
     PyObject *idx = NULL, *args = NULL, *sub = NULL;
     tr_status st = TR_ERROR;
     if (!cdyn_is_tensor(elem)) {
+        if (cdyn_is_symbolic(elem)) {
+            idx = PyLong_FromSsize_t(i);
+            args = idx ? PyTuple_Pack(2, node, idx) : NULL;
+            sub = args ? PyObject_CallMethod(tx->graph, "call_function", "OO", cdyn_G.getitem_fn,
+                                             args) : NULL;
+            if (sub != NULL && set_example(tx, sub, elem) == 0) {
+                Py_XSETREF(tx->last_node, Py_NewRef(sub));
+                st = cdyn_sym_value(tx, elem, sub, NULL, out);
+            }
+            Py_XDECREF(idx);
+            Py_XDECREF(args);
+            Py_XDECREF(sub);
+            return st;
+        }
         if (elem == Py_None || cdyn_is_constant(elem)) {
             *out = cdyn_value_const(elem);
             return *out ? TR_OK : TR_ERROR;
@@ -202,6 +221,9 @@ wrap_result(cdyn_tx *tx, PyObject *res, PyObject *node, PyObject *const *args,
         }
         *out = cdyn_value_tensor(res, node, NULL);
         return *out ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_is_symbolic(res)) {   /* a SymInt / SymFloat (numel(), item() captured, ...) */
+        return cdyn_sym_value(tx, res, node, NULL, out);
     }
     if (res == Py_None || cdyn_is_constant(res)) {
         *out = cdyn_value_const(res);
@@ -329,7 +351,7 @@ cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *modu
         goto done;
     }
     if (target != cdyn_G.set_grad_enabled && !holds_tensor(res) && !holds_tensor(fargs) &&
-        !holds_tensor(fkw)) {
+        !holds_tensor(fkw) && !cdyn_is_symbolic(res)) {
         /* not a tensor operation: never a graph node (it runs in Python) */
         st = cdyn_tx_unsupported(tx, "call to %R has no tensor argument or result", target);
         goto done;

@@ -28,13 +28,14 @@ typedef enum {
     G_LEN,
     G_HASATTR,
     G_CALL,
+    G_SHAPE,
     G_SAME,
     G_KEYS,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SAME_OBJECT", "DICT_KEYS",
+    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SHAPE_GUARD", "SAME_OBJECT", "DICT_KEYS",
 };
 
 typedef struct {
@@ -55,18 +56,35 @@ typedef struct {
     int ndim;
     int64_t *sizes;        /* PyMem, ndim entries each (one block: sizes then strides) */
     int64_t *strides;
+    int marked;            /* the tensor had dimension markings (mark_dynamic, ...) */
+    /* dynamic shapes (cdyn_guards_tensor_dynamic / bind_slot / add_shape) */
+    unsigned char *dyn;    /* TENSOR: PyMem, 2*ndim: size then stride dims not compared */
+    int *slot_of;          /* TENSOR: PyMem, 2*ndim+1: slot receiving size i, stride i,
+                              the storage offset (-1: none) */
+    int slot;              /* TYPE_MATCH of an int input: slot receiving it (-1: none) */
+    int64_t *prog;         /* SHAPE: PyMem program words (NULL: value is a Python callable
+                              called with the slot values) */
+    Py_ssize_t prog_len;
+    PyObject *text;        /* strong; SHAPE: the relation, over source names */
 } guard;
 
 struct cdyn_guards {
     guard *items;          /* PyMem */
     Py_ssize_t len, cap;
+    int nslots;            /* slots the SHAPE guards read (filled in check order) */
+    PyObject *slot_names;  /* strong tuple of str (slot -> source name), or NULL */
     Py_ssize_t refs;       /* the owner's reference plus one per check running on the set */
 };
+
+/* Most slots a guard set may use (the checker keeps them on the C stack). */
+#define MAX_SLOTS 256
 
 /* Resolved once by cdyn_guards_init (strong references kept for the process lifetime). */
 static PyTypeObject *tensor_base_type;      /* torch._C.TensorBase */
 static PyGetSetDef *gs_dtype, *gs_device, *gs_requires_grad, *gs_shape, *gs_is_cpu;
 static PyObject *m_stride, *m_is_contiguous; /* method descriptors */
+static PyObject *m_storage_offset;            /* method descriptor */
+static PyObject *str_dim_marking;             /* "_has_dynamo_dim_marking" */
 static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
 static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enabled */
 
@@ -97,8 +115,15 @@ guard_clear(guard *gd)
     Py_CLEAR(gd->expected);
     Py_CLEAR(gd->dtype);
     Py_CLEAR(gd->device);
+    Py_CLEAR(gd->text);
     PyMem_Free(gd->sizes);
     gd->sizes = gd->strides = NULL;
+    PyMem_Free(gd->dyn);
+    gd->dyn = NULL;
+    PyMem_Free(gd->slot_of);
+    gd->slot_of = NULL;
+    PyMem_Free(gd->prog);
+    gd->prog = NULL;
 }
 
 void
@@ -115,6 +140,7 @@ cdyn_guards_free(cdyn_guards *g)
         guard_clear(&g->items[i]);
     }
     PyMem_Free(g->items);
+    Py_XDECREF(g->slot_names);
     PyMem_Free(g);
     cdyn_live.guard_sets--;
 }
@@ -158,6 +184,7 @@ guards_append(cdyn_guards *g, guard_kind kind, PyObject *source)
     }
     guard *gd = &g->items[g->len++];
     memset(gd, 0, sizeof(*gd));
+    gd->slot = -1;
     gd->kind = kind;
     gd->source = Py_XNewRef(source);
     return gd;
@@ -186,6 +213,25 @@ static inline PyObject *
 call_method0(PyObject *meth, PyObject *obj)
 {
     return PyObject_Vectorcall(meth, &obj, 1, NULL);
+}
+
+/* 1 when the tensor carries dimension markings (torch._dynamo.mark_dynamic /
+ * maybe_mark_dynamic / mark_static and cdynamo's set `_has_dynamo_dim_marking` on it), 0
+ * when not; never fails (a tensor without an instance dict has none). */
+static int
+tensor_marked(PyObject *t)
+{
+    PyObject **dictptr = Py_TYPE(t)->tp_dictoffset != 0 ? _PyObject_GetDictPtr(t) : NULL;
+    PyObject *d = dictptr ? *dictptr : NULL;
+    if (d == NULL || !PyDict_Check(d) || PyDict_GET_SIZE(d) == 0) {
+        return 0;
+    }
+    PyObject *m = PyDict_GetItemWithError(d, str_dim_marking);
+    if (m == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
 }
 
 /* Read an int sequence (torch.Size or tuple of int) into out[0..n); 0 or -1. */
@@ -244,6 +290,7 @@ cdyn_guards_add_tensor(cdyn_guards *g, PyObject *source, PyObject *tensor)
     gd->value = Py_NewRef((PyObject *)Py_TYPE(tensor));
     gd->flag = rg == Py_True;
     gd->ndim = ndim;
+    gd->marked = tensor_marked(tensor);
     gd->sizes = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * ndim + 1));
     if (gd->sizes == NULL) {
         PyErr_NoMemory();
@@ -487,6 +534,126 @@ cdyn_guards_global_state(void)
     return global_state();
 }
 
+/* The guard of `kind` on `source`, or NULL. */
+static guard *
+find_guard(cdyn_guards *g, guard_kind kind, PyObject *source)
+{
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        guard *gd = &g->items[i];
+        if (gd->kind == kind && gd->source != NULL && cdyn_source_equal(gd->source, source)) {
+            return gd;
+        }
+    }
+    return NULL;
+}
+
+int
+cdyn_guards_tensor_dynamic(cdyn_guards *g, PyObject *source, PyObject *size_mask,
+                           PyObject *stride_mask)
+{
+    guard *gd = find_guard(g, G_TENSOR, source);
+    if (gd == NULL) {
+        PyErr_Format(PyExc_SystemError, "cdynamo: no TENSOR_MATCH on %R", source);
+        return -1;
+    }
+    if (!PyBytes_Check(size_mask) || !PyBytes_Check(stride_mask) ||
+        PyBytes_GET_SIZE(size_mask) != gd->ndim || PyBytes_GET_SIZE(stride_mask) != gd->ndim) {
+        PyErr_SetString(PyExc_TypeError, "TENSOR_MATCH dynamic dims: bad masks");
+        return -1;
+    }
+    if (gd->dyn == NULL && (gd->dyn = PyMem_Calloc(2 * (size_t)gd->ndim + 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < gd->ndim; i++) {
+        gd->dyn[i] |= (unsigned char)(PyBytes_AS_STRING(size_mask)[i] != 0);
+        gd->dyn[gd->ndim + i] |= (unsigned char)(PyBytes_AS_STRING(stride_mask)[i] != 0);
+    }
+    gd->use_contiguous = 0;   /* dims are compared one by one */
+    return 0;
+}
+
+int
+cdyn_guards_bind_slot(cdyn_guards *g, PyObject *source, int prop, int dim, int slot)
+{
+    guard *gd = find_guard(g, prop == CDYN_SLOT_INT ? G_TYPE : G_TENSOR, source);
+    int at;
+    if (gd == NULL || slot < 0 || slot >= MAX_SLOTS) {
+        PyErr_Format(PyExc_SystemError, "cdynamo: no guard to read slot %d from %R", slot,
+                     source);
+        return -1;
+    }
+    if (slot >= g->nslots) {
+        g->nslots = slot + 1;
+    }
+    if (prop == CDYN_SLOT_INT) {
+        gd->slot = slot;
+        return 0;
+    }
+    at = prop == CDYN_SLOT_SIZE ? dim : prop == CDYN_SLOT_STRIDE ? gd->ndim + dim : 2 * gd->ndim;
+    if (at < 0 || at > 2 * gd->ndim || (prop != CDYN_SLOT_OFFSET && dim >= gd->ndim)) {
+        PyErr_Format(PyExc_SystemError, "cdynamo: bad slot dim %d of %R", dim, source);
+        return -1;
+    }
+    if (gd->slot_of == NULL) {
+        gd->slot_of = PyMem_Malloc(sizeof(int) * (2 * (size_t)gd->ndim + 1));
+        if (gd->slot_of == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int i = 0; i <= 2 * gd->ndim; i++) {
+            gd->slot_of[i] = -1;
+        }
+    }
+    gd->slot_of[at] = slot;
+    gd->use_contiguous = 0;
+    return 0;
+}
+
+int
+cdyn_guards_add_shape(cdyn_guards *g, PyObject *code, PyObject *fallback, PyObject *text,
+                      PyObject *reads, PyObject *slot_names)
+{
+    guard *gd;
+    Py_ssize_t n = code != Py_None ? PyTuple_Size(code) : 0;
+    if (n < 0 || !PyUnicode_Check(text) || !PyTuple_Check(reads) || !PyTuple_Check(slot_names) ||
+        (code == Py_None && !PyCallable_Check(fallback))) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "SHAPE_GUARD: bad arguments");
+        }
+        return -1;
+    }
+    gd = guards_append(g, G_SHAPE, NULL);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->text = Py_NewRef(text);
+    gd->args = Py_NewRef(reads);
+    Py_XSETREF(g->slot_names, Py_NewRef(slot_names));
+    if (code == Py_None) {
+        gd->value = Py_NewRef(fallback);
+        return 0;
+    }
+    gd->prog = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+    if (gd->prog == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long w = PyLong_AsLongLong(PyTuple_GET_ITEM(code, i));
+        if (w == -1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        gd->prog[i] = (int64_t)w;
+    }
+    gd->prog_len = n;
+    return 0;
+fail:
+    guard_clear(gd);
+    g->len--;
+    return -1;
+}
+
 /* ---- checking ---------------------------------------------------------------------- */
 
 /* Failure details filled by the checkers when `why` is non-NULL (slow path only):
@@ -508,10 +675,12 @@ fail_with(why_t why, const char *fmt, ...)
     return *why == NULL ? -1 : 0;
 }
 
-/* Element-wise check of a tuple of ints against expected[0..n). 1 equal, 0 differ
- * (with *why), -1 error. `what` is "size" or "stride". */
+/* Element-wise check of a tuple of ints against expected[0..n): dims with dyn[i] set are
+ * not compared; dims with slot_of[i] >= 0 are stored into slots. 1 equal, 0 differ (with
+ * *why), -1 error. `what` is "size" or "stride". dyn, slot_of may be NULL. */
 static int
-check_int64s(PyObject *tup, const int64_t *expected, int n, const char *what, why_t why)
+check_dims(PyObject *tup, const int64_t *expected, int n, const char *what, why_t why,
+           const unsigned char *dyn, const int *slot_of, int64_t *slots)
 {
     if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != n) {
         return fail_with(why, "%s length mismatch", what);
@@ -522,6 +691,12 @@ check_int64s(PyObject *tup, const int64_t *expected, int n, const char *what, wh
         if (v == -1 && PyErr_Occurred()) {
             return -1;
         }
+        if (slot_of != NULL && slot_of[i] >= 0) {
+            slots[slot_of[i]] = (int64_t)v;
+        }
+        if (dyn != NULL && dyn[i]) {
+            continue;
+        }
         if ((int64_t)v != expected[i]) {
             return fail_with(why, "%s mismatch at index %d. expected %lld, actual %lld", what, i,
                              (long long)expected[i], v);
@@ -530,15 +705,19 @@ check_int64s(PyObject *tup, const int64_t *expected, int n, const char *what, wh
     return 1;
 }
 
-/* TENSOR_MATCH on v (borrowed). 1 pass, 0 fail, -1 error. */
+/* TENSOR_MATCH on v (borrowed); symbolic dims are stored into slots instead of compared.
+ * 1 pass, 0 fail, -1 error. */
 static int
-check_tensor(const guard *gd, PyObject *v, why_t why)
+check_tensor(const guard *gd, PyObject *v, why_t why, int64_t *slots)
 {
     PyObject *tmp = NULL;
-    int rc = -1;
+    int rc = -1, nd = gd->ndim;
     if ((PyObject *)Py_TYPE(v) != gd->value) {
         return fail_with(why, "type %s != %s", ((PyTypeObject *)gd->value)->tp_name,
                          Py_TYPE(v)->tp_name);
+    }
+    if (!gd->marked && tensor_marked(v)) {
+        return fail_with(why, "dimension markings added (mark_dynamic / mark_static)");
     }
     /* dtype: a singleton per scalar type. */
     tmp = get_attr(gs_dtype, v);
@@ -590,12 +769,12 @@ check_tensor(const guard *gd, PyObject *v, why_t why)
     if (tmp == NULL) {
         return -1;
     }
-    if (!PyTuple_Check(tmp) || PyTuple_GET_SIZE(tmp) != gd->ndim) {
-        rc = fail_with(why, "ndim mismatch. expected %d, actual %zd", gd->ndim,
+    if (!PyTuple_Check(tmp) || PyTuple_GET_SIZE(tmp) != nd) {
+        rc = fail_with(why, "ndim mismatch. expected %d, actual %zd", nd,
                        PyTuple_Check(tmp) ? PyTuple_GET_SIZE(tmp) : (Py_ssize_t)-1);
         goto done;
     }
-    rc = check_int64s(tmp, gd->sizes, gd->ndim, "size", why);
+    rc = check_dims(tmp, gd->sizes, nd, "size", why, gd->dyn, gd->slot_of, slots);
     if (rc != 1) {
         goto done;
     }
@@ -613,10 +792,211 @@ check_tensor(const guard *gd, PyObject *v, why_t why)
     if (tmp == NULL) {
         return -1;
     }
-    rc = check_int64s(tmp, gd->strides, gd->ndim, "stride", why);
+    rc = check_dims(tmp, gd->strides, nd, "stride", why, gd->dyn ? gd->dyn + nd : NULL,
+                    gd->slot_of ? gd->slot_of + nd : NULL, slots);
+    if (rc == 1 && gd->slot_of != NULL && gd->slot_of[2 * nd] >= 0) {
+        long long off;
+        Py_CLEAR(tmp);
+        tmp = call_method0(m_storage_offset, v);
+        if (tmp == NULL) {
+            return -1;
+        }
+        off = PyLong_AsLongLong(tmp);
+        if (off == -1 && PyErr_Occurred()) {
+            rc = -1;
+            goto done;
+        }
+        slots[gd->slot_of[2 * nd]] = (int64_t)off;
+    }
 done:
     Py_XDECREF(tmp);
     return rc;
+}
+
+/* ---- SHAPE_GUARD programs ------------------------------------------------------------ */
+
+/* Opcodes of a shape guard program (cdynamo/_shapes.py emits them; keep in sync). */
+enum {
+    SP_CONST, SP_SLOT, SP_ADD, SP_SUB, SP_MUL, SP_FLOORDIV, SP_MOD, SP_POW, SP_NEG,
+    SP_EQ, SP_NE, SP_LT, SP_LE, SP_GT, SP_GE, SP_NOT, SP_MIN, SP_MAX, SP_ABS,
+    SP_JUMP_IF_FALSE_OR_POP, SP_JUMP_IF_TRUE_OR_POP, SP_AND, SP_OR,
+};
+#define SP_STACK 32
+
+/* Python's floor division and modulo on int64; 0, or -1 on division by zero/overflow. */
+static int
+floor_divmod(int64_t a, int64_t b, int64_t *q, int64_t *r)
+{
+    if (b == 0 || (a == INT64_MIN && b == -1)) {
+        return -1;
+    }
+    int64_t qq = a / b, rr = a % b;
+    if (rr != 0 && ((rr < 0) != (b < 0))) {
+        qq -= 1;
+        rr += b;
+    }
+    *q = qq;
+    *r = rr;
+    return 0;
+}
+
+/* a ** b for b >= 0 without overflow; 0 or -1. */
+static int
+int_pow(int64_t a, int64_t b, int64_t *out)
+{
+    int64_t r = 1;
+    if (b < 0) {
+        return -1;
+    }
+    while (b-- > 0) {
+        if (__builtin_mul_overflow(r, a, &r)) {
+            return -1;
+        }
+    }
+    *out = r;
+    return 0;
+}
+
+/* Evaluate a program over the slots: 1 true, 0 false, -1 when it cannot be evaluated in
+ * int64 (division by zero, overflow: treated as a failed guard by the caller). */
+static int
+eval_program(const int64_t *code, Py_ssize_t n, const int64_t *slots, int nslots)
+{
+    int64_t st[SP_STACK];
+    int sp = 0;
+    Py_ssize_t pc = 0;
+    while (pc < n) {
+        int64_t op = code[pc++], a, b, q, r;
+        if (op == SP_CONST || op == SP_SLOT) {
+            if (pc >= n || sp >= SP_STACK) {
+                return -1;
+            }
+            int64_t arg = code[pc++];
+            if (op == SP_SLOT && (arg < 0 || arg >= nslots)) {
+                return -1;
+            }
+            st[sp++] = op == SP_CONST ? arg : slots[arg];
+            continue;
+        }
+        if (op == SP_JUMP_IF_FALSE_OR_POP || op == SP_JUMP_IF_TRUE_OR_POP) {
+            if (pc >= n || sp < 1) {
+                return -1;
+            }
+            int64_t target = code[pc++];
+            if ((st[sp - 1] != 0) == (op == SP_JUMP_IF_TRUE_OR_POP)) {
+                if (target < pc || target > n) {
+                    return -1;
+                }
+                pc = (Py_ssize_t)target;
+            }
+            else {
+                sp--;
+            }
+            continue;
+        }
+        if (op == SP_NEG || op == SP_NOT || op == SP_ABS) {
+            if (sp < 1) {
+                return -1;
+            }
+            a = st[sp - 1];
+            if ((op == SP_NEG || op == SP_ABS) && a == INT64_MIN) {
+                return -1;
+            }
+            st[sp - 1] = op == SP_NEG ? -a : op == SP_NOT ? (a == 0) : (a < 0 ? -a : a);
+            continue;
+        }
+        if (sp < 2) {
+            return -1;
+        }
+        b = st[--sp];
+        a = st[sp - 1];
+        switch (op) {
+        case SP_ADD: if (__builtin_add_overflow(a, b, &r)) return -1; break;
+        case SP_SUB: if (__builtin_sub_overflow(a, b, &r)) return -1; break;
+        case SP_MUL: if (__builtin_mul_overflow(a, b, &r)) return -1; break;
+        case SP_FLOORDIV: if (floor_divmod(a, b, &q, &r) < 0) return -1; r = q; break;
+        case SP_MOD: if (floor_divmod(a, b, &q, &r) < 0) return -1; break;
+        case SP_POW: if (int_pow(a, b, &r) < 0) return -1; break;
+        case SP_EQ: r = a == b; break;
+        case SP_NE: r = a != b; break;
+        case SP_LT: r = a < b; break;
+        case SP_LE: r = a <= b; break;
+        case SP_GT: r = a > b; break;
+        case SP_GE: r = a >= b; break;
+        case SP_MIN: r = a < b ? a : b; break;
+        case SP_MAX: r = a > b ? a : b; break;
+        case SP_AND: r = a & b; break;
+        case SP_OR: r = a | b; break;
+        default: return -1;
+        }
+        st[sp - 1] = r;
+    }
+    return sp == 1 ? st[0] != 0 : -1;
+}
+
+/* New str "name = value, ..." of the slots a SHAPE guard reads, for messages. */
+static PyObject *
+shape_values(const cdyn_guards *g, const guard *gd, const int64_t *slots)
+{
+    PyObject *parts = PyList_New(0), *sep = NULL, *res = NULL;
+    for (Py_ssize_t i = 0; parts != NULL && i < PyTuple_GET_SIZE(gd->args); i++) {
+        long k = PyLong_AsLong(PyTuple_GET_ITEM(gd->args, i));
+        PyObject *name = (g->slot_names != NULL && k >= 0 && k < PyTuple_GET_SIZE(g->slot_names))
+                             ? PyTuple_GET_ITEM(g->slot_names, k) : Py_None;
+        PyObject *p = PyUnicode_FromFormat("%S = %lld", name, (long long)slots[k]);
+        if (p == NULL || PyList_Append(parts, p) < 0) {
+            Py_XDECREF(p);
+            Py_CLEAR(parts);
+            break;
+        }
+        Py_DECREF(p);
+    }
+    sep = parts ? PyUnicode_FromString(", ") : NULL;
+    res = sep ? PyUnicode_Join(sep, parts) : NULL;
+    Py_XDECREF(sep);
+    Py_XDECREF(parts);
+    return res;
+}
+
+/* SHAPE_GUARD: the relation over the slots filled by earlier guards. 1 / 0 / -1. */
+static int
+check_shape(const cdyn_guards *g, const guard *gd, why_t why, const int64_t *slots)
+{
+    int r;
+    if (gd->prog != NULL) {
+        r = eval_program(gd->prog, gd->prog_len, slots, g->nslots);
+        r = r < 0 ? 0 : r;
+    }
+    else {
+        PyObject *args = PyTuple_New(g->nslots), *res = NULL;
+        for (int k = 0; args != NULL && k < g->nslots; k++) {
+            PyObject *iv = PyLong_FromLongLong((long long)slots[k]);
+            if (iv == NULL) {
+                Py_CLEAR(args);
+                break;
+            }
+            PyTuple_SET_ITEM(args, k, iv);
+        }
+        res = args ? PyObject_Call(gd->value, args, NULL) : NULL;
+        Py_XDECREF(args);
+        if (res == NULL) {
+            return -1;
+        }
+        r = PyObject_IsTrue(res);
+        Py_DECREF(res);
+        if (r < 0) {
+            return -1;
+        }
+    }
+    if (r == 0 && why != NULL) {
+        PyObject *vals = shape_values(g, gd, slots);
+        if (vals == NULL) {
+            return -1;
+        }
+        r = fail_with(why, "%U failed (%U)", gd->text, vals);
+        Py_DECREF(vals);
+    }
+    return r;
 }
 
 /* Exact-type equality: same type at every level of nested tuples, then ==.
@@ -760,15 +1140,20 @@ check_global(const guard *gd, why_t why)
     return eq;
 }
 
-/* Check one guard. 1 pass, 0 fail (with *why when asked), -1 internal error. */
+/* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
+ * the values TENSOR_MATCH / TYPE_MATCH store for the SHAPE guards that follow them. */
 static int
-check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
-          PyObject *globals, PyObject *builtins, why_t why, cdyn_source_memo *memo)
+check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
+          PyFunctionObject *func, PyObject *globals, PyObject *builtins, why_t why,
+          cdyn_source_memo *memo, int64_t *slots)
 {
     PyObject *v = NULL, *owned = NULL;
     int rc = -1;
     if (gd->kind == G_GRAD_MODE || gd->kind == G_CALL) {
         return check_global(gd, why);
+    }
+    if (gd->kind == G_SHAPE) {
+        return check_shape(g, gd, why, slots);
     }
     cdyn_source *src = (cdyn_source *)gd->source;
     if (gd->kind == G_HASATTR) {
@@ -802,7 +1187,7 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
     }
     switch (gd->kind) {
     case G_TENSOR:
-        rc = check_tensor(gd, v, why);
+        rc = check_tensor(gd, v, why, slots);
         break;
     case G_EQUALS:
         rc = equals_exact(v, gd->value);
@@ -815,6 +1200,19 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         if (rc == 0) {
             rc = fail_with(why, "expected type %s, actual %s",
                            ((PyTypeObject *)gd->value)->tp_name, Py_TYPE(v)->tp_name);
+        }
+        else if (gd->slot >= 0) {   /* an int input read by SHAPE guards */
+            int overflow = 0;
+            long long iv = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (iv == -1 && PyErr_Occurred()) {
+                rc = -1;
+            }
+            else if (overflow) {
+                rc = fail_with(why, "int does not fit in 64 bits");
+            }
+            else {
+                slots[gd->slot] = (int64_t)iv;
+            }
         }
         break;
     case G_ID:
@@ -879,6 +1277,7 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         break;
     case G_GRAD_MODE:
     case G_CALL:
+    case G_SHAPE:
         break;
     }
     Py_XDECREF(owned);
@@ -890,11 +1289,12 @@ cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject 
                   PyObject *globals, PyObject *builtins)
 {
     cdyn_source_memo memo;
+    int64_t slots[MAX_SLOTS];
     int r = 1;
     memo.n = 0;
     g->refs++;    /* Python code run by a guard may free the owner (a reset) */
     for (Py_ssize_t i = 0; i < g->len && r == 1; i++) {
-        r = check_one(&g->items[i], localsplus, func, globals, builtins, NULL, &memo);
+        r = check_one(g, &g->items[i], localsplus, func, globals, builtins, NULL, &memo, slots);
     }
     cdyn_source_memo_clear(&memo);
     cdyn_guards_free(g);
@@ -917,10 +1317,11 @@ cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
                           PyFunctionObject *func, PyObject *globals, PyObject *builtins)
 {
     PyObject *why = NULL, *name = NULL, *res = NULL;
+    int64_t slots[MAX_SLOTS];
     g->refs++;    /* as in cdyn_guards_check */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         const guard *gd = &g->items[i];
-        int r = check_one(gd, localsplus, func, globals, builtins, &why, NULL);
+        int r = check_one(g, gd, localsplus, func, globals, builtins, &why, NULL, slots);
         if (r < 0) {
             goto done;
         }
@@ -945,6 +1346,31 @@ done:
 
 /* ---- describe ---------------------------------------------------------------------- */
 
+/* New str "size=[None, 3], stride=[3, 1]" of a TENSOR_MATCH with symbolic dims (None: not
+ * compared, as torch._dynamo prints them). */
+static PyObject *
+tensor_dims_text(const guard *gd)
+{
+    PyObject *res = PyUnicode_FromString("size=["), *part = NULL;
+    for (int w = 0; res != NULL && w < 2; w++) {
+        for (int i = 0; res != NULL && i < gd->ndim; i++) {
+            int dyn = gd->dyn[w * gd->ndim + i];
+            int64_t v = w == 0 ? gd->sizes[i] : gd->strides[i];
+            part = dyn ? PyUnicode_FromFormat("%sNone", i ? ", " : "")
+                       : PyUnicode_FromFormat("%s%lld", i ? ", " : "", (long long)v);
+            if (part == NULL) {
+                Py_CLEAR(res);
+                break;
+            }
+            PyUnicode_AppendAndDel(&res, part);
+        }
+        if (res != NULL) {
+            PyUnicode_AppendAndDel(&res, PyUnicode_FromString(w == 0 ? "], stride=[" : "]"));
+        }
+    }
+    return res;
+}
+
 /* New str for one guard in the seeds' form (see guards.h). */
 static PyObject *
 guard_describe(const guard *gd)
@@ -958,6 +1384,9 @@ guard_describe(const guard *gd)
     if (gd->kind == G_CALL) {
         return PyUnicode_FromFormat("GLOBAL_STATE %R%R == %R", gd->value, gd->args, gd->expected);
     }
+    if (gd->kind == G_SHAPE) {
+        return PyUnicode_FromFormat("SHAPE_GUARD: %U", gd->text);
+    }
     cdyn_source *src = (cdyn_source *)gd->source;
     if (src->kind == CDYN_SRC_LOCAL) {
         head = PyUnicode_FromFormat("local %R %s", src->name, kind);
@@ -970,6 +1399,13 @@ guard_describe(const guard *gd)
     }
     if (head != NULL && gd->kind == G_HASATTR) {
         res = PyUnicode_FromFormat("%U %s", head, gd->flag ? "present" : "absent");
+        Py_DECREF(head);
+        return res;
+    }
+    if (head != NULL && gd->kind == G_TENSOR && gd->dyn != NULL) {
+        PyObject *dims = tensor_dims_text(gd);
+        res = dims ? PyUnicode_FromFormat("%U %U", head, dims) : NULL;
+        Py_XDECREF(dims);
         Py_DECREF(head);
         return res;
     }
@@ -1067,7 +1503,11 @@ cdyn_guards_init(void)
         goto done;
     }
     if ((m_stride = find_method("stride")) == NULL ||
-        (m_is_contiguous = find_method("is_contiguous")) == NULL) {
+        (m_is_contiguous = find_method("is_contiguous")) == NULL ||
+        (m_storage_offset = find_method("storage_offset")) == NULL) {
+        goto done;
+    }
+    if ((str_dim_marking = PyUnicode_InternFromString("_has_dynamo_dim_marking")) == NULL) {
         goto done;
     }
     fn_is_grad_enabled = PyObject_GetAttrString(torch_c, "is_grad_enabled");

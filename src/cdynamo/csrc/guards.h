@@ -11,9 +11,17 @@
  *   GRAD_MODE      torch.is_grad_enabled() and whether any autocast is on, as at trace time
  *   GLOBAL_STATE   a torch state function called with constants gives what it gave
  *   HASATTR        whether an object has an attribute (hasattr / getattr with a default)
- *   SAME_OBJECT    two sources denote the same object (an aliased input)
+ *   SHAPE_GUARD    a relation between sizes, strides and int inputs produced by torch's
+ *                  ShapeEnv (dynamic shapes), evaluated as a small int64 program
+ *   SAME_OBJECT    two sources denote the same object (an aliased input, a tensor passed
+ *                  twice)
  *   DICT_KEYS      the keys of a dict / items of a set, in iteration order
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
+ *
+ * Dynamic shapes: a TENSOR_MATCH may leave some dims uncompared (symbolic) and store them,
+ * with chosen strides / the storage offset, into numbered slots while it checks; a
+ * TYPE_MATCH on an int input may store the int. SHAPE_GUARDs, added after them, read only
+ * the slots: no Python call on the check path (see cdynamo/_shapes.py for the programs).
  */
 #ifndef CDYN_GUARDS_H
 #define CDYN_GUARDS_H
@@ -59,6 +67,23 @@ int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);
 /* HASATTR: hasattr(<base of attr_source>, <its name>) == present; attr_source an ATTR
  * source (printed as "<source> HASATTR present|absent"). */
 int cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present);
+
+/* Slot properties (cdynamo/_shapes.py uses the same numbers). */
+enum { CDYN_SLOT_SIZE = 0, CDYN_SLOT_STRIDE = 1, CDYN_SLOT_OFFSET = 2, CDYN_SLOT_INT = 3 };
+
+/* The TENSOR_MATCH on source stops comparing the dims whose byte is nonzero in size_mask /
+ * stride_mask (bytes of ndim each). 0 / -1 (SystemError when there is no TENSOR_MATCH). */
+int cdyn_guards_tensor_dynamic(cdyn_guards *g, PyObject *source, PyObject *size_mask,
+                               PyObject *stride_mask);
+/* The guard on source (TENSOR_MATCH for CDYN_SLOT_SIZE/STRIDE/OFFSET with dim, TYPE_MATCH
+ * for CDYN_SLOT_INT) stores that value into slot while checking. 0 / -1. */
+int cdyn_guards_bind_slot(cdyn_guards *g, PyObject *source, int prop, int dim, int slot);
+/* SHAPE_GUARD: code a tuple of int program words (or None: fallback, a callable taking
+ * every slot value, is called instead); text the relation over source names; reads a
+ * tuple of the slots it reads; slot_names a tuple naming every slot (messages). All
+ * borrowed. 0 / -1. */
+int cdyn_guards_add_shape(cdyn_guards *g, PyObject *code, PyObject *fallback, PyObject *text,
+                          PyObject *reads, PyObject *slot_names);
 
 /* Check every guard against a frame about to run (arguments borrowed, see
  * cdyn_source_eval). Returns 1 when all pass, 0 when one fails, -1 with an exception

@@ -358,6 +358,24 @@ recent_failure(cdyn_extra *x, struct _PyInterpreterFrame *f)
     return r;
 }
 
+/* A recompile of code because of reason (str): one INFO line on the "cdynamo" logger
+ * naming the guard that failed with its old and new values, and a record for
+ * cdynamo.explain(). Never fails. */
+static void
+note_recompile(PyCodeObject *code, PyObject *reason)
+{
+    PyObject *glue = NULL, *r = NULL;
+    cdyn_log(20, "recompiling %U (%U:%d): %U", code->co_qualname, code->co_filename,
+             code->co_firstlineno, reason);
+    glue = PyImport_ImportModule("cdynamo._glue");
+    r = glue ? PyObject_CallMethod(glue, "record_recompile", "OOiO", code->co_qualname,
+                                   code->co_filename, code->co_firstlineno, reason)
+             : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(glue);
+    PyErr_Clear();
+}
+
 /* An entry of x that another thread inserted while this one translated the same code (the
  * translator runs Python code, where threads switch) and whose guards pass for f; NULL when
  * none does. When the walk saw the cache change (cdyn_cache_generation), *px is refetched
@@ -425,8 +443,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
     if (x->nentries > 0) {
         reason = recent_failure(x, f);
         if (reason != NULL) {
-            cdyn_log(10, "recompiling %U %U:%d because %U", code->co_name, code->co_filename,
-                     code->co_firstlineno, reason);
+            note_recompile(code, reason);
         }
         PyErr_Clear();
     }
@@ -478,6 +495,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
     if (e == NULL) {
         goto done;
     }
+    e->reason = Py_XNewRef(reason);   /* the guard failure that made this entry */
     res = run_entry(f, e);
 done:
     cdyn_guards_free(out.guards);

@@ -2,7 +2,7 @@
  *
  * Python API of the runtime:
  *   wrap(fn, options) -> CompiledFunction     disable(fn) -> DisabledFunction
- *   reset()                                   cache_entries(code) -> [(guards, code)]
+ *   reset()                                   cache_entries(code) -> [(guards, code, reason)]
  *   set_cache_size_limit(n), get_cache_size_limit()
  *   set_trace_rules(files, modules, lookup)   mark_force_compile(code)
  *   trace_rule(obj[, globals]) -> (rule, value)  frame_decision(code) -> (rule, skip) | None
@@ -51,7 +51,8 @@ mod_reset(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* cache_entries(code): list of (guard descriptions, transformed code), most recent first. */
+/* cache_entries(code): list of (guard descriptions, transformed code, recompile reason or
+ * None), most recent first. */
 static PyObject *
 mod_cache_entries(PyObject *Py_UNUSED(m), PyObject *code)
 {
@@ -235,7 +236,8 @@ static PyMethodDef runtime_methods[] = {
     {"disable", mod_disable, METH_O, "disable(fn) -> callable running fn with the hook off"},
     {"reset", mod_reset, METH_NOARGS, "drop every cache entry and skip mark"},
     {"cache_entries", mod_cache_entries, METH_O,
-     "cache_entries(code) -> [(guard descriptions, transformed code)], most recent first"},
+     "cache_entries(code) -> [(guard descriptions, transformed code, recompile reason)], most "
+     "recent first"},
     {"set_cache_size_limit", mod_set_cache_size_limit, METH_O, "set_cache_size_limit(n)"},
     {"get_cache_size_limit", mod_get_cache_size_limit, METH_NOARGS, "get_cache_size_limit()"},
     {"set_trace_rules", (PyCFunction)(void (*)(void))mod_set_trace_rules, METH_FASTCALL,

@@ -45,7 +45,9 @@ source_richcompare(PyObject *a, PyObject *b, int op)
 }
 
 static const char *const kind_names[] = {"local", "global", "closure", "attr", "item", "const",
-                                         "call", "entry"};
+                                         "call", "tprop", "entry"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == CDYN_SRC_ENTRY + 1,
+               "one name per source kind");
 
 /* source.kind: new str naming the kind. */
 static PyObject *
@@ -76,7 +78,8 @@ source_get_index(cdyn_source *self, void *Py_UNUSED(closure))
 }
 
 static PyGetSetDef source_getset[] = {
-    {"kind", (getter)source_get_kind, NULL, "local, global, closure, attr, item, const, call or entry", NULL},
+    {"kind", (getter)source_get_kind, NULL,
+     "local, global, closure, attr, item, const, call, tprop or entry", NULL},
     {"base", (getter)source_get_base, NULL, "base source (attr, item) or None", NULL},
     {"name", (getter)source_get_name, NULL, "name, item key or the constant", NULL},
     {"index", (getter)source_get_index, NULL, "slot index (local, closure) or -1", NULL},
@@ -261,6 +264,30 @@ cdyn_source_call(PyObject *fn, PyObject *base, const char *label)
     return source_make(CDYN_SRC_CALL, -1, fn, base, repr);
 }
 
+PyObject *
+cdyn_source_tprop(PyObject *base, int prop, int dim)
+{
+    static const char *const methods[3] = {"size", "stride", "storage_offset"};
+    PyObject *name = NULL, *repr = NULL, *res = NULL;
+    if (require_source(base, "cdyn_source_tprop") < 0) {
+        return NULL;
+    }
+    if (prop < 0 || prop > 2 || (prop < 2 && dim < 0)) {
+        PyErr_SetString(PyExc_ValueError, "cdyn_source_tprop: bad property");
+        return NULL;
+    }
+    name = PyUnicode_FromString(methods[prop]);
+    if (name == NULL) {
+        return NULL;
+    }
+    repr = prop == 2 ? PyUnicode_FromFormat("%U.storage_offset()", cdyn_source_repr(base))
+                     : PyUnicode_FromFormat("%U.%s()[%d]", cdyn_source_repr(base), methods[prop],
+                                            dim);
+    res = source_make(CDYN_SRC_TPROP, prop == 2 ? -1 : dim, name, base, repr);
+    Py_DECREF(name);
+    return res;
+}
+
 int
 cdyn_source_equal(PyObject *a, PyObject *b)
 {
@@ -437,6 +464,15 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
         return v;
     case CDYN_SRC_CONST:
         return Py_NewRef(s->name);
+    case CDYN_SRC_TPROP:
+        base = cdyn_source_eval(s->base, localsplus, func, globals, builtins);
+        if (base == NULL) {
+            return NULL;
+        }
+        v = s->index >= 0 ? PyObject_CallMethod(base, PyUnicode_AsUTF8(s->name), "i", s->index)
+                          : PyObject_CallMethodNoArgs(base, s->name);
+        Py_DECREF(base);
+        return v;
     case CDYN_SRC_CALL:
     case CDYN_SRC_ENTRY:
         base = cdyn_source_eval(s->base, localsplus, func, globals, builtins);

@@ -20,6 +20,8 @@ typedef enum {
                              module, for globals read by inlined functions); repr given */
     CDYN_SRC_CALL,        /* name(base): a fixed callable held in name applied to the value of
                              base (a numpy input array seen as a tensor); repr given */
+    CDYN_SRC_TPROP,       /* base.size()[index], base.stride()[index] or
+                             base.storage_offset() of a tensor; name = the method name */
     CDYN_SRC_ENTRY,       /* the index-th key (name 0) or value (name 1) of the dict base, in
                              iteration order: list(base.keys())[index] (a tensor used as a key
                              has no other path) */
@@ -52,6 +54,9 @@ PyObject *cdyn_source_const(PyObject *obj, PyObject *label);
 /* A source evaluating fn(<base>) (fn, base borrowed); label names fn in the repr:
  * label(<base repr>). */
 PyObject *cdyn_source_call(PyObject *fn, PyObject *base, const char *label);
+/* A tensor property of base: prop 0 size()[dim], 1 stride()[dim], 2 storage_offset()
+ * (the numbering of guards.h's CDYN_SLOT_*), as torch._dynamo's TensorPropertySource. */
+PyObject *cdyn_source_tprop(PyObject *base, int prop, int dim);
 
 /* Evaluate a source against a frame that is about to run (prefix not yet executed:
  * argument slots filled, cells not yet made, free vars not yet copied, so CLOSURE reads

@@ -597,6 +597,11 @@ OP(build_slice)
 {
     PyObject *objs[3] = {Py_None, Py_None, Py_None};
     int n = ins->oparg;
+    if (cdyn_any_sym(&fs->stack[fs->sp - n], n)) {   /* x[:n] with a symbolic n */
+        PyObject *r = NULL;
+        tr_status st = cdyn_sym_build_slice(tx, &fs->stack[fs->sp - n], n, &r);
+        return st == TR_OK ? replace(fs, n, r) : st;
+    }
     for (int i = 0; i < n; i++) {
         PyObject *p = fs->stack[fs->sp - n + i];
         if (V(p)->kind != VK_CONST) {
@@ -1431,6 +1436,7 @@ tx_clear(cdyn_tx *tx)
         }
         Py_CLEAR(tx->cyclic);
     }
+    cdyn_sym_clear(tx);
     if (tx->guards != NULL) {
         cdyn_guards_free(tx->guards);
         tx->guards = NULL;
@@ -1473,7 +1479,11 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
     }
     tx->graph = Py_NewRef(PyTuple_GET_ITEM(pair, 0));
     tx->fake_mode = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+    tx->shapes = Py_NewRef(PyTuple_GET_ITEM(pair, 2));
     Py_DECREF(pair);
+    if (cdyn_sym_open(tx) < 0) {
+        return -1;
+    }
     tx->root = PyDict_New();
     tx->input_sources = PyList_New(0);
     tx->input_values = PyList_New(0);
@@ -1564,7 +1574,7 @@ internal_error(cdyn_tx *tx, int user_error)
     if (user_error || cdyn_raise_internal_errors ||
         PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) ||
         PyErr_ExceptionMatches(PyExc_SystemExit) || PyErr_ExceptionMatches(PyExc_MemoryError) ||
-        PyErr_ExceptionMatches(cdyn_G.backend_failed)) {
+        PyErr_ExceptionMatches(cdyn_G.backend_failed) || cdyn_sym_user_error()) {
         return -1;
     }
     PyErr_Fetch(&et, &ev, &tb);

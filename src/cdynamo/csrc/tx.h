@@ -64,6 +64,12 @@ typedef struct cdyn_tx {
     /* top frame facts needed by code generation */
     struct _PyInterpreterFrame *frame;  /* borrowed */
     PyCodeObject *code;     /* borrowed: the top frame's code */
+    /* dynamic shapes (values/symint.c) */
+    PyObject *shapes;       /* cdynamo._shapes.ShapeTrace of this trace */
+    PyObject *frame_state;  /* dict: the code's sizes seen so far (automatic dynamic) */
+    PyObject *sym_sources;  /* dict: symbol placeholder node -> its source (x.size()[0]) */
+    int dynamic;            /* compile(dynamic=): -1 None (automatic), 0 False, 1 True */
+    int capture_scalars;    /* cdynamo.config.capture_scalar_outputs at trace start */
 } cdyn_tx;
 
 /* Per-function interpreter state (the top frame or an inlined call). */
@@ -390,6 +396,48 @@ PyTypeObject *cdyn_namedtuple_type_of(PyObject *obj);
 tr_status cdyn_namedtuple_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
 /* Resolve the family's cached objects; 0 / -1. */
 int cdyn_user_init(void);
+/* ---- dynamic shapes (values/symint.c) ------------------------------------------------- */
+
+/* Set up / release the symbolic state of tx (after tx->shapes is made). 0 / -1. */
+int cdyn_sym_open(cdyn_tx *tx);
+void cdyn_sym_clear(cdyn_tx *tx);
+/* 1 when the pending exception belongs to the user: a dim marked with mark_dynamic that the
+ * trace specialised (ConstraintViolationError, as torch._dynamo raises it). */
+int cdyn_sym_user_error(void);
+/* 1 when obj is a torch.SymInt, SymFloat or SymBool. */
+int cdyn_is_symbolic(PyObject *obj);
+/* 1 when some value in args is symbolic (SYMINT or SYMSLICE). */
+int cdyn_any_sym(PyObject *const *args, Py_ssize_t n);
+/* The value of a fake result `fake` computed by `node` (borrowed): a CONST when it is a
+ * plain Python number or a symbol known to be constant, else a SYMINT. *out new. */
+tr_status cdyn_sym_value(cdyn_tx *tx, PyObject *fake, PyObject *node, PyObject *source,
+                         PyObject **out);
+/* A metadata read of tensor value t (shape, size(), stride(), numel(), ...): obj is the
+ * fake result, method/arg (arg may be NULL) the call that reads it again in the graph
+ * when a symbolic element has no input placeholder. *out new. */
+tr_status cdyn_sym_meta(cdyn_tx *tx, PyObject *t, PyObject *obj, const char *method,
+                        PyObject *arg, PyObject **out);
+/* A builtin or math/operator function called with a symbolic argument (no tensor):
+ * symbolic arithmetic recorded in the graph, anything else specialised (guarded). */
+tr_status cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, PyObject **out);
+/* BUILD_SLICE over n values (borrowed) of which one is symbolic. *out new. */
+tr_status cdyn_sym_build_slice(cdyn_tx *tx, PyObject *const *parts, int n, PyObject **out);
+/* A constant for v: a SYMINT specialised to its value (the ShapeEnv guards it); other
+ * values returned as they are. *out new. */
+tr_status cdyn_sym_specialize(cdyn_tx *tx, PyObject *v, PyObject **out);
+/* A Python int input read through source: *out a SYMINT graph input when automatic dynamic
+ * shapes / dynamic=True make it dynamic, else NULL (the caller specialises it). */
+tr_status cdyn_sym_int_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* The fake of an input tensor read through source, its dims static or symbolic as
+ * automatic dynamic shapes, dynamic= and mark_dynamic/mark_static decide. *fake new. */
+tr_status cdyn_sym_tensor_input(cdyn_tx *tx, PyObject *tensor, PyObject *source,
+                                PyObject **fake);
+/* Graph inputs for the new symbols of an input's fake (placeholders before node). */
+tr_status cdyn_sym_lift(cdyn_tx *tx, PyObject *node, PyObject *fake, PyObject *source);
+/* Add the ShapeEnv's guards of the trace to tx->guards (after the backend ran). 0 / -1. */
+int cdyn_sym_finish_guards(cdyn_tx *tx);
+
 /* ---- values/dict.c, values/set.c, values/seq.c: containers --------------------------------
  * A dict key or set item is identified at trace time by its hash key: a constant is its own
  * hash key; a tensor (by identity) or a function made in the trace is a private (marker,

@@ -18,6 +18,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
     [VK_GRADEXIT] = &cdyn_ctx_vt,   [VK_AUTOCAST] = &cdyn_ctx_vt,
     [VK_AUTOCAST_EXIT] = &cdyn_ctx_vt, [VK_NULLCTX] = &cdyn_ctx_vt,
+    [VK_SYMINT] = &cdyn_symint_vt, [VK_SYMSLICE] = &cdyn_symint_vt,
     [VK_EXCTYPE] = &cdyn_exc_vt,    [VK_EXC] = &cdyn_exc_vt,
     [VK_NDARRAY] = &cdyn_ndarray_vt, [VK_NPFN] = &cdyn_npfn_vt,
     [VK_GENERATOR] = &cdyn_generator_vt,
@@ -36,6 +37,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
     [VK_GRADEXIT] = "GradModeExit", [VK_AUTOCAST] = "AutocastMode",
     [VK_AUTOCAST_EXIT] = "AutocastExit", [VK_NULLCTX] = "NullContext",
+    [VK_SYMINT] = "SymNode", [VK_SYMSLICE] = "Slice",
     [VK_EXCTYPE] = "ExceptionClass", [VK_EXC] = "Exception",
     [VK_NDARRAY] = "NumpyNdarray", [VK_NPFN] = "Numpy",
     [VK_GENERATOR] = "LocalGenerator", [VK_PARTIAL] = "FunctoolsPartial",
@@ -418,6 +420,16 @@ cdyn_v_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     }
     if (V(v)->vt->subscr == NULL) {
         return missing(tx, "subscript", v);
+    }
+    if (V(key)->kind == VK_SYMINT && V(v)->kind != VK_TENSOR) {
+        /* a container indexed by a symbolic int: by its value (guarded) */
+        PyObject *k = NULL;
+        st = cdyn_sym_specialize(tx, key, &k);
+        if (st == TR_OK) {
+            st = V(v)->vt->subscr(tx, v, k, out);
+            Py_DECREF(k);
+        }
+        return st;
     }
     return V(v)->vt->subscr(tx, v, key, out);
 }

@@ -48,6 +48,9 @@
  *                                     AUTOCAST     u.amp.args         torch.autocast(...) (its 4 arguments)
  *                                     AUTOCAST_EXIT u.amp             the __exit__ of an entered autocast
  *                                     NULLCTX      u.nullctx          contextlib.nullcontext(enter_result)
+ *   symbolic      values/symint.c     SYMINT       u.sym              a SymInt/SymFloat/SymBool (example value)
+ *   scalars                                                           + the FX node computing it
+ *                                     SYMSLICE     u.slice.parts      slice(a, b, c) with a symbolic bound
  *   exceptions    values/exception.c  EXCTYPE      u.obj.obj          an exception class
  *                                     EXC          u.exc              an exception made in the trace
  *   numpy         values/ndarray.c    NDARRAY      u.tensor           a numpy.ndarray: the tensor backing it
@@ -90,6 +93,7 @@ typedef enum {
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
+    VK_SYMINT, VK_SYMSLICE,
     VK_EXCTYPE, VK_EXC,
     VK_GENERATOR,
     VK_PARTIAL, VK_WRAPPER,
@@ -162,6 +166,9 @@ typedef struct cdyn_value {
         struct { PyObject *cls, *attrs, *base; } uobj;
         /* fn: the real slot function / helper; self: the value it is bound to, or NULL */
         struct { PyObject *fn, *self; } ofn;
+        /* fake: the SymInt / SymFloat / SymBool; node: the FX node computing it */
+        struct { PyObject *fake, *node; } sym;
+        struct { PyObject *parts; } slice;        /* list of 3 values (start, stop, step) */
     } u;
 } cdyn_value;
 
@@ -244,8 +251,8 @@ typedef struct cdyn_vtable {
 /* The families' tables (values/<family>.c). */
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
-    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_exc_vt, cdyn_generator_vt,
-    cdyn_set_vt;
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_symint_vt, cdyn_exc_vt,
+    cdyn_generator_vt, cdyn_set_vt;
 extern const cdyn_vtable cdyn_ndarray_vt, cdyn_npfn_vt;
 
 /* Serial number the next value will get (increases monotonically). */

@@ -517,6 +517,13 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         Py_DECREF(prev);
         return *out ? TR_OK : TR_ERROR;
     }
+    if (PyLong_CheckExact(obj) && source != NULL) {
+        /* an int input that changed between calls (or dynamic=True): a SymInt input */
+        tr_status st = cdyn_sym_int_input(tx, obj, source, out);
+        if (st != TR_OK || *out != NULL) {
+            return st;
+        }
+    }
     if (cdyn_is_constant(obj)) {
         if (source != NULL && cdyn_guards_add_equals(tx->guards, source, obj) < 0) {
             return TR_ERROR;

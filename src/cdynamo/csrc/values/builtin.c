@@ -22,11 +22,16 @@ b_len(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t 
 {
     Py_ssize_t n = 0;
     tr_status st;
-    (void)fs;
     (void)fn;
     (void)kwnames;
     if (npos != 1 || nkw != 0) {
         return cdyn_tx_unsupported(tx, "len() with %zd arguments", npos + nkw);
+    }
+    if (V(args[0])->kind == VK_TENSOR) {   /* x.size(0): symbolic with dynamic shapes */
+        PyObject *name = PyUnicode_FromString("__len__");
+        st = name ? cdyn_v_call_method(tx, fs, args[0], name, NULL, 0, NULL, out) : TR_ERROR;
+        Py_XDECREF(name);
+        return st;
     }
     st = cdyn_v_len(tx, args[0], &n);
     if (st != TR_OK) {
@@ -377,6 +382,9 @@ static tr_status
 b_range_slice(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
               Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
 {
+    if (cdyn_any_sym(args, npos + nkw)) {   /* slice(n): symbolic; range(n): specialised */
+        return cdyn_sym_builtin(tx, fn, args, npos + nkw, kwnames, out);
+    }
     if (!cdyn_all_const(args, npos + nkw)) {
         return cdyn_tx_unsupported(tx, "range/slice of non-constants");
     }
@@ -1074,6 +1082,9 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
     }
     if (pure && cdyn_all_const(args, nargs)) {
         return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
+    }
+    if (pure && cdyn_any_sym(args, nargs)) {   /* size arithmetic: min, max, abs, int, ... */
+        return cdyn_sym_builtin(tx, fn, args, nargs, kwnames, out);
     }
     if (pure) {
         int folded = 0;

@@ -203,6 +203,11 @@ cdyn_values_equal(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
     if (st != TR_OK) {
         return st;
     }
+    if (V(r)->kind == VK_SYMINT) {   /* sizes: decided, and guarded by the ShapeEnv */
+        st = cdyn_v_truth(tx, r, out);
+        Py_DECREF(r);
+        return st;
+    }
     if (V(r)->kind != VK_CONST) {
         Py_DECREF(r);
         return cdyn_tx_unsupported(tx, "== of container items is not a constant");

@@ -665,12 +665,23 @@ seq_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* The kind a value compares as: seq_kind_of, and a constant torch.Size (a tuple subclass,
+ * compared as a tuple: x.shape == (n, 3) with a symbolic n). */
+static cdyn_vkind
+compare_kind_of(PyObject *v)
+{
+    if (V(v)->kind == VK_CONST && PyTuple_Check(V(v)->u.cnst.value)) {
+        return VK_TUPLE;
+    }
+    return seq_kind_of(v);
+}
+
 /* Comparison of two lists or two tuples: the first items that differ (==, identity first)
- * decide, else the lengths. */
+ * decide, else the lengths (a symbolic size compared is guarded as it is decided). */
 static tr_status
 seq_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
-    cdyn_vkind ka = seq_kind_of(a), kb = seq_kind_of(b);
+    cdyn_vkind ka = compare_kind_of(a), kb = compare_kind_of(b);
     PyObject *la = NULL, *lb = NULL, *cmp = NULL;
     Py_ssize_t na, nb, i;
     tr_status st;

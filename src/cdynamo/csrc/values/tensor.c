@@ -49,11 +49,13 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     PyObject *attr;
     if (in_list(name, meta)) {
         PyObject *r = PyObject_GetAttr(fake(v), name);
+        tr_status st;
         if (r == NULL) {
             return cdyn_tx_unsupported(tx, "tensor attribute failed");
         }
-        *out = cdyn_value_const_steal(r);
-        return *out ? TR_OK : TR_ERROR;
+        st = cdyn_sym_meta(tx, v, r, "size", NULL, out);   /* x.shape: symbolic sizes */
+        Py_DECREF(r);
+        return st;
     }
     if (in_list(name, views)) {
         return getattr_node(tx, v, name, out);
@@ -105,8 +107,17 @@ call_meta_method(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *a
     if (res == NULL) {
         return cdyn_tx_unsupported(tx, "Tensor.%U failed", name);
     }
-    *out = cdyn_value_const_steal(res);
-    return *out ? TR_OK : TR_ERROR;
+    {
+        /* symbolic sizes: read again in the graph as x.size(d) / x.stride(d) / x.numel() */
+        const char *mname = PyUnicode_AsUTF8(name);
+        int len = cdyn_name_is(name, "__len__");
+        PyObject *zero = len ? PyLong_FromLong(0) : NULL;
+        tr_status st = cdyn_sym_meta(tx, self, res, len ? "size" : mname,
+                                     len ? zero : (nargs - nkw == 1 ? objs[0] : NULL), out);
+        Py_XDECREF(zero);
+        Py_DECREF(res);
+        return st;
+    }
 }
 
 static tr_status
@@ -124,6 +135,10 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     (void)fs;
     if (in_list(name, meta)) {
         return call_meta_method(tx, self, name, args, nargs, kwnames, out);
+    }
+    if (tx->capture_scalars && cdyn_name_is(name, "item") && nargs == 0) {
+        /* cdynamo.config.capture_scalar_outputs: an unbacked symbol, as torch._dynamo */
+        return cdyn_tx_graph_call(tx, "call_method", name, NULL, &self, 1, NULL, out);
     }
     if (in_list(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data", name);
@@ -163,8 +178,12 @@ tensor_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
         Py_DECREF(shape);
         return cdyn_tx_unsupported(tx, "iteration over a 0-d tensor");
     }
-    n = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0));
+    /* a symbolic first dim is specialised (__index__: the ShapeEnv guards its value) */
+    n = PyNumber_AsSsize_t(PyTuple_GET_ITEM(shape, 0), PyExc_OverflowError);
     Py_DECREF(shape);
+    if (n < 0) {
+        return cdyn_tx_unsupported(tx, "iteration over a tensor of unknown length");
+    }
     l = PyList_New(0);
     for (Py_ssize_t i = 0; l && i < n; i++) {
         PyObject *idx = cdyn_value_const_steal(PyLong_FromSsize_t(i)), *r = NULL;

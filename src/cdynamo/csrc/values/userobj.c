@@ -13,6 +13,8 @@
  * that value. Anything else is unsupported (a graph break runs it in Python). */
 #include "user.h"
 #include "../codegen.h"
+#include "../hook.h"
+#include "../trace_rules.h"
 
 enum { DUNDER_DEFAULT = 0, DUNDER_PYTHON = 1, DUNDER_OTHER = 2 };
 
@@ -283,6 +285,27 @@ trusted_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+/* 1 when the getter of property prop is Python code that trace_rules never traces (a
+ * library's internals, e.g. numpy's iinfo.max): it is read at trace time as any attribute,
+ * its value guarded through its source. */
+static int
+getter_is_library_code(PyObject *prop)
+{
+    PyObject *f = property_part(prop, "fget");
+    int r = 0, rule;
+    if (f == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyFunction_Check(f)) {
+        rule = cdyn_code_trace_rule((PyCodeObject *)PyFunction_GET_CODE(f),
+                                    PyFunction_GET_GLOBALS(f));
+        r = rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK;
+    }
+    Py_DECREF(f);
+    return r;
+}
+
 /* obj.name on an object from the frame: memoised reads, properties inlined, methods
  * bound to the value, other attributes wrapped through <source>.name. */
 static tr_status
@@ -304,7 +327,8 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         return trusted_getattr(tx, v, name, out);
     }
     descr = _PyType_Lookup(t, name);
-    if (descr != NULL && Py_TYPE(descr) == &PyProperty_Type && generic_getattribute(t)) {
+    if (descr != NULL && Py_TYPE(descr) == &PyProperty_Type && generic_getattribute(t) &&
+        !getter_is_library_code(descr)) {
         /* a property: its getter inlined (not run at trace time, not guarded as a value;
            the property itself pinned through the class) */
         Py_XDECREF(src);

@@ -1,0 +1,581 @@
+"""Dynamic shapes (issue 9): automatic dynamic shapes, dynamic=, mark_dynamic, symbolic size
+arithmetic, SymInts across graph breaks, shape guards checked in C with their recompile
+reasons, and warm start through torch's FX graph / AOTAutograd caches.
+
+Every program runs eagerly, under torch._dynamo and under cdynamo on the same sequence of
+inputs: cdynamo must give eager's results and hand its backend no more graphs than
+torch._dynamo, and the graphs' inputs (tensors and SymInts, in order) must be torch._dynamo's.
+"""
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn as nn
+import torch.nn.functional as F
+
+import cdynamo
+from conftest import requires_engine
+from helpers import CountingBackend, assert_same
+
+pytestmark = requires_engine
+
+
+class RecordingBackend(CountingBackend):
+    """CountingBackend that also keeps each graph's example_inputs."""
+
+    def __init__(self, inner=None):
+        super().__init__(inner)
+        self.example_inputs = []
+
+    def __call__(self, gm, example_inputs):
+        self.example_inputs.append(list(example_inputs))
+        return super().__call__(gm, example_inputs)
+
+
+def _inputs_signature(example_inputs):
+    """What a backend can see of its inputs: tensor shapes and SymInts (by symbol)."""
+    out = []
+    for e in example_inputs:
+        if isinstance(e, torch.Tensor):
+            out.append(("tensor", tuple(e.shape)))
+        elif isinstance(e, torch.SymInt):
+            out.append(("symint", str(e)))
+        else:
+            out.append((type(e).__name__, e))
+    return out
+
+
+def _placeholders(gm):
+    return [type(n.meta.get("example_value")).__name__ for n in gm.graph.nodes
+            if n.op == "placeholder"]
+
+
+def sweep(fn, calls, dynamic=None, exact=True, same_inputs=True):
+    """Call fn on each argument tuple of `calls`: eagerly, under torch.compile and under
+    cdynamo.compile (backend: record + eager). Checks eager's results, that cdynamo made no
+    more graphs than torch._dynamo and, when same_inputs, that each graph got the same
+    example inputs (tensors by shape, SymInts by symbol, in order). Returns (dynamo's
+    backend, cdynamo's backend)."""
+    torch._dynamo.reset()
+    cdynamo.reset()
+    dyn, cdy = RecordingBackend(), RecordingBackend()
+    d = torch.compile(fn, backend=dyn, dynamic=dynamic)
+    c = cdynamo.compile(fn, backend=cdy, dynamic=dynamic)
+    for i, args in enumerate(calls):
+        expected = fn(*args)
+        d(*args)
+        assert_same(c(*args), expected, f"call {i}", exact=exact)
+    torch._dynamo.reset()
+    assert cdy.frame_count <= dyn.frame_count, \
+        f"cdynamo made {cdy.frame_count} graphs, torch._dynamo {dyn.frame_count}"
+    if same_inputs and cdy.frame_count == dyn.frame_count:
+        for k, (a, b) in enumerate(zip(cdy.example_inputs, dyn.example_inputs)):
+            assert _inputs_signature(a) == _inputs_signature(b), f"graph {k}"
+            assert _placeholders(cdy.graphs[k]) == _placeholders(dyn.graphs[k]), f"graph {k}"
+    return dyn, cdy
+
+
+# ---- automatic dynamic shapes -----------------------------------------------------------------
+
+
+def seq_fn(x):
+    return torch.softmax(x, -1) * x.size(1) + x.mean(1, keepdim=True)
+
+
+def test_sequence_length_sweep_makes_two_graphs():
+    dyn, cdy = sweep(seq_fn, [(torch.randn(2, n, 4),) for n in range(8, 16)])
+    assert cdy.frame_count == dyn.frame_count == 2
+    # the second graph takes the symbolic length first, then the tensor (as torch._dynamo)
+    assert _placeholders(cdy.graphs[1]) == ["SymInt", "FakeTensor"]
+    assert isinstance(cdy.example_inputs[1][0], torch.SymInt)
+
+
+def test_growing_batch_of_embeddings():
+    emb = nn.Embedding(100, 16)
+
+    def f(ids):
+        return emb(ids).sum(0) / ids.shape[0]
+
+    dyn, cdy = sweep(f, [(torch.randint(0, 100, (b, 5)),) for b in range(2, 8)],
+                     same_inputs=False)   # torch._dynamo lifts the weight as an input
+    assert cdy.frame_count == dyn.frame_count == 2
+
+
+def test_size_arithmetic_view():
+    def f(x):
+        y = x.view(x.size(0) // 2, -1)
+        n = x.shape[0] * 3 + x.shape[1] - 1
+        return y * n, min(x.size(0), 7), max(x.size(1), 2), x.size(0) % 3
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 4),) for n in (4, 6, 8, 10, 12)])
+    assert cdy.frame_count == 2
+    ops = [str(n.target) for n in cdy.graphs[1].graph.nodes if n.op == "call_function"]
+    assert any("floordiv" in o for o in ops), ops   # x.size(0) // 2 is in the graph
+
+
+class TinyLM(nn.Module):
+    """Token + position embeddings, one causal self-attention block, an MLP and a head; the
+    causal mask and the positions are sliced to the current length."""
+
+    def __init__(self, vocab=50, dim=16, ctx=32):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(ctx, dim))
+        self.ln = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.register_buffer("mask", torch.tril(torch.ones(ctx, ctx)).bool())
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, ids):
+        B, T = ids.shape
+        x = self.tok(ids) + self.pos[:T]
+        q, k, v = self.qkv(self.ln(x)).chunk(3, dim=-1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+        att = att.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(-1)
+        x = x + self.proj(att @ v)
+        x = x + self.mlp(x)
+        return self.head(x)[:, -1, :]
+
+
+def test_small_lm_called_with_growing_length():
+    torch.manual_seed(0)
+    lm = TinyLM().eval()
+    calls = [(torch.randint(0, 50, (1, t)),) for t in range(1, 17)]
+    cdynamo.reset_counters()
+    with torch.no_grad():
+        dyn, cdy = sweep(lm, calls, same_inputs=False)
+    # length 1 (static), length 2 (static, 0/1 specialisation), then one symbolic graph
+    assert cdy.frame_count == dyn.frame_count <= 3
+    assert cdynamo.counters()["cache_limit_hits"] == 0
+
+
+def test_generation_loop_stays_compiled():
+    torch.manual_seed(0)
+    lm = TinyLM().eval()
+    cdynamo.reset()
+    cdynamo.reset_counters()
+    backend = CountingBackend()
+    compiled = cdynamo.compile(lm, backend=backend)
+    ids = torch.randint(0, 50, (1, 1))
+    with torch.no_grad():
+        for _ in range(20):
+            logits = compiled(ids)
+            assert_same(logits, lm(ids), exact=False)
+            ids = torch.cat([ids, logits.argmax(-1, keepdim=True)], dim=1)
+    assert backend.frame_count <= 3
+    assert cdynamo.counters()["unmodified"] == 0
+
+
+def test_int_input_becomes_dynamic_after_a_change():
+    def f(x, n):
+        return x * n + n // 2
+
+    dyn, cdy = sweep(f, [(torch.randn(4), n) for n in (2, 3, 4, 1, 0, 5)])
+    assert cdy.frame_count == dyn.frame_count == 2
+    assert _placeholders(cdy.graphs[1]) == ["FakeTensor", "SymInt"]
+
+
+def test_zero_one_sizes_specialise():
+    def f(x):
+        return x * x.size(0)
+
+    dyn, cdy = sweep(f, [(torch.randn(n),) for n in (3, 4, 5, 1, 6)])
+    assert cdy.frame_count == dyn.frame_count == 3
+    reasons = [e.recompile_reason for e in cdynamo.cache_entries(f)]
+    assert "SHAPE_GUARD: 2 <= L['x'].size()[0] failed (L['x'].size()[0] = 1)" in reasons
+
+
+def test_dynamic_false_is_static():
+    dyn, cdy = sweep(seq_fn, [(torch.randn(2, n, 4),) for n in (3, 4, 5)], dynamic=False)
+    assert cdy.frame_count == dyn.frame_count == 3
+    assert all(_placeholders(g) == ["FakeTensor"] for g in cdy.graphs)
+
+
+def test_dynamic_true_from_the_start():
+    def f(x, y, n):
+        return (x + y) * n, x.size(0) + 1
+
+    calls = [(torch.randn(k, 4), torch.randn(k, 4), k) for k in (2, 3, 5, 1)]
+    dyn, cdy = sweep(f, calls, dynamic=True)
+    assert cdy.frame_count == dyn.frame_count == 2   # size 1 specialises
+    # duck sizing: x and y share their symbols; the int has its own
+    assert _placeholders(cdy.graphs[0]) == ["SymInt", "SymInt", "FakeTensor", "FakeTensor",
+                                            "SymInt"]
+
+
+# ---- mark_dynamic / mark_static ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mark", [torch._dynamo.mark_dynamic, cdynamo.mark_dynamic],
+                         ids=["torch._dynamo", "cdynamo"])
+def test_mark_dynamic_first_compile_is_symbolic(mark):
+    def f(x):
+        return x * 2 + x.size(0)
+
+    t = torch.randn(5, 3)
+    mark(t, 0)
+    dyn, cdy = sweep(f, [(t,), (torch.randn(6, 3),), (torch.randn(9, 3),)])
+    assert cdy.frame_count == 1
+    assert _placeholders(cdy.graphs[0]) == ["SymInt", "FakeTensor"]
+
+
+def test_mark_dynamic_with_dynamic_false_and_mark_static_with_dynamic_true():
+    def f(x):
+        return x * 2 + x.size(0)
+
+    t = torch.randn(5, 3)
+    cdynamo.mark_dynamic(t, 0)
+    _, cdy = sweep(f, [(t,), (torch.randn(7, 3),)], dynamic=False)
+    assert cdy.frame_count == 1
+    s = torch.randn(5, 3)
+    cdynamo.mark_static(s, 0)
+    _, cdy = sweep(f, [(s,)], dynamic=True)
+    assert _placeholders(cdy.graphs[0]) == ["SymInt", "FakeTensor"]   # dim 1 only
+    assert cdy.graphs[0].graph.find_nodes(op="placeholder")[1].meta["example_value"].shape[0] == 5
+
+
+def test_marking_a_tensor_later_recompiles():
+    def f(x):
+        return x + 1
+
+    cdynamo.reset()
+    backend = CountingBackend()
+    c = cdynamo.compile(f, backend=backend)
+    c(torch.randn(4))
+    t = torch.randn(4)
+    cdynamo.maybe_mark_dynamic(t, 0)
+    assert torch.equal(c(t), t + 1)
+    assert backend.frame_count == 2
+    assert "mark" in cdynamo.cache_entries(f)[0].recompile_reason
+
+
+def test_specialising_a_mark_dynamic_dim_raises_as_dynamo():
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    def f(x):
+        if x.size(0) == 5:
+            return x + 1
+        return x - 1
+
+    t = torch.randn(5)
+    cdynamo.mark_dynamic(t, 0)
+    with pytest.raises(ConstraintViolationError, match="marked L\\['x'\\].size\\(\\)\\[0\\] as dynamic"):
+        cdynamo.compile(f, backend="eager")(t)
+    u = torch.randn(5)
+    cdynamo.maybe_mark_dynamic(u, 0)      # not insisted on: specialised, no error
+    assert torch.equal(cdynamo.compile(f, backend="eager")(u), u + 1)
+
+
+def test_mark_api_errors():
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        cdynamo.mark_dynamic([1, 2], 0)
+    with pytest.raises(IndexError, match="out of range"):
+        cdynamo.mark_dynamic(torch.randn(2), 3)
+    with pytest.raises(TypeError, match="index"):
+        cdynamo.mark_static(torch.randn(2), "0")
+    assert "torch._dynamo.mark_dynamic" in cdynamo.mark_dynamic.__doc__
+
+
+# ---- symbolic values through the interpreter -------------------------------------------------
+
+
+def test_shapes_reshapes_slices_and_factories():
+    def f(x, y):
+        b, t, c = x.size()
+        pos = torch.arange(t)
+        mask = torch.ones(t, t).tril()
+        z = x.reshape(b * t, c).relu().reshape(b, t, c)
+        return z + pos[:, None], mask.sum(), x.new_zeros(x.shape), len(x), x.numel(), y[:t]
+
+    sweep(f, [(torch.randn(2, n, 3), torch.randn(20, 3)) for n in (3, 4, 5, 6)])
+
+
+def test_branch_on_a_size_guards_the_relation():
+    def f(x):
+        if x.size(0) > 5:
+            return x * 2
+        return x - 1
+
+    dyn, cdy = sweep(f, [(torch.randn(n),) for n in (3, 4, 6, 7, 8, 2)])
+    assert cdy.frame_count == dyn.frame_count == 3
+
+
+def test_range_over_a_size_specialises_like_dynamo():
+    def f(x):
+        acc = x[0]
+        for i in range(x.size(0)):
+            acc = acc + x[i]
+        return acc
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 3),) for n in (4, 5, 6)])
+    assert cdy.frame_count == dyn.frame_count == 3
+
+
+def test_shape_equality_and_pad():
+    def f(x, y):
+        if x.shape == y.shape:
+            return F.pad(x + y, (0, 8 - x.size(-1) % 8))
+        return x - y.sum()
+
+    sweep(f, [(torch.randn(n), torch.randn(n)) for n in (2, 3, 4)])
+
+
+def test_symints_across_a_graph_break():
+    def f(x):
+        n = x.size(0) * 2
+        cdynamo.graph_break()
+        return x.sum() * n, n
+
+    def g(x):
+        n = x.size(0) * 2
+        torch._dynamo.graph_break()
+        return x.sum() * n, n
+
+    # the same program for each compiler's own graph_break()
+    torch._dynamo.reset()
+    cdynamo.reset()
+    dyn, cdy = RecordingBackend(), RecordingBackend()
+    d, c = torch.compile(g, backend=dyn), cdynamo.compile(f, backend=cdy)
+    for n in (4, 5, 6, 7):
+        x = torch.randn(n, 3)
+        d(x)
+        assert_same(c(x), g(x))
+    assert cdy.frame_count == dyn.frame_count == 3
+    # the resume function re-symbolises the int it gets: a SymInt input of its own graph
+    assert [_inputs_signature(e) for e in cdy.example_inputs] == \
+        [_inputs_signature(e) for e in dyn.example_inputs]
+
+
+def test_code_objects_with_one_identity_share_automatic_dynamic_state():
+    # torch._dynamo keys its automatic-dynamic state by (file, first line, name): a function
+    # made again from the same source goes dynamic on its second size, as the same code would
+    src = "def h(x):\n    return x * 2 + x.size(0)\n"
+
+    def make():
+        ns = {}
+        exec(compile(src, "<dyn-exec>", "exec"), ns)
+        return ns["h"]
+
+    torch._dynamo.reset()
+    cdynamo.reset()
+    dyn, cdy = RecordingBackend(), RecordingBackend()
+    for n in (2, 3, 4):
+        h, x = make(), torch.randn(n)
+        torch.compile(h, backend=dyn)(x)
+        assert_same(cdynamo.compile(h, backend=cdy)(x), h(x))
+    torch._dynamo.reset()
+    assert cdy.frame_count == dyn.frame_count == 3
+    assert [_inputs_signature(e) for e in cdy.example_inputs] == \
+        [_inputs_signature(e) for e in dyn.example_inputs]
+    assert _inputs_signature(cdy.example_inputs[1])[0][0] == "symint"
+
+
+def test_iterating_a_dynamic_tensor_specialises_its_length():
+    def f(x):
+        out = 0
+        for row in x:
+            out = out + row.sum()
+        return out
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 3),) for n in (2, 3, 4)], dynamic=True)
+    assert cdy.frame_count == dyn.frame_count == 3
+
+
+def test_item_is_captured_with_capture_scalar_outputs():
+    def f(x, y):
+        return y * x.sum().int().item() + 1
+
+    calls = [(torch.ones(3), torch.randn(4)), (torch.full((3,), 2.0), torch.randn(4))]
+    _, cdy = sweep(f, calls)          # a graph break: two graphs, the second for each value
+    assert cdy.frame_count == 3
+    with cdynamo.config.patch(capture_scalar_outputs=True):
+        cdynamo.reset()
+        backend = CountingBackend()
+        c = cdynamo.compile(f, backend=backend)
+        for args in calls:
+            assert_same(c(*args), f(*args))
+        assert backend.frame_count == 1   # one graph, the item an unbacked symbol
+        item = [n for n in backend.graphs[0].graph.nodes if n.target == "item"]
+        assert item and isinstance(item[0].meta["example_value"], torch.SymInt)
+
+
+# ---- guards ------------------------------------------------------------------------------------------
+
+
+def test_shape_guard_failure_recompiles_with_its_reason(caplog):
+    def f(x):
+        if x.size(0) > 5:
+            return x * 2
+        return x - 1
+
+    cdynamo.reset()
+    c = cdynamo.compile(f, backend="eager")
+    c(torch.randn(6))
+    c(torch.randn(7))          # dynamic: x.size(0) > 5 is now a SHAPE_GUARD
+    entries = cdynamo.cache_entries(f)
+    assert entries[0].recompile_reason.startswith("L['x'] TENSOR_MATCH: size mismatch at index 0")
+    assert "expected 6, actual 7" in entries[0].recompile_reason
+    assert "local 'x' TENSOR_MATCH size=[None], stride=[1]" in entries[0].guards
+    assert "SHAPE_GUARD: 6 <= L['x'].size()[0]" in entries[0].guards
+    c(torch.randn(8))          # served by the symbolic entry
+    assert len(cdynamo.cache_entries(f)) == 2
+    with caplog.at_level(logging.INFO, logger="cdynamo"):
+        assert torch.equal(c(torch.ones(3)), torch.ones(3) - 1)
+    reason = cdynamo.cache_entries(f)[0].recompile_reason
+    assert reason == "SHAPE_GUARD: 6 <= L['x'].size()[0] failed (L['x'].size()[0] = 3)"
+    assert any("recompiling" in r.getMessage() and reason in r.getMessage()
+               for r in caplog.records if r.levelno == logging.INFO)
+
+
+def _relu_then_break(x):
+    y = x.relu()
+    cdynamo.graph_break()     # not inlined: a frame of its own, recompiled for a new size
+    return y + 1
+
+
+def test_explain_lists_recompile_reasons():
+    f = _relu_then_break
+
+    def run(a, b):
+        return f(a) + 1, f(b)
+
+    out = cdynamo.explain(run)(torch.randn(3), torch.randn(5))
+    reasons = [r.reason for r in out.recompile_reasons]
+    assert any("size mismatch at index 0. expected 3, actual 5" in r for r in reasons), reasons
+    assert "Recompile Reasons" in str(out)
+
+
+def test_stride_and_int_guards_in_c():
+    def f(x, n):
+        return x.t().contiguous().view(-1)[: n * 2] * n
+
+    calls = [(torch.randn(n, m), k) for n, m, k in ((3, 4, 2), (4, 5, 3), (5, 6, 4), (6, 3, 5))]
+    sweep(f, calls)
+    # an int that breaks a relation of the symbolic entry recompiles, with the reason
+    entries = cdynamo.cache_entries(f)
+    assert any(g.startswith("SHAPE_GUARD") for g in entries[0].guards)
+
+
+def test_aliased_tensor_inputs_are_guarded():
+    """A tensor passed twice shares one graph input; a later call with two different tensors
+    must not reuse that entry (SAME_OBJECT)."""
+    def f(a, b):
+        return a + b * 2
+
+    cdynamo.reset()
+    c = cdynamo.compile(f, backend="eager")
+    x, y = torch.ones(3), torch.zeros(3)
+    assert torch.equal(c(x, x), f(x, x))
+    assert torch.equal(c(x, y), f(x, y))
+    assert "local 'b' SAME_OBJECT L['a']" in cdynamo.cache_entries(f)[1].guards
+
+
+def test_no_python_call_on_the_guard_path():
+    """The SHAPE_GUARDs of common programs are int64 programs, never Python callables."""
+    from cdynamo import _shapes
+    for expr in ("2 <= _v0", "((3*_v0) % (_v0 // 2)) == 0", "_v1 == _v0 and not _v0 < 3",
+                 "max(_v0, _v1) >= -(-_v0 // 4)", "2 <= _v0 <= 9", "abs(_v0 - _v1) ** 2 != 1"):
+        code, fn = _shapes._lower(expr, 2)
+        assert code is not None and fn is None, expr
+    code, fn = _shapes._lower("_v0 / 2 > 1.5", 1)     # floats: a Python fallback
+    assert code is None and fn(4) is True
+
+
+def test_floor_division_and_modulo_match_python():
+    """Programs over negative values use Python's floor semantics (the symbol - 7 is negative
+    for small sizes)."""
+    def f(x):
+        k = (x.size(0) - 7) // 3 + (x.size(0) - 7) % 3
+        if k > -2:
+            return x * 2
+        return x - 1
+
+    sweep(f, [(torch.randn(n),) for n in (3, 4, 2, 5, 6, 9, 3)])
+
+
+# ---- backends: dynamic kernels and warm start ------------------------------------------------------
+
+
+def test_inductor_symbolic_graph_serves_three_sizes_with_one_compile():
+    def f(x):
+        return torch.sin(x) * x.size(0) + x.sum(-1, keepdim=True)
+
+    cdynamo.reset()
+    cdynamo.reset_counters()
+    seen = []
+
+    def spy(gm, example_inputs):
+        seen.append(_inputs_signature(example_inputs))
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs)
+
+    c = cdynamo.compile(f, backend=spy, dynamic=True)
+    for n in (3, 5, 8):
+        x = torch.randn(n, 4)
+        assert_same(c(x), f(x), exact=False)
+    assert cdynamo.counters()["compiles"] == 1 and len(seen) == 1
+    assert seen[0][0][0] == "symint"
+
+
+def test_aot_eager_training_with_dynamic_shapes():
+    def step(x, w):
+        return ((x @ w).relu() * x.size(0)).sum()
+
+    cdynamo.reset()
+    c = cdynamo.compile(step, backend="aot_eager")
+    for n in (3, 4, 5, 6):
+        x = torch.randn(n, 4)
+        w1 = torch.randn(4, 2, requires_grad=True)
+        w2 = w1.detach().clone().requires_grad_()
+        c(x, w1).backward()
+        step(x, w2).backward()
+        assert torch.allclose(w1.grad, w2.grad, atol=1e-5)
+
+
+def _cached_fn(x):
+    return torch.cos(x) * 2 + x.size(0)
+
+
+_CACHE_CHILD = r"""
+import json, sys, torch, cdynamo
+from torch._dynamo.utils import counters
+def _cached_fn(x):
+    return torch.cos(x) * 2 + x.size(0)
+out = cdynamo.compile(_cached_fn, backend="inductor")(torch.ones(4, 3))
+assert torch.allclose(out, _cached_fn(torch.ones(4, 3)))
+print(json.dumps({"inductor": dict(counters["inductor"]),
+                  "aot_autograd": dict(counters["aot_autograd"])}))
+"""
+
+
+def test_warm_start_hits_torch_caches_from_a_second_process():
+    """This process compiles a graph with "inductor" (filling torch's FX graph cache and
+    AOTAutograd cache, no "No shape env" bypass); a fresh process compiling the same program
+    with the same TORCHINDUCTOR_CACHE_DIR finds both."""
+    from torch._dynamo.utils import counters
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    counters.clear()
+    cdynamo.reset()
+    out = cdynamo.compile(_cached_fn, backend="inductor")(torch.ones(4, 3))
+    assert torch.allclose(out, _cached_fn(torch.ones(4, 3)))
+    here = counters["inductor"]
+    assert here.get("fxgraph_cache_miss", 0) + here.get("fxgraph_cache_hit", 0) == 1
+    assert counters["inductor"].get("fxgraph_cache_bypass", 0) == 0
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir(),
+               PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _CACHE_CHILD], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Bypassing FX Graph Cache" not in r.stderr
+    child = json.loads(r.stdout.strip().splitlines()[-1])
+    assert child["inductor"].get("fxgraph_cache_hit", 0) == 1, child
+    assert child["aot_autograd"].get("autograd_cache_hit", 0) == 1, child
