@@ -41,6 +41,60 @@ def new_trace():
     return torch.fx.Graph(), FakeTensorMode(allow_non_fake_inputs=True)
 
 
+def new_graph():
+    """Return a fresh torch.fx.Graph for the body of a higher-order op (a sub-trace)."""
+    return torch.fx.Graph()
+
+
+def reorder_placeholders(graph, order):
+    """Move the placeholders of `graph` into the order of the list `order` (all of them),
+    so that two bodies of one higher-order op (torch.cond's branches) take the same inputs."""
+    first = next((n for n in graph.nodes if n.op != "placeholder"), None)
+    if first is None:
+        raise AssertionError("a body graph has no output node")
+    for node in order:
+        first.prepend(node)
+
+
+def finish_subgraph(graph, root, outputs):
+    """Give the body graph its output (a tuple/nested tuples of FX nodes) and return it as a
+    torch.fx.GraphModule over `root` (a dict of the modules its own get_attr nodes use),
+    as torch._dynamo registers the bodies of higher-order ops."""
+    graph.output(outputs)
+    return torch.fx.GraphModule(root, graph)
+
+
+def fake_grad_like(mode, fake):
+    """A fake tensor with the metadata of `fake` that does not require grad: the example
+    value of a gradient input of a traced autograd.Function backward."""
+    with mode:
+        return torch.empty_like(fake, requires_grad=False)
+
+
+def is_functorch_wrapped(tensor):
+    """True when `tensor` is wrapped by a torch.func transform (vmap's BatchedTensor, grad's
+    GradTrackingTensor): such tensors are never graph inputs."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(tensor)
+
+
+def higher_order_op(name):
+    """torch.ops.higher_order.<name>: the operator a traced higher-order op is recorded as
+    (cond, tag_activation_checkpoint, autograd_function_apply), as torch._dynamo does."""
+    import torch._higher_order_ops  # noqa: F401  (defines cond, tag_activation_checkpoint)
+    import torch._functorch.autograd_function  # noqa: F401  (autograd_function_apply)
+    return getattr(torch.ops.higher_order, name)
+
+
+def higher_order_op_type():
+    """torch._ops.HigherOrderOperator: calling one directly is not traced (a graph break)."""
+    return torch._ops.HigherOrderOperator
+
+
+def functorch_active():
+    """True while a torch.func transform (vmap, grad, jvp, ...) is running on this thread."""
+    return torch._C._functorch.peek_interpreter_stack() is not None
+
+
 def fake_from_tensor(mode, tensor):
     """Return a FakeTensor with the metadata of `tensor` (static shapes)."""
     return mode.from_tensor(tensor, static_shapes=True)

@@ -54,6 +54,7 @@ typedef struct cdyn_tx {
     /* top frame facts needed by code generation */
     struct _PyInterpreterFrame *frame;  /* borrowed */
     PyCodeObject *code;     /* borrowed: the top frame's code */
+    struct cdyn_sub *sub;   /* borrowed: the innermost active sub-trace (graph.c), or NULL */
 } cdyn_tx;
 
 /* Per-function interpreter state (the top frame or an inlined call). */
@@ -185,6 +186,42 @@ void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 tr_status cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck);
 void cdyn_tx_ckpt_clear(cdyn_ckpt *ck);
 
+/* ---- sub-traces (graph.c) ---------------------------------------------------------------
+ * The body of a higher-order op (a torch.cond branch, a checkpointed function, an
+ * autograd.Function's forward/backward) is traced into a graph of its own. While a sub-trace
+ * is active, tx->graph/root/last_node/n_call_nodes are its own (the interpreter, inlining and
+ * checkpoints work unchanged), the enclosing level's are kept in the cdyn_sub. New graph
+ * inputs and module parameters always go to the top graph; a tensor of an enclosing level
+ * used in the body is lifted: a placeholder of the body's graph, and the enclosing node is
+ * remembered as an extra operand of the op (free_nodes, in placeholder order). */
+typedef struct cdyn_sub {
+    struct cdyn_sub *parent;    /* borrowed: the enclosing sub-trace, or NULL (the top graph) */
+    PyObject *graph, *root;     /* strong: this body's torch.fx.Graph and attribute dict */
+    PyObject *outer_graph, *outer_root, *outer_last_node; /* strong: the enclosing level's,
+                                                             while active */
+    int outer_n_call_nodes;
+    int active;
+    PyObject *lifted;           /* dict: enclosing-level node -> placeholder of this graph */
+    PyObject *free_nodes;       /* list: enclosing-level nodes lifted, in placeholder order */
+    PyObject *free_fakes;       /* list: their example values */
+    PyObject *arg_nodes;        /* list: placeholders of the body's own arguments */
+} cdyn_sub;
+
+/* Begin a sub-trace: a new graph becomes tx->graph (sub is filled; borrowed by tx until
+ * popped). 0 / -1. */
+int cdyn_tx_sub_push(cdyn_tx *tx, cdyn_sub *sub);
+/* End the innermost sub-trace (sub): the enclosing level is current again. */
+void cdyn_tx_sub_pop(cdyn_tx *tx, cdyn_sub *sub);
+/* Release what sub holds (pops it first when still active). */
+void cdyn_tx_sub_clear(cdyn_tx *tx, cdyn_sub *sub);
+/* A placeholder named after `like` (an FX node or str), example fake, appended to the inputs
+ * of graph. New ref or NULL. */
+PyObject *cdyn_tx_placeholder(cdyn_tx *tx, PyObject *graph, PyObject *like, PyObject *fake);
+/* The node to use in the current graph for a tensor whose node (borrowed) may belong to an
+ * enclosing level: lifted through every active sub-trace. *out new ref. TR_UNSUPPORTED for
+ * a node of no enclosing level (a tensor of another, finished body). */
+tr_status cdyn_tx_lift(cdyn_tx *tx, PyObject *node, PyObject *fake, PyObject **out);
+
 /* ---- inline.c ---------------------------------------------------------------------------- */
 
 /* Inline a real Python function object (borrowed) called with self (a value or NULL) and
@@ -229,6 +266,10 @@ int cdyn_is_builtin(PyObject *obj);
 int cdyn_is_graph_function(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
 int cdyn_is_torch_special(PyObject *obj);
+/* Which higher-order op obj is (values/hop.c): a HOP_* id (> 0) for torch.cond,
+ * torch.utils.checkpoint.checkpoint, <Function subclass>.apply, torch.func transforms; 0
+ * for anything else. Decided by identity, before the graph-function rule. */
+int cdyn_hop_classify(PyObject *obj);
 /* getattr on the real object of v (u.obj.obj); trusted: the attribute gets no source (not
  * guarded) unless it is a tensor. (values/misc.c) */
 tr_status cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int trusted,

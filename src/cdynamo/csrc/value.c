@@ -18,6 +18,8 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_SUPER] = &cdyn_user_vt,     [VK_NNMODULE] = &cdyn_nnmodule_vt,
     [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
     [VK_GRADEXIT] = &cdyn_ctx_vt,
+    [VK_HOP] = &cdyn_hop_vt,        [VK_SUBGRAPH] = &cdyn_hop_vt,
+    [VK_FNCTX] = &cdyn_hop_vt,
 };
 
 static const char *const kind_names[VK__COUNT] = {
@@ -29,6 +31,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_CLASS] = "UserDefinedClass", [VK_OBJECT] = "UserDefinedObject", [VK_SUPER] = "Super",
     [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
     [VK_GRADEXIT] = "GradModeExit",
+    [VK_HOP] = "HigherOrderOp", [VK_SUBGRAPH] = "Subgraph", [VK_FNCTX] = "AutogradFunctionContext",
 };
 
 /* Release the payload and the source; the payload is CDYN_VREFS references. */

@@ -39,6 +39,10 @@
  *   iterators     values/iter.c       ITER         u.iter (+ pos)     the items, and the next position
  *   contexts      values/ctx.c        GRADCTX      u.grad             a grad-mode context manager
  *                                     GRADEXIT     u.grad             the __exit__ restoring a grad mode
+ *   higher-order  values/hop.c        HOP          u.obj.obj          torch.cond, checkpoint, Function.apply,
+ *   ops           values/autograd_fn.c                                 torch.func transforms (bits: HOP_*)
+ *                                     SUBGRAPH     u.sub              a body traced into its own GraphModule
+ *                                     FNCTX        u.fnctx            the ctx of a traced autograd.Function
  */
 #ifndef CDYN_VALUE_H
 #define CDYN_VALUE_H
@@ -62,6 +66,7 @@ typedef enum {
     VK_NNMODULE,
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
+    VK_HOP, VK_SUBGRAPH, VK_FNCTX,
     VK__COUNT
 } cdyn_vkind;
 
@@ -102,6 +107,12 @@ typedef struct cdyn_value {
            value or None, kwdefaults dict value or None], gsource: source of the globals
            of another module or None */
         struct { PyObject *code, *globals, *parts, *gsource; } func;
+        /* gm: the GraphModule registered on the enclosing graph's root; node: its get_attr */
+        struct { PyObject *gm, *node; } sub;
+        /* attrs: dict name -> value stored on ctx; saved: list of values (save_for_backward)
+           or NULL; needs: tuple of bools (needs_input_grad); nondiff: list of values marked
+           non-differentiable */
+        struct { PyObject *attrs, *saved, *needs, *nondiff; } fnctx;
     } u;
 } cdyn_value;
 
@@ -165,7 +176,7 @@ typedef struct cdyn_vtable {
 /* The families' tables (values/<family>.c). */
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
-    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt;
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_hop_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;
