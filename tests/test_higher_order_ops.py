@@ -477,7 +477,12 @@ def test_func_transforms_break_cleanly(fn, arg, backend, caplog):
 
 
 def test_func_transform_called_on_a_compiled_function():
-    compiled = cdynamo.compile(lambda a: a.sin() * W, backend="aot_eager")
+    # the entry compiled outside vmap must not run on vmap's BatchedTensors (inductor's
+    # kernels read their storage: "Cannot access data pointer")
+    cdynamo.reset_counters()
+    compiled = cdynamo.compile(lambda a: a.sin() * W, backend="inductor")
     x = torch.randn(4, 3)
     assert_same(compiled(x[0]), x[0].sin() * W, exact=False)      # compiled outside vmap
     assert_same(torch.vmap(compiled)(x), x.sin() * W, exact=False)
+    assert_same(compiled(x[1]), x[1].sin() * W, exact=False)      # the entry still serves
+    assert cdynamo.counters()["compiles"] == 1

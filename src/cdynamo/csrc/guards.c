@@ -58,6 +58,7 @@ static PyTypeObject *tensor_base_type;      /* torch._C.TensorBase */
 static PyGetSetDef *gs_dtype, *gs_device, *gs_requires_grad, *gs_shape, *gs_is_cpu;
 static PyObject *m_stride, *m_is_contiguous; /* method descriptors */
 static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
+static PyObject *fn_peek_functorch;          /* torch._C._functorch.peek_interpreter_stack */
 
 /* ---- construction ------------------------------------------------------------------ */
 
@@ -535,9 +536,21 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
     PyObject *v = NULL, *owned = NULL;
     int rc = -1;
     if (gd->kind == G_GRAD_MODE) {
-        int on = grad_mode_enabled();
+        int on = grad_mode_enabled(), on_stack;
+        PyObject *ft;
         if (on < 0) {
             return -1;
+        }
+        /* entries are compiled outside torch.func transforms (translate.c): under vmap/grad
+           the inputs are wrapped tensors a compiled graph cannot take */
+        ft = PyObject_Vectorcall(fn_peek_functorch, NULL, 0, NULL);
+        if (ft == NULL) {
+            return -1;
+        }
+        on_stack = ft != Py_None;
+        Py_DECREF(ft);
+        if (on_stack) {
+            return fail_with(why, "a torch.func transform (vmap/grad) is running");
         }
         if (on == gd->flag) {
             return 1;
@@ -794,6 +807,14 @@ cdyn_guards_init(void)
     fn_is_grad_enabled = PyObject_GetAttrString(torch_c, "is_grad_enabled");
     if (fn_is_grad_enabled == NULL) {
         goto done;
+    }
+    {
+        PyObject *ft = PyObject_GetAttrString(torch_c, "_functorch");
+        fn_peek_functorch = ft ? PyObject_GetAttrString(ft, "peek_interpreter_stack") : NULL;
+        Py_XDECREF(ft);
+        if (fn_peek_functorch == NULL) {
+            goto done;
+        }
     }
     rc = 0;
 done:
