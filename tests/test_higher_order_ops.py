@@ -2,7 +2,8 @@
 custom torch.autograd.Function are traced as torch._dynamo traces them: each body into a
 subgraph (a GraphModule registered on the graph), the op as one torch.ops.higher_order.*
 node. Results and gradients are compared with eager, graph counts and the op node with
-torch._dynamo on the same function. torch.func transforms are a clean graph break."""
+torch._dynamo on the same function. torch.vmap is inlined between functorch's primitives as
+torch._dynamo does; the other torch.func transforms are a clean graph break."""
 import copy
 import logging
 
@@ -451,27 +452,80 @@ def test_autograd_function_unsupported_ctx_method_is_a_graph_break():
     check_grads(lambda: (dirty, ()), (x,))
 
 
-# ---- torch.func transforms: a clean graph break ---------------------------------------------
+# ---- torch.vmap: inlined between functorch's primitives, as torch._dynamo ----------------------
+
+def vmap_closure(x):
+    return torch.vmap(lambda a: a.sin() * W)(x) * 2
+
+
+def vmap_dims(x, y):
+    return torch.vmap(lambda a, b: (a * b, a.sum()), in_dims=(1, None), out_dims=(0, 0))(x, y)
+
+
+def vmap_nested(x):
+    return torch.vmap(torch.vmap(lambda a: a.sin() + W))(x)
+
+
+def vmap_unbatched_result(x):
+    return torch.func.vmap(lambda a: W)(x)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (vmap_closure, (torch.randn(4, 3),)),
+    (vmap_dims, (torch.randn(3, 4), torch.randn(3))),
+    (vmap_nested, (torch.randn(2, 4, 3),)),
+    (vmap_unbatched_result, (torch.randn(4, 3),)),
+])
+def test_vmap_same_graph_as_dynamo(fn, args):
+    dyn = CountingBackend()
+    torch._dynamo.reset()
+    torch.compile(fn, backend=dyn)(*clone(args))
+    torch._dynamo.reset()
+    cdy = check(fn, *args)
+    assert cdy.op_count == dyn.op_count
+    targets = [n.target.__name__ for n in cdy.graphs[0].graph.nodes if n.op == "call_function"
+               and getattr(n.target, "__module__", "") == "torch._functorch.predispatch"]
+    assert targets[:2] == ["lazy_load_decompositions", "_vmap_increment_nesting"]
+    assert targets[-1] == "_vmap_decrement_nesting"
+    assert torch._C._functorch.peek_interpreter_stack() is None
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_vmap_gradients(backend):
+    x = torch.randn(4, 3, requires_grad=True)
+    check_grads(lambda: (vmap_closure, ()), (x,), backend=backend)
+
+
+def vmap_random(x):
+    return torch.vmap(lambda a: a + torch.rand(3))(x * 2)
+
+
+def test_vmap_error_is_eagers():
+    # randomness="error": eager vmap raises; the trace fails without leaving the vmap level
+    # pushed, and the call raises as in eager
+    with pytest.raises(RuntimeError, match="randomness"):
+        vmap_random(torch.randn(4, 3))
+    with pytest.raises(RuntimeError, match="randomness"):
+        cdynamo.compile(vmap_random, backend="eager")(torch.randn(4, 3))
+    assert torch._C._functorch.peek_interpreter_stack() is None
+
+
+# ---- other torch.func transforms: a clean graph break ---------------------------------------
 
 def func_grad(x):
     return torch.func.grad(lambda a: (a.sin() * W).sum())(x) + 1
-
-
-def func_vmap(x):
-    return torch.vmap(lambda a: a.sin() * W)(x) * 2
 
 
 def func_jacrev(x):
     return torch.func.jacrev(lambda a: a.sin() * W)(x)
 
 
-@pytest.mark.parametrize("fn, arg", [(func_grad, X), (func_vmap, torch.randn(4, 3)),
-                                     (func_jacrev, X)])
+@pytest.mark.parametrize("fn", [func_grad, func_jacrev])
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_func_transforms_break_cleanly(fn, arg, backend, caplog):
+def test_func_transforms_break_cleanly(fn, backend, caplog):
     with caplog.at_level(logging.INFO, logger="cdynamo"):
-        got = cdynamo.compile(fn, backend=backend)(arg.clone())
-    assert_same(got, fn(arg.clone()), exact=False)
+        got = cdynamo.compile(fn, backend=backend)(X.clone())
+    assert_same(got, fn(X.clone()), exact=False)
     # the function the transform calls (in eager) sees wrapped tensors: never translated
     assert any("torch.func transform" in r.getMessage() for r in caplog.records)
 

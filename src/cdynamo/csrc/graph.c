@@ -399,6 +399,25 @@ done:
     return st;
 }
 
+int
+cdyn_tx_graph_effect(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node)
+{
+    PyObject *kw = PyDict_New(), *op = PyUnicode_FromString("call_function");
+    *node = NULL;
+    if (kw != NULL && op != NULL) {
+        *node = PyObject_CallMethodObjArgs(tx->graph, cdyn_G.s_create_node, op, target, args, kw,
+                                           NULL);
+    }
+    Py_XDECREF(kw);
+    Py_XDECREF(op);
+    if (*node == NULL) {
+        return -1;
+    }
+    Py_XSETREF(tx->last_node, Py_NewRef(*node));
+    tx->n_call_nodes++;
+    return 0;
+}
+
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
 void

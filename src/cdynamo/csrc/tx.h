@@ -168,6 +168,10 @@ tr_status cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source
 /* A parameter or buffer of an nn.Module as a get_attr node (source: its attribute path). */
 tr_status cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source,
                                      PyObject **out);
+/* A call recorded for its effect on torch's global state (functorch's interpreter stack),
+ * not run on fake tensors: call_function target(*args), args a tuple of constants. *node:
+ * new ref. 0 / -1. */
+int cdyn_tx_graph_effect(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node);
 /* A name for an FX node / attribute derived from a source: L['self'].linear -> self_linear.
  * New ref. */
 PyObject *cdyn_sanitized_name(PyObject *source);

@@ -16,6 +16,7 @@
 
 static PyObject *fn_cond;         /* torch.cond */
 static PyObject *fn_checkpoint;   /* torch.utils.checkpoint.checkpoint */
+static PyObject *fn_vmap;         /* torch.vmap (torch.func.vmap) */
 static PyObject *op_cond;         /* torch.ops.higher_order.cond */
 static PyObject *op_checkpoint;   /* torch.ops.higher_order.tag_activation_checkpoint */
 static PyObject *hop_type;        /* torch._ops.HigherOrderOperator */
@@ -33,6 +34,9 @@ cdyn_hop_classify(PyObject *obj)
     }
     if (obj == fn_checkpoint) {
         return HOP_CHECKPOINT;
+    }
+    if (obj == fn_vmap) {
+        return HOP_VMAP;
     }
     if (PyMethod_Check(obj)) {
         return cdyn_is_autograd_apply(obj) ? HOP_AUTOGRAD_APPLY : HOP_NONE;
@@ -711,6 +715,10 @@ hop_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
         return hop_checkpoint(tx, fs, args, nargs, kwnames, out);
     case HOP_AUTOGRAD_APPLY:
         return cdyn_autograd_apply(tx, fs, fn, args, nargs, kwnames, out);
+    case HOP_VMAP:
+        return cdyn_vmap_make(tx, fn, args, nargs, kwnames, out);
+    case HOP_VMAPPED:
+        return cdyn_vmap_call(tx, fs, fn, args, nargs, kwnames, out);
     default:
         return cdyn_tx_unsupported(tx, "%R is a higher-order function cdynamo does not trace "
                                    "(run in Python)", V(fn)->u.obj.obj);
@@ -724,6 +732,9 @@ hop_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     case VK_FNCTX:
         return cdyn_fnctx_getattr(tx, v, name, out);
     case VK_HOP:
+        if (V(v)->bits == HOP_VMAPPED) {
+            return cdyn_tx_unsupported(tx, "attribute %U of a vmapped function", name);
+        }
         return cdyn_getattr_real(tx, v, name, 1, out);
     default:
         return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
@@ -781,7 +792,7 @@ hop_python_type(PyObject *v)
 static tr_status
 hop_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
-    if (V(v)->kind != VK_HOP) {
+    if (V(v)->kind != VK_HOP || V(v)->bits == HOP_VMAPPED) {
         return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
     }
     return cdyn_collect_nothing(tx, cg, v);
@@ -790,7 +801,7 @@ hop_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 int
 cdyn_hop_init(void)
 {
-    static const char *const transforms[] = {"vmap", "grad", "grad_and_value", "vjp", "jvp",
+    static const char *const transforms[] = {"grad", "grad_and_value", "vjp", "jvp",
                                              "jacrev", "jacfwd", "hessian", "linearize",
                                              "functionalize", NULL};
     PyObject *func = NULL;
@@ -811,7 +822,8 @@ cdyn_hop_init(void)
         Py_XDECREF(m);
         func = PyImport_ImportModule("torch.func");
     }
-    if (fn_checkpoint == NULL || func == NULL) {
+    fn_vmap = func ? PyObject_GetAttrString(func, "vmap") : NULL;
+    if (fn_checkpoint == NULL || fn_vmap == NULL) {
         Py_XDECREF(func);
         return -1;
     }
@@ -826,7 +838,7 @@ cdyn_hop_init(void)
         }
     }
     Py_DECREF(func);
-    return cdyn_autograd_fn_init();
+    return (cdyn_autograd_fn_init() < 0) ? -1 : cdyn_vmap_init();
 }
 
 const cdyn_vtable cdyn_hop_vt = {
