@@ -10,6 +10,7 @@ import logging
 import pytest
 import torch
 import torch._dynamo
+from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
 import cdynamo
@@ -145,6 +146,21 @@ def test_nested_cond():
     compiled = cdynamo.compile(nested_cond, backend="eager")
     for x in (X, -X, X * 0.1):
         assert_same(compiled(x), nested_cond(x))
+
+
+def cond_in_a_loop(x):
+    for i in range(3):
+        # the same tensor twice: two inputs of the branches (before: duplicate argument 'x')
+        x = torch.cond(x.sum() > i, lambda a, b: a * b + i, lambda a, b: a - b, (x, x))
+    return x
+
+
+def test_cond_in_a_loop_with_a_repeated_operand():
+    cdy = CountingBackend()
+    compiled = cdynamo.compile(cond_in_a_loop, backend=cdy)
+    for x in (X, -X, X * 3):
+        assert_same(compiled(x), cond_in_a_loop(x))
+    assert cdy.frame_count == 1 and hop_names(cdy) == ["cond"] * 3
 
 
 class CondNet(torch.nn.Module):
@@ -385,6 +401,29 @@ def test_autograd_function_setup_context_and_non_differentiable():
                 isinstance(n.target, HOP))
     assert node.kwargs["non_differentiable_idx"] == [1]
     check_grads(lambda: (argmax_sin, ()), (X.clone().requires_grad_(),))
+
+
+class ExpOnce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp(), x.shape[0]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g, g_n):
+        (x,) = ctx.saved_tensors
+        return g * x.exp() * 2      # not exp's derivative: the user's backward is used
+
+
+def exp_once(x):
+    y, n = ExpOnce.apply(x)
+    return y * n
+
+
+def test_autograd_function_once_differentiable_and_constant_output():
+    cdy = check(exp_once, X.clone().requires_grad_(), hop="autograd_function_apply")
+    check_grads(lambda: (exp_once, ()), (X.clone().requires_grad_(),))
 
 
 class Scaled(torch.nn.Module):

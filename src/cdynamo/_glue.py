@@ -85,6 +85,13 @@ def higher_order_op(name):
     return getattr(torch.ops.higher_order, name)
 
 
+def once_differentiable_code():
+    """The code object of the wrapper torch.autograd.function.once_differentiable makes (a
+    traced backward wrapped by it is traced as the user's own function)."""
+    from torch.autograd.function import once_differentiable
+    return once_differentiable(lambda ctx: None).__code__
+
+
 def higher_order_op_type():
     """torch._ops.HigherOrderOperator: calling one directly is not traced (a graph break)."""
     return torch._ops.HigherOrderOperator
@@ -113,7 +120,11 @@ def fake_call_method(mode, name, args, kwargs):
 
 
 def placeholder(graph, name):
-    """Add a graph input named `name` after the existing inputs (FX wants them first)."""
+    """Add a graph input named `name` (made unique: it is the parameter name of the generated
+    forward) after the existing inputs (FX wants them first)."""
+    taken = {n.target for n in graph.nodes if n.op == "placeholder"}
+    if name in taken:
+        name = next(f"{name}_{i}" for i in itertools.count(1) if f"{name}_{i}" not in taken)
     first = next((n for n in graph.nodes if n.op != "placeholder"), None)
     if first is None:
         return graph.placeholder(name)

@@ -15,6 +15,7 @@ static PyObject *apply_func;     /* torch.autograd.Function.apply.__func__ */
 static PyObject *function_type;  /* torch.autograd.Function */
 static PyObject *base_setup;     /* _SingleLevelFunction.setup_context (not overridden) */
 static PyObject *op_apply;       /* torch.ops.higher_order.autograd_function_apply */
+static PyObject *once_diff_code; /* the code of once_differentiable's wrapper */
 
 int
 cdyn_is_autograd_apply(PyObject *obj)
@@ -142,6 +143,7 @@ typedef struct {
     PyObject *cls;          /* borrowed: the Function subclass */
     PyObject *ctx;          /* the forward's FNCTX */
     PyObject *ret;          /* the forward's result value */
+    PyObject *elems;        /* list: its outputs (the result, or the items of a tuple) */
     PyObject *outs;         /* list: its tensors */
     PyObject *saved;        /* list: the tensors saved for backward (save_for_backward ones
                                first, then tensors stored as ctx attributes) */
@@ -158,6 +160,7 @@ apply_clear(cdyn_tx *tx, apply_state *s)
     cdyn_body_clear(tx, &s->bwd);
     Py_CLEAR(s->ctx);
     Py_CLEAR(s->ret);
+    Py_CLEAR(s->elems);
     Py_CLEAR(s->outs);
     Py_CLEAR(s->saved);
     Py_CLEAR(s->saved_idx);
@@ -245,6 +248,40 @@ collect_saved(apply_state *s)
     return TR_OK;
 }
 
+/* The forward's result: a tensor, or a tuple of tensors and constants (as eager's apply
+ * takes them): s->elems and s->outs. */
+static tr_status
+forward_outputs(cdyn_tx *tx, apply_state *s)
+{
+    tr_status st = TR_OK;
+    if ((s->outs = PyList_New(0)) == NULL) {
+        return TR_ERROR;
+    }
+    if (V(s->ret)->kind == VK_TUPLE && V(s->ret)->u.seq.nt_type == NULL) {
+        st = cdyn_v_unpack(tx, s->ret, &s->elems);
+    }
+    else if (V(s->ret)->kind == VK_TENSOR) {
+        s->elems = PyList_New(1);
+        if (s->elems == NULL) {
+            return TR_ERROR;
+        }
+        PyList_SET_ITEM(s->elems, 0, Py_NewRef(s->ret));
+    }
+    else {
+        return cdyn_tx_unsupported(tx, "a forward returning %S", s->ret);
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(s->elems); i++) {
+        PyObject *e = PyList_GET_ITEM(s->elems, i);
+        if (V(e)->kind == VK_TENSOR) {
+            st = PyList_Append(s->outs, e) < 0 ? TR_ERROR : TR_OK;
+        }
+        else if (V(e)->kind != VK_CONST) {
+            st = cdyn_tx_unsupported(tx, "a forward returning %S", e);
+        }
+    }
+    return st;
+}
+
 /* The forward body: forward(ctx, *args) (or forward(*args) + setup_context(ctx, args,
  * output)) under no_grad; output ((outputs), (saved)). */
 static tr_status
@@ -290,11 +327,8 @@ trace_forward(cdyn_tx *tx, apply_state *s, PyObject *const *args, Py_ssize_t nar
     if (st == TR_OK && prev) {
         st = cdyn_hop_set_grad(tx, 1);
     }
-    if (st == TR_OK && (s->outs = PyList_New(0)) == NULL) {
-        st = TR_ERROR;
-    }
     if (st == TR_OK) {
-        st = cdyn_body_flatten(tx, s->ret, 0, s->outs);
+        st = forward_outputs(tx, s);
     }
     if (st == TR_OK) {
         st = collect_saved(s);
@@ -376,18 +410,28 @@ done:
     return st;
 }
 
-/* Gradient placeholders of the backward body, one per forward output, named after the
- * backward's parameters. New list of TENSOR values in *grads. */
+/* The gradients the backward is called with, one per forward output: a placeholder of the
+ * backward body named after the backward's parameter for a tensor output, None for a
+ * constant. New list of values in *grads. */
 static tr_status
 grad_inputs(cdyn_tx *tx, apply_state *s, PyCodeObject *bcode, PyObject **grads)
 {
-    Py_ssize_t n = PyList_GET_SIZE(s->outs);
+    Py_ssize_t n = PyList_GET_SIZE(s->elems);
     *grads = PyList_New(n);
     if (*grads == NULL) {
         return TR_ERROR;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = PyList_GET_ITEM(s->outs, i), *fk = NULL, *ph = NULL, *name = NULL;
+        PyObject *o = PyList_GET_ITEM(s->elems, i), *fk = NULL, *ph = NULL, *name = NULL;
+        if (V(o)->kind != VK_TENSOR) {
+            PyObject *none = cdyn_value_const(Py_None);   /* a non-tensor output gets None */
+            if (none == NULL) {
+                Py_CLEAR(*grads);
+                return TR_ERROR;
+            }
+            PyList_SET_ITEM(*grads, i, none);
+            continue;
+        }
         name = i + 1 < bcode->co_argcount
                    ? Py_NewRef(PyTuple_GET_ITEM(bcode->co_localsplusnames, i + 1))
                    : PyUnicode_FromString("grad");
@@ -519,6 +563,19 @@ trace_backward(cdyn_tx *tx, cdyn_fs *fs, apply_state *s, PyObject *const *args,
     PyObject *gnodes = NULL;
     tr_status st = class_function(tx, s->cls, "backward", &bwd);
     (void)fs;
+    if (st == TR_OK && once_diff_code != NULL &&
+        PyFunction_GET_CODE(bwd) == once_diff_code) {
+        /* @once_differentiable: the user's function (it only differs from it on a double
+           backward, which raises in eager) */
+        PyObject *inner = PyObject_GetAttrString(bwd, "__wrapped__");
+        if (inner != NULL && PyFunction_Check(inner)) {
+            Py_SETREF(bwd, inner);
+        }
+        else {
+            Py_XDECREF(inner);
+            PyErr_Clear();
+        }
+    }
     if (st == TR_OK) {
         st = cdyn_body_begin(tx, &s->bwd);
     }
@@ -744,7 +801,9 @@ cdyn_autograd_fn_init(void)
     base = PyObject_GetAttrString(m, "_SingleLevelFunction");
     base_setup = base ? PyObject_GetAttrString(base, "setup_context") : NULL;
     op_apply = PyObject_CallMethod(cdyn_G.glue, "higher_order_op", "s", "autograd_function_apply");
-    if (function_type != NULL && apply_func != NULL && base_setup != NULL && op_apply != NULL) {
+    once_diff_code = PyObject_CallMethod(cdyn_G.glue, "once_differentiable_code", NULL);
+    if (function_type != NULL && apply_func != NULL && base_setup != NULL && op_apply != NULL &&
+        once_diff_code != NULL) {
         rc = 0;
     }
     Py_DECREF(m);
