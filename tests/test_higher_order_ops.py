@@ -189,6 +189,24 @@ def test_cond_module_graph_vs_dynamo():
     check(net, X, hop="cond", exact=False)
 
 
+@pytest.mark.parametrize("branch, why", [
+    (lambda a: a.add_(1), "input mutation"),
+    (lambda a: W.add_(a), "input mutation"),
+    (lambda a: a[0:2], "aliasing"),
+    (lambda a: W, "aliasing"),
+])
+def test_cond_branch_mutating_or_aliasing_an_input_is_refused(branch, why):
+    # eager's torch.cond (torch._dynamo) raises for these; cdynamo does not trace them (with
+    # fullgraph=True: the error names the reason)
+    def f(x):
+        return torch.cond(x.sum() > 0, branch, lambda a: a[0:2].cos(), (x,))
+
+    with pytest.raises(RuntimeError, match=why):
+        cdynamo.compile(f, backend="eager", fullgraph=True)(X.clone())
+    with pytest.raises(Exception, match="(mutation|aliasing)"):
+        torch.compile(f, backend="eager", fullgraph=True)(X.clone())
+
+
 COND_BREAK = """
 import torch, cdynamo
 def f(x):

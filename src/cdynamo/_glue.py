@@ -46,6 +46,43 @@ def new_graph():
     return torch.fx.Graph()
 
 
+def sub_placeholder(graph, name, fake):
+    """A placeholder of a body graph (placeholder()), with its example value and the version
+    counter of that value when the body starts using it (body_alias_or_mutation)."""
+    node = placeholder(graph, name)
+    node.meta["example_value"] = fake
+    node.meta["cdynamo_version"] = fake._version
+    return node
+
+
+def body_alias_or_mutation(graph, outputs):
+    """Why torch.cond refuses a branch (as eager's torch.cond does): "input mutation" when an
+    input of the branch graph was changed in place, "aliasing" when an output shares storage
+    with an input or another output; None when neither."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    def storage(t):
+        return StorageWeakRef(t.untyped_storage())
+
+    inputs = set()
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            t = n.meta.get("example_value")
+            if isinstance(t, torch.Tensor):
+                if t._version != n.meta.get("cdynamo_version", t._version):
+                    return "input mutation"
+                inputs.add(storage(t))
+    seen = set()
+    for o in outputs:
+        t = o.meta.get("example_value")
+        if isinstance(t, torch.Tensor):
+            s = storage(t)
+            if s in inputs or s in seen:
+                return "aliasing"
+            seen.add(s)
+    return None
+
+
 def reorder_placeholders(graph, order):
     """Move the placeholders of `graph` into the order of the list `order` (all of them),
     so that two bodies of one higher-order op (torch.cond's branches) take the same inputs."""

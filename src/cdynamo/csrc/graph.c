@@ -521,10 +521,7 @@ cdyn_tx_placeholder(cdyn_tx *tx, PyObject *graph, PyObject *like, PyObject *fake
     PyObject *name = PyUnicode_Check(like) ? Py_NewRef(like) : PyObject_GetAttrString(like, "name");
     PyObject *node = NULL;
     if (name != NULL) {
-        node = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_placeholder, graph, name, NULL);
-    }
-    if (node != NULL && set_example(tx, node, fake) < 0) {
-        Py_CLEAR(node);
+        node = PyObject_CallMethod(tx->glue, "sub_placeholder", "OOO", graph, name, fake);
     }
     Py_XDECREF(name);
     return node;

@@ -98,8 +98,9 @@ enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEN
 static inline void
 cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
 {
-    /* iterators passed to a call are restored by the caller's checkpoint instead */
-    if (V(v)->serial < tx->ckpt_serial && V(v)->kind != VK_ITER) {
+    /* iterators passed to a call are restored by the caller's checkpoint instead (not
+       inside a higher-order op's body: advancing one from outside is a side effect) */
+    if (V(v)->serial < tx->ckpt_serial && (V(v)->kind != VK_ITER || tx->sub != NULL)) {
         tx->mutations++;
     }
 }
@@ -218,8 +219,9 @@ int cdyn_tx_sub_push(cdyn_tx *tx, cdyn_sub *sub);
 void cdyn_tx_sub_pop(cdyn_tx *tx, cdyn_sub *sub);
 /* Release what sub holds (pops it first when still active). */
 void cdyn_tx_sub_clear(cdyn_tx *tx, cdyn_sub *sub);
-/* A placeholder named after `like` (an FX node or str), example fake, appended to the inputs
- * of graph. New ref or NULL. */
+/* A placeholder of a body's graph named after `like` (an FX node or str, made unique),
+ * example fake (its version counter noted: torch.cond refuses input mutations), appended to
+ * the inputs of graph. New ref or NULL. */
 PyObject *cdyn_tx_placeholder(cdyn_tx *tx, PyObject *graph, PyObject *like, PyObject *fake);
 /* The node to use in the current graph for a tensor whose node (borrowed) may belong to an
  * enclosing level: lifted through every active sub-trace. *out new ref. TR_UNSUPPORTED for

@@ -558,6 +558,18 @@ hop_cond(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs,
         st = trace_body(tx, fs, &br[k], what[k], a[1 + k], PySequence_Fast_ITEMS(ops),
                         PyList_GET_SIZE(ops), 0, &ret[k]);
     }
+    for (int k = 0; k < 2 && st == TR_OK; k++) {
+        /* eager's torch.cond refuses these (it raises): the call runs it in Python */
+        PyObject *why = PyObject_CallMethod(tx->glue, "body_alias_or_mutation", "OO",
+                                            br[k].sub.graph, br[k].outputs);
+        if (why == NULL) {
+            st = TR_ERROR;
+        }
+        else if (why != Py_None) {
+            st = cdyn_tx_unsupported(tx, "%s: %U (raised in Python)", what[k], why);
+        }
+        Py_XDECREF(why);
+    }
     if (st == TR_OK && PyTuple_GET_SIZE(br[0].outputs) != PyTuple_GET_SIZE(br[1].outputs)) {
         st = cdyn_tx_unsupported(tx, "torch.cond: the branches return different numbers of "
                                  "tensors");
