@@ -2,8 +2,9 @@
 custom torch.autograd.Function are traced as torch._dynamo traces them: each body into a
 subgraph (a GraphModule registered on the graph), the op as one torch.ops.higher_order.*
 node. Results and gradients are compared with eager, graph counts and the op node with
-torch._dynamo on the same function. torch.vmap is inlined between functorch's primitives as
-torch._dynamo does; the other torch.func transforms are a clean graph break."""
+torch._dynamo on the same function. torch.vmap and torch.func.grad/grad_and_value are inlined
+between functorch's primitives as torch._dynamo does; the other torch.func transforms
+(jacrev, vjp, ...) are a clean graph break."""
 import copy
 import logging
 
@@ -567,22 +568,79 @@ def test_vmap_error_is_eagers():
     assert torch._C._functorch.peek_interpreter_stack() is None
 
 
-# ---- other torch.func transforms: a clean graph break ---------------------------------------
+# ---- torch.func.grad / grad_and_value: inlined between functorch's primitives ---------------
 
 def func_grad(x):
     return torch.func.grad(lambda a: (a.sin() * W).sum())(x) + 1
 
 
+def func_grad_argnums(x, y):
+    return torch.func.grad(lambda a, b: (a * b).sum() + b.sum(), argnums=(0, 1))(x, y)
+
+
+def func_grad_and_value_aux(x):
+    return torch.func.grad_and_value(lambda a: ((a ** 2).sum(), a.cos()), has_aux=True)(x)
+
+
+def func_grad_under_no_grad(x):
+    with torch.no_grad():
+        return torch.func.grad(lambda a: a.exp().sum())(x)
+
+
+def func_vmap_of_grad(x):
+    return torch.vmap(torch.func.grad(lambda a: (a.sin() * W).sum()))(x)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (func_grad, (X,)),
+    (func_grad_argnums, (X, W)),
+    (func_grad_and_value_aux, (X,)),
+    (func_grad_under_no_grad, (X,)),
+    (func_vmap_of_grad, (torch.randn(4, 3),)),
+])
+def test_func_grad_same_graph_as_dynamo(fn, args):
+    dyn = CountingBackend()
+    torch._dynamo.reset()
+    torch.compile(fn, backend=dyn)(*clone(args))
+    torch._dynamo.reset()
+    cdy = check(fn, *args, exact=False)
+    assert cdy.op_count == dyn.op_count
+    names = [getattr(n.target, "__name__", "") for n in cdy.graphs[0].graph.nodes]
+    assert "_grad_increment_nesting" in names and "_autograd_grad" in names
+    assert torch._C._functorch.peek_interpreter_stack() is None
+    assert torch._C._autograd._saved_tensors_hooks_is_enabled()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_func_grad_differentiated_again(backend):
+    # a training step through torch.func.grad (create_graph): outer gradients equal eager's
+    check_grads(lambda: (func_grad, ()), (X.clone().requires_grad_(),), backend=backend)
+
+
+def func_grad_not_scalar(x):
+    return torch.func.grad(lambda a: a.exp())(x)
+
+
+def test_func_grad_error_is_eagers():
+    with pytest.raises(RuntimeError, match="scalar"):
+        func_grad_not_scalar(X)
+    with pytest.raises(RuntimeError, match="scalar"):
+        cdynamo.compile(func_grad_not_scalar, backend="eager")(X)
+    assert torch._C._functorch.peek_interpreter_stack() is None
+    assert torch._C._autograd._saved_tensors_hooks_is_enabled()
+
+
+# ---- other torch.func transforms: a clean graph break ---------------------------------------
+
 def func_jacrev(x):
     return torch.func.jacrev(lambda a: a.sin() * W)(x)
 
 
-@pytest.mark.parametrize("fn", [func_grad, func_jacrev])
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_func_transforms_break_cleanly(fn, backend, caplog):
+def test_func_jacrev_breaks_cleanly(backend, caplog):
     with caplog.at_level(logging.INFO, logger="cdynamo"):
-        got = cdynamo.compile(fn, backend=backend)(X.clone())
-    assert_same(got, fn(X.clone()), exact=False)
+        got = cdynamo.compile(func_jacrev, backend=backend)(X.clone())
+    assert_same(got, func_jacrev(X.clone()), exact=False)
     # the function the transform calls (in eager) sees wrapped tensors: never translated
     assert any("torch.func transform" in r.getMessage() for r in caplog.records)
 

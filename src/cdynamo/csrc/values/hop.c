@@ -17,6 +17,7 @@
 static PyObject *fn_cond;         /* torch.cond */
 static PyObject *fn_checkpoint;   /* torch.utils.checkpoint.checkpoint */
 static PyObject *fn_vmap;         /* torch.vmap (torch.func.vmap) */
+static PyObject *fn_grad, *fn_grad_and_value;   /* torch.func.grad / grad_and_value */
 static PyObject *op_cond;         /* torch.ops.higher_order.cond */
 static PyObject *op_checkpoint;   /* torch.ops.higher_order.tag_activation_checkpoint */
 static PyObject *hop_type;        /* torch._ops.HigherOrderOperator */
@@ -37,6 +38,9 @@ cdyn_hop_classify(PyObject *obj)
     }
     if (obj == fn_vmap) {
         return HOP_VMAP;
+    }
+    if (obj == fn_grad || obj == fn_grad_and_value) {
+        return HOP_GRAD;
     }
     if (PyMethod_Check(obj)) {
         return cdyn_is_autograd_apply(obj) ? HOP_AUTOGRAD_APPLY : HOP_NONE;
@@ -731,6 +735,10 @@ hop_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
         return cdyn_vmap_make(tx, fn, args, nargs, kwnames, out);
     case HOP_VMAPPED:
         return cdyn_vmap_call(tx, fs, fn, args, nargs, kwnames, out);
+    case HOP_GRAD:
+        return cdyn_grad_make(tx, fn, args, nargs, kwnames, out);
+    case HOP_GRADDED:
+        return cdyn_grad_call(tx, fs, fn, args, nargs, kwnames, out);
     default:
         return cdyn_tx_unsupported(tx, "%R is a higher-order function cdynamo does not trace "
                                    "(run in Python)", V(fn)->u.obj.obj);
@@ -744,8 +752,8 @@ hop_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     case VK_FNCTX:
         return cdyn_fnctx_getattr(tx, v, name, out);
     case VK_HOP:
-        if (V(v)->bits == HOP_VMAPPED) {
-            return cdyn_tx_unsupported(tx, "attribute %U of a vmapped function", name);
+        if (V(v)->bits == HOP_VMAPPED || V(v)->bits == HOP_GRADDED) {
+            return cdyn_tx_unsupported(tx, "attribute %U of a transformed function", name);
         }
         return cdyn_getattr_real(tx, v, name, 1, out);
     default:
@@ -804,7 +812,7 @@ hop_python_type(PyObject *v)
 static tr_status
 hop_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
-    if (V(v)->kind != VK_HOP || V(v)->bits == HOP_VMAPPED) {
+    if (V(v)->kind != VK_HOP || V(v)->bits == HOP_VMAPPED || V(v)->bits == HOP_GRADDED) {
         return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
     }
     return cdyn_collect_nothing(tx, cg, v);
@@ -813,9 +821,8 @@ hop_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 int
 cdyn_hop_init(void)
 {
-    static const char *const transforms[] = {"grad", "grad_and_value", "vjp", "jvp",
-                                             "jacrev", "jacfwd", "hessian", "linearize",
-                                             "functionalize", NULL};
+    static const char *const transforms[] = {"vjp", "jvp", "jacrev", "jacfwd", "hessian",
+                                             "linearize", "functionalize", NULL};
     PyObject *func = NULL;
     if (fn_cond != NULL) {
         return 0;
@@ -835,7 +842,9 @@ cdyn_hop_init(void)
         func = PyImport_ImportModule("torch.func");
     }
     fn_vmap = func ? PyObject_GetAttrString(func, "vmap") : NULL;
-    if (fn_checkpoint == NULL || fn_vmap == NULL) {
+    fn_grad = func ? PyObject_GetAttrString(func, "grad") : NULL;
+    fn_grad_and_value = func ? PyObject_GetAttrString(func, "grad_and_value") : NULL;
+    if (fn_checkpoint == NULL || fn_vmap == NULL || fn_grad == NULL || fn_grad_and_value == NULL) {
         Py_XDECREF(func);
         return -1;
     }
@@ -850,7 +859,7 @@ cdyn_hop_init(void)
         }
     }
     Py_DECREF(func);
-    return (cdyn_autograd_fn_init() < 0) ? -1 : cdyn_vmap_init();
+    return (cdyn_autograd_fn_init() < 0) ? -1 : cdyn_functorch_init();
 }
 
 const cdyn_vtable cdyn_hop_vt = {

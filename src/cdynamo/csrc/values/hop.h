@@ -15,8 +15,10 @@ enum {
                             method) */
     HOP_UNSUPPORTED,     /* torch.func transforms, other torch._higher_order_ops: a graph
                             break with a reason */
-    HOP_VMAP,            /* torch.vmap / torch.func.vmap (values/vmap.c) */
-    HOP_VMAPPED,         /* what torch.vmap(f, ...) returned (values/vmap.c) */
+    HOP_VMAP,            /* torch.vmap / torch.func.vmap (values/functorch.c) */
+    HOP_VMAPPED,         /* what torch.vmap(f, ...) returned (values/functorch.c) */
+    HOP_GRAD,            /* torch.func.grad / grad_and_value (values/functorch.c) */
+    HOP_GRADDED,         /* what they returned */
 };
 
 /* A body being traced into its own graph (a sub-trace, graph.c) and the state it must leave
@@ -86,13 +88,19 @@ int cdyn_autograd_fn_init(void);
 /* 1 when obj is <Function subclass>.apply (a bound classmethod). */
 int cdyn_is_autograd_apply(PyObject *obj);
 
-/* ---- values/vmap.c ------------------------------------------------------------------------ */
+/* ---- values/functorch.c -------------------------------------------------------------------- */
 /* torch.vmap(func, in_dims, out_dims, randomness, chunk_size): fn is the HOP_VMAP value. */
 tr_status cdyn_vmap_make(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames, PyObject **out);
 /* A call of the HOP_VMAPPED value vf. */
 tr_status cdyn_vmap_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *vf, PyObject *const *args,
                          Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
-int cdyn_vmap_init(void);
+/* torch.func.grad / grad_and_value(func, argnums, has_aux): fn is the HOP_GRAD value. */
+tr_status cdyn_grad_make(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames, PyObject **out);
+/* A call of the HOP_GRADDED value gf. */
+tr_status cdyn_grad_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *gf, PyObject *const *args,
+                         Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+int cdyn_functorch_init(void);
 
 #endif
