@@ -101,6 +101,14 @@ def finish_subgraph(graph, root, outputs):
     return torch.fx.GraphModule(root, graph)
 
 
+def discard_subgraph(graph, root, node):
+    """Undo a registered body after its op failed: the get_attr `node` (if unused) leaves
+    `graph` and its GraphModule leaves `root`."""
+    if not node.users:
+        root.pop(node.target, None)
+        graph.erase_node(node)
+
+
 def fake_grad_like(mode, fake):
     """A fake tensor with the metadata of `fake` that does not require grad: the example
     value of a gradient input of a traced autograd.Function backward."""

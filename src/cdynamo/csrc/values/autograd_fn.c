@@ -684,6 +684,10 @@ apply_node(cdyn_tx *tx, apply_state *s, PyObject *const *args, Py_ssize_t nargs,
         st = cdyn_body_rebuild(tx, s->ret, items, &pos, out);
     }
 done:
+    if (st != TR_OK) {
+        cdyn_body_discard(tx, fsub);
+        cdyn_body_discard(tx, bsub);
+    }
     Py_XDECREF(fsub);
     Py_XDECREF(bsub);
     Py_XDECREF(node_args);

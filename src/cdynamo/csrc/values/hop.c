@@ -283,6 +283,25 @@ done:
     return st;
 }
 
+/* Drop the get_attr node and module of a failed op's body; any pending exception (the
+ * failure's) is kept across the call. */
+void
+cdyn_body_discard(cdyn_tx *tx, PyObject *subv)
+{
+    PyObject *r = NULL, *et = NULL, *ev = NULL, *etb = NULL;
+    if (subv == NULL) {
+        return;
+    }
+    PyErr_Fetch(&et, &ev, &etb);
+    r = PyObject_CallMethod(tx->glue, "discard_subgraph", "OOO", tx->graph, tx->root,
+                            V(subv)->u.sub.node);
+    if (r == NULL) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    Py_XDECREF(r);
+    PyErr_Restore(et, ev, etb);
+}
+
 void
 cdyn_body_clear(cdyn_tx *tx, cdyn_body *b)
 {
@@ -606,6 +625,9 @@ hop_cond(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs,
 done:
     for (int k = 0; k < 2; k++) {
         cdyn_body_clear(tx, &br[k]);
+        if (st != TR_OK) {
+            cdyn_body_discard(tx, subs[k]);
+        }
         Py_XDECREF(ret[k]);
         Py_XDECREF(subs[k]);
     }
@@ -705,6 +727,9 @@ hop_checkpoint(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs
     }
 done:
     cdyn_body_clear(tx, &b);
+    if (st != TR_OK) {
+        cdyn_body_discard(tx, sub);
+    }
     if (st != TR_OK && nograd) {
         cdyn_hop_restore_grad(tx, 1);
     }

@@ -52,6 +52,9 @@ tr_status cdyn_body_end(cdyn_tx *tx, cdyn_body *b, const char *what, PyObject *o
 /* The ended body as a GraphModule registered on the current level's root under a fresh name
  * `<base>_<i>`, and a SUBGRAPH value for its get_attr node. *out: new value. */
 tr_status cdyn_body_module(cdyn_tx *tx, cdyn_body *b, const char *base, PyObject **out);
+/* After the op failed: the SUBGRAPH value's get_attr node and module leave the current
+ * level's graph and root (subv may be NULL). */
+void cdyn_body_discard(cdyn_tx *tx, PyObject *subv);
 /* Release b; when it is still being traced (a failure), pop it and restore the grad mode. */
 void cdyn_body_clear(cdyn_tx *tx, cdyn_body *b);
 /* Rebuild the structure of v (a body's result) with its TENSOR leaves taken in order from
