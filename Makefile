@@ -9,7 +9,28 @@ DEPS   := $(VENV)/.cdynamo-deps
 STAMP  := $(VENV)/.cdynamo-installed
 SOURCES := $(wildcard src/cdynamo/csrc/*.c src/cdynamo/csrc/*.h src/cdynamo/csrc/values/*.c src/cdynamo/*.py) setup.py pyproject.toml
 
-.PHONY: all demo test bench install clean
+# `make test-asan`: the C engine built with AddressSanitizer + UndefinedBehaviorSanitizer into
+# its own tree (build-asan/lib: the package's Python files and the instrumented _C), used through
+# PYTHONPATH by .venv's Python; the normal install in .venv is left untouched, and build-asan is
+# rebuilt from scratch whenever a source changes. The ASan runtime is preloaded into Python;
+# PYTHONMALLOC=malloc_debug sends every Python object through malloc, so ASan sees use-after-free
+# and overflows of objects (pymalloc's arenas would hide them) and CPython's debug hooks check
+# the allocator API (GIL held, matching free functions). Leak checking is off: LeakSanitizer
+# cannot tell our leaks from CPython's and torch's at exit (its fast unwinder stops in
+# libpython, built without frame pointers); our own objects are counted instead
+# (cdynamo._C.live_counts(), tests/test_live_counts.py). UBSan checks only the instrumented
+# code (cdynamo._C), so it needs no suppressions; tests/sanitizers/asan.supp is for reports of
+# CPython or torch (none so far), never ours. pytest runs with --capture=sys: with its default
+# (fd) capture, a report written to fd 2 by a process that then aborts would be lost.
+ASAN_BUILD := build-asan
+ASAN_STAMP := $(ASAN_BUILD)/.cdynamo-built
+SAN_ENV = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	PYTHONMALLOC=malloc_debug \
+	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=0:suppressions=$(CURDIR)/tests/sanitizers/asan.supp \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	PYTHONPATH=$(CURDIR)/$(ASAN_BUILD)/lib
+
+.PHONY: all demo test test-asan bench fuzz install clean
 
 all: test
 
@@ -17,9 +38,11 @@ $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
 # torch==2.13.0 exactly: the local CPU wheel (a looser pin would download a CUDA build).
+# transformers: Hugging Face models for the demo, the benchmark and the tests (it does not
+# require torch, so the pin above stays the only torch).
 # setuptools and wheel: the build runs with --no-build-isolation, so they must be in the venv.
 $(DEPS): | $(VPY)
-	$(VPY) -m pip install torch==2.13.0 numpy pytest "setuptools>=61" wheel
+	$(VPY) -m pip install torch==2.13.0 numpy pytest "setuptools>=61" wheel transformers==5.23.0
 	touch $@
 
 $(STAMP): $(DEPS) $(SOURCES)
@@ -34,8 +57,28 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VPY) -m pytest -q tests
 
+$(ASAN_STAMP): $(DEPS) $(SOURCES)
+	rm -rf $(ASAN_BUILD)
+	CDYNAMO_ASAN=1 $(VPY) setup.py -q build --build-base $(ASAN_BUILD)/tmp \
+		--build-lib $(ASAN_BUILD)/lib
+	touch $@
+
+test-asan: $(ASAN_STAMP)
+	$(SAN_ENV) $(VPY) -c "import cdynamo._C as m; assert m.__file__.startswith('$(CURDIR)/$(ASAN_BUILD)/'), m.__file__"
+	$(SAN_ENV) $(VPY) -m pytest -q -p no:cacheprovider --capture=sys tests
+
 bench: $(STAMP)
 	$(VPY) bench/bench_compile.py
 
+# Differential fuzzer (tests/fuzz): FUZZ_N random programs from seed FUZZ_SEED, each run in
+# eager, under cdynamo and under torch._dynamo; reproducers and a summary go to fuzz-out/.
+# Also read by the runner: FUZZ_JOBS (workers), FUZZ_TIMEOUT (CPU seconds per program),
+# FUZZ_EXCLUDE (statement kinds not generated, e.g. closure), FUZZ_DYNAMO (always, or
+# on-mismatch: torch._dynamo only where cdynamo disagrees with eager), FUZZ_MINIMIZE, FUZZ_OUT.
+FUZZ_N ?= 2000
+FUZZ_SEED ?= 0
+fuzz: $(STAMP)
+	$(VPY) tests/fuzz/runner.py -n $(FUZZ_N) --seed $(FUZZ_SEED)
+
 clean:
-	rm -rf build src/*.egg-info $(STAMP)
+	rm -rf build $(ASAN_BUILD) src/*.egg-info $(STAMP)

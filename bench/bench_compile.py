@@ -20,6 +20,7 @@ import torch
 import torch._dynamo
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+import hf_models  # noqa: E402
 import models  # noqa: E402
 
 import cdynamo  # noqa: E402
@@ -45,10 +46,22 @@ def workloads():
     torch.manual_seed(0)
     mlp = models.MLP().eval()
     tf = models.TransformerStack().eval()
+    gpt2, gpt2_args = hf_models.gpt2()
     return [("x + 1", one_op, (torch.randn(16),)),
             ("MLP", mlp, models.mlp_inputs()),
             ("TransformerStack", tf, models.transformer_inputs()),
-            ("one graph break", one_break, (torch.randn(16).abs(),))]
+            ("one graph break", one_break, (torch.randn(16).abs(),)),
+            ("HF GPT2 (2 layers)", gpt2, gpt2_args)]
+
+
+def graphs_and_breaks(fn, args):
+    """(graphs, breaks) of each compiler on one call: torch._dynamo.explain and cdynamo.explain."""
+    torch._dynamo.reset()
+    d = torch._dynamo.explain(fn)(*args)
+    c = cdynamo.explain(fn)(*args)
+    reset_all()
+    return {"torch._dynamo": (d.graph_count, d.graph_break_count),
+            "cdynamo": (c.graph_count, c.graph_break_count + len(c.unmodified_frames))}
 
 
 class RecordingEager:
@@ -136,30 +149,34 @@ def main():
             try:
                 fc = {w: first_call_ms(w, fn, args) for w in ("torch._dynamo", "cdynamo")}
                 oh, tot, disp = overheads_us(fn, args)
-                rows.append((name, fc, oh, tot, disp))
+                rows.append((name, fc, oh, tot, disp, graphs_and_breaks(fn, args)))
             except Exception as e:
                 print(f"{name}: failed: {type(e).__name__}: {e}")
             reset_all()
     print(f"torch {torch.__version__}, backend 'eager', 1 thread; first call: median of {REPEATS}; "
           f"overhead: median of {ROUNDS} rounds x {CALLS} calls")
-    hdr = (f"{'workload':18} {'first dynamo ms':>16} {'first cdynamo ms':>17} {'ratio':>6}   "
+    hdr = (f"{'workload':18} {'graphs/breaks d':>15} {'graphs/breaks c':>15} {'first dynamo ms':>16} {'first cdynamo ms':>17} {'ratio':>6}   "
            f"{'ovh dynamo us':>14} {'ovh cdynamo us':>15} {'ratio':>6}   "
            f"{'eager us':>9} {'dynamo us':>10} {'cdynamo us':>11} {'call ratio':>10}   "
            f"{'disp dynamo us':>14} {'disp cdynamo us':>15} {'ratio':>6}")
     print(hdr)
     print("-" * len(hdr))
-    for name, fc, oh, tot, disp in rows:
+    for name, fc, oh, tot, disp, gb in rows:
         r1 = fc["cdynamo"] / fc["torch._dynamo"]
         # A negative overhead means the compiled call beat eager (e.g. torch._dynamo's graph
         # skips nn.Module call machinery); the ratio is then not meaningful.
         r2 = (f"{oh['cdynamo'] / oh['torch._dynamo']:6.2f}" if oh["torch._dynamo"] > 0
               else f"{'n/a':>6}")
         r3 = tot["cdynamo"] / tot["torch._dynamo"]
-        print(f"{name:18} {fc['torch._dynamo']:16.2f} {fc['cdynamo']:17.2f} {r1:6.2f}   "
+        gbd = "%d/%d" % gb["torch._dynamo"]
+        gbc = "%d/%d" % gb["cdynamo"]
+        print(f"{name:18} {gbd:>15} {gbc:>15} {fc['torch._dynamo']:16.2f} {fc['cdynamo']:17.2f} {r1:6.2f}   "
               f"{oh['torch._dynamo']:14.2f} {oh['cdynamo']:15.2f} {r2}   "
               f"{tot['eager']:9.2f} {tot['torch._dynamo']:10.2f} {tot['cdynamo']:11.2f} "
               f"{r3:10.2f}   {disp['torch._dynamo']:14.2f} {disp['cdynamo']:15.2f} "
               f"{disp['cdynamo'] / disp['torch._dynamo']:6.2f}")
+    print("graphs/breaks: graphs handed to the backend / graph breaks (cdynamo: plus frames run "
+          "unmodified) on one call, d = torch._dynamo, c = cdynamo")
     print("ratio = cdynamo / torch._dynamo; ovh = compiled call minus eager call (negative: the "
           "compiled call beat eager); n/a: torch._dynamo's call was faster than eager, so the "
           "overhead ratio is meaningless: compare the compiled calls (call ratio) instead; "

@@ -2,7 +2,8 @@
 and "eager"; print the captured graph, the guards, whether the output equals eager's, and
 first-call and steady per-call times for eager, torch.compile and cdynamo. Then seed 004's
 toy_example with a graph break: output_code (graphs, original/modified bytecode, resume
-functions, guards) for both branches, and explain()."""
+functions, guards) for both branches, and explain(). Last, a Hugging Face GPT2 as it ships
+(tiny config): graphs, ops, breaks and times beside torch.compile."""
 import os
 import statistics
 import sys
@@ -13,6 +14,7 @@ import torch
 import torch._dynamo
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_models  # noqa: E402
 import models  # noqa: E402
 
 import cdynamo  # noqa: E402
@@ -127,6 +129,50 @@ def graph_break_case():
     safe_reset()
 
 
+class _Counter:
+    """A backend counting graphs and their call nodes, running each graph eagerly."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+    @property
+    def ops(self):
+        return sum(1 for gm in self.graphs for n in gm.graph.nodes if n.op.startswith("call"))
+
+
+def hf_case(name="gpt2"):
+    """A Hugging Face model as it ships (tiny config): graphs, breaks, frames run unmodified
+    and times, cdynamo beside torch.compile (backend "eager")."""
+    print(f"\n=== Hugging Face {name} (transformers, tiny config), backend='eager' ===")
+    model, args = hf_models.BUILDERS[name]()
+    with torch.no_grad():
+        expected = hf_models.main_output(model(*args))
+        rows = {}
+        for which in ("torch.compile", "cdynamo"):
+            torch._dynamo.reset()
+            safe_reset()
+            counter = _Counter()
+            compiled = (torch.compile(model, backend=counter) if which == "torch.compile"
+                        else cdynamo.compile(model, backend=counter))
+            out, first = timed_first(compiled, *args)
+            same = torch.allclose(hf_models.main_output(out), expected, atol=1e-5, rtol=1e-4)
+            rows[which] = (len(counter.graphs), counter.ops, first, steady_us(compiled, *args),
+                           same)
+        ex = cdynamo.explain(model)(*args)
+        torch._dynamo.reset()
+        safe_reset()
+    print(f"  {'':14} {'graphs':>7} {'ops':>5} {'first call (ms)':>16} {'per call (us)':>14} "
+          f"{'== eager':>9}")
+    for which, (g, ops, first, per, same) in rows.items():
+        print(f"  {which:14} {g:7d} {ops:5d} {first / 1e3:16.1f} {per:14.1f} {str(same):>9}")
+    print(f"  cdynamo: {ex.graph_break_count} graph breaks, {len(ex.unmodified_frames)} frames "
+          f"run unmodified; reasons by code: {ex.reasons_by_code}")
+
+
 def main():
     # One intra-op thread: steadier timings on a small shared machine (OpenMP threads that
     # spin while another process holds a core can make a 100 us call take milliseconds).
@@ -145,6 +191,11 @@ def main():
         graph_break_case()
     except Exception as e:
         print(f"  graph break case failed: {type(e).__name__}: {e}")
+        traceback.print_exc(limit=3)
+    try:
+        hf_case("gpt2")
+    except Exception as e:
+        print(f"  Hugging Face case failed: {type(e).__name__}: {e}")
         traceback.print_exc(limit=3)
     return 0
 

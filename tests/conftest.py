@@ -22,6 +22,16 @@ def engine_available():
         return False
 
 
+def under_asan():
+    """True when the AddressSanitizer runtime is loaded (`make test-asan`): its quarantine
+    keeps freed memory mapped, so process RSS says nothing about leaks there."""
+    try:
+        with open("/proc/self/maps") as f:
+            return "libasan" in f.read()
+    except OSError:
+        return False
+
+
 requires_engine = pytest.mark.skipif(not engine_available(),
                                      reason="cdynamo._C is not built (run `make test`)")
 

@@ -301,3 +301,177 @@ def test_unmodified_frames_are_logged_at_info(caplog):
         cdynamo.compile(generator_user, backend="eager")(X)
     assert any("unmodified" in r.getMessage() or "Graph break" in r.getMessage()
                for r in caplog.records if r.levelno == logging.INFO)
+
+
+# ---- context managers: torch.autocast, nullcontext (issue 7) ------------------------------------
+
+def autocast_block(x, w):
+    import contextlib
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+    z = y.float() * 2
+    with contextlib.nullcontext():
+        z = z + 1
+    return z, y.dtype, torch.is_autocast_enabled("cpu")
+
+
+def test_autocast_block_in_the_graph_like_dynamo():
+    import torch._dynamo
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    counter = run(autocast_block, x, w)
+    torch._dynamo.reset()
+    dyn = CountingBackend()
+    torch.compile(autocast_block, backend=dyn)(x, w)
+    assert (counter.frame_count, counter.op_count) == (dyn.frame_count, dyn.op_count) == (1, 6)
+
+
+def test_autocast_state_is_guarded():
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    counter = CountingBackend()
+    compiled = cdynamo.compile(autocast_block, backend=counter)
+    compiled(x, w)
+    with torch.autocast("cpu"):
+        out = compiled(x, w)
+        expected = autocast_block(x, w)
+    assert out[1:] == expected[1:] and counter.frame_count == 2
+
+
+def autocast_break(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x
+        print("inside autocast")
+        y = y @ x
+    return y
+
+
+def test_graph_break_inside_autocast_runs_unmodified():
+    run(autocast_break, torch.randn(3, 3))
+
+
+# ---- objects of one call baked into the generated code (harness repros) -----------------------
+
+def set_built_and_mutated(x):
+    s = set()
+    s.add("a")
+    s.add("b")
+    s.update(["c", "a"])
+    s.discard("b")
+    return x * len(s)
+
+
+def deque_built_and_mutated(a, b):
+    import collections
+    d = collections.deque([a, b])
+    d.append(a + 1)
+    d.insert(0, "foo")
+    return list(d)
+
+
+def numpy_copy(x):
+    a = x.numpy()
+    return torch.from_numpy(a.copy())
+
+
+def range_iterator_type(a, b):
+    it = iter(range(5))
+    if isinstance(it, type(iter(range(0)))):
+        return a + b
+    return a - b
+
+
+def helper_with_cache(x, cache={}):
+    cache["n"] = cache.get("n", 0) + 1
+    return x + 1
+
+
+def uses_mutable_default(x):
+    return helper_with_cache(x) * 2
+
+
+@pytest.mark.parametrize("fn, nargs", [(set_built_and_mutated, 1), (deque_built_and_mutated, 2),
+                                       (numpy_copy, 1), (range_iterator_type, 2)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_objects_of_the_call_are_not_baked_in(fn, nargs):
+    # before: a builtin method of an object made in the frame was rebuilt as a constant (the
+    # first call's object): the second call mutated or read the old object
+    compiled = cdynamo.compile(fn, backend="eager")
+    for seed in range(3):
+        args = [torch.full((2,), float(seed + i)) for i in range(nargs)]
+        assert str(compiled(*args)) == str(fn(*args))
+
+
+def test_mutable_default_is_mutated_in_place():
+    helper_with_cache.__defaults__[0].clear()
+    compiled = cdynamo.compile(uses_mutable_default, backend="eager")
+    compiled(X)
+    compiled(X)
+    assert helper_with_cache.__defaults__[0] == {"n": 2}
+
+
+# ---- torch objects made in the frame ------------------------------------------------------------
+
+def torch_objects_made_here(x):
+    y = torch.nn.Softmax(dim=-1)(x)
+    m = torch.finfo(x.dtype).min
+    z = torch.nn.functional.relu(x).masked_fill(x < 0, m)
+    return y + torch.nn.ReLU()(x) + z * 0 + torch.tensor(range(3)).sum()
+
+
+def test_torch_modules_and_finfo_made_in_the_frame():
+    # before: each class call was a graph break; torch._dynamo makes one graph (its graph
+    # also records nn.Module.__init__'s _log_api_usage_once calls)
+    counter = run(torch_objects_made_here, torch.randn(3))
+    assert counter.frame_count == 1 and counter.op_count == 11
+
+
+# ---- found by the differential fuzzer (tests/fuzz, seed 0) --------------------------------
+
+def test_float_guard_tells_negative_zero_from_zero():
+    """float(t) at a break is an argument of the resume function, guarded by its value:
+    -0.0 == 0.0 in Python, so an == guard reused the resume function that had -0.0 baked in."""
+    def f(x, y):
+        x -= x
+        x *= y
+        m = x.max()
+        return float(m), str(float(m))
+
+    compiled = cdynamo.compile(f, backend="eager")
+    x = torch.tensor([1.0, 1.0])
+    neg = torch.tensor([-1.0, -1.0])
+    pos = torch.tensor([1.0, 1.0])
+    assert compiled(x.clone(), neg) == f(x.clone(), neg) == (-0.0, "-0.0")
+    assert compiled(x.clone(), pos) == f(x.clone(), pos)
+    assert compiled(x.clone(), pos)[1] == "0.0"
+    nan = float("nan")
+
+    def g(v, x):
+        return x + 1, str(v)
+
+    cg = cdynamo.compile(g, backend="eager")
+    assert cg(nan, X)[1] == "nan" and cg(nan, X)[1] == "nan"
+
+
+def test_break_in_try_block_handler_rebuilds_objects_of_its_own():
+    """A break at an instruction in a try block: the handler's resume function got a list
+    that only the normal path (after the instruction) had rebuilt: UnboundLocalError."""
+    def f(y):
+        t = y * 2
+        items = [t]
+        try:
+            _ = {}["missing"]
+        except KeyError:
+            for u in items:
+                t = t + u
+        return t, items
+
+    def h(x):
+        d = {"a": x + 1}
+        keep = [d]
+        try:
+            print("read", d["b"])
+        except KeyError:
+            keep.append(x - 1)
+        return keep
+
+    run(f, X)
+    run(h, X)

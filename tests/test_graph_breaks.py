@@ -21,7 +21,7 @@ import logging
 import math
 import sys
 import zlib
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 
 import pytest
 import torch
@@ -82,6 +82,13 @@ def same(a, b, path="result"):
         assert list(a.keys()) == list(b.keys()), f"{path}: keys {list(b)} != {list(a)}"
         for k in a:
             same(a[k], b[k], f"{path}[{k!r}]")
+        if isinstance(a, defaultdict):
+            fa, fb = a.default_factory, b.default_factory
+            assert fa is fb or getattr(fa, "__code__", 0) is getattr(fb, "__code__", 1), \
+                f"{path}.default_factory: {fb!r} != {fa!r}"
+    elif isinstance(a, tuple(_DICT_VIEWS)):
+        assert type(a) is type(b), f"{path}: {type(b).__name__} != {type(a).__name__}"
+        same(list(a), list(b), f"{path}")
     elif isinstance(a, torch.nn.Module):
         assert type(a) is type(b)
         same(dict(a.state_dict()), dict(b.state_dict()), f"{path}.state_dict()")
@@ -97,6 +104,9 @@ def same(a, b, path="result"):
         assert type(a) is type(b) and a == b, f"{path}: {b!r} != {a!r}"
 
 
+_DICT_VIEWS = {type({}.keys()): "keys", type({}.values()): "values", type({}.items()): "items"}
+
+
 def _fresh(args, kwargs):
     return copy.deepcopy((args, kwargs))
 
@@ -108,8 +118,17 @@ def _snap(obj):
         return c.requires_grad_(True) if obj.requires_grad else c
     if isinstance(obj, (tuple, list)):
         return type(obj)(_snap(v) for v in obj)
-    if isinstance(obj, dict):
+    if type(obj) in (dict, OrderedDict):
         return type(obj)((k, _snap(v)) for k, v in obj.items())
+    if isinstance(obj, dict):   # keeps the type and a defaultdict's factory
+        out = copy.copy(obj)
+        out.clear()
+        update = OrderedDict.update if isinstance(obj, OrderedDict) else dict.update
+        update(out, {k: _snap(v) for k, v in obj.items()})
+        return out
+    if isinstance(obj, tuple(_DICT_VIEWS)):   # the same view of a snapshot of its dict
+        snapped = {k: _snap(v) for k, v in obj.mapping.items()}
+        return getattr(snapped, _DICT_VIEWS[type(obj)])()
     return copy.deepcopy(obj)
 
 
@@ -1187,13 +1206,8 @@ def list_pop_across(x):
 
 
 @pytest.mark.parametrize("fn", [
-    pytest.param(list_mutated_after_break, marks=pytest.mark.xfail(strict=True, reason=(
-        "engine bug: two locals naming the same list cross the break as two unrelated inputs; "
-        "`a is b` in the resume function is 'IS_OP on undecidable values' and the resume runs "
-        "unmodified: 1 graph vs torch._dynamo's 2"))),
-    pytest.param(dict_mutated_after_break, marks=pytest.mark.xfail(strict=True, reason=(
-        "engine bug (wrong result): two locals naming the same dict cross the break as two "
-        "distinct dicts: the compiled resume function returns `d is e` == False (eager: True)"))),
+    # two locals naming the same list/dict cross the break as one input (SAME_OBJECT guard)
+    list_mutated_after_break, dict_mutated_after_break,
     list_holds_tensors, nested_containers, list_pop_across],
     ids=lambda f: getattr(f, "__name__", None))
 def test_containers_across_break(fn):

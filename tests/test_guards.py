@@ -198,3 +198,56 @@ def test_module_structure_changes_recompile():
     guards = cdynamo.cache_entries(m)[0].guards
     assert any("LENGTH_CHECK" in g for g in guards) and any("ID_MATCH" in g for g in guards)
     cdynamo.reset()
+
+
+def _alias_add(x, y):
+    return x + y * 2
+
+
+def test_aliased_tensor_inputs_are_guarded():
+    # before: traced with x is y, one placeholder served both; a later call with two
+    # different tensors returned x + x * 2 (wrong result)
+    compiled = cdynamo.compile(_alias_add, backend="eager")
+    a, b = torch.ones(2), torch.zeros(2)
+    assert torch.equal(compiled(a, a), _alias_add(a, a))
+    assert torch.equal(compiled(a, b), _alias_add(a, b))
+    assert torch.equal(compiled(b, b), _alias_add(b, b))
+    assert any("SAME_OBJECT" in g for e in cdynamo.cache_entries(_alias_add) for g in e.guards)
+
+
+def _make_scaler(k):
+    class Scale(torch.nn.Module):
+        def forward(self, x):
+            return x * k
+    return Scale()
+
+
+def test_closure_of_an_inlined_method_is_guarded():
+    # the method is inlined from its module (no source of its own): its cell is read through
+    # a constant source on the function, so changing the cell recompiles
+    scaler = _make_scaler(2)
+
+    def f(x):
+        return scaler(x) + 1
+
+    compiled = cdynamo.compile(f, backend="eager")
+    assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 3.0))
+    type(scaler).forward.__closure__[0].cell_contents = 5
+    assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 6.0))
+
+
+def test_bound_method_passed_in_is_guarded_by_what_it_is():
+    # before: a builtin method reaching a frame (a resume function's argument) was guarded
+    # by its self's type only, so obj.__reduce__ was answered with obj.__reduce_ex__
+    class Obj:
+        pass
+
+    o = Obj()
+
+    def call_it(m):
+        return m()
+
+    compiled = cdynamo.compile(call_it, backend="eager")
+    assert compiled(o.__reduce__) == o.__reduce__()
+    assert compiled(o.__sizeof__) == o.__sizeof__()
+    assert compiled(o.__repr__) == o.__repr__()

@@ -8,6 +8,8 @@ import torch.nn.functional as F
 
 import cdynamo
 from conftest import requires_engine
+from helpers import CountingBackend
+import torch._dynamo
 
 class Res(nn.Module):
     def __init__(s):
@@ -153,3 +155,63 @@ def test_torch_nn_modules_equal_eager(name):
         got = compiled(*args)
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     cdynamo.reset()
+
+
+# ---- nn.Module generator methods (issue 7) -------------------------------------------------
+
+class _GenBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(3, 3)
+        self.b = torch.nn.ReLU()
+        self.register_buffer("scale", torch.ones(3))
+
+    def forward(self, x):
+        for c in self.children():
+            x = c(x)
+        return x * self.scale
+
+
+class _GenModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(_GenBlock(), _GenBlock())
+        self.shared = self.blocks[0].a          # the same Linear reached twice
+
+    def forward(self, x):
+        total = 0
+        for name, p in self.named_parameters():
+            total = total + p.sum()
+        for m in self.modules():
+            if isinstance(m, torch.nn.Linear):
+                x = m(x)
+        names = [n for n, _ in self.named_modules()]
+        kids = [n for n, _ in self.named_children()]
+        n_buf = len(list(self.buffers())) + len(list(self.named_buffers()))
+        n_par = len(list(self.parameters()))
+        return self.blocks(x) + total + n_buf + n_par, names, kids
+
+
+def test_module_generator_methods_unrolled_like_dynamo():
+    torch.manual_seed(0)
+    m = _GenModel()
+    x = torch.randn(2, 3)
+    expected = m(x)
+    counter = CountingBackend()
+    out = cdynamo.compile(m, backend=counter)(x)
+    assert torch.allclose(out[0], expected[0]) and out[1:] == expected[1:]
+    torch._dynamo.reset()
+    dyn = CountingBackend()
+    torch.compile(m, backend=dyn)(x)
+    assert (counter.frame_count, counter.op_count) == (dyn.frame_count, dyn.op_count)
+    assert counter.frame_count == 1
+
+
+def test_module_registry_change_recompiles():
+    torch.manual_seed(0)
+    m = _GenModel()
+    x = torch.randn(2, 3)
+    compiled = cdynamo.compile(m, backend="eager")
+    compiled(x)
+    m.blocks[1].register_parameter("extra", torch.nn.Parameter(torch.ones(3)))
+    assert torch.allclose(compiled(x)[0], m(x)[0])

@@ -176,3 +176,83 @@ def test_reset_from_inside_a_compiled_call():
 
     f = cdynamo.compile(g, backend="eager")
     assert f(1) == 2 and f(1) == 2
+
+
+def _make_scaled(k):
+    def scaled(x):
+        return x * k + torch.ones(1)
+    return scaled
+
+
+class _ResetWhenCollected:
+    """Garbage that only the cyclic GC frees; its finalizer clears the engine's caches."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _C.reset()
+
+
+def test_reset_by_a_finalizer_while_the_entry_builds_its_function():
+    """A hit on a new closure builds a new function for the entry (PyFunction_New); that
+    allocation can run the GC, whose finalizers may free the entry (a reset here, another
+    thread's reset in general). The entry must not be written or read after that (it was: a
+    use-after-free and a second DECREF of the entry's old function; found by make test-asan)."""
+    import gc
+    f = cdynamo.compile(_make_scaled(2), backend="eager")
+    assert torch.equal(f(3), torch.full((1,), 7.0))          # compile
+    old = gc.get_threshold()
+    freed = 0
+    try:
+        for _ in range(10):
+            f = cdynamo.compile(_make_scaled(2), backend="eager")  # new closure: a hit, new function
+            entries_before = _C.live_counts()["cache_entries"]
+            gc.collect()
+            _ResetWhenCollected()
+            gc.set_threshold(1)            # the next GC allocation collects: PyFunction_New's
+            out = f(3)
+            gc.set_threshold(*old)
+            assert torch.equal(out, torch.full((1,), 7.0))
+            freed += entries_before - _C.live_counts()["cache_entries"]
+            f(3)                           # recompiles after the reset
+    finally:
+        gc.set_threshold(*old)
+    assert freed > 0, "the finalizer never ran during the call: the test did not test anything"
+    assert _C.live_counts()["values"] == 0
+
+
+class _CfgResettingOnRead:
+    """A config object whose attribute is a property; reading it while armed clears the
+    engine's caches (as another thread's reset() can, at any Python code a guard runs)."""
+
+    armed = False
+
+    @property
+    def scale(self):
+        if _CfgResettingOnRead.armed:
+            _CfgResettingOnRead.armed = False
+            _C.reset()
+        return 2.0
+
+
+def _scale_by_cfg(cfg, x):
+    return x * cfg.scale
+
+
+def test_reset_by_python_code_inside_a_guard_check():
+    """The guard on `cfg.scale` runs the property; the set being checked was freed under the
+    check, which went on reading it (a use-after-free, found by make test-asan). The check
+    now holds the set until it returns, and the call runs unmodified."""
+    f = cdynamo.compile(_scale_by_cfg, backend="eager")
+    cfg, x = _CfgResettingOnRead(), torch.ones(3)
+    assert torch.equal(f(cfg, x), x * 2)                 # compile: the guard reads cfg.scale
+    assert any("scale" in g for g in cdynamo.cache_entries(_scale_by_cfg)[0].guards)
+    for _ in range(3):
+        _CfgResettingOnRead.armed = True
+        assert torch.equal(f(cfg, x), x * 2)
+        assert not _CfgResettingOnRead.armed, "the guard did not read the property"
+        assert torch.equal(f(cfg, x), x * 2)             # compiles again after the reset
+    assert _C.live_counts()["values"] == 0
+    cdynamo.reset()
+    assert _C.live_counts() == {"values": 0, "guard_sets": 0, "cache_entries": 0}

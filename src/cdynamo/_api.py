@@ -325,15 +325,22 @@ class ExplainOutput:
     """What explain() saw (as torch._dynamo.explain):
 
     graph_count (int), graphs (list of torch.fx.GraphModule), graph_break_count (int),
-    break_reasons (list of GraphBreak with reason, qualname, filename, lineno),
-    ops_per_graph (list per graph of the targets of its call nodes), guards (guard strings
-    of every cache entry made), out (fn's result), counters (engine counter changes)."""
+    break_reasons (list of GraphBreak with reason, code, explanation, hint, qualname,
+    filename, lineno), unmodified_frames (list of GraphBreak: frames run without compiling,
+    with the reason), reasons_by_code (dict code -> number of breaks and unmodified frames,
+    codes from cdynamo.break_reasons), ops_per_graph (list per graph of the targets of its
+    call nodes), guards (guard strings of every cache entry made), out (fn's result),
+    counters (engine counter changes)."""
 
-    def __init__(self, graphs, guards, out, counter_delta, breaks):
+    def __init__(self, graphs, guards, out, counter_delta, breaks, unmodified=()):
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.break_reasons = list(breaks)
         self.graph_break_count = len(self.break_reasons)
+        self.unmodified_frames = list(unmodified)
+        self.reasons_by_code = {}
+        for b in self.break_reasons + self.unmodified_frames:
+            self.reasons_by_code[b.code] = self.reasons_by_code.get(b.code, 0) + 1
         self.ops_per_graph = [
             [n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
             for gm in graphs]
@@ -347,8 +354,12 @@ class ExplainOutput:
                  f"Op Count: {sum(len(o) for o in self.ops_per_graph)}",
                  "Break Reasons:"]
         for i, b in enumerate(self.break_reasons, 1):
-            lines.append(f"  Break Reason {i}: {b.reason}")
+            lines.append(f"  Break Reason {i}: [{b.code}] {b.reason}")
             lines.append(f"    at {b.filename}:{b.lineno} in {b.qualname}")
+        if self.unmodified_frames:
+            lines.append("Frames run unmodified:")
+            for b in self.unmodified_frames:
+                lines.append(f"  [{b.code}] {b.qualname} ({b.filename}:{b.lineno}): {b.reason}")
         for i, ops in enumerate(self.ops_per_graph):
             lines.append(f"Ops per Graph {i}:")
             lines.extend(f"  {op}" for op in ops)
@@ -387,6 +398,7 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
         reset()
         before = dict(engine.counters())
         first_break = len(_glue.break_log)
+        first_unmodified = len(_glue.unmodified_log)
         try:
             out = compile(target, backend=recording_backend)(*args, **kwargs)
             try:
@@ -395,9 +407,10 @@ def explain(fn: Callable) -> Callable[..., ExplainOutput]:
                 guards = []
             after = engine.counters()
             breaks = _glue.break_log[first_break:]
+            unmodified = _glue.unmodified_log[first_unmodified:]
         finally:
             reset()
         delta = {k: after[k] - before.get(k, 0) for k in after}
-        return ExplainOutput(graphs, guards, out, delta, breaks)
+        return ExplainOutput(graphs, guards, out, delta, breaks, unmodified)
 
     return run

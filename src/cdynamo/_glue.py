@@ -36,6 +36,24 @@ class GradModeExit:
         return f"GradModeExit(prev={self.prev})"
 
 
+def autocast_args(cls, args, kwargs):
+    """The (device_type, dtype, enabled, cache_enabled) of `cls(*args, **kwargs)` for
+    torch.autocast and its torch.cpu/cuda.amp forms (constants), as torch.amp._enter_autocast
+    takes them."""
+    import inspect
+    if cls is not torch.autocast and issubclass(cls, torch.autocast) and \
+            cls.__module__.startswith(("torch.cpu", "torch.cuda")):
+        device = "cuda" if cls.__module__.startswith("torch.cuda") else "cpu"
+        bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        return (device, a.get("dtype"), a.get("enabled", True), a.get("cache_enabled"))
+    bound = inspect.signature(torch.autocast.__init__).bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    a = bound.arguments
+    return (a["device_type"], a["dtype"], a["enabled"], a["cache_enabled"])
+
+
 def new_trace():
     """Return a fresh (torch.fx.Graph, FakeTensorMode) pair for one traced frame."""
     return torch.fx.Graph(), FakeTensorMode(allow_non_fake_inputs=True)
@@ -195,12 +213,16 @@ def fullgraph_error(reason, qualname, filename, lineno, inner_file=None, inner_l
     (inner_file, inner_line), when given and different, is where the reason arose inside
     an inlined call."""
     import linecache
+    from cdynamo.break_reasons import classify
+    entry = classify(str(reason))
     lines = [f"cdynamo (fullgraph=True): graph break in {qualname} at {filename}:{lineno}",
              f"    {linecache.getline(filename, lineno).strip()}"]
     if inner_file is not None and (inner_file, inner_line) != (filename, lineno):
         lines.append(f"  inside a call, at {inner_file}:{inner_line}")
         lines.append(f"    {linecache.getline(inner_file, inner_line).strip()}")
     lines.append(f"reason: {reason}")
+    lines.append(f"[{entry.code}] {entry.title}: {entry.explanation}")
+    lines.append(f"hint: {entry.hint}")
     raise RuntimeError("\n".join(lines))
 
 
@@ -251,7 +273,9 @@ def compile_graph(options, graph, root, example_inputs, outputs):
         outputs: tuple of torch.fx.Node, the graph outputs.
 
     Returns (name, compiled_callable, graph_module). The callable is wrapped by
-    cdynamo._C.disable so that frames the compiled graph runs are never traced.
+    cdynamo._C.disable so that frames the compiled graph runs are never traced; the
+    transformed code holds it as a constant (it reads as `name`), and it is also installed as
+    the global `name` for inspection.
     """
     from cdynamo import _C
 
@@ -267,7 +291,9 @@ def compile_graph(options, graph, root, example_inputs, outputs):
         raise TypeError(
             f"backend {options.backend_name!r} returned {type(compiled).__name__}, "
             "expected a callable")
-    return name, _C.disable(compiled), gm
+    wrapped = _C.disable(compiled)
+    wrapped._cdynamo_name = name
+    return name, wrapped, gm
 
 
 def report(name, gm, orig_code, new_code, guards, resume_codes=()):
@@ -281,15 +307,31 @@ def report(name, gm, orig_code, new_code, guards, resume_codes=()):
 
 
 class GraphBreak:
-    """One graph break seen while tracing: reason and the user's source location."""
+    """One graph break (or frame run unmodified) seen while tracing: the engine's reason, its
+    catalogue code (cdynamo.break_reasons), and the user's source location."""
 
-    __slots__ = ("reason", "qualname", "filename", "lineno")
+    __slots__ = ("reason", "qualname", "filename", "lineno", "code")
 
     def __init__(self, reason, qualname, filename, lineno):
+        from cdynamo.break_reasons import classify
         self.reason, self.qualname, self.filename, self.lineno = reason, qualname, filename, lineno
+        self.code = classify(reason).code
+
+    @property
+    def explanation(self):
+        """One line saying what this kind of break is (from the catalogue)."""
+        from cdynamo.break_reasons import lookup
+        return lookup(self.code).explanation
+
+    @property
+    def hint(self):
+        """What the user can do about it (from the catalogue)."""
+        from cdynamo.break_reasons import lookup
+        return lookup(self.code).hint
 
     def __repr__(self):
-        return f"GraphBreak({self.qualname} at {self.filename}:{self.lineno}: {self.reason})"
+        return f"GraphBreak([{self.code}] {self.qualname} at {self.filename}:{self.lineno}: " \
+               f"{self.reason})"
 
 
 #: Graph breaks recorded since the process started (cdynamo.explain reads the new ones).
@@ -297,8 +339,11 @@ break_log: list = []
 
 
 def record_break(reason, qualname, filename, lineno):
-    """Called by the translator at every graph break (kept to the last 10,000)."""
-    break_log.append(GraphBreak(str(reason), qualname, filename, lineno))
+    """Called by the translator at every graph break: logs it (INFO, with its catalogue code)
+    and keeps it for explain() (the last 10,000)."""
+    b = GraphBreak(str(reason), qualname, filename, lineno)
+    log.info("Graph break in %s at %s:%s: [%s] %s", qualname, filename, lineno, b.code, b.reason)
+    break_log.append(b)
     if len(break_log) > 10000:
         del break_log[:5000]
 
@@ -309,7 +354,11 @@ unmodified_log: list = []
 
 
 def record_unmodified(reason, qualname, filename, lineno):
-    """Called by the translator when a whole frame runs unmodified (kept to the last 10,000)."""
-    unmodified_log.append(GraphBreak(str(reason), qualname, filename, lineno))
+    """Called by the translator when a whole frame runs unmodified: logs it (INFO, with its
+    catalogue code) and keeps it for explain() (the last 10,000)."""
+    b = GraphBreak(str(reason), qualname, filename, lineno)
+    log.info("running %s (%s:%s) unmodified: [%s] %s", qualname, filename, lineno, b.code,
+             b.reason)
+    unmodified_log.append(b)
     if len(unmodified_log) > 10000:
         del unmodified_log[:5000]

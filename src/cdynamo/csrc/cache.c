@@ -9,6 +9,7 @@
 static Py_ssize_t extra_index = -1;
 static cdyn_extra *registry;         /* doubly linked list of every live extra */
 unsigned long cdyn_cache_generation;
+unsigned long cdyn_cache_order;
 
 /* Free one entry and what it owns (may run finalizers). */
 static void
@@ -19,6 +20,7 @@ entry_free(cdyn_cache_entry *e)
     Py_XDECREF(e->code);
     Py_XDECREF(e->func);
     PyMem_Free(e);
+    cdyn_live.cache_entries--;
 }
 
 /* Free a detached list of entries. */
@@ -118,17 +120,32 @@ cdyn_cache_insert(cdyn_extra *x, cdyn_guards *guards, PyObject *code)
         PyErr_NoMemory();
         return NULL;
     }
+    cdyn_live.cache_entries++;
     e->guards = guards;
     e->code = Py_NewRef(code);
     e->next = x->entries;
     x->entries = e;
     x->nentries++;
+    cdyn_cache_order++;
     return e;
 }
 
 void
 cdyn_cache_move_to_front(cdyn_extra *x, cdyn_cache_entry *prev, cdyn_cache_entry *e)
 {
+    if (prev == NULL ? x->entries != e : prev->next != e) {
+        /* Another thread reordered the list while e's guards ran (they may run Python code,
+         * which can switch threads): find e's predecessor again. */
+        cdyn_cache_entry *p = x->entries;
+        prev = NULL;
+        while (p != NULL && p != e) {
+            prev = p;
+            p = p->next;
+        }
+        if (p == NULL) {
+            return;
+        }
+    }
     if (prev == NULL) {
         assert(x->entries == e);
         return;
@@ -137,6 +154,7 @@ cdyn_cache_move_to_front(cdyn_extra *x, cdyn_cache_entry *prev, cdyn_cache_entry
     prev->next = e->next;
     e->next = x->entries;
     x->entries = e;
+    cdyn_cache_order++;
 }
 
 PyObject *
@@ -145,8 +163,9 @@ cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure)
     PyFunctionObject *f = (PyFunctionObject *)e->func;
     PyObject *nf = NULL;
     if (f != NULL && f->func_globals == globals && f->func_closure == closure) {
-        return (PyObject *)f;
+        return Py_NewRef(f);
     }
+    unsigned long gen = cdyn_cache_generation;
     nf = PyFunction_New(e->code, globals);
     if (nf == NULL) {
         return NULL;
@@ -155,9 +174,14 @@ cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure)
         Py_DECREF(nf);
         return NULL;
     }
+    if (gen != cdyn_cache_generation) {
+        /* The allocations ran the GC, whose finalizers may have freed e (a reset, another
+         * thread): e is not touched again; the caller holds the code by itself. */
+        return nf;
+    }
     /* Swap in before releasing the old one: its finalizers may re-enter. */
     PyObject *old = e->func;
-    e->func = nf;
+    e->func = Py_NewRef(nf);
     Py_XDECREF(old);
     return nf;
 }
@@ -206,10 +230,8 @@ void
 cdyn_cache_forget_decisions(void)
 {
     for (cdyn_extra *x = registry; x != NULL; x = x->reg_next) {
-        if (x->entries == NULL) {
-            x->skip = 0;
-            x->decided = 0;
-        }
+        x->skip = 0;
+        x->decided = 0;
     }
 }
 

@@ -1,8 +1,8 @@
 /* cache.h: per-code-object state kept in co_extra.
  *
  * Every code object the hook has looked at carries one cdyn_extra (in the co_extra slot
- * requested by cdyn_cache_init): either a SKIP decision (run normally, decided once), or a
- * list of cache entries, most recently hit first. Each entry owns its guard set, a strong
+ * requested by cdyn_cache_init): its trace rule and SKIP decision (decided once per rules
+ * snapshot, see trace_rules.h), and a list of cache entries, most recently hit first. Each entry owns its guard set, a strong
  * reference to its transformed code, and a function object built from that code for the
  * last (globals, closure) pair seen. All extras are also kept on one registry list so that
  * cdyn_cache_reset can clear them. Everything here runs with the GIL held.
@@ -26,7 +26,8 @@ typedef struct cdyn_extra {
     cdyn_cache_entry *entries;  /* owned list, most recently hit first */
     int nentries;
     unsigned skip : 1;          /* SKIP: evaluate every frame of this code normally */
-    unsigned force : 1;         /* compile even if its file matches a skip prefix */
+    unsigned force : 1;         /* compile even if its trace rule skips its frames */
+    unsigned rule : 4;          /* cdyn_rule of the code (valid when decided) */
     unsigned limit_logged : 1;  /* the cache_size_limit message was logged */
     unsigned decided : 1;       /* the skip rules were evaluated */
 } cdyn_extra;
@@ -34,6 +35,11 @@ typedef struct cdyn_extra {
 /* Incremented whenever an entry or an extra is freed: a walker that ran Python code (guards,
  * repr) compares it before following a pointer it read earlier. */
 extern unsigned long cdyn_cache_generation;
+
+/* Incremented whenever an entry is inserted or moved to the front of any list: a walk that
+ * ran Python code (guards) and found no passing entry compares it, since another thread may
+ * have put an entry before the walk's position meanwhile (see eval_frame in hook.c). */
+extern unsigned long cdyn_cache_order;
 
 /* Request the co_extra index; 0 or -1. Called once from module init. */
 int cdyn_cache_init(void);
@@ -48,18 +54,24 @@ cdyn_extra *cdyn_cache_ensure(PyCodeObject *code);
  * borrowed. Returns the entry (borrowed, owned by the extra) or NULL with an exception. */
 cdyn_cache_entry *cdyn_cache_insert(cdyn_extra *x, cdyn_guards *guards, PyObject *code);
 
-/* Move entry e (with predecessor prev, NULL if e is first) to the front. */
+/* Move entry e to the front. prev: e's predecessor when the caller's walk passed it (NULL if
+ * e was first); when the list was reordered since (by another thread while guards ran
+ * Python code) the predecessor is found again. e must still be on x's list or absent
+ * from it (then nothing happens): a freed e is excluded by cdyn_cache_generation. */
 void cdyn_cache_move_to_front(cdyn_extra *x, cdyn_cache_entry *prev, cdyn_cache_entry *e);
 
-/* Borrowed: e's function for (globals, closure), built and cached when they changed;
- * NULL with an exception. globals and closure (may be NULL) borrowed. */
+/* New reference: e's function for (globals, closure), built and cached in e when they
+ * changed; NULL with an exception. globals and closure (may be NULL) borrowed. e may be
+ * freed by the time this returns (building a function can run the GC's finalizers): the
+ * caller must not use e afterwards unless cdyn_cache_generation is unchanged. */
 PyObject *cdyn_cache_entry_func(cdyn_cache_entry *e, PyObject *globals, PyObject *closure);
 
 /* Drop every cache entry and SKIP decision of every code object (force marks are kept).
  * May run arbitrary finalizers. */
 void cdyn_cache_reset(void);
 
-/* Forget every SKIP decision (e.g. after the skip prefixes changed); entries are kept. */
+/* Forget every SKIP decision and cached trace rule (after the trace rules changed); entries
+ * are kept and used again if the new rules still translate the code. */
 void cdyn_cache_forget_decisions(void);
 
 /* New list of (list_of_guard_str, transformed_code), most recent first; [] when code has

@@ -31,4 +31,15 @@
  * level: 10 debug, 20 info, 30 warning. Never raises: a logging failure is swallowed. */
 void cdyn_log(int level, const char *fmt, ...);
 
+/* Live engine objects (see _C.live_counts()): incremented where one is created, decremented
+ * where it is freed, on slow paths only (never on the per-call guard check). GIL-protected.
+ * Symbolic values are transient (0 once a translation has finished; the shared NULL value
+ * of the translator is not counted); guard sets and cache entries are 0 after a reset. */
+typedef struct {
+    Py_ssize_t values;          /* cdyn_value objects (value.c) */
+    Py_ssize_t guard_sets;      /* cdyn_guards (guards.c) */
+    Py_ssize_t cache_entries;   /* cdyn_cache_entry (cache.c) */
+} cdyn_live_counts;
+extern cdyn_live_counts cdyn_live;
+
 #endif

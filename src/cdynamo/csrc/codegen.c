@@ -132,14 +132,74 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
         return cdyn_cg_emit(cg, BINARY_SUBSCR, 0);
     case CDYN_SRC_CONST:
         return cdyn_cg_load_const(cg, src->name);
+    case CDYN_SRC_ENTRY: {
+        /* list(base.keys())[index] / list(base.values())[index] */
+        PyObject *meth = PyUnicode_FromString(PyLong_AsLong(src->name) == 1 ? "values" : "keys");
+        PyObject *idx = PyLong_FromLong(src->index);
+        i = meth ? cdyn_cg_name(cg, meth) : -1;
+        if (i < 0 || idx == NULL || cdyn_cg_push_callable(cg, (PyObject *)&PyList_Type) < 0 ||
+            cdyn_cg_source(cg, (PyObject *)src->base) < 0 || cdyn_cg_emit(cg, LOAD_METHOD, i) < 0 ||
+            cdyn_cg_call(cg, 0) < 0 || cdyn_cg_call(cg, 1) < 0 || cdyn_cg_load_const(cg, idx) < 0) {
+            Py_XDECREF(meth);
+            Py_XDECREF(idx);
+            return -1;
+        }
+        Py_DECREF(meth);
+        Py_DECREF(idx);   /* the constants keep it */
+        return cdyn_cg_emit(cg, BINARY_SUBSCR, 0);
+    }
     }
     PyErr_SetString(PyExc_SystemError, "cdynamo: unknown source kind");
     return -1;
 }
 
+/* A value loaded through a source that side effects may change (an attribute, an item, a
+ * global) is loaded before the side effects are replayed, as it was when the trace read it:
+ * cg->preload. 0 / -1. */
+static int
+note_preload(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
+{
+    cdyn_source_kind k;
+    if (V(v)->source == NULL || PyList_GET_SIZE(tx->effects) == 0) {
+        return 0;
+    }
+    k = ((cdyn_source *)V(v)->source)->kind;
+    if (k == CDYN_SRC_LOCAL || k == CDYN_SRC_CONST || k == CDYN_SRC_CLOSURE) {
+        return 0;
+    }
+    return PySequence_Contains(cg->preload, v) == 0 ? PyList_Append(cg->preload, v) : 0;
+}
+
+/* Emit the preloads (after the graph call, before the side effects). 0 / -1. */
+static int
+emit_preloads(cdyn_cg *cg)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cg->preload); i++) {
+        PyObject *v = PyList_GET_ITEM(cg->preload, i);
+        int r = cdyn_cg_memo_load(cg, v);
+        if (r < 0) {
+            return -1;
+        }
+        if (r == 1) {
+            if (cdyn_cg_emit(cg, POP_TOP, 0) < 0) {
+                return -1;
+            }
+            continue;
+        }
+        if (cdyn_cg_source(cg, V(v)->source) < 0 || cdyn_cg_memo_store(cg, v, "pre") < 0 ||
+            cdyn_cg_emit(cg, POP_TOP, 0) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 tr_status
 cdyn_cg_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
+    if (note_preload(tx, cg, v) < 0) {
+        return TR_ERROR;
+    }
     if (V(v)->vt->collect == NULL || V(v)->vt->reconstruct == NULL) {
         if (V(v)->source != NULL) {
             return TR_OK;
@@ -152,6 +212,12 @@ cdyn_cg_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 int
 cdyn_cg_value(cdyn_cg *cg, PyObject *v)
 {
+    if (V(v)->source != NULL && PyList_GET_SIZE(cg->preload) > 0) {
+        int r = cdyn_cg_memo_load(cg, v);   /* loaded before the side effects */
+        if (r != 0) {
+            return r < 0 ? -1 : 0;
+        }
+    }
     if (V(v)->vt->reconstruct == NULL) {
         if (V(v)->source != NULL) {
             return cdyn_cg_source(cg, V(v)->source);
@@ -254,6 +320,13 @@ emit_effects(cdyn_tx *tx, cdyn_cg *cg)
                   cdyn_cg_value(cg, value) < 0 || cdyn_cg_call(cg, 1) < 0 ||
                   cdyn_cg_emit(cg, POP_TOP, 0) < 0;
             break;
+        case EFF_SYNC:
+            if (V(target)->vt->writeback == NULL) {
+                PyErr_Format(PyExc_SystemError, "cdynamo: no write-back for %R", target);
+                return -1;
+            }
+            err = V(target)->vt->writeback(cg, target) < 0;
+            break;
         case EFF_DELETE_SUBSCR:
             err = cdyn_cg_value(cg, target) < 0 || cdyn_cg_load_const(cg, key) < 0 ||
                   cdyn_cg_emit(cg, DELETE_SUBSCR, 0) < 0;
@@ -300,6 +373,7 @@ cg_clear(cdyn_cg *cg)
     Py_CLEAR(cg->memo);
     Py_CLEAR(cg->varnames);
     Py_CLEAR(cg->free_fixups);
+    Py_CLEAR(cg->preload);
 }
 
 /* Start the transformed code: state, varnames, prefix. 0 / -1. */
@@ -316,9 +390,10 @@ cg_open(cdyn_cg *cg, PyCodeObject *co)
     cg->out_nodes = PyList_New(0);
     cg->memo = PyDict_New();
     cg->free_fixups = PyList_New(0);
+    cg->preload = PyList_New(0);
     orig = PyCode_GetVarnames(co);
     if (!cg->consts || !cg->names || !cg->outputs || !cg->out_nodes || !cg->memo ||
-        !cg->free_fixups || !orig) {
+        !cg->free_fixups || !cg->preload || !orig) {
         Py_XDECREF(orig);
         return -1;
     }
@@ -353,7 +428,6 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
 {
     Py_ssize_t nin = PyList_GET_SIZE(tx->input_sources), nout;
     PyObject *outs = NULL, *res = NULL;
-    int gi;
     tr_status st = collect_effects(tx, cg);
     if (st != TR_OK) {
         return st;
@@ -383,11 +457,13 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
         Py_DECREF(res);
         return TR_ERROR;
     }
-    Py_DECREF(res);
-    gi = cdyn_cg_name(cg, *gname);
-    if (gi < 0 || cdyn_cg_emit(cg, LOAD_GLOBAL, (gi << 1) | 1) < 0) {
+    /* the code holds the compiled graph itself: a reset() from another thread (which
+       removes the global) cannot pull it from under a running call */
+    if (cdyn_cg_push_callable(cg, PyTuple_GET_ITEM(res, 1)) < 0) {
+        Py_DECREF(res);
         return TR_ERROR;
     }
+    Py_DECREF(res);
     for (Py_ssize_t i = 0; i < nin; i++) {
         if (cdyn_cg_source(cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
             return TR_ERROR;
@@ -489,7 +565,7 @@ cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
         goto done;
     }
     st = TR_ERROR;
-    if (emit_effects(tx, &cg) < 0 || cdyn_cg_value(&cg, ret) < 0 ||
+    if (emit_preloads(&cg) < 0 || emit_effects(tx, &cg) < 0 || cdyn_cg_value(&cg, ret) < 0 ||
         cdyn_cg_emit(&cg, RETURN_VALUE, 0) < 0) {
         goto done;
     }
@@ -832,10 +908,12 @@ collect_break(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const Py_ssize_t *targets, 
  * (it sits in a try block or a with block): give the generated instructions [from, to) a
  * handler of their own that passes the exception to a resume function at the original
  * handler, with the stack the handler expects (its depth, lasti, the exception). Emitted
- * after the normal path. */
+ * after the normal path. memo_at (borrowed; NULL: the current one): the memo of rebuilt
+ * objects as it was at `from`; objects first stored after it (by the normal path) do not
+ * exist when the instruction raises, so the handler path rebuilds them. */
 static tr_status
 cover_with_handler(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins,
-                   Py_ssize_t from, Py_ssize_t to)
+                   Py_ssize_t from, Py_ssize_t to, PyObject *memo_at)
 {
     PyObject *below = NULL, *lasti = NULL;
     Py_ssize_t handler = cg->out.len;
@@ -846,6 +924,13 @@ cover_with_handler(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins,
     }
     if (ins->exc_depth > fs->sp) {
         return cdyn_tx_unsupported(tx, "exception handler deeper than the stack");
+    }
+    if (memo_at != NULL) {
+        PyObject *memo = PyDict_Copy(memo_at);
+        if (memo == NULL) {
+            return TR_ERROR;
+        }
+        Py_SETREF(cg->memo, memo);
     }
     for (Py_ssize_t i = from; i < to; i++) {
         cg->out.items[i].exc_handler = (int)handler;
@@ -895,8 +980,13 @@ break_jump(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         goto done;
     }
     cg->out.items[b_label].target = (int)cg->out.len;
-    Py_SETREF(cg->memo, memo);
-    memo = NULL;
+    {
+        PyObject *copy = PyDict_Copy(memo);
+        if (copy == NULL) {
+            goto done;
+        }
+        Py_SETREF(cg->memo, copy);
+    }
     if (keep) {
         with_cond = PyList_GetSlice(below, 0, PY_SSIZE_T_MAX);
         if (with_cond == NULL || PyList_Append(with_cond, cond) < 0) {
@@ -905,7 +995,7 @@ break_jump(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
     }
     st = emit_resume_call(tx, fs, cg, ins->target, keep ? with_cond : below, NULL, 0);
     if (st == TR_OK) {
-        st = cover_with_handler(tx, fs, cg, ins, b_label, b_label + 1);
+        st = cover_with_handler(tx, fs, cg, ins, b_label, b_label + 1, memo);
     }
 done:
     Py_XDECREF(below);
@@ -920,7 +1010,7 @@ break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
 {
     int nslots, result_tmp;
     Py_ssize_t from;
-    PyObject *below = NULL;
+    PyObject *below = NULL, *memo_at = NULL;
     tr_status st = TR_ERROR;
     if (tx->break_kind == BRK_CALL) {
         nslots = tx->break_arg + 2;
@@ -941,6 +1031,9 @@ break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         }
     }
     from = cg->out.len;
+    if ((memo_at = PyDict_Copy(cg->memo)) == NULL) {
+        goto done;
+    }
     if (tx->break_kind == BRK_CALL) {
         if (tx->break_kwnames != NULL &&
             cdyn_cg_emit(cg, KW_NAMES, cdyn_cg_const(cg, tx->break_kwnames)) < 0) {
@@ -961,11 +1054,12 @@ break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         Py_ssize_t to = cg->out.len - 1;   /* the call, not the store of its result */
         st = emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, &result_tmp, 1);
         if (st == TR_OK) {
-            st = cover_with_handler(tx, fs, cg, ins, from, to);
+            st = cover_with_handler(tx, fs, cg, ins, from, to, memo_at);
         }
     }
 done:
     Py_XDECREF(below);
+    Py_XDECREF(memo_at);
     return st;
 }
 
@@ -975,7 +1069,7 @@ static tr_status
 break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
 {
     cdyn_break_shape_t s;
-    PyObject *below = NULL;
+    PyObject *below = NULL, *memo_at = NULL;
     int tmps[256], arg;
     tr_status st = TR_ERROR;
     if (!cdyn_break_shape(ins, &s) || s.nout > 256 || s.npop > fs->sp) {
@@ -1000,11 +1094,14 @@ break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         return TR_ERROR;
     }
     if (s.terminal) {
-        return cover_with_handler(tx, fs, cg, ins, cg->out.len - 1, cg->out.len);
+        return cover_with_handler(tx, fs, cg, ins, cg->out.len - 1, cg->out.len, NULL);
+    }
+    if ((memo_at = PyDict_Copy(cg->memo)) == NULL) {
+        return TR_ERROR;
     }
     for (int k = s.nout - 1; k >= 0; k--) {
         if ((tmps[k] = new_temp(cg, "break_out")) < 0 || cdyn_cg_emit(cg, STORE_FAST, tmps[k]) < 0) {
-            return TR_ERROR;
+            goto done;
         }
     }
     below = stack_slice(fs, 0, fs->sp - s.npop);
@@ -1019,10 +1116,12 @@ break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         Py_ssize_t at = cg->out.len - s.nout - 1;   /* the instruction, before its stores */
         st = emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, tmps, s.nout);
         if (st == TR_OK) {
-            st = cover_with_handler(tx, fs, cg, ins, at, at + 1);
+            st = cover_with_handler(tx, fs, cg, ins, at, at + 1, memo_at);
         }
     }
+done:
     Py_XDECREF(below);
+    Py_XDECREF(memo_at);
     return st;
 }
 
@@ -1072,7 +1171,7 @@ cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
         goto done;
     }
     st = TR_ERROR;
-    if (emit_grad_mode(tx, &cg) < 0 || emit_effects(tx, &cg) < 0) {
+    if (emit_grad_mode(tx, &cg) < 0 || emit_preloads(&cg) < 0 || emit_effects(tx, &cg) < 0) {
         goto done;
     }
     switch (tx->break_kind) {

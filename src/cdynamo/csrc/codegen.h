@@ -26,6 +26,8 @@ typedef struct cdyn_cg {
     PyObject *varnames;   /* list of str: the new code's varnames (temps appended) */
     PyObject *free_fixups;/* list of instruction indices whose oparg is a free-variable
                              number, fixed up once all temporaries exist */
+    PyObject *preload;    /* list of values with a source loaded into temporaries before
+                             the side effects are replayed (codegen.c note_preload) */
     int first_tmp;        /* slot of the first graph output temporary */
     int lineno;
 } cdyn_cg;

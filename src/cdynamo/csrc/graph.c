@@ -108,7 +108,12 @@ cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
         goto done;
     }
     alias = PyDict_GetItemWithError(tx->by_id, key);
-    if (alias != NULL) {   /* the same tensor under another name shares the placeholder */
+    if (alias != NULL) {
+        /* the same tensor under another name shares the placeholder, while it stays the same */
+        if (V(alias)->source != NULL &&
+            cdyn_guards_add_same(tx->guards, source, V(alias)->source) < 0) {
+            goto done;
+        }
         *out = Py_NewRef(alias);
         st = TR_OK;
         goto done;
@@ -399,23 +404,40 @@ done:
     return st;
 }
 
-int
-cdyn_tx_graph_effect(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node)
+tr_status
+cdyn_tx_graph_raw(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node)
 {
     PyObject *kw = PyDict_New(), *op = PyUnicode_FromString("call_function");
-    *node = NULL;
-    if (kw != NULL && op != NULL) {
-        *node = PyObject_CallMethodObjArgs(tx->graph, cdyn_G.s_create_node, op, target, args, kw,
-                                           NULL);
-    }
+    *node = (kw && op) ? PyObject_CallMethodObjArgs(tx->graph, cdyn_G.s_create_node, op, target,
+                                                    args, kw, NULL)
+                       : NULL;
     Py_XDECREF(kw);
     Py_XDECREF(op);
     if (*node == NULL) {
-        return -1;
+        return TR_ERROR;
     }
     Py_XSETREF(tx->last_node, Py_NewRef(*node));
     tx->n_call_nodes++;
-    return 0;
+    return TR_OK;
+}
+
+void
+cdyn_tx_exit_modes(cdyn_tx *tx, Py_ssize_t n)
+{
+    PyObject *et, *ev, *tb;
+    if (tx->open_modes == NULL) {
+        return;
+    }
+    PyErr_Fetch(&et, &ev, &tb);
+    while (PyList_GET_SIZE(tx->open_modes) > n) {
+        Py_ssize_t last = PyList_GET_SIZE(tx->open_modes) - 1;
+        PyObject *r = PyObject_CallOneArg(cdyn_G.exit_autocast,
+                                          PyList_GET_ITEM(tx->open_modes, last));
+        Py_XDECREF(r);
+        PyErr_Clear();
+        PyList_SetSlice(tx->open_modes, last, last + 1, NULL);
+    }
+    PyErr_Restore(et, ev, tb);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------- */
@@ -427,6 +449,8 @@ cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
     ck->mutations = tx->mutations;
     ck->n_call_nodes = tx->n_call_nodes;
     ck->grad_enabled = tx->grad_enabled;
+    ck->n_open_modes = tx->open_modes ? PyList_GET_SIZE(tx->open_modes) : 0;
+    ck->n_effects = tx->effects ? PyList_GET_SIZE(tx->effects) : 0;
     tx->ckpt_serial = cdyn_value_serial;
 }
 
@@ -446,8 +470,16 @@ cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
         Py_DECREF(r);
         Py_XSETREF(tx->last_node, Py_XNewRef(ck->last_node));
     }
+    /* the step runs in Python instead: what it would have replayed is dropped (values made
+       in it, e.g. an input wrapped and changed inside a failed inlined call, are not reached
+       again: the trace ends at this instruction) */
+    if (tx->effects && PyList_GET_SIZE(tx->effects) > ck->n_effects &&
+        PyList_SetSlice(tx->effects, ck->n_effects, PY_SSIZE_T_MAX, NULL) < 0) {
+        return TR_ERROR;
+    }
     tx->n_call_nodes = ck->n_call_nodes;
     tx->grad_enabled = ck->grad_enabled;
+    cdyn_tx_exit_modes(tx, ck->n_open_modes);
     return TR_OK;
 }
 

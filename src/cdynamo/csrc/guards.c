@@ -14,6 +14,8 @@
  * The slow path (first_failure, describe) rebuilds everything and formats messages.
  */
 #include "guards.h"
+
+#include <math.h>
 #include "source.h"
 
 typedef enum {
@@ -24,11 +26,15 @@ typedef enum {
     G_FUNCTION,
     G_GRAD_MODE,
     G_LEN,
+    G_HASATTR,
+    G_CALL,
+    G_SAME,
+    G_KEYS,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
-    "LENGTH_CHECK",
+    "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SAME_OBJECT", "DICT_KEYS",
 };
 
 typedef struct {
@@ -36,7 +42,10 @@ typedef struct {
     PyObject *source;      /* strong cdyn_source; NULL for GRAD_MODE */
     PyObject *value;       /* strong: EQUALS value, TYPE type, ID/FUNCTION object,
                               TENSOR Python type; NULL for GRAD_MODE */
-    int flag;              /* GRAD_MODE: enabled; TENSOR: requires_grad */
+    int flag;              /* GRAD_MODE: enabled (bit 0) and any autocast enabled (bit 1);
+                              TENSOR: requires_grad; HASATTR: present */
+    PyObject *args;        /* strong; CALL: the argument tuple (value is the callable) */
+    PyObject *expected;    /* strong; CALL: the result expected */
     Py_ssize_t len;        /* LENGTH_CHECK: expected length */
     /* TENSOR_MATCH only */
     PyObject *dtype;       /* strong */
@@ -51,6 +60,7 @@ typedef struct {
 struct cdyn_guards {
     guard *items;          /* PyMem */
     Py_ssize_t len, cap;
+    Py_ssize_t refs;       /* the owner's reference plus one per check running on the set */
 };
 
 /* Resolved once by cdyn_guards_init (strong references kept for the process lifetime). */
@@ -59,6 +69,9 @@ static PyGetSetDef *gs_dtype, *gs_device, *gs_requires_grad, *gs_shape, *gs_is_c
 static PyObject *m_stride, *m_is_contiguous; /* method descriptors */
 static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
 static PyObject *fn_peek_functorch;          /* torch._C._functorch.peek_interpreter_stack */
+static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enabled */
+
+static int global_state(void);
 
 /* ---- construction ------------------------------------------------------------------ */
 
@@ -68,7 +81,10 @@ cdyn_guards_new(void)
     cdyn_guards *g = PyMem_Calloc(1, sizeof(cdyn_guards));
     if (g == NULL) {
         PyErr_NoMemory();
+        return NULL;
     }
+    g->refs = 1;
+    cdyn_live.guard_sets++;
     return g;
 }
 
@@ -78,6 +94,8 @@ guard_clear(guard *gd)
 {
     Py_CLEAR(gd->source);
     Py_CLEAR(gd->value);
+    Py_CLEAR(gd->args);
+    Py_CLEAR(gd->expected);
     Py_CLEAR(gd->dtype);
     Py_CLEAR(gd->device);
     PyMem_Free(gd->sizes);
@@ -90,11 +108,16 @@ cdyn_guards_free(cdyn_guards *g)
     if (g == NULL) {
         return;
     }
+    assert(g->refs > 0);
+    if (--g->refs > 0) {
+        return;    /* a check still runs on it: the last one frees it */
+    }
     for (Py_ssize_t i = 0; i < g->len; i++) {
         guard_clear(&g->items[i]);
     }
     PyMem_Free(g->items);
     PyMem_Free(g);
+    cdyn_live.guard_sets--;
 }
 
 Py_ssize_t
@@ -343,6 +366,109 @@ cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n)
 }
 
 int
+cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present)
+{
+    guard *gd;
+    if (check_source_arg(attr_source) < 0) {
+        return -1;
+    }
+    if (((cdyn_source *)attr_source)->kind != CDYN_SRC_ATTR) {
+        PyErr_SetString(PyExc_TypeError, "HASATTR: expected an attribute source");
+        return -1;
+    }
+    if (guards_contain(g, G_HASATTR, attr_source)) {
+        return 0;
+    }
+    gd = guards_append(g, G_HASATTR, attr_source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->flag = present != 0;
+    return 0;
+}
+
+int
+cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
+{
+    guard *gd;
+    if (check_source_arg(source) < 0 || check_source_arg(other) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        if (g->items[i].kind == G_SAME && cdyn_source_equal(g->items[i].source, source) &&
+            cdyn_source_equal(g->items[i].value, other)) {
+            return 0;
+        }
+    }
+    gd = guards_append(g, G_SAME, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(other);
+    return 0;
+}
+
+int
+cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *expected)
+{
+    guard *gd;
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        const guard *o = &g->items[i];
+        if (o->kind == G_CALL && o->value == fn) {
+            int same = PyObject_RichCompareBool(o->args, args, Py_EQ);
+            if (same < 0) {
+                return -1;
+            }
+            if (same) {
+                return 0;
+            }
+        }
+    }
+    gd = guards_append(g, G_CALL, NULL);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(fn);
+    gd->args = Py_NewRef(args);
+    gd->expected = Py_NewRef(expected);
+    return 0;
+}
+
+static PyObject *any_key;   /* in a DICT_KEYS tuple: a position another guard checks */
+
+PyObject *
+cdyn_guards_any_key(void)
+{
+    if (any_key == NULL) {
+        any_key = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    }
+    return any_key;
+}
+
+int
+cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys)
+{
+    guard *gd;
+    if (check_source_arg(source) < 0) {
+        return -1;
+    }
+    if (!PyTuple_CheckExact(keys)) {
+        PyErr_SetString(PyExc_TypeError, "DICT_KEYS: keys must be a tuple");
+        return -1;
+    }
+    if (guards_contain(g, G_KEYS, source)) {
+        return 0;
+    }
+    gd = guards_append(g, G_KEYS, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(keys);
+    gd->len = PyTuple_GET_SIZE(keys);
+    return 0;
+}
+
+int
 cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
 {
     if (guards_contain(g, G_GRAD_MODE, NULL)) {
@@ -352,8 +478,14 @@ cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
     if (gd == NULL) {
         return -1;
     }
-    gd->flag = enabled != 0;
+    gd->flag = enabled;
     return 0;
+}
+
+int
+cdyn_guards_global_state(void)
+{
+    return global_state();
 }
 
 /* ---- checking ---------------------------------------------------------------------- */
@@ -512,7 +644,59 @@ equals_exact(PyObject *a, PyObject *b)
         }
         return 1;
     }
+    if (PyFloat_CheckExact(a)) {
+        /* the value the trace baked in: -0.0 is not 0.0 (it prints and divides otherwise),
+           and a NaN is the same NaN */
+        double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+        return (x == y && signbit(x) == signbit(y)) || (isnan(x) && isnan(y));
+    }
     return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* DICT_KEYS: v iterates exactly the keys (dict keys, set items) of the tuple `keys`, in
+ * order. 1 pass, 0 fail, -1 error. */
+static int
+check_keys(PyObject *keys, PyObject *v)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(keys), i = 0, pos = 0;
+    PyObject *k, *val, *it;
+    Py_hash_t hash;
+    int r = 1;
+    if (PyDict_CheckExact(v)) {
+        if (PyDict_GET_SIZE(v) != n) {
+            return 0;
+        }
+        while (r == 1 && PyDict_Next(v, &pos, &k, &val)) {
+            PyObject *want = PyTuple_GET_ITEM(keys, i++);
+            r = want == any_key ? 1 : equals_exact(k, want);
+        }
+        return r;
+    }
+    if (PyAnySet_CheckExact(v)) {
+        if (PySet_GET_SIZE(v) != n) {
+            return 0;
+        }
+        while (r == 1 && _PySet_NextEntry(v, &pos, &k, &hash)) {
+            r = equals_exact(k, PyTuple_GET_ITEM(keys, i++));
+        }
+        return r;
+    }
+    it = PyObject_GetIter(v);
+    if (it == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    while (r == 1 && (k = PyIter_Next(it)) != NULL) {
+        PyObject *want = i < n ? PyTuple_GET_ITEM(keys, i++) : NULL;
+        r = want == NULL ? 0 : want == any_key ? 1 : equals_exact(k, want);
+        Py_DECREF(k);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return r == 1 && i == n;
 }
 
 /* 1 when grad mode is enabled, 0 when not, -1 on error. */
@@ -528,6 +712,76 @@ grad_mode_enabled(void)
     return on;
 }
 
+/* Global state as GRAD_MODE records it: bit 0 grad mode, bit 1 any autocast enabled; -1 on
+ * error. */
+static int
+global_state(void)
+{
+    int on = grad_mode_enabled();
+    PyObject *r;
+    if (on < 0) {
+        return -1;
+    }
+    r = PyObject_Vectorcall(fn_any_autocast, NULL, 0, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    on |= (r == Py_True) << 1;
+    Py_DECREF(r);
+    return on;
+}
+
+/* 1 when a torch.func transform (vmap/grad) is running (functorch's interpreter stack is not
+ * empty), 0 when not, -1 on error. */
+static int
+functorch_running(void)
+{
+    PyObject *ft = PyObject_Vectorcall(fn_peek_functorch, NULL, 0, NULL);
+    int on = 0;
+    if (ft == NULL) {
+        return -1;
+    }
+    on = ft != Py_None;
+    Py_DECREF(ft);
+    return on;
+}
+
+/* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. */
+static int
+check_global(const guard *gd, why_t why)
+{
+    PyObject *r;
+    int on, eq;
+    if (gd->kind == G_GRAD_MODE) {
+        /* entries are compiled outside torch.func transforms (translate.c): under vmap/grad
+           the inputs are wrapped tensors a compiled graph cannot take */
+        on = functorch_running();
+        if (on != 0) {
+            return on < 0 ? -1 : fail_with(why, "a torch.func transform (vmap/grad) is running");
+        }
+        on = global_state();
+        if (on < 0 || on == gd->flag) {
+            return on < 0 ? -1 : 1;
+        }
+        if ((on & 1) != (gd->flag & 1)) {
+            return fail_with(why, "expected %s, actual %s", (gd->flag & 1) ? "enabled" : "disabled",
+                             (on & 1) ? "enabled" : "disabled");
+        }
+        return fail_with(why, "autocast expected %s, actual %s",
+                         (gd->flag & 2) ? "enabled" : "disabled", (on & 2) ? "enabled" : "disabled");
+    }
+    r = PyObject_Call(gd->value, gd->args, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    eq = equals_exact(r, gd->expected);
+    if (eq == 0) {
+        eq = fail_with(why, "%R%R: expected %R, actual %R", gd->value, gd->args, gd->expected, r);
+    }
+    Py_DECREF(r);
+    return eq;
+}
+
 /* Check one guard. 1 pass, 0 fail (with *why when asked), -1 internal error. */
 static int
 check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
@@ -535,30 +789,13 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
 {
     PyObject *v = NULL, *owned = NULL;
     int rc = -1;
-    if (gd->kind == G_GRAD_MODE) {
-        int on = grad_mode_enabled(), on_stack;
-        PyObject *ft;
-        if (on < 0) {
-            return -1;
-        }
-        /* entries are compiled outside torch.func transforms (translate.c): under vmap/grad
-           the inputs are wrapped tensors a compiled graph cannot take */
-        ft = PyObject_Vectorcall(fn_peek_functorch, NULL, 0, NULL);
-        if (ft == NULL) {
-            return -1;
-        }
-        on_stack = ft != Py_None;
-        Py_DECREF(ft);
-        if (on_stack) {
-            return fail_with(why, "a torch.func transform (vmap/grad) is running");
-        }
-        if (on == gd->flag) {
-            return 1;
-        }
-        return fail_with(why, "expected %s, actual %s", gd->flag ? "enabled" : "disabled",
-                         on ? "enabled" : "disabled");
+    if (gd->kind == G_GRAD_MODE || gd->kind == G_CALL) {
+        return check_global(gd, why);
     }
     cdyn_source *src = (cdyn_source *)gd->source;
+    if (gd->kind == G_HASATTR) {
+        src = src->base;   /* hasattr(base, name): evaluate the object, not the attribute */
+    }
     if (src->kind == CDYN_SRC_LOCAL) {
         v = localsplus[src->index];    /* borrowed */
         if (v == NULL) {
@@ -632,7 +869,38 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         }
         break;
     }
+    case G_KEYS:
+        rc = check_keys(gd->value, v);
+        if (rc == 0) {
+            rc = fail_with(why, "expected keys %R", gd->value);
+        }
+        break;
+    case G_SAME: {
+        PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
+                                            builtins, memo);
+        if (o == NULL) {
+            PyErr_Clear();
+            rc = fail_with(why, "cannot evaluate %U", cdyn_source_repr(gd->value));
+            break;
+        }
+        rc = o == v;
+        Py_DECREF(o);
+        if (rc == 0) {
+            rc = fail_with(why, "expected the same object as %U", cdyn_source_repr(gd->value));
+        }
+        break;
+    }
+    case G_HASATTR:
+        rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
+        if (rc != gd->flag) {
+            rc = fail_with(why, "expected the attribute to be %s", gd->flag ? "present" : "absent");
+        }
+        else {
+            rc = 1;
+        }
+        break;
     case G_GRAD_MODE:
+    case G_CALL:
         break;
     }
     Py_XDECREF(owned);
@@ -640,16 +908,18 @@ check_one(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
 }
 
 int
-cdyn_guards_check(const cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
+cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
                   PyObject *globals, PyObject *builtins)
 {
     cdyn_source_memo memo;
     int r = 1;
     memo.n = 0;
+    g->refs++;    /* Python code run by a guard may free the owner (a reset) */
     for (Py_ssize_t i = 0; i < g->len && r == 1; i++) {
         r = check_one(&g->items[i], localsplus, func, globals, builtins, NULL, &memo);
     }
     cdyn_source_memo_clear(&memo);
+    cdyn_guards_free(g);
     return r;
 }
 
@@ -665,10 +935,11 @@ guard_name(const guard *gd)
 }
 
 PyObject *
-cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
+cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
                           PyFunctionObject *func, PyObject *globals, PyObject *builtins)
 {
     PyObject *why = NULL, *name = NULL, *res = NULL;
+    g->refs++;    /* as in cdyn_guards_check */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         const guard *gd = &g->items[i];
         int r = check_one(gd, localsplus, func, globals, builtins, &why, NULL);
@@ -690,6 +961,7 @@ cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
 done:
     Py_XDECREF(why);
     Py_XDECREF(name);
+    cdyn_guards_free(g);
     return res;
 }
 
@@ -702,7 +974,11 @@ guard_describe(const guard *gd)
     PyObject *head = NULL, *res = NULL;
     const char *kind = guard_kind_names[gd->kind];
     if (gd->kind == G_GRAD_MODE) {
-        return PyUnicode_FromFormat("GRAD_MODE %s", gd->flag ? "enabled" : "disabled");
+        return PyUnicode_FromFormat("GRAD_MODE %s%s", (gd->flag & 1) ? "enabled" : "disabled",
+                                    (gd->flag & 2) ? ", autocast enabled" : "");
+    }
+    if (gd->kind == G_CALL) {
+        return PyUnicode_FromFormat("GLOBAL_STATE %R%R == %R", gd->value, gd->args, gd->expected);
     }
     cdyn_source *src = (cdyn_source *)gd->source;
     if (src->kind == CDYN_SRC_LOCAL) {
@@ -714,7 +990,17 @@ guard_describe(const guard *gd)
     else {
         head = PyUnicode_FromFormat("%U %s", src->repr, kind);
     }
-    if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN)) {
+    if (head != NULL && gd->kind == G_HASATTR) {
+        res = PyUnicode_FromFormat("%U %s", head, gd->flag ? "present" : "absent");
+        Py_DECREF(head);
+        return res;
+    }
+    if (head != NULL && gd->kind == G_SAME) {
+        res = PyUnicode_FromFormat("%U %U", head, cdyn_source_repr(gd->value));
+        Py_DECREF(head);
+        return res;
+    }
+    if (head == NULL || (gd->kind != G_EQUALS && gd->kind != G_LEN && gd->kind != G_KEYS)) {
         return head;
     }
     res = gd->kind == G_LEN ? PyUnicode_FromFormat("%U %zd", head, gd->len)
@@ -724,20 +1010,22 @@ guard_describe(const guard *gd)
 }
 
 PyObject *
-cdyn_guards_describe(const cdyn_guards *g)
+cdyn_guards_describe(cdyn_guards *g)
 {
     PyObject *list = PyList_New(g->len);
     if (list == NULL) {
         return NULL;
     }
+    g->refs++;    /* as in cdyn_guards_check (a repr may run Python code) */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         PyObject *s = guard_describe(&g->items[i]);
         if (s == NULL) {
-            Py_DECREF(list);
-            return NULL;
+            Py_CLEAR(list);
+            break;
         }
         PyList_SET_ITEM(list, i, s);
     }
+    cdyn_guards_free(g);
     return list;
 }
 
@@ -805,7 +1093,8 @@ cdyn_guards_init(void)
         goto done;
     }
     fn_is_grad_enabled = PyObject_GetAttrString(torch_c, "is_grad_enabled");
-    if (fn_is_grad_enabled == NULL) {
+    fn_any_autocast = PyObject_GetAttrString(torch_c, "_is_any_autocast_enabled");
+    if (fn_is_grad_enabled == NULL || fn_any_autocast == NULL) {
         goto done;
     }
     {

@@ -8,7 +8,11 @@
  *   TYPE_MATCH     exact type
  *   ID_MATCH       object identity (modules, nn.Modules, other objects)
  *   FUNCTION_MATCH object identity of a function or Python module (printed as such)
- *   GRAD_MODE      torch.is_grad_enabled() as at trace time
+ *   GRAD_MODE      torch.is_grad_enabled() and whether any autocast is on, as at trace time
+ *   GLOBAL_STATE   a torch state function called with constants gives what it gave
+ *   HASATTR        whether an object has an attribute (hasattr / getattr with a default)
+ *   SAME_OBJECT    two sources denote the same object (an aliased input)
+ *   DICT_KEYS      the keys of a dict / items of a set, in iteration order
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
  */
 #ifndef CDYN_GUARDS_H
@@ -19,6 +23,9 @@ typedef struct cdyn_guards cdyn_guards;
 
 /* New empty guard set (owned by the caller; free with cdyn_guards_free), NULL + MemoryError. */
 cdyn_guards *cdyn_guards_new(void);
+/* Drop the owner's reference (g may be NULL). The set is freed at once, or, when a check,
+ * first_failure or describe is running on it (its guards ran Python code that dropped the
+ * owner: a reset, another thread), when that call returns. */
 void cdyn_guards_free(cdyn_guards *g);
 
 /* Adders. source: borrowed cdyn_source; value/obj: borrowed (the guard keeps what it needs:
@@ -28,27 +35,47 @@ int cdyn_guards_add_tensor(cdyn_guards *g, PyObject *source, PyObject *tensor);
 int cdyn_guards_add_equals(cdyn_guards *g, PyObject *source, PyObject *value);
 int cdyn_guards_add_type(cdyn_guards *g, PyObject *source, PyTypeObject *type);
 int cdyn_guards_add_id(cdyn_guards *g, PyObject *source, PyObject *obj, int is_function);
-int cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled);
+/* GRAD_MODE: the global state of cdyn_guards_global_state() (bit 0 grad mode, bit 1 any
+ * autocast enabled) as at trace time. */
+int cdyn_guards_add_grad_mode(cdyn_guards *g, int state);
+/* The current global state for GRAD_MODE; -1 with an exception. */
+int cdyn_guards_global_state(void);
+/* GLOBAL_STATE: fn(*args) == expected (fn, args: borrowed; a tuple of constants), e.g.
+ * torch.get_autocast_dtype('cpu') when the trace read it. */
+int cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *expected);
 /* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
  * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
 int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
+/* DICT_KEYS: the dict (keys) or set (items) at source iterates exactly the items of the tuple
+ * `keys` (borrowed), in order, each of the same type and == (pins constants and objects
+ * compared by identity). */
+int cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys);
+/* The placeholder of a DICT_KEYS tuple for a key another guard checks (a tensor key, guarded
+ * through its entry source); borrowed, NULL + MemoryError. */
+PyObject *cdyn_guards_any_key(void);
+/* SAME_OBJECT: source evaluates to the very object `other` (a source) evaluates to: one input
+ * reached under two names (aliasing) at trace time must stay so. */
+int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);
+/* HASATTR: hasattr(<base of attr_source>, <its name>) == present; attr_source an ATTR
+ * source (printed as "<source> HASATTR present|absent"). */
+int cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present);
 
 /* Check every guard against a frame about to run (arguments borrowed, see
  * cdyn_source_eval). Returns 1 when all pass, 0 when one fails, -1 with an exception
  * set only on an internal error (a missing attribute or name is a failure, not an error). */
-int cdyn_guards_check(const cdyn_guards *g, PyObject *const *localsplus,
+int cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus,
                       PyFunctionObject *func, PyObject *globals, PyObject *builtins);
 
 /* New str naming the first failing guard (e.g. "L['a'] TENSOR_MATCH: dtype
  * torch.float32 != torch.float64"), or Py_None (new ref) when all pass; NULL on error. */
-PyObject *cdyn_guards_first_failure(const cdyn_guards *g, PyObject *const *localsplus,
+PyObject *cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
                                     PyFunctionObject *func, PyObject *globals,
                                     PyObject *builtins);
 
 /* New list of str, one per guard, in the seeds' form: "local 'a' TENSOR_MATCH",
  * "global 'torch' FUNCTION_MATCH", "L['self'].training EQUALS_MATCH True",
  * "GRAD_MODE enabled". NULL on error. */
-PyObject *cdyn_guards_describe(const cdyn_guards *g);
+PyObject *cdyn_guards_describe(cdyn_guards *g);
 
 /* Number of guards in the set. */
 Py_ssize_t cdyn_guards_len(const cdyn_guards *g);

@@ -2,10 +2,35 @@
  *
  * Thread-local state (C11 _Thread_local): the compile options of the innermost active
  * compiled call, the depth of compiled calls, a "disabled" flag (set around guards, the
- * translator and _C.disable'd callables), and a one-shot pass-through marker for the
- * transformed code the hook is about to run. Global state (GIL-protected): the install
- * counter, the previous eval-frame function, the cache size limit, the skip prefixes,
- * and the counters.
+ * translator and _C.disable'd callables), a one-shot pass-through marker for the
+ * transformed code the hook is about to run, and the delegation marker (below). Global
+ * state (GIL-protected): the install counter, the previous eval-frame function, the cache
+ * size limit, the trace rules (trace_rules.h) and the counters.
+ *
+ * Coexistence with other PEP 523 hooks (torch._dynamo's, profilers'): each hook remembers
+ * one "previous" function and calls it for frames it does not handle, so two hooks that
+ * installed themselves over each other can end up each other's previous. Three rules keep
+ * every order of nesting finite and each hook to its own frames:
+ *   - Ownership: cdynamo acts on a frame only when this thread is inside a compiled call
+ *     and eval_frame is the installed function. A frame handed to us by a hook installed
+ *     over us (we are its previous) belongs to that hook: we pass it on untouched. A frame
+ *     we own and do not replace runs on _PyEval_EvalFrameDefault: hooks below us never see
+ *     our transformed code, our guards, our translator or the frames of our compiled call.
+ *   - Delegation: a frame we do not own goes to prev_eval (the function that was installed
+ *     when we put ourselves over it). Before calling it we record, per thread, the frame
+ *     and the Python frame that was executing (the caller); if the hook below calls back
+ *     into us before that frame has started executing (same caller frame still current),
+ *     it is handing back our frame, its own version of it (a shadow frame of transformed
+ *     code) or its own Python code run on its behalf: we run it on
+ *     _PyEval_EvalFrameDefault and never call the hook below again for it. No cycle of
+ *     "previous" pointers can loop.
+ *   - Installation: every compiled call puts eval_frame on top if another function is
+ *     installed (remembering that one as prev_eval) and, when it returns, puts back exactly
+ *     the function it replaced if eval_frame is still on top; a hook installed over us
+ *     meanwhile is never removed. The hook stays installed while compiled calls of other
+ *     threads are active (install_count).
+ * Cost on the per-frame fast path: one extra TLS load (the delegation marker, same TLS
+ * block as the depth) and one read of the interpreter's installed function.
  *
  * Running an entry: the transformed code takes every argument slot of the original frame
  * as a plain positional parameter (translate.h), so the hook calls a function built from
@@ -16,6 +41,7 @@
  */
 #include "hook.h"
 #include "cache.h"
+#include "trace_rules.h"
 #include "translate.h"
 
 #include <stddef.h>
@@ -26,41 +52,134 @@ typedef struct {
     int active;            /* depth of compiled calls on this thread */
     int disabled;          /* nonzero: every frame falls through */
     PyObject *passthrough; /* borrowed code object: the next frame with it falls through */
+    /* Delegation marker: the frame last handed to prev_eval (NULL when none) and the
+     * Python frame executing when it was handed over. Saved and restored around each
+     * delegation. Borrowed; compared by address only. */
+    struct _PyInterpreterFrame *deleg_frame;
+    struct _PyInterpreterFrame *deleg_caller;
 } cdyn_tls;
 
 static _Thread_local cdyn_tls tls;
 
 cdyn_counters cdyn_counts;
-static Py_ssize_t install_count;
+static Py_ssize_t install_count;   /* compiled calls active on all threads */
+/* The function below us: installed when we put eval_frame over it. Never eval_frame. */
 static _PyFrameEvalFunction prev_eval = _PyEval_EvalFrameDefault;
 static int cache_size_limit = 8;
-static PyObject *skip_prefixes;    /* strong tuple of str or NULL */
-static PyObject *str_frozen;       /* strong "<frozen " */
+static PyObject *str_dynamo_eval_frame;   /* strong "torch._C._dynamo.eval_frame" */
+
+static void decide_skip(PyCodeObject *code, PyObject *globals, cdyn_extra *x);
 
 /* ---- installation ------------------------------------------------------------------ */
 
 static PyObject *eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag);
 
-/* Install the hook on this interpreter, remembering the previous function. */
+/* What a compiled call did to the installed function, to undo it exactly. */
+typedef struct {
+    _PyFrameEvalFunction below;      /* the function installed when the call began */
+    _PyFrameEvalFunction saved_prev; /* prev_eval when the call began */
+    int pushed;                      /* eval_frame was put over `below` */
+    int nested;                      /* other compiled calls were active (any thread) */
+} hook_layer;
+
+/* Put eval_frame on top of the installed function if it is not there; count the call. */
 static void
-hook_install(void)
+hook_enter(hook_layer *l)
 {
     PyInterpreterState *interp = PyInterpreterState_Get();
-    _PyFrameEvalFunction cur = _PyInterpreterState_GetEvalFrameFunc(interp);
-    if (cur != eval_frame) {
-        prev_eval = cur;
+    l->below = _PyInterpreterState_GetEvalFrameFunc(interp);
+    l->saved_prev = prev_eval;
+    l->pushed = l->below != eval_frame;
+    l->nested = install_count > 0;
+    if (l->pushed) {
+        assert(l->below != eval_frame);
+        prev_eval = l->below;
         _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
+    }
+    install_count++;
+}
+
+/* Undo hook_enter. A hook installed over eval_frame meanwhile stays (we never remove a
+ * function we did not install); otherwise the function this call replaced comes back,
+ * and the last compiled call of all threads uninstalls eval_frame. */
+static void
+hook_leave(const hook_layer *l)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    assert(install_count > 0);
+    install_count--;
+    if (_PyInterpreterState_GetEvalFrameFunc(interp) != eval_frame) {
+        return;
+    }
+    if (l->pushed && l->nested) {
+        /* we had been put below another hook: restore that hook over us */
+        _PyInterpreterState_SetEvalFrameFunc(interp, l->below);
+        prev_eval = l->saved_prev;
+    }
+    else if (install_count == 0) {
+        _PyInterpreterState_SetEvalFrameFunc(interp, prev_eval);
     }
 }
 
-/* Restore the previous function if ours is still the installed one. */
-static void
-hook_uninstall(void)
+/* torch._dynamo's own PEP 523 hook keeps a per-thread callback and, whenever that callback
+ * goes from set to None on a thread whose count of active threads drops to zero, puts
+ * back the function it replaced even when another hook (us) was installed over it since.
+ * Inside a torch.compile-d call, anything wrapped with torch._dynamo.disable (fake
+ * tensors, torch internals) does that, which would remove eval_frame in the middle of our
+ * compiled call and hand our internals to torch._dynamo. So a compiled call entered while
+ * torch._dynamo's callback is set on this thread suspends it (through its own API) for its
+ * extent, before installing eval_frame, and restores it afterwards: inside a compiled call
+ * the frames are cdynamo's; a torch.compile-d function called from there sets its
+ * callback again and nests over us. Only consulted when another hook is installed. */
+static PyObject *dynamo_get_callback;   /* strong, or NULL until torch._dynamo is loaded */
+static PyObject *dynamo_set_callback;   /* strong, or NULL */
+
+/* New reference to torch._dynamo's callback that was set on this thread, now replaced by
+ * None; NULL when none was set or torch._dynamo is not loaded. Never raises. */
+static PyObject *
+dynamo_suspend(void)
 {
-    PyInterpreterState *interp = PyInterpreterState_Get();
-    if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_frame) {
-        _PyInterpreterState_SetEvalFrameFunc(interp, prev_eval);
+    PyObject *cb = NULL, *prior = NULL;
+    if (dynamo_set_callback == NULL) {
+        PyObject *m = PyImport_GetModule(str_dynamo_eval_frame);
+        if (m == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        dynamo_get_callback = PyObject_GetAttrString(m, "get_eval_frame_callback");
+        dynamo_set_callback = PyObject_GetAttrString(m, "set_eval_frame");
+        Py_DECREF(m);
+        if (dynamo_get_callback == NULL || dynamo_set_callback == NULL) {
+            Py_CLEAR(dynamo_get_callback);
+            Py_CLEAR(dynamo_set_callback);
+            PyErr_Clear();
+            return NULL;
+        }
     }
+    cb = PyObject_CallNoArgs(dynamo_get_callback);
+    if (cb != NULL && cb != Py_None) {
+        prior = PyObject_CallOneArg(dynamo_set_callback, Py_None);
+    }
+    if (prior == NULL) {
+        PyErr_Clear();
+    }
+    Py_XDECREF(cb);
+    return prior;
+}
+
+/* Give torch._dynamo back its callback prior (stolen), keeping any pending exception. */
+static void
+dynamo_resume(PyObject *prior)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *r = PyObject_CallOneArg(dynamo_set_callback, prior);
+    if (r == NULL) {
+        PyErr_WriteUnraisable(dynamo_set_callback);
+    }
+    Py_XDECREF(r);
+    Py_DECREF(prior);
+    PyErr_Restore(et, ev, tb);
 }
 
 int
@@ -90,24 +209,6 @@ cdyn_set_cache_size_limit(int n)
 }
 
 int
-cdyn_set_skip_prefixes(PyObject *prefixes)
-{
-    if (!PyTuple_Check(prefixes)) {
-        PyErr_SetString(PyExc_TypeError, "set_skip_prefixes: expected a tuple of str");
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(prefixes); i++) {
-        if (!PyUnicode_Check(PyTuple_GET_ITEM(prefixes, i))) {
-            PyErr_SetString(PyExc_TypeError, "set_skip_prefixes: expected a tuple of str");
-            return -1;
-        }
-    }
-    Py_XSETREF(skip_prefixes, Py_NewRef(prefixes));
-    cdyn_cache_forget_decisions();
-    return 0;
-}
-
-int
 cdyn_mark_force_compile(PyObject *code)
 {
     if (!PyCode_Check(code)) {
@@ -126,50 +227,69 @@ cdyn_mark_force_compile(PyObject *code)
     return 0;
 }
 
+int
+cdyn_code_trace_rule(PyCodeObject *code, PyObject *globals)
+{
+    cdyn_extra *x = cdyn_cache_get(code);
+    if (x == NULL && (x = cdyn_cache_ensure(code)) == NULL) {
+        PyErr_Clear();
+        return (int)cdyn_rules_for_code(code, globals);
+    }
+    if (!x->decided) {
+        decide_skip(code, globals, x);
+    }
+    return x->force ? (int)CDYN_RULE_COMPILE : (int)x->rule;
+}
+
+int
+cdyn_frame_decision(PyCodeObject *code, int *rule, int *skip)
+{
+    cdyn_extra *x = cdyn_cache_get(code);
+    if (x == NULL || !x->decided) {
+        return 0;
+    }
+    *rule = (int)x->rule;
+    *skip = (int)x->skip;
+    return 1;
+}
+
 /* ---- the hook ---------------------------------------------------------------------- */
 
-/* Evaluate f as if no hook were installed. */
+/* Evaluate a frame we own and do not replace: the hooks below us never see it. */
 static inline PyObject *
-eval_default(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
+eval_plain(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
 {
-    return prev_eval(ts, f, throwflag);
+    return _PyEval_EvalFrameDefault(ts, f, throwflag);
 }
 
-/* 1 when code's file starts with one of the skip prefixes. */
-static int
-under_skip_prefix(PyCodeObject *code)
+/* Hand a frame we do not own to the function below us, marking the delegation so that a
+ * hook below that calls back into us for it is answered by eval_frame's re-entry rule. */
+static PyObject *
+eval_below(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
 {
-    if (!PyUnicode_Check(code->co_filename)) {
-        return 0;
+    _PyFrameEvalFunction below = prev_eval;
+    if (below == _PyEval_EvalFrameDefault) {
+        return _PyEval_EvalFrameDefault(ts, f, throwflag);
     }
-    /* Frozen standard-library modules (importlib) are always skipped. */
-    if (PyUnicode_GET_LENGTH(code->co_filename) >= 8 &&
-        PyUnicode_READ_CHAR(code->co_filename, 0) == '<' &&
-        PyUnicode_Tailmatch(code->co_filename, str_frozen, 0, PY_SSIZE_T_MAX, -1) == 1) {
-        return 1;
-    }
-    if (skip_prefixes == NULL) {
-        return 0;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(skip_prefixes); i++) {
-        Py_ssize_t r = PyUnicode_Tailmatch(code->co_filename, PyTuple_GET_ITEM(skip_prefixes, i),
-                                           0, PY_SSIZE_T_MAX, -1);
-        if (r < 0) {
-            PyErr_Clear();
-        }
-        else if (r == 1) {
-            return 1;
-        }
-    }
-    return 0;
+    assert(below != eval_frame);
+    cdyn_tls *t = &tls;
+    struct _PyInterpreterFrame *saved_frame = t->deleg_frame, *saved_caller = t->deleg_caller;
+    t->deleg_frame = f;
+    t->deleg_caller = ts->cframe->current_frame;
+    PyObject *res = below(ts, f, throwflag);
+    t->deleg_frame = saved_frame;
+    t->deleg_caller = saved_caller;
+    return res;
 }
 
-/* Decide once whether frames of code are skipped; fills x->skip. 0, or -1 on error. */
-static int
-decide_skip(PyCodeObject *code, cdyn_extra *x)
+/* Decide once whether frames of code (run with globals, borrowed) are translated: fills
+ * x->rule, x->skip and x->decided. Never fails. */
+static void
+decide_skip(PyCodeObject *code, PyObject *globals, cdyn_extra *x)
 {
     int flags = code->co_flags;
     int skip = 0;
+    cdyn_rule rule = cdyn_rules_for_code(code, globals);
     if (flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
         skip = 1;
     }
@@ -180,15 +300,15 @@ decide_skip(PyCodeObject *code, cdyn_extra *x)
              PyUnicode_CompareWithASCIIString(code->co_name, "<module>") == 0) {
         skip = 1;
     }
-    else if (!x->force && under_skip_prefix(code)) {
+    else if (!x->force && cdyn_rule_skips_frame(rule)) {
         skip = 1;
     }
+    x->rule = (unsigned)rule;
     x->decided = 1;
     x->skip = skip;
     if (skip) {
         cdyn_counts.skipped++;
     }
-    return 0;
 }
 
 /* Number of argument slots of the original code: the transformed code's parameters. */
@@ -205,14 +325,14 @@ static PyObject *
 run_entry(struct _PyInterpreterFrame *f, cdyn_cache_entry *e)
 {
     PyObject *closure = f->f_func != NULL ? f->f_func->func_closure : NULL;
+    /* A new reference: the entry may be freed while its code runs (a reset from inside, or
+     * from another thread), or already while the function is built; e is not used after. */
     PyObject *func = cdyn_cache_entry_func(e, f->f_globals, closure);
     if (func == NULL) {
         return NULL;
     }
-    /* The entry may be freed while its code runs (reset from inside); keep the function. */
-    Py_INCREF(func);
     cdyn_tls *t = &tls;
-    t->passthrough = e->code;
+    t->passthrough = PyFunction_GET_CODE(func);
     PyObject *res = _PyFunction_Vectorcall(func, f->localsplus, (size_t)frame_nargs(f->f_code),
                                            NULL);
     t->passthrough = NULL;
@@ -238,9 +358,43 @@ recent_failure(cdyn_extra *x, struct _PyInterpreterFrame *f)
     return r;
 }
 
-/* The slow path of a frame whose code has no passing entry: compile or run unmodified. */
+/* An entry of x that another thread inserted while this one translated the same code (the
+ * translator runs Python code, where threads switch) and whose guards pass for f; NULL when
+ * none does. When the walk saw the cache change (cdyn_cache_generation), *px is refetched
+ * (NULL with an exception on failure) and NULL returned. A guard error is cleared: the
+ * caller then inserts its own entry. */
+static cdyn_cache_entry *
+entry_compiled_meanwhile(PyCodeObject *code, struct _PyInterpreterFrame *f, cdyn_extra **px)
+{
+    cdyn_tls *t = &tls;
+    int saved_disabled = t->disabled;
+    unsigned long gen = cdyn_cache_generation;
+    cdyn_cache_entry *e = NULL;
+    int r = 0;
+    t->disabled = 1;
+    for (e = (*px)->entries; e != NULL; e = e->next) {
+        r = cdyn_guards_check(e->guards, f->localsplus, f->f_func, f->f_globals,
+                              f->f_builtins);
+        if (r < 0) {
+            PyErr_Clear();
+        }
+        if (r != 0 || gen != cdyn_cache_generation) {
+            break;
+        }
+    }
+    t->disabled = saved_disabled;
+    if (gen != cdyn_cache_generation) {
+        *px = cdyn_cache_ensure(code);
+        return NULL;
+    }
+    return r == 1 ? e : NULL;
+}
+
+/* The slow path of a frame whose code has no passing entry: compile or run unmodified.
+ * order: cdyn_cache_order when the walk that found no entry started. */
 static PyObject *
-handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x)
+handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
+            unsigned long order)
 {
     cdyn_tls *t = &tls;
     PyCodeObject *code = f->f_code;
@@ -265,7 +419,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x)
             PyErr_Clear();
         }
         t->disabled = saved_disabled;
-        res = eval_default(ts, f, 0);
+        res = eval_plain(ts, f, 0);
         goto done;
     }
     if (x->nentries > 0) {
@@ -295,13 +449,28 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x)
             x->decided = 1;
             cdyn_counts.skipped++;
         }
-        res = eval_default(ts, f, 0);
+        res = eval_plain(ts, f, 0);
         goto done;
     }
     if (out.code == (PyObject *)code || !PyCode_Check(out.code) || out.guards == NULL) {
         PyErr_SetString(PyExc_SystemError,
                         "cdynamo: the translator must return a new code object and guards");
         goto done;
+    }
+    if (order != cdyn_cache_order) {
+        /* Threads that miss on the same code at once all translate it: the first to finish
+         * inserts its entry, the others run that one instead of inserting duplicates (8 of
+         * them filled cache_size_limit at the first call). */
+        cdyn_cache_entry *other = entry_compiled_meanwhile(code, f, &x);
+        if (x == NULL) {
+            goto done;
+        }
+        if (other != NULL) {
+            cdyn_counts.cache_hits++;
+            other->hits++;
+            res = run_entry(f, other);
+            goto done;
+        }
     }
     cdyn_counts.compiles++;
     cdyn_cache_entry *e = cdyn_cache_insert(x, out.guards, out.code);
@@ -322,36 +491,53 @@ static PyObject *
 eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
 {
     cdyn_tls *t = &tls;
-    if (throwflag || t->active == 0 || t->disabled) {
-        return eval_default(ts, f, throwflag);
+    if (t->deleg_frame != NULL && ts->cframe->current_frame == t->deleg_caller) {
+        /* Re-entry: no Python frame has started since we handed t->deleg_frame to the
+         * hook below, so this is that frame, the hook's version of it, or the hook's own
+         * code run for it: calling the hook again could loop. */
+        return eval_plain(ts, f, throwflag);
+    }
+    if (t->active == 0 || _PyInterpreterState_GetEvalFrameFunc(ts->interp) != eval_frame) {
+        /* not ours: no compiled call on this thread, or a hook installed over us (whose
+         * frame this is) called us as its previous function */
+        return eval_below(ts, f, throwflag);
+    }
+    if (throwflag || t->disabled || ts->recursion_remaining < ts->recursion_limit / 4) {
+        /* near the recursion limit the frame runs as is: transformed code and resume
+           functions add frames, and a program that stays under the limit eagerly must not
+           overflow it because it was compiled */
+        return eval_plain(ts, f, throwflag);
     }
     PyCodeObject *code = f->f_code;
     if ((PyObject *)code == t->passthrough) {
         t->passthrough = NULL;
-        return eval_default(ts, f, 0);
+        return eval_plain(ts, f, 0);
     }
     cdyn_extra *x = cdyn_cache_get(code);
     if (x == NULL || !x->decided) {
         if (x == NULL && (x = cdyn_cache_ensure(code)) == NULL) {
             return NULL;
         }
-        if (decide_skip(code, x) < 0) {
-            return NULL;
-        }
+        decide_skip(code, f->f_globals, x);
     }
     if (x->skip || f->prev_instr != _PyCode_CODE(code) - 1 || f->f_func == NULL) {
-        return eval_default(ts, f, 0);
+        return eval_plain(ts, f, 0);
     }
     cdyn_counts.frames++;
     /* Guards may run Python code (attribute getters): keep the hook off meanwhile. If that
      * code freed cache entries (reset, code objects dying), restart the walk from a fresh
-     * extra rather than follow a stale pointer; give up after a few restarts. */
+     * extra rather than follow a stale pointer; give up after a few restarts. That code can
+     * also switch threads: another thread may insert an entry or move one to the front, ahead
+     * of this walk's position, so a walk that finds nothing while the order changed walks
+     * again (bounded) before it compiles. */
     int saved_disabled = t->disabled;
-    int restarts = 0;
+    int restarts = 0, rewalks = 0;
+    unsigned long order;
     cdyn_cache_entry *prev = NULL, *e = NULL;
     t->disabled = 1;
 restart:
     prev = NULL;
+    order = cdyn_cache_order;
     for (e = x->entries; e != NULL; prev = e, e = e->next) {
         unsigned long gen = cdyn_cache_generation;
         int r = cdyn_guards_check(e->guards, f->localsplus, f->f_func, f->f_globals,
@@ -364,7 +550,7 @@ restart:
             x = cdyn_cache_get(code);
             if (x == NULL || x->skip || ++restarts > 3) {
                 t->disabled = saved_disabled;
-                return eval_default(ts, f, 0);
+                return eval_plain(ts, f, 0);
             }
             goto restart;
         }
@@ -372,14 +558,49 @@ restart:
             break;
         }
     }
+    if (e == NULL && order != cdyn_cache_order && ++rewalks <= 100) {
+        goto restart;
+    }
     t->disabled = saved_disabled;
     if (e == NULL) {
-        return handle_miss(ts, f, x);
+        return handle_miss(ts, f, x, order);
     }
     cdyn_counts.cache_hits++;
     e->hits++;
     cdyn_cache_move_to_front(x, prev, e);
     return run_entry(f, e);
+}
+
+/* ---- a stand-in for another PEP 523 hook (tests) ----------------------------------- */
+
+/* Behaves like a third-party hook (a profiler, torch._dynamo with its callback unset):
+ * counts the frames it sees and hands each to the function it replaced. */
+static _PyFrameEvalFunction other_prev;
+static Py_ssize_t other_frames;
+
+static PyObject *
+other_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
+{
+    other_frames++;
+    return other_prev(ts, f, throwflag);
+}
+
+Py_ssize_t
+cdyn_test_other_hook(int on)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    _PyFrameEvalFunction cur = _PyInterpreterState_GetEvalFrameFunc(interp);
+    if (on < 0) {
+        return other_frames;
+    }
+    if (on && cur != other_eval) {
+        other_prev = cur;
+        _PyInterpreterState_SetEvalFrameFunc(interp, other_eval);
+    }
+    else if (!on && cur == other_eval) {
+        _PyInterpreterState_SetEvalFrameFunc(interp, other_prev);
+    }
+    return other_frames;
 }
 
 /* ---- wrapper objects --------------------------------------------------------------- */
@@ -401,15 +622,20 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     cdyn_tls *t = &tls;
     PyObject *saved_options = t->options;
     int saved_disabled = t->disabled;
+    hook_layer layer;
+    PyObject *dynamo_prior = NULL;
+    _PyFrameEvalFunction installed = _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
+    if (installed != eval_frame && installed != _PyEval_EvalFrameDefault) {
+        dynamo_prior = dynamo_suspend();   /* another hook: maybe torch._dynamo's */
+    }
     t->options = self->options;
     t->active++;
     t->disabled = 0;
-    if (install_count++ == 0) {
-        hook_install();
-    }
+    hook_enter(&layer);
     PyObject *res = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
-    if (--install_count == 0) {
-        hook_uninstall();
+    hook_leave(&layer);
+    if (dynamo_prior != NULL) {
+        dynamo_resume(dynamo_prior);
     }
     t->active--;
     t->options = saved_options;
@@ -476,6 +702,12 @@ wrapper_descr_get(PyObject *self, PyObject *obj, PyObject *Py_UNUSED(type))
 static PyObject *
 wrapper_repr(cdyn_wrapper *self)
 {
+    /* a compiled graph named by the engine (_cdynamo_name, e.g. __compiled_fn_0) reads as its
+       name in the transformed code's listing */
+    PyObject *name = self->dict ? PyDict_GetItemString(self->dict, "_cdynamo_name") : NULL;
+    if (name != NULL && PyUnicode_Check(name)) {
+        return Py_NewRef(name);
+    }
     return PyUnicode_FromFormat("<%s wrapping %R>", Py_TYPE(self)->tp_name, self->fn);
 }
 
@@ -559,7 +791,9 @@ cdyn_hook_init(PyObject *module)
     if (cdyn_cache_init() < 0) {
         return -1;
     }
-    if (str_frozen == NULL && (str_frozen = PyUnicode_InternFromString("<frozen ")) == NULL) {
+    if (str_dynamo_eval_frame == NULL &&
+        (str_dynamo_eval_frame = PyUnicode_InternFromString("torch._C._dynamo.eval_frame")) ==
+            NULL) {
         return -1;
     }
     Py_INCREF(&CompiledFunctionType);

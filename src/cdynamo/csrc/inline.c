@@ -4,6 +4,8 @@
  * value. Anything the callee cannot trace fails the whole inlining (the caller breaks at
  * the call site, and the callee is compiled as a frame of its own when it runs). */
 #include "tx.h"
+#include "hook.h"
+#include "trace_rules.h"
 
 #define MAX_INLINE_DEPTH 32
 
@@ -268,7 +270,31 @@ cdyn_tx_inline_code(cdyn_tx *tx, PyCodeObject *code, PyObject *self, PyObject *c
     return st;
 }
 
-/* The defaults of a real function as a list of values (wrapped without sources). */
+/* Wrap default `value` of the inlined function f found at f.<attr>[key]: a constant as it
+ * is; anything else (a mutable default such as a cache dict) through a source on the
+ * function itself, so its mutations are replayed and it is guarded. */
+static tr_status
+wrap_default(cdyn_tx *tx, PyFunctionObject *f, const char *attr, PyObject *key, PyObject *value,
+             PyObject **out)
+{
+    PyObject *fsrc = NULL, *asrc = NULL, *src = NULL, *name = NULL;
+    tr_status st;
+    if (cdyn_is_constant(value)) {
+        return cdyn_tx_wrap_real(tx, value, NULL, out);
+    }
+    name = PyUnicode_FromString(attr);
+    fsrc = name ? cdyn_source_const((PyObject *)f, f->func_qualname) : NULL;
+    asrc = fsrc ? cdyn_source_attr(fsrc, name) : NULL;
+    src = asrc ? cdyn_source_item(asrc, key) : NULL;
+    st = src ? cdyn_tx_wrap_real(tx, value, src, out) : TR_ERROR;
+    Py_XDECREF(name);
+    Py_XDECREF(fsrc);
+    Py_XDECREF(asrc);
+    Py_XDECREF(src);
+    return st;
+}
+
+/* The defaults of a real function: a list of values and a dict name -> value. */
 static tr_status
 wrap_defaults(cdyn_tx *tx, PyFunctionObject *f, PyObject **defaults, PyObject **kwdefaults)
 {
@@ -280,8 +306,11 @@ wrap_defaults(cdyn_tx *tx, PyFunctionObject *f, PyObject **defaults, PyObject **
             return TR_ERROR;
         }
         for (Py_ssize_t i = 0; i < nd; i++) {
-            PyObject *v = NULL;
-            tr_status st = cdyn_tx_wrap_real(tx, PyTuple_GET_ITEM(f->func_defaults, i), NULL, &v);
+            PyObject *v = NULL, *key = PyLong_FromSsize_t(i);
+            tr_status st = key ? wrap_default(tx, f, "__defaults__", key,
+                                              PyTuple_GET_ITEM(f->func_defaults, i), &v)
+                               : TR_ERROR;
+            Py_XDECREF(key);
             if (st != TR_OK) {
                 return st;
             }
@@ -296,7 +325,7 @@ wrap_defaults(cdyn_tx *tx, PyFunctionObject *f, PyObject **defaults, PyObject **
     }
     while (PyDict_Next(f->func_kwdefaults, &pos, &k, &d)) {
         PyObject *v = NULL;
-        tr_status st = cdyn_tx_wrap_real(tx, d, NULL, &v);
+        tr_status st = wrap_default(tx, f, "__kwdefaults__", k, d, &v);
         int e;
         if (st != TR_OK) {
             return st;
@@ -315,7 +344,7 @@ wrap_defaults(cdyn_tx *tx, PyFunctionObject *f, PyObject **defaults, PyObject **
 static tr_status
 wrap_closure(PyFunctionObject *f, PyObject *fn_source, PyObject **cells)
 {
-    PyObject *csrc = NULL;
+    PyObject *csrc = NULL, *fsrc = NULL;
     Py_ssize_t nc;
     tr_status st = TR_ERROR;
     if (f->func_closure == NULL) {
@@ -325,9 +354,21 @@ wrap_closure(PyFunctionObject *f, PyObject *fn_source, PyObject **cells)
     if ((*cells = PyList_New(nc)) == NULL) {
         return TR_ERROR;
     }
+    /* without a source of its own, the function is fixed by the trace: read its cells
+       through a constant source on the function object, so their contents are guarded
+       (torch's own functions are trusted, as their globals) */
+    if (fn_source == NULL && !cdyn_module_startswith((PyObject *)f, "torch")) {
+        fsrc = cdyn_source_const((PyObject *)f, f->func_qualname);
+        if (fsrc == NULL) {
+            return TR_ERROR;
+        }
+        fn_source = fsrc;
+    }
     if (fn_source != NULL && (csrc = cdyn_source_attr(fn_source, cdyn_G.s_closure)) == NULL) {
+        Py_XDECREF(fsrc);
         return TR_ERROR;
     }
+    Py_XDECREF(fsrc);
     for (Py_ssize_t i = 0; i < nc; i++) {
         PyObject *isrc = NULL, *src = NULL, *idx = NULL, *cell = NULL;
         if (csrc != NULL) {
@@ -362,8 +403,14 @@ cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObje
     PyFunctionObject *f = (PyFunctionObject *)func;
     PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL, *gsrc = NULL;
     int top = f->func_globals == tx->frame->f_globals;
+    int rule = cdyn_code_trace_rule((PyCodeObject *)f->func_code, f->func_globals);
     tr_status st;
     assert(PyFunction_Check(func));
+    if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
+        /* trace_rules: library internals are never traced, not even inlined */
+        return cdyn_tx_unsupported(tx, "call to %R (trace rule \"%s\": never traced)", func,
+                                   cdyn_rule_name((cdyn_rule)rule));
+    }
     st = wrap_defaults(tx, f, &defaults, &kwdefaults);
     if (st == TR_OK) {
         st = wrap_closure(f, fn_source, &cells);

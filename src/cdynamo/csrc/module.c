@@ -4,8 +4,10 @@
  *   wrap(fn, options) -> CompiledFunction     disable(fn) -> DisabledFunction
  *   reset()                                   cache_entries(code) -> [(guards, code)]
  *   set_cache_size_limit(n), get_cache_size_limit()
- *   set_skip_prefixes(tuple_of_str)           mark_force_compile(code)
+ *   set_trace_rules(files, modules, lookup)   mark_force_compile(code)
+ *   trace_rule(obj[, globals]) -> (rule, value)  frame_decision(code) -> (rule, skip) | None
  *   counters() -> dict, reset_counters()      hook_installed() -> bool
+ *   live_counts() -> dict (live values, guard sets, cache entries)
  *   thread_state() -> (active_depth, disabled)
  *   _time_guards(code, args, n) -> ns per guard check (benchmarks)
  * plus the translator's, the resume layer's and the bytecode layer's own methods.
@@ -16,6 +18,7 @@
 #include "hook.h"
 #include "resume.h"
 #include "source.h"
+#include "trace_rules.h"
 #include "translate.h"
 
 extern PyMethodDef cdyn_bytecode_methods[];
@@ -82,14 +85,53 @@ mod_get_cache_size_limit(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
     return PyLong_FromLong(cdyn_get_cache_size_limit());
 }
 
-/* set_skip_prefixes(tuple_of_str) */
+/* set_trace_rules(file_rules, module_rules, lookup): the snapshot of cdynamo.trace_rules */
 static PyObject *
-mod_set_skip_prefixes(PyObject *Py_UNUSED(m), PyObject *arg)
+mod_set_trace_rules(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (cdyn_set_skip_prefixes(arg) < 0) {
+    if (!_PyArg_CheckPositional("set_trace_rules", nargs, 3, 3)) {
+        return NULL;
+    }
+    if (cdyn_rules_set(args[0], args[1], args[2]) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+/* trace_rule(obj[, globals]) -> (rule name, value): the engine's view of a code object's
+ * frame rule (globals: the dict its frames run with) or of a callable's rule. */
+static PyObject *
+mod_trace_rule(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *value = NULL, *res = NULL;
+    int r;
+    if (!_PyArg_CheckPositional("trace_rule", nargs, 1, 2)) {
+        return NULL;
+    }
+    if (PyCode_Check(args[0])) {
+        r = (int)cdyn_rules_for_code((PyCodeObject *)args[0], nargs > 1 ? args[1] : NULL);
+    }
+    else if ((r = cdyn_rules_for_callable(args[0], &value)) < 0) {
+        return NULL;
+    }
+    res = Py_BuildValue("(sO)", cdyn_rule_name((cdyn_rule)r), value ? value : Py_None);
+    Py_XDECREF(value);
+    return res;
+}
+
+/* frame_decision(code) -> None, or (rule name, skip) as decided by the hook */
+static PyObject *
+mod_frame_decision(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    int rule = 0, skip = 0;
+    if (!PyCode_Check(code)) {
+        PyErr_SetString(PyExc_TypeError, "frame_decision: expected a code object");
+        return NULL;
+    }
+    if (!cdyn_frame_decision((PyCodeObject *)code, &rule, &skip)) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(sO)", cdyn_rule_name((cdyn_rule)rule), skip ? Py_True : Py_False);
 }
 
 /* mark_force_compile(code) */
@@ -113,6 +155,17 @@ mod_counters(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
                          c->cache_limit_hits, "skipped", c->skipped);
 }
 
+cdyn_live_counts cdyn_live;
+
+/* live_counts() -> dict of the live engine objects (cdynamo.h) */
+static PyObject *
+mod_live_counts(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    const cdyn_live_counts *c = &cdyn_live;
+    return Py_BuildValue("{sn,sn,sn}", "values", c->values, "guard_sets", c->guard_sets,
+                         "cache_entries", c->cache_entries);
+}
+
 /* reset_counters() */
 static PyObject *
 mod_reset_counters(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
@@ -133,6 +186,17 @@ static PyObject *
 mod_thread_state(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
 {
     return cdyn_thread_state();
+}
+
+/* _other_hook(on) -> int: the test stand-in for another PEP 523 hook (see hook.h) */
+static PyObject *
+mod_other_hook(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    long on = PyLong_AsLong(arg);
+    if (on == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyLong_FromSsize_t(cdyn_test_other_hook(on > 0 ? 1 : (on == 0 ? 0 : -1)));
 }
 
 /* _time_guards(code, args_tuple, n) -> float: ns per cdyn_guards_check of code's most
@@ -174,12 +238,22 @@ static PyMethodDef runtime_methods[] = {
      "cache_entries(code) -> [(guard descriptions, transformed code)], most recent first"},
     {"set_cache_size_limit", mod_set_cache_size_limit, METH_O, "set_cache_size_limit(n)"},
     {"get_cache_size_limit", mod_get_cache_size_limit, METH_NOARGS, "get_cache_size_limit()"},
-    {"set_skip_prefixes", mod_set_skip_prefixes, METH_O, "set_skip_prefixes(tuple_of_str)"},
+    {"set_trace_rules", (PyCFunction)(void (*)(void))mod_set_trace_rules, METH_FASTCALL,
+     "set_trace_rules(file_rules, module_rules, lookup): the snapshot of cdynamo.trace_rules"},
+    {"trace_rule", (PyCFunction)(void (*)(void))mod_trace_rule, METH_FASTCALL,
+     "trace_rule(code_or_callable[, globals]) -> (rule, value) as the engine sees it"},
+    {"frame_decision", mod_frame_decision, METH_O,
+     "frame_decision(code) -> None or (rule, skip): the hook's cached decision"},
     {"mark_force_compile", mod_mark_force_compile, METH_O, "mark_force_compile(code)"},
     {"counters", mod_counters, METH_NOARGS, "counters() -> dict"},
     {"reset_counters", mod_reset_counters, METH_NOARGS, "reset_counters()"},
+    {"live_counts", mod_live_counts, METH_NOARGS,
+     "live_counts() -> dict: live symbolic values (0 between translations), guard sets and "
+     "cache entries (0 after reset())"},
     {"hook_installed", mod_hook_installed, METH_NOARGS, "hook_installed() -> bool"},
     {"thread_state", mod_thread_state, METH_NOARGS, "thread_state() -> (active, disabled)"},
+    {"_other_hook", mod_other_hook, METH_O,
+     "_other_hook(on) -> frames seen: 1 installs a stand-in PEP 523 hook, 0 removes it (tests)"},
     {"_time_guards", mod_time_guards, METH_VARARGS,
      "_time_guards(code, args, n) -> ns per guard check of the most recent entry"},
     {NULL, NULL, 0, NULL},

@@ -303,6 +303,41 @@ emit(cdyn_instr_list *out, int opcode, int oparg, int target, const cdyn_instr *
     return cdyn_instrs_append(out, &ins) < 0 ? -1 : 0;
 }
 
+/* Emit the prologue of a resume code (resume.h): MAKE_CELL per cell slot of `layout`,
+ * COPY_FREE_VARS, RETURN_GENERATOR + POP_TOP for generators, RESUME, the restored stack
+ * (PUSH_NULL or LOAD_FAST ___stackK, whose locals follow the nlive live ones) and the jump
+ * to instruction `jump_to`. Positions from tpos. 0 / -1. */
+static int
+emit_prologue(cdyn_instr_list *out, PyObject *layout, PyObject *cellvars, int nfree, int is_gen,
+              int nstack, const unsigned char *null_mask, int nlive, int jump_to,
+              const cdyn_instr *tpos)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(layout); i++) {
+        if (index_in(cellvars, PyTuple_GET_ITEM(layout, i)) >= 0 &&
+            emit(out, MAKE_CELL, (int)i, -1, tpos) < 0) {
+            return -1;
+        }
+    }
+    if (nfree > 0 && emit(out, COPY_FREE_VARS, nfree, -1, tpos) < 0) {
+        return -1;
+    }
+    if (is_gen && (emit(out, RETURN_GENERATOR, 0, -1, tpos) < 0 ||
+                   emit(out, POP_TOP, 0, -1, tpos) < 0)) {
+        return -1;
+    }
+    if (emit(out, RESUME, 0, -1, tpos) < 0) {
+        return -1;
+    }
+    /* ___stackK is local number nlive + K (build_varnames) */
+    for (int i = 0, k = nlive; i < nstack; i++) {
+        if (emit(out, null_mask[i] ? PUSH_NULL : LOAD_FAST, null_mask[i] ? 0 : k, -1, tpos) < 0) {
+            return -1;
+        }
+        k += null_mask[i] ? 0 : 1;
+    }
+    return emit(out, JUMP_FORWARD, 0, jump_to, tpos);
+}
+
 /* Generate the resume code for an original code (no cache, no mapping): the work of
  * cdyn_resume_code once its arguments are checked. New reference, or NULL with an
  * exception. */
@@ -374,31 +409,8 @@ generate(PyCodeObject *orig, int target, int nstack, const unsigned char *null_m
 
     /* prologue */
     tpos = &src.items[target];
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(layout); i++) {
-        if (index_in(cellvars, PyTuple_GET_ITEM(layout, i)) >= 0 &&
-            emit(&out, MAKE_CELL, (int)i, -1, tpos) < 0) {
-            goto cleanup;
-        }
-    }
-    if (nfree > 0 && emit(&out, COPY_FREE_VARS, nfree, -1, tpos) < 0) {
-        goto cleanup;
-    }
-    if (is_gen && (emit(&out, RETURN_GENERATOR, 0, -1, tpos) < 0 ||
-                   emit(&out, POP_TOP, 0, -1, tpos) < 0)) {
-        goto cleanup;
-    }
-    if (emit(&out, RESUME, 0, -1, tpos) < 0) {
-        goto cleanup;
-    }
-    /* ___stackK is local number len(live) + K (build_varnames) */
-    for (int i = 0, k = (int)PyTuple_GET_SIZE(live); i < nstack; i++) {
-        if (emit(&out, null_mask[i] ? PUSH_NULL : LOAD_FAST, null_mask[i] ? 0 : k, -1,
-                 tpos) < 0) {
-            goto cleanup;
-        }
-        k += null_mask[i] ? 0 : 1;
-    }
-    if (emit(&out, JUMP_FORWARD, 0, prologue_len + target, tpos) < 0) {
+    if (emit_prologue(&out, layout, cellvars, nfree, is_gen, nstack, null_mask,
+                      (int)PyTuple_GET_SIZE(live), prologue_len + target, tpos) < 0) {
         goto cleanup;
     }
     assert(out.len == prologue_len);

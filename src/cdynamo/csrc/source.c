@@ -181,18 +181,60 @@ cdyn_source_attr(PyObject *base, PyObject *name)
     return source_make(CDYN_SRC_ATTR, -1, name, base, repr);
 }
 
+/* 1 when repr(key) identifies the key: int, str, float, bytes, None, bool, tuples of them. */
+static int
+repr_names_key(PyObject *key)
+{
+    if (PyTuple_CheckExact(key)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); i++) {
+            if (!repr_names_key(PyTuple_GET_ITEM(key, i))) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    return PyLong_CheckExact(key) || PyUnicode_CheckExact(key) || PyFloat_CheckExact(key) ||
+           PyBytes_CheckExact(key) || key == Py_None || PyBool_Check(key);
+}
+
+PyObject *
+cdyn_source_entry(PyObject *base, Py_ssize_t index, int value)
+{
+    PyObject *which, *repr;
+    if (require_source(base, "cdyn_source_entry") < 0) {
+        return NULL;
+    }
+    if (index < 0 || index > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "cdyn_source_entry: bad index");
+        return NULL;
+    }
+    which = PyLong_FromLong(value != 0);
+    repr = PyUnicode_FromFormat("list(%U.%s())[%zd]", cdyn_source_repr(base),
+                                value ? "values" : "keys", index);
+    if (which == NULL) {
+        Py_XDECREF(repr);
+        return NULL;
+    }
+    PyObject *s = source_make(CDYN_SRC_ENTRY, (int)index, which, base, repr);
+    Py_DECREF(which);
+    return s;
+}
+
 PyObject *
 cdyn_source_item(PyObject *base, PyObject *key)
 {
     if (require_source(base, "cdyn_source_item") < 0) {
         return NULL;
     }
-    if (!PyLong_Check(key) && !PyUnicode_Check(key)) {
-        PyErr_Format(PyExc_TypeError, "cdyn_source_item: key must be int or str, not %.100s",
-                     Py_TYPE(key)->tp_name);
+    if (PyObject_Hash(key) == -1) {
         return NULL;
     }
-    PyObject *repr = PyUnicode_FromFormat("%U[%R]", cdyn_source_repr(base), key);
+    /* a key whose repr names it exactly prints as itself; any other (a class, an enum
+       member used as a dict key) by its address: the source keeps it alive */
+    PyObject *repr = repr_names_key(key)
+                         ? PyUnicode_FromFormat("%U[%R]", cdyn_source_repr(base), key)
+                         : PyUnicode_FromFormat("%U[<%s at %p>]", cdyn_source_repr(base),
+                                                Py_TYPE(key)->tp_name, (void *)key);
     return source_make(CDYN_SRC_ITEM, -1, key, base, repr);
 }
 
@@ -244,6 +286,35 @@ item_get(PyObject *container, PyObject *key)
         return Py_NewRef(v);
     }
     return PyObject_GetItem(container, key);
+}
+
+/* The index-th key (or value) of a dict in iteration order; new reference or NULL with
+ * IndexError (or the error of iterating). */
+static PyObject *
+entry_get(PyObject *d, Py_ssize_t index, int value)
+{
+    PyObject *k, *v, *it = NULL, *view = NULL, *r = NULL;
+    Py_ssize_t pos = 0, i = 0;
+    if (PyDict_CheckExact(d)) {
+        while (PyDict_Next(d, &pos, &k, &v)) {
+            if (i++ == index) {
+                return Py_NewRef(value ? v : k);
+            }
+        }
+        PyErr_SetString(PyExc_IndexError, "dict entry index out of range");
+        return NULL;
+    }
+    view = PyObject_CallMethod(d, value ? "values" : "keys", NULL);
+    it = view ? PyObject_GetIter(view) : NULL;
+    while (it != NULL && (r = PyIter_Next(it)) != NULL && i++ < index) {
+        Py_CLEAR(r);
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(view);
+    if (r == NULL && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_IndexError, "dict entry index out of range");
+    }
+    return r;
 }
 
 /* mapping[name] for a dict (fast) or any mapping; NULL without an exception when the
@@ -355,6 +426,14 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
         return v;
     case CDYN_SRC_CONST:
         return Py_NewRef(s->name);
+    case CDYN_SRC_ENTRY:
+        base = cdyn_source_eval(s->base, localsplus, func, globals, builtins);
+        if (base == NULL) {
+            return NULL;
+        }
+        v = entry_get(base, s->index, s->name == Py_True || PyLong_AsLong(s->name) == 1);
+        Py_DECREF(base);
+        return v;
     }
     PyErr_SetString(PyExc_SystemError, "cdyn_source_eval: bad source kind");
     return NULL;

@@ -15,9 +15,12 @@ typedef enum {
     CDYN_SRC_GLOBAL,      /* f_globals[name], then f_builtins[name] */
     CDYN_SRC_CLOSURE,     /* f_func->func_closure[index].cell_contents; name = free var name */
     CDYN_SRC_ATTR,        /* getattr(base, name) */
-    CDYN_SRC_ITEM,        /* base[key]; key is a constant int or str held in name */
+    CDYN_SRC_ITEM,        /* base[key]; key (hashable, usually an int or str) held in name */
     CDYN_SRC_CONST,       /* a fixed object held in name (e.g. the globals dict of another
                              module, for globals read by inlined functions); repr given */
+    CDYN_SRC_ENTRY,       /* the index-th key (name 0) or value (name 1) of the dict base, in
+                             iteration order: list(base.keys())[index] (a tensor used as a key
+                             has no other path) */
 } cdyn_source_kind;
 
 typedef struct cdyn_source {
@@ -39,6 +42,8 @@ PyObject *cdyn_source_global(PyObject *name);
 PyObject *cdyn_source_closure(int index, PyObject *name);
 PyObject *cdyn_source_attr(PyObject *base, PyObject *name);
 PyObject *cdyn_source_item(PyObject *base, PyObject *key);
+/* The index-th key (value=0) or value (value=1) of the dict at base, in iteration order. */
+PyObject *cdyn_source_entry(PyObject *base, Py_ssize_t index, int value);
 /* A source that always evaluates to obj (borrowed; the source keeps a strong reference);
  * label (borrowed str or None) names it in the repr: G@label (added by the lead). */
 PyObject *cdyn_source_const(PyObject *obj, PyObject *label);

@@ -25,6 +25,7 @@ int cdyn_raise_internal_errors = 0;
 int cdyn_builtin_init(void);
 int cdyn_torch_init(void);
 int cdyn_hop_init(void);
+int cdyn_ctx_init(void);
 
 #define MAX_STEPS 1000000
 
@@ -508,44 +509,27 @@ OP(list_add)
 OP(build_map)
 {
     int n = ins->oparg, ck = ins->opcode == BUILD_CONST_KEY_MAP;
-    PyObject *keys = NULL, *vals = PyList_New(n), *r = NULL;
-    tr_status st = TR_ERROR;
-    if (vals == NULL) {
+    PyObject *d = NULL, *kt = ck ? peek(fs, 0) : NULL;
+    tr_status st = TR_OK;
+    if (ck && (V(kt)->kind != VK_CONST || !PyTuple_Check(V(kt)->u.cnst.value))) {
+        return cdyn_tx_unsupported(tx, "BUILD_CONST_KEY_MAP with non-constant keys");
+    }
+    d = cdyn_dict_new(NULL);
+    if (d == NULL) {
         return TR_ERROR;
     }
-    if (ck) {
-        PyObject *kt = peek(fs, 0);
-        if (V(kt)->kind != VK_CONST || !PyTuple_Check(V(kt)->u.cnst.value)) {
-            st = cdyn_tx_unsupported(tx, "BUILD_CONST_KEY_MAP with non-constant keys");
-            goto done;
-        }
-        keys = PySequence_List(V(kt)->u.cnst.value);
-    }
-    else {
-        keys = PyList_New(n);
-    }
-    if (keys == NULL) {
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        PyObject *k = ck ? NULL : fs->stack[fs->sp - 2 * n + 2 * i];
+    for (int i = 0; st == TR_OK && i < n; i++) {
+        PyObject *k = ck ? cdyn_value_const(PyTuple_GET_ITEM(V(kt)->u.cnst.value, i))
+                         : Py_NewRef(fs->stack[fs->sp - 2 * n + 2 * i]);
         PyObject *v = ck ? fs->stack[fs->sp - 1 - n + i] : fs->stack[fs->sp - 2 * n + 2 * i + 1];
-        if (k != NULL) {
-            if (V(k)->kind != VK_CONST || PyObject_Hash(V(k)->u.cnst.value) == -1) {
-                PyErr_Clear();
-                st = cdyn_tx_unsupported(tx, "dict with a non-constant key");
-                goto done;
-            }
-            PyList_SET_ITEM(keys, i, Py_NewRef(V(k)->u.cnst.value));
-        }
-        PyList_SET_ITEM(vals, i, Py_NewRef(v));
+        st = k ? cdyn_dict_set(tx, d, k, v) : TR_ERROR;
+        Py_XDECREF(k);
     }
-    r = cdyn_value_dict(keys, vals);
-    st = r ? replace(fs, ck ? n + 1 : 2 * n, r) : TR_ERROR;
-done:
-    Py_XDECREF(keys);
-    Py_XDECREF(vals);
-    return st;
+    if (st != TR_OK) {
+        Py_DECREF(d);
+        return st;
+    }
+    return replace(fs, ck ? n + 1 : 2 * n, d);
 }
 
 /* MAP_ADD i: [.., dict, .. i-1 .., key, value] */
@@ -567,33 +551,40 @@ OP(map_add)
  * (f(**a, **b)) raises TypeError in Python: left to Python. */
 OP(dict_update)
 {
-    PyObject *d = peek(fs, ins->oparg), *a = peek(fs, 0);
-    tr_status st = cdyn_tx_materialize(tx, a);
-    if (st != TR_OK) {
-        return st;
+    tr_status st = cdyn_dict_update_op(tx, peek(fs, ins->oparg), peek(fs, 0),
+                                       ins->opcode == DICT_MERGE);
+    if (st == TR_OK) {
+        drop(fs, 1);
     }
-    if (V(d)->kind != VK_DICT || V(a)->kind != VK_DICT || V(d)->source != NULL) {
-        return cdyn_tx_unsupported(tx, "%s of %S into %S", cdyn_opname(ins->opcode), a, d);
+    return st;
+}
+
+/* BUILD_SET n: [v0 .. vn] */
+OP(build_set)
+{
+    PyObject *items = PyList_New(ins->oparg), *r = NULL;
+    tr_status st;
+    if (items == NULL) {
+        return TR_ERROR;
     }
-    for (Py_ssize_t i = 0; ins->opcode == DICT_MERGE && i < PyList_GET_SIZE(V(a)->u.dict.keys); i++) {
-        int r = PySequence_Contains(V(d)->u.dict.keys, PyList_GET_ITEM(V(a)->u.dict.keys, i));
-        if (r != 0) {
-            return r < 0 ? TR_ERROR : cdyn_tx_unsupported(tx, "duplicate keyword argument");
-        }
+    for (int i = 0; i < ins->oparg; i++) {
+        PyList_SET_ITEM(items, i, Py_NewRef(fs->stack[fs->sp - ins->oparg + i]));
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(V(a)->u.dict.keys); i++) {
-        PyObject *kv = cdyn_value_const(PyList_GET_ITEM(V(a)->u.dict.keys, i));
-        if (kv == NULL) {
-            return TR_ERROR;
-        }
-        st = cdyn_v_store_subscr(tx, d, kv, PyList_GET_ITEM(V(a)->u.dict.vals, i));
-        Py_DECREF(kv);
-        if (st != TR_OK) {
-            return st;
-        }
+    st = cdyn_set_build(tx, VK_SET, items, &r);
+    Py_DECREF(items);
+    return st == TR_OK ? replace(fs, ins->oparg, r) : st;
+}
+
+/* SET_ADD / SET_UPDATE i: [.., set, .. i-1 .., v] */
+OP(set_add)
+{
+    PyObject *s = peek(fs, ins->oparg);
+    tr_status st = ins->opcode == SET_ADD ? cdyn_set_add_op(tx, s, peek(fs, 0))
+                                          : cdyn_set_update_op(tx, s, peek(fs, 0));
+    if (st == TR_OK) {
+        drop(fs, 1);
     }
-    drop(fs, 1);
-    return TR_OK;
+    return st;
 }
 
 /* BUILD_SLICE / BUILD_STRING / FORMAT_VALUE: on constants only. */
@@ -985,22 +976,7 @@ OP(call_function_ex)
     PyObject *all = NULL, *kwnames = NULL, *res = NULL;
     tr_status st = cdyn_v_unpack(tx, args, &all);
     if (st == TR_OK && kw != NULL) {
-        st = cdyn_tx_materialize(tx, kw);
-        if (st == TR_OK && V(kw)->kind != VK_DICT) {
-            st = cdyn_tx_unsupported(tx, "**kwargs that is not a dict");
-        }
-        for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(V(kw)->u.dict.keys); i++) {
-            if (!PyUnicode_Check(PyList_GET_ITEM(V(kw)->u.dict.keys, i))) {
-                st = cdyn_tx_unsupported(tx, "non-string keyword");
-            }
-            else if (PyList_Append(all, PyList_GET_ITEM(V(kw)->u.dict.vals, i)) < 0) {
-                st = TR_ERROR;
-            }
-        }
-        if (st == TR_OK && PyList_GET_SIZE(V(kw)->u.dict.keys) > 0 &&
-            (kwnames = PyList_AsTuple(V(kw)->u.dict.keys)) == NULL) {
-            st = TR_ERROR;
-        }
+        st = cdyn_dict_kwargs(tx, kw, all, &kwnames);
     }
     if (st == TR_OK) {
         st = cdyn_v_call(tx, fs, fn, &PyList_GET_ITEM(all, 0), PyList_GET_SIZE(all), kwnames,
@@ -1081,6 +1057,111 @@ OP(import_from)
     return st == TR_OK ? push(fs, r) : st;
 }
 
+/* ---- exceptions raised and caught in the traced code (values/exception.c) --------------- */
+
+/* RAISE_VARARGS n: 0 re-raises the exception being handled, 1 raises TOS, 2 TOS1 from TOS
+ * (the cause only matters to Python, which raises it when nothing traced catches it). */
+OP(raise_varargs)
+{
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    if (ins->oparg == 0) {
+        if (n == 0) {
+            return cdyn_tx_unsupported(tx, "bare raise with no exception being handled");
+        }
+        return cdyn_tx_raise_value(tx, PyList_GET_ITEM(tx->exc_info, n - 1));
+    }
+    return cdyn_tx_raise_value(tx, peek(fs, ins->oparg - 1));
+}
+
+OP(reraise)
+{
+    (void)ins;
+    return cdyn_tx_raise_value(tx, peek(fs, 0));
+}
+
+/* PUSH_EXC_INFO: [.., exc] -> [.., previous exception (or None), exc]. */
+OP(push_exc_info)
+{
+    PyObject *exc = peek(fs, 0), *prev;
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    (void)ins;
+    prev = n ? Py_NewRef(PyList_GET_ITEM(tx->exc_info, n - 1)) : cdyn_value_const(Py_None);
+    if (prev == NULL || PyList_Append(tx->exc_info, exc) < 0) {
+        Py_XDECREF(prev);
+        return TR_ERROR;
+    }
+    fs->stack[fs->sp - 1] = prev;   /* the stack's reference to exc moves up */
+    return push(fs, exc);
+}
+
+/* POP_EXCEPT: [.., previous] -> [..]; the handled exception is done. */
+OP(pop_except)
+{
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    (void)ins;
+    if (n == 0) {
+        return cdyn_tx_unsupported(tx, "POP_EXCEPT with no exception being handled");
+    }
+    if (PyList_SetSlice(tx->exc_info, n - 1, n, NULL) < 0) {
+        return TR_ERROR;
+    }
+    drop(fs, 1);
+    return TR_OK;
+}
+
+/* CHECK_EXC_MATCH: [.., exc, type] -> [.., exc, exc matches type]. */
+OP(check_exc_match)
+{
+    int r = cdyn_exc_matches(peek(fs, 1), peek(fs, 0));
+    (void)ins;
+    if (r < 0) {
+        return cdyn_tx_unsupported(tx, "except clause over %S", peek(fs, 0));
+    }
+    return replace(fs, 1, cdyn_value_bool(r));
+}
+
+/* WITH_EXCEPT_START: [exit, lasti, prev, exc] -> [.., exit(type(exc), exc, None)]. */
+OP(with_except_start)
+{
+    PyObject *exc = peek(fs, 0), *args[3] = {NULL, exc, NULL}, *res = NULL;
+    tr_status st = TR_ERROR;
+    PyTypeObject *t = cdyn_v_python_type(exc);
+    (void)ins;
+    args[0] = t ? cdyn_value_obj(VK_EXCTYPE, (PyObject *)t, NULL) : NULL;
+    args[2] = cdyn_value_const(Py_None);
+    if (args[0] != NULL && args[2] != NULL) {
+        st = cdyn_v_call(tx, fs, peek(fs, 3), args, 3, NULL, &res);
+    }
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[2]);
+    return st == TR_OK ? push(fs, res) : st;
+}
+
+/* The traced code raised tx->exc at instruction ins of fs: unwind to its handler in fs
+ * (stack cut to the handler's depth, lasti, the exception pushed), or TR_EXCEPTION when fs
+ * has none (the caller's frame handles it). */
+static tr_status
+unwind(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins)
+{
+    tr_status st;
+    Py_CLEAR(fs->kw_names);
+    if (ins->exc_handler < 0) {
+        return TR_EXCEPTION;
+    }
+    while (fs->sp > ins->exc_depth) {
+        Py_DECREF(pop(fs));
+    }
+    if (ins->exc_lasti && (st = push(fs, cdyn_value_const_steal(PyLong_FromLong(ins->offset)))) !=
+                              TR_OK) {
+        return st;
+    }
+    st = push(fs, tx->exc);
+    tx->exc = NULL;
+    Py_CLEAR(tx->reason);   /* caught: not a reason for anything */
+    fs->pc = ins->exc_handler;
+    return st;
+}
+
 static op_fn op_table[256];
 
 static void
@@ -1100,6 +1181,7 @@ op_table_init(void)
         {LIST_APPEND, op_list_add}, {LIST_EXTEND, op_list_add}, {BUILD_MAP, op_build_map},
         {BUILD_CONST_KEY_MAP, op_build_map}, {MAP_ADD, op_map_add},
         {DICT_MERGE, op_dict_update}, {DICT_UPDATE, op_dict_update},
+        {BUILD_SET, op_build_set}, {SET_ADD, op_set_add}, {SET_UPDATE, op_set_add},
         {BUILD_SLICE, op_build_slice}, {BUILD_STRING, op_build_string},
         {FORMAT_VALUE, op_format_value}, {UNPACK_SEQUENCE, op_unpack_sequence},
         {UNPACK_EX, op_unpack_ex}, {STORE_SUBSCR, op_store_subscr},
@@ -1120,6 +1202,9 @@ op_table_init(void)
         {CALL_FUNCTION_EX, op_call_function_ex}, {RETURN_VALUE, op_return_value},
         {LOAD_BUILD_CLASS, op_load_builtin_obj}, {LOAD_ASSERTION_ERROR, op_load_builtin_obj},
         {IMPORT_NAME, op_import_name}, {IMPORT_FROM, op_import_from},
+        {RAISE_VARARGS, op_raise_varargs}, {RERAISE, op_reraise},
+        {PUSH_EXC_INFO, op_push_exc_info}, {POP_EXCEPT, op_pop_except},
+        {CHECK_EXC_MATCH, op_check_exc_match}, {WITH_EXCEPT_START, op_with_except_start},
     };
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         op_table[ops[i].opcode] = ops[i].fn;
@@ -1168,6 +1253,15 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
     if (kind == BRK_NONE) {
         return TR_UNSUPPORTED;
     }
+    if (PyList_GET_SIZE(tx->open_modes) > 0) {
+        PyObject *msg = PyUnicode_FromFormat("graph break inside torch.autocast (%U)",
+                                             tx->reason ? tx->reason : Py_None);
+        if (msg == NULL) {
+            return TR_ERROR;
+        }
+        Py_XSETREF(tx->reason, msg);
+        return TR_UNSUPPORTED;
+    }
     /* inside a loop: some later backward jump returns to an instruction at or before pc */
     for (Py_ssize_t j = pc; j < fs->instrs.len; j++) {
         const cdyn_instr *in = &fs->instrs.items[j];
@@ -1186,8 +1280,6 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
     tx->break_pc = pc;
     tx->break_arg = kind == BRK_CALL ? fs->call_n : ins->oparg;
     Py_XSETREF(tx->break_kwnames, kind == BRK_CALL ? Py_XNewRef(fs->kw_names) : NULL);
-    cdyn_log(20, "Graph break in %U at %U:%d: %U", fs->code->co_qualname, fs->code->co_filename,
-             instr_line(fs, pc), tx->reason ? tx->reason : Py_None);
     r = PyObject_CallMethod(tx->glue, "record_break", "OOOi", tx->reason ? tx->reason : Py_None,
                             fs->code->co_qualname, fs->code->co_filename, instr_line(fs, pc));
     if (r == NULL) {
@@ -1223,6 +1315,14 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
         st = handler != NULL ? handler(tx, fs, ins)
                              : cdyn_tx_unsupported(tx, "unsupported opcode %s",
                                                    cdyn_opname(ins->opcode));
+        if (st == TR_EXCEPTION) {
+            st = unwind(tx, fs, ins);
+            if (st == TR_EXCEPTION && fs->is_top) {
+                /* nothing traced catches it: Python raises it at this instruction */
+                Py_CLEAR(tx->exc);
+                st = TR_UNSUPPORTED;
+            }
+        }
         if (st == TR_UNSUPPORTED && fs->is_top) {
             st = cdyn_tx_ckpt_restore(tx, &ck);
             if (st == TR_OK) {
@@ -1253,6 +1353,10 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->by_source);
     Py_CLEAR(tx->by_id);
     Py_CLEAR(tx->last_node);
+    cdyn_tx_exit_modes(tx, 0);
+    Py_CLEAR(tx->open_modes);
+    Py_CLEAR(tx->exc);
+    Py_CLEAR(tx->exc_info);
     Py_CLEAR(tx->reason);
     Py_CLEAR(tx->break_kwnames);
     Py_CLEAR(tx->effects);
@@ -1280,19 +1384,19 @@ static int
 tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *options)
 {
     PyCodeObject *co = frame->f_code;
-    PyObject *pair = NULL, *g = NULL;
+    PyObject *pair = NULL;
+    int state;
     memset(tx, 0, sizeof(*tx));
     memset(fs, 0, sizeof(*fs));
     tx->options = options;
     tx->frame = frame;
     tx->code = co;
     tx->glue = Py_NewRef(cdyn_G.glue);
-    g = PyObject_CallNoArgs(cdyn_G.is_grad_enabled);
-    if (g == NULL) {
+    state = cdyn_guards_global_state();
+    if (state < 0) {
         return -1;
     }
-    tx->grad_enabled = tx->grad_enabled_at_start = g == Py_True;
-    Py_DECREF(g);
+    tx->grad_enabled = tx->grad_enabled_at_start = state & 1;
     pair = PyObject_CallMethod(tx->glue, "new_trace", NULL);
     if (pair == NULL) {
         return -1;
@@ -1307,10 +1411,12 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
     tx->by_id = PyDict_New();
     tx->effects = PyList_New(0);
     tx->resume_codes = PyList_New(0);
+    tx->open_modes = PyList_New(0);
+    tx->exc_info = PyList_New(0);
     tx->guards = cdyn_guards_new();
     if (!tx->root || !tx->input_sources || !tx->input_values || !tx->by_source || !tx->by_id ||
-        !tx->guards || !tx->effects || !tx->resume_codes ||
-        cdyn_guards_add_grad_mode(tx->guards, tx->grad_enabled) < 0) {
+        !tx->guards || !tx->effects || !tx->resume_codes || !tx->open_modes || !tx->exc_info ||
+        cdyn_guards_add_grad_mode(tx->guards, state) < 0) {
         return -1;
     }
     if (cdyn_fs_init(fs, co, frame->f_globals, frame->f_builtins) < 0) {
@@ -1362,14 +1468,12 @@ fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
     return 1;
 }
 
-/* Log (INFO) and record for explain() that the frame runs unmodified. */
+/* Record for explain() that the frame runs unmodified (the glue logs it at INFO). */
 static void
 note_unmodified(cdyn_tx *tx)
 {
     PyCodeObject *co = tx->code;
     PyObject *r;
-    cdyn_log(20, "running %U (%U:%d) unmodified: %U", co->co_qualname, co->co_filename,
-             co->co_firstlineno, tx->reason ? tx->reason : Py_None);
     r = PyObject_CallMethod(tx->glue, "record_unmodified", "OOOi",
                             tx->reason ? tx->reason : Py_None, co->co_qualname, co->co_filename,
                             tx->reason_line ? tx->reason_line : co->co_firstlineno);
@@ -1506,17 +1610,9 @@ py_set_raise_internal_errors(PyObject *Py_UNUSED(m), PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* _live_values() -> int: symbolic values alive (0 between translations). */
-static PyObject *
-py_live_values(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
-{
-    return PyLong_FromSsize_t(cdyn_value_live);
-}
-
 PyMethodDef cdyn_translate_methods[] = {
     {"set_raise_internal_errors", py_set_raise_internal_errors, METH_O,
      "set_raise_internal_errors(flag)"},
-    {"_live_values", py_live_values, METH_NOARGS, "_live_values() -> int"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1576,6 +1672,8 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.contains, "operator", "contains"},
         {&cdyn_G.grad_mode_exit_type, "cdynamo._glue", "GradModeExit"},
         {&cdyn_G.backend_failed, "cdynamo._glue", "BackendCompilerFailed"},
+        {&cdyn_G.enter_autocast, "torch.amp.autocast_mode", "_enter_autocast"},
+        {&cdyn_G.exit_autocast, "torch.amp.autocast_mode", "_exit_autocast"},
     };
     if (cdyn_value_init(module) < 0 || init_strings() < 0) {
         return -1;
@@ -1597,5 +1695,6 @@ cdyn_translate_init(PyObject *module)
         }
     }
     op_table_init();
-    return (cdyn_builtin_init() < 0 || cdyn_torch_init() < 0) ? -1 : cdyn_hop_init();
+    return (cdyn_builtin_init() < 0 || cdyn_ctx_init() < 0 || cdyn_torch_init() < 0)
+               ? -1 : cdyn_hop_init();
 }

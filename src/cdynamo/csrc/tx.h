@@ -32,6 +32,11 @@ typedef struct cdyn_tx {
     PyObject *by_source;    /* dict: source repr -> value (each source wrapped once) */
     PyObject *by_id;        /* dict: id(real object) -> value (aliases share a value) */
     PyObject *last_node;    /* the newest call node made (checkpoints), or NULL */
+    PyObject *open_modes;   /* list of the real autocast modes entered at trace time (exited
+                               at the end of the trace, or on a rollback) */
+    PyObject *exc;          /* the exception being raised (with TR_EXCEPTION), or NULL */
+    PyObject *exc_info;     /* list: the exceptions being handled (PUSH_EXC_INFO), innermost
+                               last */
     cdyn_guards *guards;    /* owned until handed to the translation result */
     PyObject *reason;       /* str: why the current step is unsupported */
     PyObject *reason_file;  /* borrowed: file of the instruction that set reason, or NULL */
@@ -87,20 +92,33 @@ tr_status cdyn_tx_unsupported(cdyn_tx *tx, const char *fmt, ...);
 /* Run an interpreter frame state until RETURN_VALUE (fs->retval set). */
 tr_status cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs);
 
+/* Raise an exception in the traced code: type (borrowed class) with argument values (borrowed):
+ * sets tx->exc and returns TR_EXCEPTION (values/exception.c). */
+tr_status cdyn_tx_raise(cdyn_tx *tx, PyObject *type, PyObject *const *args, Py_ssize_t nargs);
+/* `raise v` for an EXC or EXCTYPE value; TR_UNSUPPORTED for anything else. */
+tr_status cdyn_tx_raise_value(cdyn_tx *tx, PyObject *v);
+/* 1/0 when exception value v matches the class (tuple) value cls, -1 when undecidable. */
+int cdyn_exc_matches(PyObject *v, PyObject *cls);
+
 /* Record a side effect (all arguments borrowed; target/key may be NULL -> None). */
 tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value);
 
 /* Side-effect kinds recorded in tx->effects and replayed by the transformed code. */
 enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEND = 3,
-       EFF_DELETE_SUBSCR = 4 };
+       EFF_DELETE_SUBSCR = 4, EFF_SYNC = 5 };
+/* EFF_SYNC (target, None, None): the input container target was mutated; its final contents
+   are written back (values/dict.c cdyn_container_mutating, vtable writeback). */
 
 /* Note a mutation of value v (list/dict store, iterator advance, cell store). */
 static inline void
 cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
 {
-    /* iterators passed to a call are restored by the caller's checkpoint instead (not
-       inside a higher-order op's body: advancing one from outside is a side effect) */
-    if (V(v)->serial < tx->ckpt_serial && (V(v)->kind != VK_ITER || tx->sub != NULL)) {
+    /* a value made after the checkpoint is new state, unless it stands for an object from
+       the frame (it has a source); iterators passed to a call are restored by the caller's
+       checkpoint instead (not inside a higher-order op's body: advancing one from outside
+       is a side effect) */
+    if ((V(v)->serial < tx->ckpt_serial || V(v)->source != NULL) &&
+        (V(v)->kind != VK_ITER || tx->sub != NULL)) {
         tx->mutations++;
     }
 }
@@ -131,8 +149,9 @@ int cdyn_break_shape(const cdyn_instr *ins, cdyn_break_shape_t *shape);
  * the guards it needs (TENSOR_MATCH, EQUALS_MATCH, ID/FUNCTION/TYPE_MATCH). Each source is
  * wrapped once per trace. *out: new ref. */
 tr_status cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
-/* The same for the items of a real tuple/list (kind TUPLE/LIST) or dict, wrapped now with
- * ITEM sources under `source` (may be NULL). *out: new ref. */
+/* The same for the items of a real tuple/list (kind TUPLE/LIST), wrapped now with ITEM
+ * sources under `source` (may be NULL), or of a dict read without a source (source
+ * unused: not guarded). *out: new ref. */
 tr_status cdyn_tx_wrap_sequence(cdyn_tx *tx, PyObject *obj, PyObject *source, cdyn_vkind kind,
                                 PyObject **out);
 tr_status cdyn_tx_wrap_dict(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
@@ -166,13 +185,15 @@ tr_status cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyOb
 /* A graph input: placeholder + fake example + TENSOR_MATCH (source borrowed, required). */
 tr_status cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source,
                                     PyObject **out);
+/* A call_function node of target on args (a tuple of FX node arguments) recorded as is,
+ * without a fake run (state functions: torch.amp._enter_autocast, functorch's interpreter
+ * stack). *node: new ref. */
+tr_status cdyn_tx_graph_raw(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node);
+/* Exit the real autocast modes entered at trace time beyond the first n. */
+void cdyn_tx_exit_modes(cdyn_tx *tx, Py_ssize_t n);
 /* A parameter or buffer of an nn.Module as a get_attr node (source: its attribute path). */
 tr_status cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source,
                                      PyObject **out);
-/* A call recorded for its effect on torch's global state (functorch's interpreter stack),
- * not run on fake tensors: call_function target(*args), args a tuple of constants. *node:
- * new ref. 0 / -1. */
-int cdyn_tx_graph_effect(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node);
 /* A name for an FX node / attribute derived from a source: L['self'].linear -> self_linear.
  * New ref. */
 PyObject *cdyn_sanitized_name(PyObject *source);
@@ -185,6 +206,8 @@ typedef struct {
     long mutations;
     int n_call_nodes;
     int grad_enabled;
+    Py_ssize_t n_effects; /* side effects recorded before the step (later ones are undone) */
+    Py_ssize_t n_open_modes;
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
@@ -276,6 +299,11 @@ int cdyn_is_torch_special(PyObject *obj);
  * torch.utils.checkpoint.checkpoint, <Function subclass>.apply, torch.func transforms; 0
  * for anything else. Decided by identity, before the graph-function rule. */
 int cdyn_hop_classify(PyObject *obj);
+/* Context-manager factories (values/ctx.c): torch.autocast and its device forms,
+ * contextlib.nullcontext. cdyn_ctx_factory makes the value; *handled = 0 for others. */
+int cdyn_is_ctx_factory(PyObject *obj);
+tr_status cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, PyObject **out, int *handled);
 /* getattr on the real object of v (u.obj.obj); trusted: the attribute gets no source (not
  * guarded) unless it is a tensor. (values/misc.c) */
 tr_status cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int trusted,
@@ -292,6 +320,65 @@ tr_status cdyn_collect_nothing(cdyn_tx *tx, struct cdyn_cg *cg, PyObject *v);
 /* The real type of values holding a real object in u.obj.obj. */
 PyTypeObject *cdyn_python_type_obj(PyObject *v);
 
+/* ---- values/dict.c, values/set.c, values/seq.c: containers --------------------------------
+ * A dict key or set item is identified at trace time by its hash key: a constant is its own
+ * hash key; a tensor (by identity) or a function made in the trace is a private (marker,
+ * node/value) pair; a class, function, module, enum member or other object compared by
+ * identity is the real object (an object read through a source gets an ID_MATCH guard); a
+ * tuple is the tuple of its items' hash keys; a frozenset the frozenset of them. */
+
+/* *out: the hash key of v (new ref); TR_UNSUPPORTED when v is unhashable or its equality
+ * cannot be decided at trace time. */
+tr_status cdyn_hash_key(cdyn_tx *tx, PyObject *v, PyObject **out);
+/* 1 when hash key h hashes as the real object would (no tensor or traced function inside),
+ * so a real set of such keys iterates in the real set's order. */
+int cdyn_hash_key_is_real(PyObject *h);
+/* `a == b` decided at trace time (identity, constants, the families' compare): *out 0/1;
+ * TR_UNSUPPORTED when undecidable (e.g. two different tensors). */
+tr_status cdyn_values_equal(cdyn_tx *tx, PyObject *a, PyObject *b, int *out);
+/* Attribute `name` of container v of real type `type`: __class__, or a method bound to v
+ * (its family's call_method runs it); anything else is unsupported. */
+tr_status cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, PyObject *name,
+                                 PyObject **out);
+/* Before a mutation of container v (all checks done): an input container (with a source)
+ * gets its EFF_SYNC side effect once (SEQ_SYNCED); notes the mutation. */
+tr_status cdyn_container_mutating(cdyn_tx *tx, PyObject *v);
+/* New empty DICT of real type `type` (borrowed; NULL: dict). */
+PyObject *cdyn_dict_new(PyTypeObject *type);
+/* d[key] = val into a dict made in the trace (key, val: values; no side effect). */
+tr_status cdyn_dict_set(cdyn_tx *tx, PyObject *d, PyObject *key, PyObject *val);
+/* DICT_UPDATE / DICT_MERGE (merge: a duplicate key is left to Python) of other into d. */
+tr_status cdyn_dict_update_op(cdyn_tx *tx, PyObject *d, PyObject *other, int merge);
+/* **kw of a call: appends kw's values to the list `into`; *names: new tuple of the keys (str)
+ * or NULL when kw is empty. */
+tr_status cdyn_dict_kwargs(cdyn_tx *tx, PyObject *kw, PyObject *into, PyObject **names);
+/* dict(...), OrderedDict(...), defaultdict(...), Counter(...) (type borrowed). */
+tr_status cdyn_dict_construct(cdyn_tx *tx, PyTypeObject *type, PyObject *const *args,
+                              Py_ssize_t npos, PyObject *kwnames, PyObject **out);
+/* type.fromkeys(iterable[, value]). */
+tr_status cdyn_dict_fromkeys(cdyn_tx *tx, PyTypeObject *type, PyObject *const *args,
+                             Py_ssize_t npos, PyObject *kwnames, PyObject **out);
+/* Wrap the entries of a lazy input dict (SEQ_LAZY): DICT_KEYS guard, values through ITEM
+ * sources. */
+tr_status cdyn_dict_materialize(cdyn_tx *tx, PyObject *v);
+/* New SET/FROZENSET of the values in items (a list of values, borrowed), added in order. */
+tr_status cdyn_set_build(cdyn_tx *tx, cdyn_vkind kind, PyObject *items, PyObject **out);
+/* SET_ADD / SET_UPDATE into a set made in the trace. */
+tr_status cdyn_set_add_op(cdyn_tx *tx, PyObject *s, PyObject *item);
+tr_status cdyn_set_update_op(cdyn_tx *tx, PyObject *s, PyObject *iterable);
+/* set(...) / frozenset(...). */
+tr_status cdyn_set_construct(cdyn_tx *tx, cdyn_vkind kind, PyObject *const *args,
+                             Py_ssize_t npos, PyObject *kwnames, PyObject **out);
+/* Wrap the items of a lazy input set: DICT_KEYS guard on its iteration order. */
+tr_status cdyn_set_materialize(cdyn_tx *tx, PyObject *v);
+/* A set read without a source (trusted): a SET value of its items, unguarded. */
+tr_status cdyn_set_construct_real(cdyn_tx *tx, PyObject *obj, PyObject **out);
+/* 1 when obj (a key of an input dict, an item of an input set) is pinned by a DICT_KEYS
+ * guard: a constant, an object compared by identity, or a tuple of those. */
+int cdyn_pinnable_key(PyObject *obj);
+/* 1 when type is exactly dict, OrderedDict, defaultdict or Counter. */
+int cdyn_is_dict_type(PyTypeObject *type);
+
 /* Cached Python objects used by the translator (borrowed after init). */
 typedef struct {
     PyObject *torch, *torch_tensor_type, *torch_size_type, *torch_dtype_type,
@@ -300,7 +387,7 @@ typedef struct {
         *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
-        *grad_mode_exit_type, *backend_failed;
+        *grad_mode_exit_type, *backend_failed, *enter_autocast, *exit_autocast;
     /* interned strings */
     PyObject *s_self, *s_closure, *s_cell_contents, *s_parameters, *s_buffers, *s_modules,
         *s_forward, *s_module, *s_placeholder, *s_create_node, *s_fake_from_tensor,

@@ -3,7 +3,6 @@
 #include "tx.h"
 
 long long cdyn_value_serial = 0;
-Py_ssize_t cdyn_value_live = 0;
 
 static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_NULL] = &cdyn_misc_vt,      [VK_PYMODULE] = &cdyn_misc_vt,
@@ -17,7 +16,10 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_CLASS] = &cdyn_user_vt,     [VK_OBJECT] = &cdyn_user_vt,
     [VK_SUPER] = &cdyn_user_vt,     [VK_NNMODULE] = &cdyn_nnmodule_vt,
     [VK_ITER] = &cdyn_iter_vt,      [VK_GRADCTX] = &cdyn_ctx_vt,
-    [VK_GRADEXIT] = &cdyn_ctx_vt,
+    [VK_GRADEXIT] = &cdyn_ctx_vt,   [VK_AUTOCAST] = &cdyn_ctx_vt,
+    [VK_AUTOCAST_EXIT] = &cdyn_ctx_vt, [VK_NULLCTX] = &cdyn_ctx_vt,
+    [VK_EXCTYPE] = &cdyn_exc_vt,    [VK_EXC] = &cdyn_exc_vt,
+    [VK_SET] = &cdyn_set_vt,        [VK_FROZENSET] = &cdyn_set_vt,
     [VK_HOP] = &cdyn_hop_vt,        [VK_SUBGRAPH] = &cdyn_hop_vt,
     [VK_FNCTX] = &cdyn_hop_vt,
 };
@@ -30,7 +32,10 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_METHOD] = "Method", [VK_BUILTIN] = "Builtin", [VK_TORCHFN] = "TorchFunction",
     [VK_CLASS] = "UserDefinedClass", [VK_OBJECT] = "UserDefinedObject", [VK_SUPER] = "Super",
     [VK_NNMODULE] = "NNModule", [VK_ITER] = "Iterator", [VK_GRADCTX] = "GradModeContext",
-    [VK_GRADEXIT] = "GradModeExit",
+    [VK_GRADEXIT] = "GradModeExit", [VK_AUTOCAST] = "AutocastMode",
+    [VK_AUTOCAST_EXIT] = "AutocastExit", [VK_NULLCTX] = "NullContext",
+    [VK_EXCTYPE] = "ExceptionClass", [VK_EXC] = "Exception",
+    [VK_SET] = "Set", [VK_FROZENSET] = "FrozenSet",
     [VK_HOP] = "HigherOrderOp", [VK_SUBGRAPH] = "Subgraph", [VK_FNCTX] = "AutogradFunctionContext",
 };
 
@@ -43,8 +48,8 @@ value_dealloc(PyObject *self)
         Py_CLEAR(v->u.ref[i]);
     }
     Py_CLEAR(v->source);
-    cdyn_value_live--;
     Py_TYPE(self)->tp_free(self);
+    cdyn_live.values--;
 }
 
 /* Contract: a short readable form; never fails except on MemoryError. */
@@ -68,6 +73,11 @@ cdyn_value_repr(PyObject *self)
         return PyUnicode_FromFormat("%sVariable(len=%zd)", k,
                                     v->u.dict.vals ? PyList_GET_SIZE(v->u.dict.vals)
                                                    : (Py_ssize_t)-1);
+    case VK_SET:
+    case VK_FROZENSET:
+        return PyUnicode_FromFormat("%sVariable(len=%zd)", k,
+                                    v->u.set.map ? PyDict_GET_SIZE(v->u.set.map)
+                                                 : (Py_ssize_t)-1);
     case VK_ITER:
         return PyUnicode_FromFormat("%sVariable(%zd of %zd)", k, v->pos,
                                     PyList_GET_SIZE(v->u.iter.items));
@@ -111,7 +121,7 @@ cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
     v->serial = cdyn_value_serial++;
     v->source = Py_XNewRef(source);
     memset(&v->u, 0, sizeof(v->u));
-    cdyn_value_live++;
+    cdyn_live.values++;
     return (PyObject *)v;
 }
 
@@ -196,6 +206,16 @@ cdyn_value_iter(PyObject *items)
 }
 
 PyObject *
+cdyn_value_iter_typed(PyObject *items, PyTypeObject *type)
+{
+    PyObject *v = cdyn_value_iter(items);
+    if (v != NULL) {
+        V(v)->u.iter.type = Py_XNewRef((PyObject *)type);
+    }
+    return v;
+}
+
+PyObject *
 cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source)
 {
     PyObject *v = cdyn_value_alloc(VK_TENSOR, source);
@@ -231,7 +251,7 @@ cdyn_v_real(PyObject *v)
 {
     switch (V(v)->kind) {
     case VK_CONST: case VK_PYMODULE: case VK_OPAQUE: case VK_USERFN: case VK_BUILTIN:
-    case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE:
+    case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE: case VK_EXCTYPE:
         return V(v)->u.obj.obj;
     default:
         return NULL;
@@ -311,6 +331,30 @@ cdyn_v_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     return V(v)->vt->unpack(tx, v, out_list);
 }
 
+/* The type of iter(x) for a value whose type is t (borrowed), or NULL when unknown: the
+ * iterator type of an empty instance of t (list_iterator, range_iterator, ...). */
+static PyTypeObject *
+iterator_type_of(PyObject *v)
+{
+    PyObject *real = V(v)->kind == VK_CONST ? V(v)->u.cnst.value : NULL, *probe = NULL, *it;
+    PyTypeObject *t = cdyn_v_python_type(v), *r = NULL;
+    if (real != NULL) {
+        probe = Py_NewRef(real);
+    }
+    else if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
+             t == &PyFrozenSet_Type || t == &PyUnicode_Type) {
+        probe = PyObject_CallNoArgs((PyObject *)t);
+    }
+    it = probe ? PyObject_GetIter(probe) : NULL;
+    if (it != NULL) {
+        r = Py_TYPE(it);   /* builtin iterator types live for the process */
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(probe);
+    PyErr_Clear();
+    return r;
+}
+
 tr_status
 cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
@@ -324,7 +368,7 @@ cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
     if (st != TR_OK) {
         return st;
     }
-    *out = cdyn_value_iter(items);
+    *out = cdyn_value_iter_typed(items, iterator_type_of(v));
     Py_DECREF(items);
     return *out ? TR_OK : TR_ERROR;
 }
@@ -455,7 +499,7 @@ cdyn_v_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
 static int
 is_container_kind(cdyn_vkind k)
 {
-    return k == VK_LIST || k == VK_DICT || k == VK_TUPLE;
+    return k == VK_LIST || k == VK_DICT || k == VK_TUPLE || k == VK_SET;
 }
 
 tr_status
@@ -482,9 +526,20 @@ cdyn_v_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
         *out = 0;   /* two containers made in the frame are distinct objects */
         return TR_OK;
     }
-    /* A constant against a non-constant: only None/True/False are decidable. */
+    /* A constant against a non-constant: only None/True/False are decidable, or a real
+       object held by the other value (never a constant: constants are wrapped as such). */
     if ((va->kind == VK_CONST && (ra == Py_None || PyBool_Check(ra))) ||
         (vb->kind == VK_CONST && (rb == Py_None || PyBool_Check(rb)))) {
+        *out = 0;
+        return TR_OK;
+    }
+    if ((va->kind == VK_CONST) != (vb->kind == VK_CONST) && ra != NULL && rb != NULL) {
+        *out = ra == rb;
+        return TR_OK;
+    }
+    /* a tensor is never a value of another family (tensors are always wrapped as such) */
+    if ((va->kind == VK_TENSOR) != (vb->kind == VK_TENSOR) && va->kind != VK_NULL &&
+        vb->kind != VK_NULL) {
         *out = 0;
         return TR_OK;
     }
@@ -550,6 +605,23 @@ cdyn_v_python_type(PyObject *v)
     return V(v)->vt->python_type(v);
 }
 
+PyObject *
+cdyn_v_as_constant(PyObject *v)
+{
+    PyObject *r;
+    if (V(v)->kind == VK_CONST) {
+        return Py_NewRef(V(v)->u.cnst.value);
+    }
+    if (V(v)->vt->as_constant == NULL) {
+        return NULL;
+    }
+    r = V(v)->vt->as_constant(v);
+    if (r == NULL) {
+        PyErr_Clear();
+    }
+    return r;
+}
+
 int
 cdyn_value_init(PyObject *module)
 {
@@ -562,7 +634,7 @@ cdyn_value_init(PyObject *module)
         if (null_value == NULL) {
             return -1;
         }
-        cdyn_value_live--;   /* the shared NULL lives for the process */
+        cdyn_live.values--;   /* the shared NULL lives for the process: not counted */
     }
     return 0;
 }

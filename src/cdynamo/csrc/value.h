@@ -24,8 +24,11 @@
  *   tensors       values/tensor.c     TENSOR       u.tensor           fake tensor (example value) + fx.Node
  *   sequences     values/seq.c        TUPLE, LIST  u.seq              items: list of values (named tuple
  *                                                                     type in nt_type); lazy input containers
- *   dicts         values/dict.c       DICT         u.dict             constant keys -> values
+ *   dicts         values/dict.c       DICT         u.dict             hashable keys -> values (dict,
+ *                                                                     OrderedDict, defaultdict, Counter)
  *                                     DICTVIEW     u.view             a live keys()/values()/items() view
+ *   sets          values/set.c        SET          u.set              set / frozenset: hashable items
+ *                                     FROZENSET    u.set
  *   functions     values/function.c   FUNCTION     u.func             made by MAKE_FUNCTION in the trace
  *                                     USERFN       u.obj.obj          a real Python function (inlined)
  *                                     METHOD       u.method           a method bound to a value
@@ -37,8 +40,13 @@
  *                                     SUPER        u.super            super(cls, self)
  *   nn.Modules    values/nnmodule.c   NNMODULE     u.obj.obj
  *   iterators     values/iter.c       ITER         u.iter (+ pos)     the items, and the next position
- *   contexts      values/ctx.c        GRADCTX      u.grad             a grad-mode context manager
- *                                     GRADEXIT     u.grad             the __exit__ restoring a grad mode
+ *   contexts      values/ctx.c        GRADCTX      -                  a grad-mode context manager (bits)
+ *                                     GRADEXIT     -                  the __exit__ restoring a grad mode
+ *                                     AUTOCAST     u.amp.args         torch.autocast(...) (its 4 arguments)
+ *                                     AUTOCAST_EXIT u.amp             the __exit__ of an entered autocast
+ *                                     NULLCTX      u.nullctx          contextlib.nullcontext(enter_result)
+ *   exceptions    values/exception.c  EXCTYPE      u.obj.obj          an exception class
+ *                                     EXC          u.exc              an exception made in the trace
  *   higher-order  values/hop.c        HOP          u.obj.obj          torch.cond, checkpoint, Function.apply,
  *   ops           values/autograd_fn.c                                 torch.func transforms (bits: HOP_*)
  *                                     SUBGRAPH     u.sub              a body traced into its own GraphModule
@@ -50,8 +58,16 @@
 
 /* Result of a translator step. Unsupported code is not an error: it sets tx->reason and
  * becomes a graph break or makes the frame run unmodified. TR_NOTIMPL is only returned by
- * binop/compare handlers to let the other operand's family try (as NotImplemented). */
-typedef enum { TR_OK = 0, TR_UNSUPPORTED = 1, TR_BREAK = 2, TR_NOTIMPL = 3, TR_ERROR = -1 } tr_status;
+ * binop/compare handlers to let the other operand's family try (as NotImplemented).
+ * TR_EXCEPTION: the traced program raised an exception (values/exception.c). */
+typedef enum {
+    TR_OK = 0,
+    TR_UNSUPPORTED = 1,
+    TR_BREAK = 2,
+    TR_NOTIMPL = 3,     /* binop/compare: let the other operand's family try */
+    TR_EXCEPTION = 4,   /* the traced code raised tx->exc (translate.c unwinds it) */
+    TR_ERROR = -1
+} tr_status;
 
 typedef enum {
     VK_NULL, VK_PYMODULE, VK_CELL, VK_OPAQUE,
@@ -67,6 +83,9 @@ typedef enum {
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
     VK_HOP, VK_SUBGRAPH, VK_FNCTX,
+    VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
+    VK_EXCTYPE, VK_EXC,
+    VK_SET, VK_FROZENSET,
     VK__COUNT
 } cdyn_vkind;
 
@@ -74,7 +93,7 @@ struct cdyn_tx;
 struct cdyn_fs;
 struct cdyn_cg;
 
-#define CDYN_VREFS 4
+#define CDYN_VREFS 6
 
 typedef struct cdyn_value {
     PyObject_HEAD
@@ -90,16 +109,29 @@ typedef struct cdyn_value {
         struct { PyObject *fake, *node; } tensor;
         /* items: list of values, NULL while lazy; real: the input container while lazy */
         struct { PyObject *items, *nt_type, *real; } seq;
-        /* keys: list of constant real keys; vals: list of values (same order); real: the
-           input dict while lazy */
-        struct { PyObject *keys, *vals, *real; } dict;
+        /* keys: list of hash keys (a constant key is its own hash key, see values/dict.c);
+           vals: list of values (same order); real: the input dict while lazy; type: the
+           real type (NULL: dict); factory: a defaultdict's default_factory value (NULL:
+           None); keyvals: NULL while every key is a constant, else a list parallel to keys
+           holding each key's value (None for constant keys) */
+        struct { PyObject *keys, *vals, *real, *type, *factory, *keyvals; } dict;
+        /* order: a real set of the items' hash keys, mirroring the real set's iteration
+           order; map: dict hash key -> item value; real: the input set while lazy */
+        struct { PyObject *order, *map, *real; } set;
         struct { PyObject *obj; } obj;
         struct { PyObject *obj, *self; } super;   /* the real super object, self value */
         /* func: the real function to inline with self (or NULL: call self's method name);
            name: the method name (str); self: the value bound */
         struct { PyObject *func, *name, *self; } method;
-        struct { PyObject *items; } iter;          /* list of values */
+        /* items: list of values; type: the type of the real iterator it stands for (NULL:
+           a tuple iterator), for isinstance/type() */
+        struct { PyObject *items, *type; } iter;
         struct { PyObject *dict; } view;           /* the DICT value; bits: VIEW_* */
+        /* args: (device_type, dtype, enabled, cache_enabled); node: the _enter_autocast
+           node; mode: the real autocast entered at trace time (fake runs see it) */
+        struct { PyObject *args, *node, *mode; } amp;
+        struct { PyObject *enter_result; } nullctx; /* a value */
+        struct { PyObject *type, *args; } exc;      /* the class; list of argument values */
         /* real: the real cell (a closure of the top frame or of a real function) or NULL
            for a cell made in the trace; contents: the value, NULL while empty / unread */
         struct { PyObject *real, *contents; } cell;
@@ -118,7 +150,11 @@ typedef struct cdyn_value {
 
 /* Family flags (bits). */
 #define SEQ_LAZY        0x1u   /* TUPLE/LIST/DICT: an input container, items not read yet */
-#define SEQ_APPENDED    0x2u   /* ... and an append was replayed on it: items unreadable */
+#define SEQ_APPENDED    0x2u   /* ... and appends were replayed on it (the values wait in items) */
+#define SEQ_SYNCED      0x4u   /* LIST/DICT/SET with a source: mutated while tracing; its whole
+                                  contents are written back (EFF_SYNC, vtable writeback) */
+#define SET_INEXACT     0x8u   /* SET/FROZENSET: derived from an input set, so the mirror of
+                                  hash keys may iterate in another order than the real set */
 #define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
 #define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
 #define GRAD_MODE_ON    0x1u   /* GRADCTX: the mode it sets; GRADEXIT: the mode it restores */
@@ -171,17 +207,21 @@ typedef struct cdyn_vtable {
        objects, then emit bytecode that pushes it */
     tr_status (*collect)(struct cdyn_tx *tx, struct cdyn_cg *cg, PyObject *v);
     int (*reconstruct)(struct cdyn_cg *cg, PyObject *v);
+    /* a mutated input container (SEQ_SYNCED): emit bytecode that makes the real object
+       (loaded through its source) hold v's current contents (collect gathered them) */
+    int (*writeback)(struct cdyn_cg *cg, PyObject *v);
+    /* a new real object equal to v when v is made of constants only (a list, set, dict of
+       constants), to fold a pure builtin on it; NULL (no exception) otherwise */
+    PyObject *(*as_constant)(PyObject *v);
 } cdyn_vtable;
 
 /* The families' tables (values/<family>.c). */
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
-    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_hop_vt;
+    cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_exc_vt, cdyn_set_vt, cdyn_hop_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;
-/* Number of values alive (debug/leak checks). */
-extern Py_ssize_t cdyn_value_live;
 
 extern PyTypeObject cdyn_ValueType;
 #define V(o) ((cdyn_value *)(o))
@@ -206,6 +246,8 @@ PyObject *cdyn_value_seq(cdyn_vkind kind, PyObject *const *vals, Py_ssize_t n);
 PyObject *cdyn_value_dict(PyObject *keys, PyObject *vals);
 /* New ITER over items (list of values, borrowed). */
 PyObject *cdyn_value_iter(PyObject *items);
+/* New ITER over items standing for an iterator of type `type` (borrowed, may be NULL). */
+PyObject *cdyn_value_iter_typed(PyObject *items, PyTypeObject *type);
 /* New TENSOR of fake (example value) and node (borrowed), source may be NULL. */
 PyObject *cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source);
 /* New METHOD: func (borrowed real function to inline, or NULL), name (borrowed str), self
@@ -259,6 +301,9 @@ tr_status cdyn_v_enter(struct cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyOb
 tr_status cdyn_v_graph_arg(struct cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node);
 /* Borrowed type or NULL (no exception) when unknown. */
 PyTypeObject *cdyn_v_python_type(PyObject *v);
+/* A real object standing for v: a constant's value (new ref), or the family's as_constant;
+ * NULL without an exception when v is not made of constants only. */
+PyObject *cdyn_v_as_constant(PyObject *v);
 
 int cdyn_value_init(PyObject *module);
 

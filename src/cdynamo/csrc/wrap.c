@@ -250,74 +250,57 @@ cdyn_tx_wrap_sequence(cdyn_tx *tx, PyObject *obj, PyObject *source, cdyn_vkind k
     return *out ? TR_OK : TR_ERROR;
 }
 
-/* The entries of a real dict: keys (a new list of real keys) and values wrapped with ITEM
- * sources (a new list of values). */
-static tr_status
-wrap_entries(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **keys_out,
-             PyObject **vals_out)
-{
-    PyObject *keys = PyList_New(0), *vals = PyList_New(0), *k, *v;
-    Py_ssize_t pos = 0;
-    tr_status st = TR_ERROR;
-    if (keys == NULL || vals == NULL) {
-        goto done;
-    }
-    while (PyDict_Next(obj, &pos, &k, &v)) {
-        PyObject *src = NULL, *w = NULL;
-        if (!(PyUnicode_CheckExact(k) || PyLong_CheckExact(k))) {
-            st = cdyn_tx_unsupported(tx, "dict with a non-str/int key");
-            goto done;
-        }
-        src = source ? cdyn_source_item(source, k) : NULL;
-        if (source != NULL && src == NULL) {
-            goto done;
-        }
-        st = cdyn_tx_wrap_real(tx, v, src, &w);
-        Py_XDECREF(src);
-        if (st != TR_OK) {
-            goto done;
-        }
-        st = TR_ERROR;
-        if (PyList_Append(keys, k) < 0 || PyList_Append(vals, w) < 0) {
-            Py_DECREF(w);
-            goto done;
-        }
-        Py_DECREF(w);
-    }
-    *keys_out = keys;
-    *vals_out = vals;
-    keys = vals = NULL;
-    st = TR_OK;
-done:
-    Py_XDECREF(keys);
-    Py_XDECREF(vals);
-    return st;
-}
-
 tr_status
 cdyn_tx_wrap_dict(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
-    PyObject *keys = NULL, *vals = NULL;
-    tr_status st = wrap_entries(tx, obj, source, &keys, &vals);
+    PyObject *d = cdyn_dict_new(Py_TYPE(obj)), *it = NULL, *k = NULL;
+    tr_status st = d ? TR_OK : TR_ERROR;
+    (void)source;   /* a dict read without a source: trusted, not guarded */
+    it = d ? PyObject_GetIter(obj) : NULL;
+    if (d != NULL && it == NULL) {
+        st = TR_ERROR;
+    }
+    while (st == TR_OK && (k = PyIter_Next(it)) != NULL) {
+        PyObject *val = PyObject_GetItem(obj, k), *kv = NULL, *w = NULL;
+        if (val == NULL) {
+            st = TR_ERROR;
+        }
+        else if (cdyn_is_tensor(k)) {
+            st = cdyn_tx_unsupported(tx, "dict with tensor keys read without a source");
+        }
+        else {
+            st = cdyn_tx_wrap_real(tx, k, NULL, &kv);
+        }
+        if (st == TR_OK) {
+            st = cdyn_tx_wrap_real(tx, val, NULL, &w);
+        }
+        if (st == TR_OK) {
+            st = cdyn_dict_set(tx, d, kv, w);
+        }
+        Py_XDECREF(val);
+        Py_XDECREF(kv);
+        Py_XDECREF(w);
+        Py_DECREF(k);
+    }
+    if (st == TR_OK && PyErr_Occurred()) {
+        st = TR_ERROR;
+    }
+    Py_XDECREF(it);
     if (st != TR_OK) {
+        Py_XDECREF(d);
         return st;
     }
-    *out = cdyn_value_dict(keys, vals);
-    Py_DECREF(keys);
-    Py_DECREF(vals);
-    if (*out != NULL && source != NULL) {
-        V(*out)->source = Py_NewRef(source);
-    }
-    return *out ? TR_OK : TR_ERROR;
+    *out = d;
+    return TR_OK;
 }
 
 /* An input container read through a source: lazy, its items wrapped on first use. The same
- * list/dict reached under two names is refused (aliasing is not guarded). */
+ * list/dict/set reached under two names is one value (a SAME_OBJECT guard keeps it so). */
 static tr_status
 wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
     cdyn_vkind k = PyTuple_CheckExact(obj) ? VK_TUPLE : PyList_CheckExact(obj) ? VK_LIST
-                                                                                : VK_DICT;
+                   : PySet_CheckExact(obj) ? VK_SET : VK_DICT;
     PyObject *key = PyLong_FromVoidPtr(obj), *seen = NULL;
     tr_status st = TR_ERROR;
     if (key == NULL) {
@@ -325,8 +308,12 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     }
     seen = PyDict_GetItemWithError(tx->by_id, key);
     if (seen != NULL) {
-        st = cdyn_tx_unsupported(tx, "one input container reached through two sources "
-                                     "(aliasing)");
+        /* the same container under another name: one value, while it stays the same */
+        if (cdyn_guards_add_same(tx->guards, source, V(seen)->source) < 0) {
+            goto done;
+        }
+        *out = Py_NewRef(seen);
+        st = TR_OK;
         goto done;
     }
     if (PyErr_Occurred() || cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
@@ -339,6 +326,12 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     V(*out)->bits = SEQ_LAZY;
     if (k == VK_DICT) {
         V(*out)->u.dict.real = Py_NewRef(obj);
+        if (!PyDict_CheckExact(obj)) {
+            V(*out)->u.dict.type = Py_NewRef((PyObject *)Py_TYPE(obj));
+        }
+    }
+    else if (k == VK_SET) {
+        V(*out)->u.set.real = Py_NewRef(obj);
     }
     else {
         V(*out)->u.seq.real = Py_NewRef(obj);
@@ -357,59 +350,92 @@ tr_status
 cdyn_tx_materialize(cdyn_tx *tx, PyObject *v)
 {
     cdyn_value *x = V(v);
-    PyObject *real, *items = NULL, *keys = NULL;
+    PyObject *real, *items = NULL;
     tr_status st;
     if (!(x->bits & (SEQ_LAZY | SEQ_APPENDED)) ||
-        !(x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT)) {
+        !(x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT || x->kind == VK_SET)) {
         return TR_OK;
     }
-    if (x->bits & SEQ_APPENDED) {
-        return cdyn_tx_unsupported(tx, "read of an input list after an append to it");
+    if (x->kind == VK_DICT) {
+        return cdyn_dict_materialize(tx, v);   /* DICT_KEYS guard, values by ITEM sources */
     }
-    real = x->kind == VK_DICT ? x->u.dict.real : x->u.seq.real;
+    if (x->kind == VK_SET) {
+        return cdyn_set_materialize(tx, v);
+    }
+    real = x->u.seq.real;
     if (cdyn_guards_add_len(tx->guards, x->source, PyObject_Length(real)) < 0) {
         return TR_ERROR;
     }
-    if (x->kind == VK_DICT) {
-        st = wrap_entries(tx, real, x->source, &keys, &items);
-        if (st != TR_OK) {
-            return st;
-        }
-        x->u.dict.keys = keys;
-        x->u.dict.vals = items;
+    st = wrap_items(tx, real, x->source, &items);
+    if (st != TR_OK) {
+        return st;
     }
-    else {
-        st = wrap_items(tx, real, x->source, &items);
-        if (st != TR_OK) {
-            return st;
+    if (x->u.seq.items != NULL) {
+        /* values appended while the list was unread (replayed as EFF_APPEND; a later change
+           writes the whole list back after them) */
+        Py_ssize_t n = PyList_GET_SIZE(items);
+        if (PyList_SetSlice(items, n, n, x->u.seq.items) < 0) {
+            Py_DECREF(items);
+            return TR_ERROR;
         }
-        x->u.seq.items = items;
     }
-    x->bits &= ~SEQ_LAZY;
+    Py_XSETREF(x->u.seq.items, items);
+    x->bits &= ~(SEQ_LAZY | SEQ_APPENDED);
     return TR_OK;
 }
 
 /* ---- the builder ----------------------------------------------------------------------------- */
 
 /* A bound method whose self (borrowed) is wrapped through source.__self__: a METHOD of the
- * Python function func (or NULL) and the method name. */
+ * Python function func (or NULL) and the method name. What the method is must be guarded
+ * too: the function (source.__func__ FUNCTION_MATCH) or, for a builtin method, its name
+ * (source.__name__ EQUALS_MATCH) with self's type. */
 static tr_status
 wrap_bound_method(cdyn_tx *tx, PyObject *self, PyObject *func, PyObject *name,
                   PyObject *source, PyObject **out)
 {
-    PyObject *ssrc = NULL, *sv = NULL;
-    tr_status st;
-    if (source != NULL && (ssrc = cdyn_source_attr(source, cdyn_G.s_self)) == NULL) {
-        return TR_ERROR;
+    PyObject *ssrc = NULL, *sv = NULL, *what = NULL, *wsrc = NULL;
+    tr_status st = TR_ERROR;
+    if (source != NULL) {
+        what = PyUnicode_FromString(func != NULL ? "__func__" : "__name__");
+        wsrc = what ? cdyn_source_attr(source, what) : NULL;
+        ssrc = cdyn_source_attr(source, cdyn_G.s_self);
+        if (wsrc == NULL || ssrc == NULL ||
+            (func != NULL ? cdyn_guards_add_id(tx->guards, wsrc, func, 1)
+                          : cdyn_guards_add_equals(tx->guards, wsrc, name)) < 0) {
+            goto done;
+        }
     }
     st = cdyn_tx_wrap_real(tx, self, ssrc, &sv);
-    Py_XDECREF(ssrc);
-    if (st != TR_OK) {
-        return st;
+    if (st == TR_OK) {
+        *out = cdyn_value_method(func, name, sv);
+        st = *out ? TR_OK : TR_ERROR;
     }
-    *out = cdyn_value_method(func, name, sv);
-    Py_DECREF(sv);
-    return *out ? TR_OK : TR_ERROR;
+done:
+    Py_XDECREF(what);
+    Py_XDECREF(wsrc);
+    Py_XDECREF(ssrc);
+    Py_XDECREF(sv);
+    return st;
+}
+
+/* 1 when the builtin function obj is the method of its __self__ under its own name (x.add,
+ * lst.append), so it can be rebuilt as <self>.<name>; 0 for builtins whose self is an
+ * implementation detail (pybind11 function records, capsules). */
+static int
+is_method_of_self(PyObject *obj)
+{
+    PyObject *self = PyCFunction_GET_SELF(obj), *again;
+    int r;
+    again = PyObject_GetAttrString(self, ((PyCFunctionObject *)obj)->m_ml->ml_name);
+    if (again == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    r = PyCFunction_Check(again) && PyCFunction_GET_SELF(again) == self &&
+        ((PyCFunctionObject *)again)->m_ml == ((PyCFunctionObject *)obj)->m_ml;
+    Py_DECREF(again);
+    return r;
 }
 
 /* A higher-order op (values/hop.c), recognised by identity before the graph-function
@@ -462,7 +488,8 @@ callable_kind(PyObject *obj)
         return VK_USERFN;
     }
     if (PyType_Check(obj)) {
-        return VK_CLASS;
+        return PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)PyExc_BaseException)
+                   ? VK_EXCTYPE : VK_CLASS;
     }
     return VK_OPAQUE;
 }
@@ -512,11 +539,15 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         *out = cdyn_value_obj(PyModule_Check(obj) ? VK_PYMODULE : VK_NNMODULE, obj, source);
         return *out ? TR_OK : TR_ERROR;
     }
-    if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj) || PyDict_CheckExact(obj)) {
+    if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj) || cdyn_is_dict_type(Py_TYPE(obj)) ||
+        PySet_CheckExact(obj)) {
         if (source != NULL) {
             return wrap_input_container(tx, obj, source, out);
         }
-        return PyDict_CheckExact(obj)
+        if (PySet_CheckExact(obj)) {
+            return cdyn_set_construct_real(tx, obj, out);
+        }
+        return PyDict_Check(obj)
                    ? cdyn_tx_wrap_dict(tx, obj, NULL, out)
                    : cdyn_tx_wrap_sequence(tx, obj, NULL,
                                            PyTuple_CheckExact(obj) ? VK_TUPLE : VK_LIST, out);
@@ -531,7 +562,8 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
                                  ((PyFunctionObject *)func)->func_name, source, out);
     }
     if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL &&
-        !PyModule_Check(PyCFunction_GET_SELF(obj)) && !PyType_Check(PyCFunction_GET_SELF(obj))) {
+        !PyModule_Check(PyCFunction_GET_SELF(obj)) && !PyType_Check(PyCFunction_GET_SELF(obj)) &&
+        is_method_of_self(obj)) {
         /* a builtin method bound to an object (e.g. x.add, lst.append reaching a resume
            function): the method of its self, which is wrapped and guarded itself */
         PyObject *nm = PyUnicode_FromString(((PyCFunctionObject *)obj)->m_ml->ml_name);

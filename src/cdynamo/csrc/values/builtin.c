@@ -155,7 +155,7 @@ zip_or_enumerate(cdyn_tx *tx, int is_zip, PyObject *const *args, Py_ssize_t npos
     }
     st = res != NULL ? TR_OK : TR_ERROR;
     if (res != NULL) {
-        *out = cdyn_value_iter(res);
+        *out = cdyn_value_iter_typed(res, is_zip ? &PyZip_Type : &PyEnum_Type);
         st = *out ? TR_OK : TR_ERROR;
     }
 done:
@@ -220,19 +220,39 @@ b_next(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t
     return st;
 }
 
-/* 1/0 when attribute `name` of v certainly exists / does not, -1 when unknown. */
+/* 1/0 when attribute `name` of v exists / does not, with a HASATTR guard when the answer
+ * depends on an object from the frame; -1 when unknown; -2 on error. */
 static int
-known_hasattr(PyObject *v, PyObject *name)
+known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
 {
-    PyObject *obj = V(v)->kind == VK_TENSOR ? V(v)->u.tensor.fake : NULL;
+    PyObject *obj = NULL, *src = NULL;
     int r;
-    if (V(v)->kind == VK_PYMODULE || V(v)->kind == VK_CONST) {
-        obj = cdyn_v_real(v);
-    }
-    if (obj == NULL) {
+    switch (V(v)->kind) {
+    case VK_TENSOR:
+        obj = V(v)->u.tensor.fake;   /* the fake tensor has the same attributes */
+        break;
+    case VK_PYMODULE: case VK_CONST: case VK_CLASS: case VK_USERFN: case VK_BUILTIN:
+    case VK_TORCHFN:
+        obj = cdyn_v_real(v);        /* fixed by EQUALS/ID/FUNCTION_MATCH */
+        break;
+    case VK_OBJECT: case VK_NNMODULE:
+        if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
+            return -1;
+        }
+        obj = cdyn_v_real(v);        /* guarded below: attributes may come and go */
+        break;
+    default:
         return -1;
     }
     r = PyObject_HasAttr(obj, name);
+    if ((V(v)->kind == VK_OBJECT || V(v)->kind == VK_NNMODULE)) {
+        src = cdyn_source_attr(V(v)->source, name);
+        if (src == NULL || cdyn_guards_add_hasattr(tx->guards, src, r) < 0) {
+            Py_XDECREF(src);
+            return -2;
+        }
+        Py_DECREF(src);
+    }
     return r;
 }
 
@@ -249,9 +269,15 @@ b_getattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         return cdyn_tx_unsupported(tx, "getattr() with a non-constant name");
     }
     name = V(args[1])->u.cnst.value;
-    if (npos == 3 && known_hasattr(args[0], name) == 0) {
-        *out = Py_NewRef(args[2]);
-        return TR_OK;
+    if (npos == 3) {
+        int has = known_hasattr(tx, args[0], name);
+        if (has == -2) {
+            return TR_ERROR;
+        }
+        if (has == 0) {
+            *out = Py_NewRef(args[2]);
+            return TR_OK;
+        }
     }
     return cdyn_v_getattr(tx, args[0], name, out);
 }
@@ -268,9 +294,10 @@ b_hasattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         !PyUnicode_Check(V(args[1])->u.cnst.value)) {
         return cdyn_tx_unsupported(tx, "hasattr() with a non-constant name");
     }
-    /* on Python modules (FUNCTION_MATCHed), constants and tensors (the fake tensor has the
-       same attributes); not on objects whose attributes may change unguarded */
-    r = known_hasattr(args[0], V(args[1])->u.cnst.value);
+    r = known_hasattr(tx, args[0], V(args[1])->u.cnst.value);
+    if (r == -2) {
+        return TR_ERROR;
+    }
     if (r < 0) {
         return cdyn_tx_unsupported(tx, "hasattr() on %S", args[0]);
     }
@@ -395,27 +422,37 @@ b_tuple(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_
     return list_or_tuple(tx, VK_TUPLE, args, npos, nkw, out);
 }
 
+/* dict / OrderedDict / defaultdict / Counter and set / frozenset (values/dict.c, set.c). */
 static tr_status
 b_dict(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
        PyObject *kwnames, PyObject **out)
 {
-    PyObject *keys = NULL, *vals = NULL;
     (void)fs;
-    (void)fn;
-    if (npos != 0) {
-        return cdyn_tx_unsupported(tx, "dict() with positional arguments");
+    (void)nkw;
+    return cdyn_dict_construct(tx, (PyTypeObject *)fn, args, npos, kwnames, out);
+}
+
+static tr_status
+b_fromkeys(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+           Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    PyObject *self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn) : NULL;
+    (void)fs;
+    (void)nkw;
+    if (self == NULL || !PyType_Check(self)) {
+        return cdyn_tx_unsupported(tx, "fromkeys of %R", fn);
     }
-    keys = kwnames ? PySequence_List(kwnames) : PyList_New(0);
-    vals = PyList_New(0);
-    for (Py_ssize_t i = 0; keys && vals && i < nkw; i++) {
-        if (PyList_Append(vals, args[i]) < 0) {
-            Py_CLEAR(vals);
-        }
-    }
-    *out = keys && vals ? cdyn_value_dict(keys, vals) : NULL;
-    Py_XDECREF(keys);
-    Py_XDECREF(vals);
-    return *out ? TR_OK : TR_ERROR;
+    return cdyn_dict_fromkeys(tx, (PyTypeObject *)self, args, npos, kwnames, out);
+}
+
+static tr_status
+b_set(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
+      PyObject *kwnames, PyObject **out)
+{
+    (void)fs;
+    (void)nkw;
+    return cdyn_set_construct(tx, fn == (PyObject *)&PySet_Type ? VK_SET : VK_FROZENSET, args,
+                              npos, kwnames, out);
 }
 
 /* super(cls, self): a proxy whose methods are inlined with self. */
@@ -471,6 +508,14 @@ static const struct {
     {"builtins", "list", b_list},
     {"builtins", "tuple", b_tuple},
     {"builtins", "dict", b_dict},
+    {"collections", "OrderedDict", b_dict},
+    {"collections", "defaultdict", b_dict},
+    {"collections", "Counter", b_dict},
+    {"builtins", "dict.fromkeys", b_fromkeys},
+    {"collections", "OrderedDict.fromkeys", b_fromkeys},
+    {"collections", "defaultdict.fromkeys", b_fromkeys},
+    {"builtins", "set", b_set},
+    {"builtins", "frozenset", b_set},
     {"builtins", "super", b_super},
     {NULL, NULL, NULL},
 };
@@ -515,6 +560,144 @@ is_pure_builtin(PyObject *obj)
     return 0;
 }
 
+/* A pure builtin whose arguments are constants or containers of constants only (sorted of
+ * a set, max of a list): folded on real copies of them (the containers are not changed). */
+static tr_status
+fold_on_containers(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **out)
+{
+    PyObject *consts[64];
+    Py_ssize_t got = 0;
+    tr_status st = TR_OK;
+    if (nargs > 64) {
+        return cdyn_tx_unsupported(tx, "too many arguments");
+    }
+    for (; got < nargs; got++) {
+        PyObject *c = NULL;
+        st = cdyn_tx_materialize(tx, args[got]);
+        if (st != TR_OK) {
+            break;
+        }
+        c = cdyn_v_as_constant(args[got]);
+        if (c == NULL) {
+            st = cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
+            break;
+        }
+        consts[got] = cdyn_value_const_steal(c);
+        if (consts[got] == NULL) {
+            st = TR_ERROR;
+            break;
+        }
+    }
+    if (st == TR_OK) {
+        st = cdyn_call_on_constants(tx, fn, consts, nargs, kwnames, out);
+    }
+    for (Py_ssize_t i = 0; i < got; i++) {
+        Py_DECREF(consts[i]);
+    }
+    return st;
+}
+
+/* A method taken from a container type (dict.get, set.union, list.append, set.__or__,
+ * OrderedDict.move_to_end): 1 with its type and name. */
+static int
+container_descr(PyObject *obj, PyTypeObject **type, PyObject **name)
+{
+    PyTypeObject *t;
+    if (!Py_IS_TYPE(obj, &PyMethodDescr_Type) && !Py_IS_TYPE(obj, &PyWrapperDescr_Type)) {
+        return 0;
+    }
+    t = ((PyDescrObject *)obj)->d_type;
+    if (t != &PyList_Type && t != &PyTuple_Type && t != &PySet_Type && t != &PyFrozenSet_Type &&
+        !cdyn_is_dict_type(t)) {
+        return 0;
+    }
+    *type = t;
+    *name = ((PyDescrObject *)obj)->d_name;
+    return 1;
+}
+
+/* The BINARY_OP oparg of a binary dunder (__or__ 7, __ior__ 20, ...), or -1. */
+static int
+dunder_binop(PyObject *name)
+{
+    static const char *const names[13] = {"add", "and", "floordiv", "lshift", "matmul", "mul",
+                                           "mod", "or", "pow", "rshift", "sub", "truediv", "xor"};
+    for (int i = 0; i < 13; i++) {
+        PyObject *plain = PyUnicode_FromFormat("__%s__", names[i]);
+        PyObject *inpl = PyUnicode_FromFormat("__i%s__", names[i]);
+        int hit = plain && inpl ? (PyUnicode_Compare(name, plain) == 0 ? i
+                                   : PyUnicode_Compare(name, inpl) == 0 ? 13 + i : -1)
+                                : -1;
+        Py_XDECREF(plain);
+        Py_XDECREF(inpl);
+        if (hit >= 0) {
+            return hit;
+        }
+    }
+    return -1;
+}
+
+/* type.method(self, *args) for a container method (dict.get(d, k), set.__or__(a, b)): the
+ * method called on self, when self is a container value whose type does not override it. */
+static tr_status
+call_container_descr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyTypeObject *type, PyObject *name,
+                     PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    static const char *const cmps[6] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+    PyTypeObject *st;
+    Py_ssize_t npos = nargs - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    int op, truth = 0;
+    tr_status r;
+    if (npos >= 1 && cdyn_all_const(args, nargs)) {
+        /* on a constant tuple / frozenset (immutable): folded */
+        return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
+    }
+    if (npos < 1 || (st = cdyn_v_python_type(args[0])) == NULL || !PyType_IsSubtype(st, type) ||
+        _PyType_Lookup(st, name) != fn ||
+        (V(args[0])->vt != &cdyn_dict_vt && V(args[0])->vt != &cdyn_set_vt &&
+         V(args[0])->vt != &cdyn_seq_vt)) {
+        return cdyn_tx_unsupported(tx, "%s.%U on %S", type->tp_name, name,
+                                   npos ? args[0] : Py_None);
+    }
+    if (kwnames == NULL && nargs == 2 && (op = dunder_binop(name)) >= 0) {
+        return cdyn_v_binop(tx, op, args[0], args[1], out);
+    }
+    for (int i = 0; kwnames == NULL && nargs == 2 && i < 6; i++) {
+        if (cdyn_name_is(name, cmps[i])) {
+            return cdyn_v_compare(tx, Py_LT + i, args[0], args[1], out);
+        }
+    }
+    if (kwnames == NULL && nargs == 2 && cdyn_name_is(name, "__getitem__")) {
+        return cdyn_v_subscr(tx, args[0], args[1], out);
+    }
+    if (kwnames == NULL && ((nargs == 3 && cdyn_name_is(name, "__setitem__")) ||
+                            (nargs == 2 && cdyn_name_is(name, "__delitem__")))) {
+        r = nargs == 3 ? cdyn_v_store_subscr(tx, args[0], args[1], args[2])
+                       : cdyn_v_delete_subscr(tx, args[0], args[1]);
+        *out = r == TR_OK ? cdyn_value_const(Py_None) : NULL;
+        return r == TR_OK && *out == NULL ? TR_ERROR : r;
+    }
+    if (kwnames == NULL && nargs == 2 && cdyn_name_is(name, "__contains__")) {
+        r = cdyn_v_contains(tx, args[0], args[1], &truth);
+        *out = r == TR_OK ? cdyn_value_bool(truth) : NULL;
+        return r == TR_OK && *out == NULL ? TR_ERROR : r;
+    }
+    if (kwnames == NULL && nargs == 1 && cdyn_name_is(name, "__iter__")) {
+        return cdyn_v_iter(tx, args[0], out);
+    }
+    if (kwnames == NULL && nargs == 1 && cdyn_name_is(name, "__len__")) {
+        Py_ssize_t n = 0;
+        r = cdyn_v_len(tx, args[0], &n);
+        *out = r == TR_OK ? cdyn_value_const_steal(PyLong_FromSsize_t(n)) : NULL;
+        return r == TR_OK && *out == NULL ? TR_ERROR : r;
+    }
+    if (PyUnicode_READ_CHAR(name, 0) == '_') {
+        return cdyn_tx_unsupported(tx, "%s.%U", type->tp_name, name);
+    }
+    return cdyn_v_call_method(tx, fs, args[0], name, args + 1, nargs - 1, kwnames, out);
+}
+
 /* Index of obj's handler, or -1 (no error). */
 static Py_ssize_t
 handler_of(PyObject *obj)
@@ -530,6 +713,11 @@ handler_of(PyObject *obj)
 int
 cdyn_is_builtin(PyObject *obj)
 {
+    PyTypeObject *ctype = NULL;
+    PyObject *cname = NULL;
+    if (container_descr(obj, &ctype, &cname)) {
+        return 1;
+    }
     int hashable = PyObject_Hash(obj) != -1;
     if (!hashable) {
         PyErr_Clear();
@@ -543,9 +731,14 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     Py_ssize_t h = handler_of(fn);
+    PyTypeObject *ctype = NULL;
+    PyObject *cname = NULL;
     *handled = 1;
     if (h >= 0) {
         return handlers[h].fn(tx, fs, fn, args, nargs - nkw, nkw, kwnames, out);
+    }
+    if (container_descr(fn, &ctype, &cname)) {
+        return call_container_descr(tx, fs, fn, ctype, cname, args, nargs, kwnames, out);
     }
     if (is_pure_builtin(fn)) {
         if (cdyn_any_tensor(args, nargs)) {
@@ -554,7 +747,7 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
         if (cdyn_all_const(args, nargs)) {
             return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
         }
-        return cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
+        return fold_on_containers(tx, fn, args, nargs, kwnames, out);
     }
     *handled = 0;
     return TR_OK;
@@ -619,8 +812,14 @@ cdyn_builtin_init(void)
         if (mod == NULL) {
             return -1;
         }
-        obj = PyObject_GetAttrString(mod, handlers[i].name);
-        Py_DECREF(mod);
+        obj = mod;   /* a dotted name: attributes of attributes (dict.fromkeys) */
+        for (const char *p = handlers[i].name; obj != NULL && p != NULL;) {
+            const char *dot = strchr(p, '.');
+            PyObject *nm = dot ? PyUnicode_FromStringAndSize(p, dot - p) : PyUnicode_FromString(p);
+            Py_SETREF(obj, nm ? PyObject_GetAttr(obj, nm) : NULL);
+            Py_XDECREF(nm);
+            p = dot ? dot + 1 : NULL;
+        }
         idx = PyLong_FromSsize_t(i);
         e = obj == NULL || idx == NULL || PyDict_SetItem(handler_index, obj, idx) < 0;
         Py_XDECREF(obj);

@@ -30,6 +30,9 @@ fx_printable(PyObject *obj)
         PySliceObject *s = (PySliceObject *)obj;
         return fx_printable(s->start) && fx_printable(s->stop) && fx_printable(s->step);
     }
+    if (PyRange_Check(obj)) {
+        return 1;   /* printed as range(a, b[, c]), a builtin name */
+    }
     if (PyTuple_CheckExact(obj)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
             if (!fx_printable(PyTuple_GET_ITEM(obj, i))) {

@@ -5,6 +5,13 @@
  *   GRADEXIT  the __exit__ of such a block: restores the mode it remembers. When a graph
  *             break splits the block, it is rebuilt as cdynamo._glue.GradModeExit(prev) and
  *             handed to the resume function, which calls it at the end of the block.
+ *   AUTOCAST  torch.autocast(device_type, dtype, enabled, cache_enabled) (and the
+ *             torch.cpu/cuda.amp forms): entering records torch.amp._enter_autocast(...) in
+ *             the graph and enters the same autocast at trace time, so the fake tensors get
+ *             the dtypes the graph will compute; AUTOCAST_EXIT records _exit_autocast(node)
+ *             and leaves it. A graph break inside such a block runs the frame unmodified
+ *             (translate.c).
+ *   NULLCTX   contextlib.nullcontext(enter_result).
  */
 #include "../tx.h"
 #include "../codegen.h"
@@ -24,12 +31,140 @@ set_mode(cdyn_tx *tx, int mode)
     return st;
 }
 
+static PyObject *autocast_type, *nullcontext_type;   /* resolved by cdyn_ctx_init */
+
+int
+cdyn_is_ctx_factory(PyObject *obj)
+{
+    return PyType_Check(obj) &&
+           ((autocast_type && PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)autocast_type)) ||
+            obj == nullcontext_type);
+}
+
+tr_status
+cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
+                 PyObject *kwnames, PyObject **out, int *handled)
+{
+    PyObject *objs[8], *argt = NULL, *kw = NULL, *bound = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    *handled = cdyn_is_ctx_factory(obj);
+    if (!*handled) {
+        return TR_OK;
+    }
+    if (obj == nullcontext_type) {
+        if (nargs > 1) {
+            return cdyn_tx_unsupported(tx, "nullcontext with %zd arguments", nargs);
+        }
+        *out = cdyn_value_alloc(VK_NULLCTX, NULL);
+        if (*out != NULL) {
+            V(*out)->u.nullctx.enter_result = nargs ? Py_NewRef(args[0]) : cdyn_value_const(Py_None);
+        }
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (!cdyn_all_const(args, nargs) || nargs > 8) {
+        return cdyn_tx_unsupported(tx, "torch.autocast with non-constant arguments");
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        objs[i] = V(args[i])->u.cnst.value;
+    }
+    argt = PyTuple_New(nargs - nkw);
+    kw = PyDict_New();
+    for (Py_ssize_t i = 0; argt && kw && i < nargs; i++) {
+        if (i < nargs - nkw) {
+            PyTuple_SET_ITEM(argt, i, Py_NewRef(objs[i]));
+        }
+        else if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i - (nargs - nkw)), objs[i]) < 0) {
+            Py_CLEAR(kw);
+        }
+    }
+    bound = argt && kw ? PyObject_CallMethod(cdyn_G.glue, "autocast_args", "OOO", obj, argt, kw)
+                       : NULL;
+    Py_XDECREF(argt);
+    Py_XDECREF(kw);
+    if (bound == NULL) {
+        return cdyn_tx_unsupported(tx, "torch.autocast arguments");
+    }
+    *out = cdyn_value_alloc(VK_AUTOCAST, NULL);
+    if (*out == NULL) {
+        Py_DECREF(bound);
+        return TR_ERROR;
+    }
+    V(*out)->u.amp.args = bound;
+    return TR_OK;
+}
+
+/* Enter torch.autocast: the _enter_autocast node, and the same autocast entered now. */
+static tr_status
+autocast_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
+{
+    PyObject *args = V(v)->u.amp.args, *node = NULL, *mode = NULL;
+    tr_status st = cdyn_tx_graph_raw(tx, cdyn_G.enter_autocast, args, &node);
+    if (st != TR_OK) {
+        return st;
+    }
+    mode = PyObject_Call(cdyn_G.enter_autocast, args, NULL);
+    if (mode == NULL || PyList_Append(tx->open_modes, mode) < 0) {
+        Py_XDECREF(mode);
+        Py_DECREF(node);
+        return mode == NULL ? cdyn_tx_unsupported(tx, "torch.autocast%R failed", args) : TR_ERROR;
+    }
+    *exit_fn = cdyn_value_alloc(VK_AUTOCAST_EXIT, NULL);
+    *result = cdyn_value_const(Py_None);
+    if (*exit_fn == NULL || *result == NULL) {
+        Py_CLEAR(*exit_fn);
+        Py_CLEAR(*result);
+        Py_DECREF(node);
+        Py_DECREF(mode);
+        return TR_ERROR;
+    }
+    V(*exit_fn)->u.amp.node = node;
+    V(*exit_fn)->u.amp.mode = mode;
+    return TR_OK;
+}
+
+/* Leave an autocast entered by autocast_enter (the innermost one). */
+static tr_status
+autocast_exit(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *args = PyTuple_Pack(1, V(v)->u.amp.node), *node = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(tx->open_modes);
+    tr_status st;
+    if (args == NULL) {
+        return TR_ERROR;
+    }
+    if (n == 0 || PyList_GET_ITEM(tx->open_modes, n - 1) != V(v)->u.amp.mode) {
+        Py_DECREF(args);
+        return cdyn_tx_unsupported(tx, "autocast blocks exited out of order");
+    }
+    st = cdyn_tx_graph_raw(tx, cdyn_G.exit_autocast, args, &node);
+    Py_DECREF(args);
+    Py_XDECREF(node);
+    if (st != TR_OK) {
+        return st;
+    }
+    cdyn_tx_exit_modes(tx, n - 1);
+    *out = cdyn_value_const(Py_None);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 static tr_status
 ctx_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
 {
     cdyn_value *c = V(v);
     int restore;
     tr_status st = TR_OK;
+    if (c->kind == VK_AUTOCAST) {
+        return autocast_enter(tx, v, exit_fn, result);
+    }
+    if (c->kind == VK_NULLCTX) {
+        *exit_fn = cdyn_value_alloc(VK_NULLCTX, NULL);   /* its exit does nothing */
+        if (*exit_fn == NULL) {
+            return TR_ERROR;
+        }
+        V(*exit_fn)->u.nullctx.enter_result = cdyn_value_const(Py_None);
+        *result = Py_NewRef(c->u.nullctx.enter_result);
+        return TR_OK;
+    }
     if (c->kind != VK_GRADCTX) {
         return cdyn_tx_unsupported(tx, "with-block over %S", v);
     }
@@ -65,6 +200,13 @@ ctx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
     (void)args;
     (void)nargs;
     (void)kwnames;
+    if (V(fn)->kind == VK_AUTOCAST_EXIT) {
+        return autocast_exit(tx, fn, out);
+    }
+    if (V(fn)->kind == VK_NULLCTX) {
+        *out = cdyn_value_const(Py_None);
+        return *out ? TR_OK : TR_ERROR;
+    }
     if (V(fn)->kind != VK_GRADEXIT) {
         return cdyn_tx_unsupported(tx, "call of %S", fn);
     }
@@ -95,6 +237,26 @@ ctx_reconstruct(cdyn_cg *cg, PyObject *v)
         return -1;
     }
     return cdyn_cg_call(cg, 1);
+}
+
+int cdyn_ctx_init(void);
+
+/* Resolve the context-manager factories; 0 / -1. */
+int
+cdyn_ctx_init(void)
+{
+    PyObject *amp = PyImport_ImportModule("torch.amp.autocast_mode");
+    PyObject *cl = PyImport_ImportModule("contextlib");
+    if (amp == NULL || cl == NULL) {
+        Py_XDECREF(amp);
+        Py_XDECREF(cl);
+        return -1;
+    }
+    autocast_type = PyObject_GetAttrString(amp, "autocast");
+    nullcontext_type = PyObject_GetAttrString(cl, "nullcontext");
+    Py_DECREF(amp);
+    Py_DECREF(cl);
+    return (autocast_type && nullcontext_type) ? 0 : -1;
 }
 
 const cdyn_vtable cdyn_ctx_vt = {

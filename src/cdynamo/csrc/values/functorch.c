@@ -184,7 +184,7 @@ primitive(cdyn_tx *tx, PyObject *fn, PyObject *args, PyObject **res)
     if (*res == NULL) {
         return cdyn_tx_unsupported(tx, "vmap: %R failed", fn);
     }
-    if (cdyn_tx_graph_effect(tx, fn, args, &node) < 0) {
+    if (cdyn_tx_graph_raw(tx, fn, args, &node) != TR_OK) {
         Py_CLEAR(*res);
         return TR_ERROR;
     }

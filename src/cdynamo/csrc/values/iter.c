@@ -73,11 +73,31 @@ iter_reconstruct(cdyn_cg *cg, PyObject *v)
     return cdyn_cg_memo_store(cg, v, "iter");
 }
 
+/* The type of the iterator the value stands for (a tuple iterator when it was made from
+ * items with no real counterpart, e.g. zip/enumerate results). */
+static PyTypeObject *
+iter_python_type(PyObject *v)
+{
+    static PyTypeObject *tuple_iter;
+    if (V(v)->u.iter.type != NULL) {
+        return (PyTypeObject *)V(v)->u.iter.type;
+    }
+    if (tuple_iter == NULL) {
+        PyObject *t = PyTuple_New(0), *it = t ? PyObject_GetIter(t) : NULL;
+        tuple_iter = it ? Py_TYPE(it) : NULL;
+        Py_XDECREF(it);
+        Py_XDECREF(t);
+        PyErr_Clear();
+    }
+    return tuple_iter;
+}
+
 const cdyn_vtable cdyn_iter_vt = {
     .name = "IteratorVariable",
     .truth = iter_truth,
     .unpack = iter_unpack,
     .next = iter_next,
+    .python_type = iter_python_type,
     .collect = iter_collect,
     .reconstruct = iter_reconstruct,
 };

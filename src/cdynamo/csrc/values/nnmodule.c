@@ -22,6 +22,34 @@ is_container(PyObject *mod)
            PyObject_TypeCheck(mod, (PyTypeObject *)cdyn_G.sequential_type);
 }
 
+/* nn.Module's generator methods answered by the family (when the class does not override
+ * them): the loop over them is unrolled like a ModuleList's. */
+static const char *const gen_names[] = {"children", "named_children", "modules", "named_modules",
+                                        "parameters", "named_parameters", "buffers",
+                                        "named_buffers", NULL};
+static PyObject *gen_funcs[8];   /* nn.Module.<name> functions, resolved on first use */
+
+/* Index into gen_names of the nn.Module generator method `func` (a function), or -1. */
+static int
+gen_method_index(PyObject *func)
+{
+    if (gen_funcs[0] == NULL) {
+        for (int i = 0; gen_names[i]; i++) {
+            gen_funcs[i] = PyObject_GetAttrString(cdyn_G.nn_module_type, gen_names[i]);
+            if (gen_funcs[i] == NULL) {
+                PyErr_Clear();
+                return -1;
+            }
+        }
+    }
+    for (int i = 0; gen_names[i]; i++) {
+        if (func == gen_funcs[i]) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 /* Look name up on the module: parameters, buffers, submodules, then plain attributes. */
 static tr_status
 module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
@@ -66,7 +94,8 @@ module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     }
     if (PyMethod_Check(attr) && PyMethod_GET_SELF(attr) == mod &&
         PyFunction_Check(PyMethod_GET_FUNCTION(attr))) {
-        *out = cdyn_value_method(PyMethod_GET_FUNCTION(attr), name, v);
+        PyObject *func = PyMethod_GET_FUNCTION(attr);
+        *out = cdyn_value_method(gen_method_index(func) >= 0 ? NULL : func, name, v);
         st = *out ? TR_OK : TR_ERROR;
         goto done;
     }
@@ -370,6 +399,224 @@ module_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssi
     return st;
 }
 
+/* The source of attribute `name` of a module value (NULL when the module has none). */
+static tr_status
+attr_source(PyObject *v, PyObject *name, PyObject **src)
+{
+    *src = NULL;
+    if (V(v)->source == NULL) {
+        return TR_OK;
+    }
+    *src = cdyn_source_attr(V(v)->source, name);
+    return *src ? TR_OK : TR_ERROR;
+}
+
+/* Guard the number of entries of one of the module's registries (_modules, _parameters,
+ * _buffers), which the unrolled loop relied on. */
+static tr_status
+guard_registry(cdyn_tx *tx, PyObject *v, PyObject *registry_name, PyObject *registry)
+{
+    PyObject *src = NULL;
+    tr_status st = attr_source(v, registry_name, &src);
+    if (st == TR_OK && src != NULL &&
+        cdyn_guards_add_len(tx->guards, src, PyDict_GET_SIZE(registry)) < 0) {
+        st = TR_ERROR;
+    }
+    Py_XDECREF(src);
+    return st;
+}
+
+/* Append (prefix + name, value) or value to out for every entry of the module's registry
+ * `which` (0 _modules, 1 _parameters, 2 _buffers), skipping None entries and objects
+ * already in seen (a set of ids, when remove_duplicate). */
+static tr_status
+registry_items(cdyn_tx *tx, PyObject *v, int which, PyObject *prefix, int named,
+               PyObject *seen, PyObject *out)
+{
+    PyObject *const names[3] = {cdyn_G.s_modules, cdyn_G.s_parameters, cdyn_G.s_buffers};
+    PyObject *reg = PyObject_GetAttr(V(v)->u.obj.obj, names[which]), *k, *obj;
+    Py_ssize_t pos = 0;
+    tr_status st = TR_ERROR;
+    if (reg == NULL || !PyDict_Check(reg)) {
+        Py_XDECREF(reg);
+        return cdyn_tx_unsupported(tx, "module without its %U registry", names[which]);
+    }
+    if ((st = guard_registry(tx, v, names[which], reg)) != TR_OK) {
+        goto done;
+    }
+    while (PyDict_Next(reg, &pos, &k, &obj)) {
+        PyObject *src = NULL, *val = NULL, *id = NULL, *entry = NULL;
+        int dup = 0;
+        if (obj == Py_None) {
+            continue;
+        }
+        id = PyLong_FromVoidPtr(obj);
+        dup = id == NULL ? -1 : (seen != NULL ? PySet_Contains(seen, id) : 0);
+        if (dup == 0 && seen != NULL && PySet_Add(seen, id) < 0) {
+            dup = -1;
+        }
+        Py_XDECREF(id);
+        if (dup != 0) {
+            st = dup < 0 ? TR_ERROR : TR_OK;
+            if (dup < 0) {
+                goto done;
+            }
+            continue;
+        }
+        if ((st = attr_source(v, k, &src)) == TR_OK) {
+            st = which == 0 ? cdyn_tx_wrap_real(tx, obj, src, &val)
+                            : cdyn_tx_wrap_module_tensor(tx, obj, src, &val);
+        }
+        Py_XDECREF(src);
+        if (st != TR_OK) {
+            goto done;
+        }
+        if (named) {
+            PyObject *full = PyUnicode_Concat(prefix, k), *pair[2];
+            pair[0] = full ? cdyn_value_const_steal(full) : NULL;
+            pair[1] = val;
+            entry = pair[0] ? cdyn_value_seq(VK_TUPLE, pair, 2) : NULL;
+            Py_XDECREF(pair[0]);
+            Py_DECREF(val);
+        }
+        else {
+            entry = val;
+        }
+        st = TR_ERROR;
+        if (entry == NULL || PyList_Append(out, entry) < 0) {
+            Py_XDECREF(entry);
+            goto done;
+        }
+        Py_DECREF(entry);
+        st = TR_OK;
+    }
+done:
+    Py_DECREF(reg);
+    return st;
+}
+
+/* prefix + "." when prefix is not empty, else "" (a new str). */
+static PyObject *
+dotted(PyObject *prefix)
+{
+    return PyUnicode_GET_LENGTH(prefix) ? PyUnicode_FromFormat("%U.", prefix) : Py_NewRef(prefix);
+}
+
+/* named_modules(): (prefix, module) for v and every submodule, depth first, each once. */
+static tr_status
+walk_modules(cdyn_tx *tx, PyObject *v, PyObject *prefix, PyObject *seen, PyObject *out)
+{
+    PyObject *children = PyList_New(0), *pair[2], *entry = NULL, *dot = NULL;
+    PyObject *id = PyLong_FromVoidPtr(mobj(v));
+    tr_status st = TR_ERROR;
+    int dup = id ? PySet_Contains(seen, id) : -1;
+    if (dup != 0 || children == NULL) {
+        st = dup > 0 ? TR_OK : TR_ERROR;
+        goto done;
+    }
+    pair[0] = cdyn_value_const(prefix);
+    pair[1] = v;
+    entry = pair[0] ? cdyn_value_seq(VK_TUPLE, pair, 2) : NULL;
+    Py_XDECREF(pair[0]);
+    if (entry == NULL || PySet_Add(seen, id) < 0 || PyList_Append(out, entry) < 0 ||
+        (dot = dotted(prefix)) == NULL) {
+        goto done;
+    }
+    st = registry_items(tx, v, 0, dot, 1, NULL, children);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(children) && st == TR_OK; i++) {
+        PyObject *c = V(PyList_GET_ITEM(children, i))->u.seq.items;
+        PyObject *name = V(PyList_GET_ITEM(c, 0))->u.cnst.value, *sub = PyList_GET_ITEM(c, 1);
+        st = V(sub)->kind == VK_NNMODULE
+                 ? walk_modules(tx, sub, name, seen, out)
+                 : cdyn_tx_unsupported(tx, "a submodule that is not a module");
+    }
+done:
+    Py_XDECREF(entry);
+    Py_XDECREF(dot);
+    Py_XDECREF(children);
+    Py_XDECREF(id);
+    return st;
+}
+
+/* parameters()/buffers() and their named forms: the entries of every module of
+ * named_modules(), each tensor once. which: 1 parameters, 2 buffers. */
+static tr_status
+tensors_of(cdyn_tx *tx, PyObject *v, int which, int named, PyObject *out)
+{
+    PyObject *mods = PyList_New(0), *seen = PySet_New(NULL), *seen_t = PySet_New(NULL);
+    PyObject *empty = PyUnicode_New(0, 0);
+    tr_status st = TR_ERROR;
+    if (mods == NULL || seen == NULL || seen_t == NULL || empty == NULL) {
+        goto done;
+    }
+    st = walk_modules(tx, v, empty, seen, mods);
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(mods); i++) {
+        PyObject *pair = V(PyList_GET_ITEM(mods, i))->u.seq.items;
+        PyObject *prefix = V(PyList_GET_ITEM(pair, 0))->u.cnst.value;
+        PyObject *dot = dotted(prefix);
+        st = dot ? registry_items(tx, PyList_GET_ITEM(pair, 1), which, dot, named, seen_t, out)
+                 : TR_ERROR;
+        Py_XDECREF(dot);
+    }
+done:
+    Py_XDECREF(mods);
+    Py_XDECREF(seen);
+    Py_XDECREF(seen_t);
+    Py_XDECREF(empty);
+    return st;
+}
+
+/* children(), named_children(), modules(), named_modules(), parameters(),
+ * named_parameters(), buffers(), named_buffers() without arguments: an iterator over the
+ * values, unrolled at trace time. */
+static tr_status
+module_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
+                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *items = PyList_New(0), *seen = NULL, *empty = PyUnicode_New(0, 0);
+    tr_status st = TR_ERROR;
+    int i = 0;
+    (void)fs;
+    (void)args;
+    while (gen_names[i] && !cdyn_name_is(name, gen_names[i])) {
+        i++;
+    }
+    if (gen_names[i] == NULL || nargs != 0 || kwnames != NULL) {
+        st = cdyn_tx_unsupported(tx, "method %U of %S", name, v);
+        goto done;
+    }
+    if (items == NULL || empty == NULL) {
+        goto done;
+    }
+    switch (i) {
+    case 0: case 1:
+        st = registry_items(tx, v, 0, empty, i == 1, NULL, items);
+        break;
+    case 2: case 3:
+        seen = PySet_New(NULL);
+        st = seen ? walk_modules(tx, v, empty, seen, items) : TR_ERROR;
+        if (st == TR_OK && i == 2) {   /* modules(): the modules of named_modules() */
+            for (Py_ssize_t k = 0; k < PyList_GET_SIZE(items); k++) {
+                PyObject *m = PyList_GET_ITEM(V(PyList_GET_ITEM(items, k))->u.seq.items, 1);
+                PyList_SetItem(items, k, Py_NewRef(m));
+            }
+        }
+        break;
+    default:
+        st = tensors_of(tx, v, i < 6 ? 1 : 2, i % 2 == 1, items);
+        break;
+    }
+    if (st == TR_OK) {
+        *out = cdyn_value_iter(items);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+done:
+    Py_XDECREF(items);
+    Py_XDECREF(seen);
+    Py_XDECREF(empty);
+    return st;
+}
+
 static tr_status
 module_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {
@@ -387,6 +634,7 @@ const cdyn_vtable cdyn_nnmodule_vt = {
     .getattr = module_getattr,
     .setattr = module_setattr,
     .call = module_call,
+    .call_method = module_call_method,
     .truth = module_truth,
     .unpack = module_unpack,
     .subscr = module_subscr,

@@ -40,6 +40,8 @@ field_index(PyObject *nt_type, PyObject *name)
     return idx;
 }
 
+static PyTypeObject *seq_python_type(PyObject *v);
+
 static tr_status
 seq_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -56,11 +58,23 @@ seq_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
             return TR_OK;
         }
     }
-    if (_PyType_Lookup(base, name) == NULL) {
-        return cdyn_tx_unsupported(tx, "attribute %U of a %s", name, base->tp_name);
+    return cdyn_container_getattr(tx, v, V(v)->u.seq.nt_type ? seq_python_type(v) : base, name,
+                                  out);
+}
+
+/* An int constant argument: 0 and *i set, or -1 when it is not one. */
+static int
+const_index(PyObject *v, Py_ssize_t *i)
+{
+    if (V(v)->kind != VK_CONST || !PyLong_Check(V(v)->u.cnst.value)) {
+        return -1;
     }
-    *out = cdyn_value_method(NULL, name, v);
-    return *out ? TR_OK : TR_ERROR;
+    *i = PyLong_AsSsize_t(V(v)->u.cnst.value);
+    if (*i == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
 }
 
 /* list.pop([i]) */
@@ -68,11 +82,11 @@ static tr_status
 list_pop(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs, PyObject **out)
 {
     Py_ssize_t n = PyList_GET_SIZE(items(v)), i = n - 1;
+    tr_status st;
     if (nargs == 1) {
-        if (V(args[0])->kind != VK_CONST || !PyLong_Check(V(args[0])->u.cnst.value)) {
+        if (const_index(args[0], &i) < 0) {
             return cdyn_tx_unsupported(tx, "list.pop with a non-constant index");
         }
-        i = PyLong_AsSsize_t(V(args[0])->u.cnst.value);
         if (i < 0) {
             i += n;
         }
@@ -80,27 +94,265 @@ list_pop(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs, PyOb
     if (i < 0 || i >= n) {
         return cdyn_tx_unsupported(tx, "pop index out of range");
     }
-    cdyn_tx_mutated(tx, v);
+    if ((st = cdyn_container_mutating(tx, v)) != TR_OK) {
+        return st;
+    }
     *out = Py_NewRef(PyList_GET_ITEM(items(v), i));
     return PyList_SetSlice(items(v), i, i + 1, NULL) < 0 ? TR_ERROR : TR_OK;
 }
 
-/* Methods of a list made in the trace (or an input list's append, replayed). */
+/* index(x[, start[, stop]]) / count(x) / remove(x): the positions where an item equals x. */
+static tr_status
+find_equal(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs, int count,
+           Py_ssize_t *out)
+{
+    Py_ssize_t n = PyList_GET_SIZE(items(v)), lo = 0, hi = n, found = 0;
+    if (nargs < 1 || nargs > (count ? 1 : 3) ||
+        (nargs >= 2 && const_index(args[1], &lo) < 0) ||
+        (nargs == 3 && const_index(args[2], &hi) < 0)) {
+        return cdyn_tx_unsupported(tx, "index/count with these arguments");
+    }
+    lo = lo < 0 ? (lo + n < 0 ? 0 : lo + n) : lo;
+    hi = hi < 0 ? (hi + n < 0 ? 0 : hi + n) : (hi > n ? n : hi);
+    *out = -1;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        int eq = 0;
+        tr_status st = cdyn_values_equal(tx, PyList_GET_ITEM(items(v), i), args[0], &eq);
+        if (st != TR_OK) {
+            return st;
+        }
+        if (eq && !count) {
+            *out = i;
+            return TR_OK;
+        }
+        found += eq;
+    }
+    if (count) {
+        *out = found;
+    }
+    return TR_OK;
+}
+
+/* The sort keys of the items (key(item) when key is given) as real constants. */
+static tr_status
+sort_keys(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *key, PyObject **out)
+{
+    Py_ssize_t n = PyList_GET_SIZE(items(v));
+    PyObject *l = PyList_New(n);
+    if (l == NULL) {
+        return TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(items(v), i), *k = NULL, *c;
+        tr_status st = TR_OK;
+        if (key != NULL) {
+            st = cdyn_v_call(tx, fs, key, &item, 1, NULL, &k);
+        }
+        else {
+            k = Py_NewRef(item);
+        }
+        if (st != TR_OK) {
+            Py_DECREF(l);
+            return st;
+        }
+        c = cdyn_v_as_constant(k);
+        Py_DECREF(k);
+        if (c == NULL) {
+            Py_DECREF(l);
+            return cdyn_tx_unsupported(tx, "sort by keys that are not constants");
+        }
+        PyList_SET_ITEM(l, i, c);
+    }
+    *out = l;
+    return TR_OK;
+}
+
+/* list.sort(key=None, reverse=False): stable, on constant keys. */
+static tr_status
+list_sort(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *key = NULL, *rev = Py_False, *keys = NULL, *idx = NULL, *perm = NULL, *getter;
+    PyObject *kw = NULL, *sorted_fn, *sorted_items = NULL;
+    tr_status st;
+    if (nargs != nkw) {
+        return cdyn_tx_unsupported(tx, "sort() takes no positional arguments");
+    }
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        if (cdyn_name_is(name, "key")) {
+            key = cdyn_v_is_none(args[k]) ? NULL : args[k];
+        }
+        else if (cdyn_name_is(name, "reverse") && V(args[k])->kind == VK_CONST) {
+            rev = V(args[k])->u.cnst.value;
+        }
+        else {
+            return cdyn_tx_unsupported(tx, "sort() argument %U", name);
+        }
+    }
+    st = sort_keys(tx, fs, v, key, &keys);
+    if (st != TR_OK) {
+        return st;
+    }
+    /* the permutation sorted(range(n), key=keys.__getitem__, reverse=rev) sorts as
+       list.sort does (stable, reverse keeps equal items in order) */
+    idx = PyObject_CallFunction((PyObject *)&PyRange_Type, "n", PyList_GET_SIZE(keys));
+    getter = PyObject_GetAttrString(keys, "__getitem__");
+    sorted_fn = PyDict_GetItemString(PyEval_GetBuiltins(), "sorted");
+    kw = getter ? Py_BuildValue("{sOsO}", "key", getter, "reverse", rev) : NULL;
+    if (idx != NULL && kw != NULL && sorted_fn != NULL) {
+        PyObject *a = PyTuple_Pack(1, idx);
+        perm = a ? PyObject_Call(sorted_fn, a, kw) : NULL;
+        Py_XDECREF(a);
+    }
+    Py_XDECREF(getter);
+    Py_XDECREF(kw);
+    Py_XDECREF(idx);
+    Py_DECREF(keys);
+    if (perm == NULL) {
+        return cdyn_tx_unsupported(tx, "sort failed");
+    }
+    sorted_items = PyList_New(PyList_GET_SIZE(perm));
+    for (Py_ssize_t i = 0; sorted_items && i < PyList_GET_SIZE(perm); i++) {
+        Py_ssize_t j = PyLong_AsSsize_t(PyList_GET_ITEM(perm, i));
+        PyList_SET_ITEM(sorted_items, i, Py_NewRef(PyList_GET_ITEM(items(v), j)));
+    }
+    Py_DECREF(perm);
+    st = sorted_items ? cdyn_container_mutating(tx, v) : TR_ERROR;
+    if (st == TR_OK && PyList_SetSlice(items(v), 0, PY_SSIZE_T_MAX, sorted_items) < 0) {
+        st = TR_ERROR;
+    }
+    Py_XDECREF(sorted_items);
+    *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+    return st == TR_OK && *out == NULL ? TR_ERROR : st;
+}
+
+/* Methods that read a list or tuple: copy, index, count. */
+static tr_status
+seq_read_method(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const *args,
+                Py_ssize_t nargs, PyObject **out, int *handled)
+{
+    Py_ssize_t r = 0;
+    tr_status st;
+    *handled = 1;
+    if (cdyn_name_is(name, "copy") && nargs == 0 && V(v)->kind == VK_LIST) {
+        PyObject *l = PyList_GetSlice(items(v), 0, PY_SSIZE_T_MAX);
+        *out = l ? cdyn_value_seq_list(VK_LIST, l) : NULL;
+        Py_XDECREF(l);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_name_is(name, "index") || cdyn_name_is(name, "count")) {
+        int count = cdyn_name_is(name, "count");
+        st = find_equal(tx, v, args, nargs, count, &r);
+        if (st != TR_OK) {
+            return st;
+        }
+        if (r < 0) {
+            return cdyn_tx_unsupported(tx, "index of an item not in the %s (ValueError)",
+                                       V(v)->kind == VK_LIST ? "list" : "tuple");
+        }
+        *out = cdyn_value_const_steal(PyLong_FromSsize_t(r));
+        return *out ? TR_OK : TR_ERROR;
+    }
+    *handled = 0;
+    return TR_OK;
+}
+
+/* Methods that change a list: the list was materialized (an input list's whole contents are
+ * written back). */
+static tr_status
+list_write_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
+                  Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *more = NULL;
+    Py_ssize_t i = 0, n = PyList_GET_SIZE(items(v));
+    tr_status st = TR_OK;
+    if (cdyn_name_is(name, "sort")) {
+        return list_sort(tx, fs, v, args, nargs, kwnames, out);
+    }
+    if (kwnames != NULL) {
+        return cdyn_tx_unsupported(tx, "keyword arguments to list.%U", name);
+    }
+    if (cdyn_name_is(name, "pop") && nargs <= 1) {
+        return list_pop(tx, v, args, nargs, out);
+    }
+    if (cdyn_name_is(name, "append") && nargs == 1) {
+        more = PyList_New(1);
+        if (more != NULL) {
+            PyList_SET_ITEM(more, 0, Py_NewRef(args[0]));
+        }
+        i = n;
+    }
+    else if (cdyn_name_is(name, "extend") && nargs == 1) {
+        st = cdyn_v_unpack(tx, args[0], &more);
+        i = n;
+    }
+    else if (cdyn_name_is(name, "insert") && nargs == 2) {
+        if (const_index(args[0], &i) < 0) {
+            return cdyn_tx_unsupported(tx, "list.insert with a non-constant index");
+        }
+        i = i < 0 ? (i + n < 0 ? 0 : i + n) : (i > n ? n : i);
+        more = PyList_New(1);
+        if (more != NULL) {
+            PyList_SET_ITEM(more, 0, Py_NewRef(args[1]));
+        }
+    }
+    else if (cdyn_name_is(name, "remove") && nargs == 1) {
+        st = find_equal(tx, v, args, 1, 0, &i);
+        if (st == TR_OK && i < 0) {
+            st = cdyn_tx_unsupported(tx, "list.remove(x): x not in list (ValueError)");
+        }
+        if (st == TR_OK && (st = cdyn_container_mutating(tx, v)) == TR_OK &&
+            PyList_SetSlice(items(v), i, i + 1, NULL) < 0) {
+            st = TR_ERROR;
+        }
+        goto done;
+    }
+    else if ((cdyn_name_is(name, "reverse") || cdyn_name_is(name, "clear")) && nargs == 0) {
+        st = cdyn_container_mutating(tx, v);
+        if (st == TR_OK && (cdyn_name_is(name, "reverse") ? PyList_Reverse(items(v))
+                                                          : PyList_SetSlice(items(v), 0, n, NULL)) < 0) {
+            st = TR_ERROR;
+        }
+        goto done;
+    }
+    else {
+        return cdyn_tx_unsupported(tx, "method %U of %S", name, v);
+    }
+    if (st == TR_OK && more == NULL) {
+        st = TR_ERROR;
+    }
+    if (st == TR_OK) {
+        st = cdyn_container_mutating(tx, v);
+    }
+    if (st == TR_OK && PyList_SetSlice(items(v), i, i, more) < 0) {
+        st = TR_ERROR;
+    }
+done:
+    Py_XDECREF(more);
+    *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+    return st == TR_OK && *out == NULL ? TR_ERROR : st;
+}
+
+/* Methods of lists and tuples. An input list whose items were never read only records its
+ * appends (replayed; the list stays unread). */
 static tr_status
 seq_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
                 Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
     cdyn_value *x = V(v);
     tr_status st;
-    (void)fs;
-    if (kwnames != NULL) {
-        return cdyn_tx_unsupported(tx, "keyword arguments to a container method");
-    }
+    int handled = 0;
     if (x->kind == VK_LIST && (x->bits & (SEQ_LAZY | SEQ_APPENDED)) && x->source != NULL &&
-        cdyn_name_is(name, "append") && nargs == 1) {
+        cdyn_name_is(name, "append") && nargs == 1 && kwnames == NULL) {
         /* append to an input list whose items were never read: replay it, and keep the
-           list unread (its items can no longer be traced) */
-        if (cdyn_tx_effect(tx, EFF_APPEND, v, name, args[0]) != TR_OK) {
+           list unread; the values appended wait in items until it is read */
+        if (x->u.seq.items == NULL && (x->u.seq.items = PyList_New(0)) == NULL) {
+            return TR_ERROR;
+        }
+        if (cdyn_tx_effect(tx, EFF_APPEND, v, name, args[0]) != TR_OK ||
+            PyList_Append(x->u.seq.items, args[0]) < 0) {
             return TR_ERROR;
         }
         x->bits |= SEQ_APPENDED;
@@ -112,56 +364,16 @@ seq_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
     if (st != TR_OK) {
         return st;
     }
-    if (x->kind != VK_LIST) {
-        return cdyn_tx_unsupported(tx, "method %U of %S", name, v);
-    }
-    if (x->source != NULL) {
-        if (!cdyn_name_is(name, "append") || nargs != 1) {
-            return cdyn_tx_unsupported(tx, "list.%U on an input list (side effect)", name);
-        }
-        if (cdyn_tx_effect(tx, EFF_APPEND, v, name, args[0]) != TR_OK) {
-            return TR_ERROR;
-        }
-    }
-    if (cdyn_name_is(name, "append") && nargs == 1) {
-        cdyn_tx_mutated(tx, v);
-        if (PyList_Append(items(v), args[0]) < 0) {
-            return TR_ERROR;
-        }
-        *out = cdyn_value_const(Py_None);
-        return *out ? TR_OK : TR_ERROR;
-    }
-    if (cdyn_name_is(name, "extend") && nargs == 1) {
-        PyObject *more = NULL;
-        Py_ssize_t n;
-        st = cdyn_v_unpack(tx, args[0], &more);
-        if (st != TR_OK) {
+    if (kwnames == NULL) {
+        st = seq_read_method(tx, v, name, args, nargs, out, &handled);
+        if (handled) {
             return st;
         }
-        cdyn_tx_mutated(tx, v);
-        n = PyList_GET_SIZE(items(v));
-        if (PyList_SetSlice(items(v), n, n, more) < 0) {
-            Py_DECREF(more);
-            return TR_ERROR;
-        }
-        Py_DECREF(more);
-        *out = cdyn_value_const(Py_None);
-        return *out ? TR_OK : TR_ERROR;
     }
-    if (cdyn_name_is(name, "pop") && nargs <= 1) {
-        return list_pop(tx, v, args, nargs, out);
+    if (x->kind != VK_LIST || x->u.seq.nt_type != NULL) {
+        return cdyn_tx_unsupported(tx, "method %U of %S", name, v);
     }
-    if (cdyn_name_is(name, "insert") && nargs == 2 && V(args[0])->kind == VK_CONST &&
-        PyLong_Check(V(args[0])->u.cnst.value)) {
-        Py_ssize_t i = PyLong_AsSsize_t(V(args[0])->u.cnst.value);
-        cdyn_tx_mutated(tx, v);
-        if (PyList_Insert(items(v), i, args[1]) < 0) {
-            return TR_ERROR;
-        }
-        *out = cdyn_value_const(Py_None);
-        return *out ? TR_OK : TR_ERROR;
-    }
-    return cdyn_tx_unsupported(tx, "method %U of %S", name, v);
+    return list_write_method(tx, fs, v, name, args, nargs, kwnames, out);
 }
 
 /* ---- protocol ---------------------------------------------------------------------------- */
@@ -214,74 +426,92 @@ seq_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return cdyn_tx_unsupported(tx, "sequence index of type %s", Py_TYPE(k)->tp_name);
 }
 
+/* l[i] = x, l[a:b] = iterable, l[a:b:c] = iterable of the same length. */
 static tr_status
 seq_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
-    PyObject *k;
-    Py_ssize_t n, i;
+    PyObject *k, *more = NULL;
+    Py_ssize_t n, i, start, stop, step;
+    tr_status st;
     if (V(key)->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "STORE_SUBSCR with a non-constant key");
     }
     k = V(key)->u.cnst.value;
-    if (V(v)->kind != VK_LIST || !PyLong_Check(k)) {
+    if (V(v)->kind != VK_LIST || V(v)->u.seq.nt_type != NULL || !(PyLong_Check(k) || PySlice_Check(k))) {
         return cdyn_tx_unsupported(tx, "STORE_SUBSCR into %S", v);
     }
     n = PyList_GET_SIZE(items(v));
-    i = PyLong_AsSsize_t(k);
-    if (i < 0) {
-        i += n;
+    if (PyLong_Check(k)) {
+        i = PyLong_AsSsize_t(k);
+        if (i < 0) {
+            i += n;
+        }
+        if (i < 0 || i >= n) {
+            return cdyn_tx_unsupported(tx, "list assignment index out of range");
+        }
+        if ((st = cdyn_container_mutating(tx, v)) != TR_OK) {
+            return st;
+        }
+        return PyList_SetItem(items(v), i, Py_NewRef(value)) < 0 ? TR_ERROR : TR_OK;
     }
-    if (i < 0 || i >= n) {
-        return cdyn_tx_unsupported(tx, "list assignment index out of range");
+    st = cdyn_v_unpack(tx, value, &more);
+    if (st != TR_OK) {
+        return st;
     }
-    if (V(v)->source != NULL &&
-        cdyn_tx_effect(tx, EFF_STORE_SUBSCR, v, k, value) != TR_OK) {
-        return TR_ERROR;
+    if (PySlice_Unpack(k, &start, &stop, &step) < 0) {
+        Py_DECREF(more);
+        return cdyn_tx_unsupported(tx, "bad slice");
     }
-    cdyn_tx_mutated(tx, v);
-    return PyList_SetItem(items(v), i, Py_NewRef(value)) < 0 ? TR_ERROR : TR_OK;
+    if (step != 1 && PySlice_AdjustIndices(n, &start, &stop, step) != PyList_GET_SIZE(more)) {
+        Py_DECREF(more);
+        return cdyn_tx_unsupported(tx, "extended slice assignment of another length (ValueError)");
+    }
+    st = cdyn_container_mutating(tx, v);
+    if (st == TR_OK && PyObject_SetItem(items(v), k, more) < 0) {
+        st = TR_ERROR;
+    }
+    Py_DECREF(more);
+    return st;
 }
 
+/* del l[i], del l[a:b:c] */
 static tr_status
 seq_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
 {
     Py_ssize_t n, i;
-    if (V(key)->kind != VK_CONST || V(v)->kind != VK_LIST || V(v)->source != NULL ||
-        !PyLong_Check(V(key)->u.cnst.value)) {
+    PyObject *k = V(key)->u.cnst.value;
+    tr_status st;
+    if (V(key)->kind != VK_CONST || V(v)->kind != VK_LIST || V(v)->u.seq.nt_type != NULL ||
+        !(PyLong_Check(k) || PySlice_Check(k))) {
         return cdyn_tx_unsupported(tx, "DELETE_SUBSCR on %S", v);
     }
     n = PyList_GET_SIZE(items(v));
-    i = PyLong_AsSsize_t(V(key)->u.cnst.value);
+    if (PySlice_Check(k)) {
+        st = cdyn_container_mutating(tx, v);
+        return st == TR_OK && PyObject_DelItem(items(v), k) < 0 ? TR_ERROR : st;
+    }
+    i = PyLong_AsSsize_t(k);
     if (i < 0) {
         i += n;
     }
     if (i < 0 || i >= n) {
         return cdyn_tx_unsupported(tx, "del of a list index out of range");
     }
-    cdyn_tx_mutated(tx, v);
+    if ((st = cdyn_container_mutating(tx, v)) != TR_OK) {
+        return st;
+    }
     return PyList_SetSlice(items(v), i, i + 1, NULL) < 0 ? TR_ERROR : TR_OK;
 }
 
+/* `item in seq`: == against each item (identity first), decided at trace time. */
 static tr_status
 seq_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
 {
-    if (V(item)->kind != VK_CONST) {
-        return cdyn_tx_unsupported(tx, "'in' of %S in a sequence", item);
-    }
     *out = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items(v)); i++) {
-        PyObject *e = PyList_GET_ITEM(items(v), i);
-        int r;
-        if (V(e)->kind != VK_CONST) {
-            return cdyn_tx_unsupported(tx, "'in' over non-constant items");
-        }
-        r = PyObject_RichCompareBool(V(e)->u.cnst.value, V(item)->u.cnst.value, Py_EQ);
-        if (r < 0) {
-            return cdyn_tx_unsupported(tx, "'in' comparison failed");
-        }
-        if (r) {
-            *out = 1;
-            break;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items(v)) && !*out; i++) {
+        tr_status st = cdyn_values_equal(tx, PyList_GET_ITEM(items(v), i), item, out);
+        if (st != TR_OK) {
+            return st;
         }
     }
     return TR_OK;
@@ -329,17 +559,67 @@ seq_repeat(cdyn_tx *tx, PyObject *seq, PyObject *count, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* seq + seq / seq * n on sequences of constants where one side is a constant tuple subclass
+ * (torch.Size + (-1, 4) is a torch.Size): folded on the real objects. TR_NOTIMPL otherwise. */
+static tr_status
+fold_sized(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *ra = cdyn_v_real(a), *rb = cdyn_v_real(b), *ca = NULL, *cb = NULL, *r = NULL;
+    int sized = (V(a)->kind == VK_CONST && PyTuple_Check(ra) && !PyTuple_CheckExact(ra)) ||
+                (V(b)->kind == VK_CONST && PyTuple_Check(rb) && !PyTuple_CheckExact(rb));
+    if (!sized || (op != 0 && op != 5)) {
+        return TR_NOTIMPL;
+    }
+    ca = cdyn_v_as_constant(a);
+    cb = ca ? cdyn_v_as_constant(b) : NULL;
+    if (cb != NULL) {
+        r = op == 0 ? PyNumber_Add(ca, cb) : PyNumber_Multiply(ca, cb);
+        if (r == NULL) {
+            PyErr_Clear();
+        }
+    }
+    Py_XDECREF(ca);
+    Py_XDECREF(cb);
+    if (r == NULL || !cdyn_is_constant(r)) {
+        Py_XDECREF(r);
+        return TR_NOTIMPL;
+    }
+    (void)tx;
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 static tr_status
 seq_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     cdyn_vkind ka = seq_kind_of(a), kb = seq_kind_of(b);
     int opb = op >= 13 ? op - 13 : op;
     PyObject *la = NULL, *lb = NULL;
-    tr_status st;
+    tr_status st = fold_sized(tx, op, a, b, out);
     Py_ssize_t n;
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    if (op == 18 /* *= */ && V(a)->kind == VK_LIST) {
+        PyObject *r = NULL;
+        st = seq_repeat(tx, a, b, &r);
+        if (st != TR_OK) {
+            return st;
+        }
+        if ((st = cdyn_container_mutating(tx, a)) == TR_OK &&
+            PyList_SetSlice(items(a), 0, PY_SSIZE_T_MAX, items(r)) < 0) {
+            st = TR_ERROR;
+        }
+        Py_DECREF(r);
+        *out = st == TR_OK ? Py_NewRef(a) : NULL;
+        return st;
+    }
     if (opb == 5 /* mul */) {
         return ka != VK_NULL ? seq_repeat(tx, a, b, out)
                              : kb != VK_NULL ? seq_repeat(tx, b, a, out) : TR_NOTIMPL;
+    }
+    if (op == 13 && V(a)->kind == VK_LIST && V(b)->kind != VK_TENSOR) {
+        kb = VK_LIST;   /* list += any iterable (a tuple, a dict's keys, a set, ...) */
     }
     if (opb != 0 /* add */ || ka == VK_NULL || ka != kb) {
         return TR_NOTIMPL;   /* tuple + list raises in Python: left to it */
@@ -350,11 +630,11 @@ seq_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     }
     if (op >= 13 && V(a)->kind == VK_LIST) {
         /* list += iterable: mutate in place */
-        if (V(a)->source != NULL) {
+        if ((st = cdyn_tx_materialize(tx, a)) != TR_OK ||
+            (st = cdyn_container_mutating(tx, a)) != TR_OK) {
             Py_DECREF(lb);
-            return cdyn_tx_unsupported(tx, "mutation of an input list");
+            return st;
         }
-        cdyn_tx_mutated(tx, a);
         n = PyList_GET_SIZE(items(a));
         if (PyList_SetSlice(items(a), n, n, lb) < 0) {
             Py_DECREF(lb);
@@ -379,6 +659,99 @@ seq_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     *out = cdyn_value_seq_list(ka, la);
     Py_DECREF(la);
     return *out ? TR_OK : TR_ERROR;
+}
+
+/* Comparison of two lists or two tuples: the first items that differ (==, identity first)
+ * decide, else the lengths. */
+static tr_status
+seq_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    cdyn_vkind ka = seq_kind_of(a), kb = seq_kind_of(b);
+    PyObject *la = NULL, *lb = NULL, *cmp = NULL;
+    Py_ssize_t na, nb, i;
+    tr_status st;
+    int eq = 1;
+    if (ka == VK_NULL || kb == VK_NULL) {
+        return TR_NOTIMPL;
+    }
+    if (ka != kb) {
+        if (op != Py_EQ && op != Py_NE) {
+            return TR_NOTIMPL;   /* list < tuple raises: left to Python */
+        }
+        *out = cdyn_value_bool(op == Py_NE);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if ((st = cdyn_v_unpack(tx, a, &la)) != TR_OK) {
+        return st;
+    }
+    if ((st = cdyn_v_unpack(tx, b, &lb)) != TR_OK) {
+        Py_DECREF(la);
+        return st;
+    }
+    na = PyList_GET_SIZE(la);
+    nb = PyList_GET_SIZE(lb);
+    if ((op == Py_EQ || op == Py_NE) && na != nb) {
+        eq = 0;
+        i = 0;
+    }
+    else {
+        for (i = 0; i < na && i < nb && eq; i++) {
+            st = cdyn_values_equal(tx, PyList_GET_ITEM(la, i), PyList_GET_ITEM(lb, i), &eq);
+            if (st != TR_OK) {
+                goto done;
+            }
+        }
+        i = eq ? i : i - 1;
+    }
+    if (op == Py_EQ || op == Py_NE) {
+        *out = cdyn_value_bool((op == Py_EQ) == eq);
+    }
+    else if (!eq) {
+        st = cdyn_v_compare(tx, op, PyList_GET_ITEM(la, i), PyList_GET_ITEM(lb, i), &cmp);
+        *out = cmp;
+        cmp = NULL;
+        goto done;
+    }
+    else {
+        PyObject *x = PyLong_FromSsize_t(na), *y = PyLong_FromSsize_t(nb);
+        int r = x && y ? PyObject_RichCompareBool(x, y, op) : -1;
+        Py_XDECREF(x);
+        Py_XDECREF(y);
+        *out = r < 0 ? NULL : cdyn_value_bool(r);
+    }
+    st = *out ? TR_OK : TR_ERROR;
+done:
+    Py_XDECREF(la);
+    Py_XDECREF(lb);
+    return st;
+}
+
+/* A list/tuple of constants as a real list/tuple (not named tuples). */
+static PyObject *
+seq_as_constant(PyObject *v)
+{
+    Py_ssize_t n;
+    PyObject *l = NULL;
+    if (V(v)->bits & (SEQ_LAZY | SEQ_APPENDED)) {
+        return NULL;
+    }
+    n = PyList_GET_SIZE(items(v));
+    if (V(v)->u.seq.nt_type != NULL) {
+        return NULL;
+    }
+    l = PyList_New(n);
+    for (Py_ssize_t i = 0; l && i < n; i++) {
+        PyObject *c = cdyn_v_as_constant(PyList_GET_ITEM(items(v), i));
+        if (c == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, i, c);
+    }
+    if (l != NULL && V(v)->kind == VK_TUPLE) {
+        Py_SETREF(l, PyList_AsTuple(l));
+    }
+    return l;
 }
 
 static tr_status
@@ -445,7 +818,7 @@ seq_python_type(PyObject *v)
 static tr_status
 seq_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
-    if (V(v)->source != NULL) {
+    if (V(v)->source != NULL && !(V(v)->bits & SEQ_SYNCED)) {
         return TR_OK;   /* rebuilt from its source (stores replayed on it) */
     }
     if (V(v)->kind == VK_LIST && V(v)->u.seq.nt_type != NULL) {
@@ -511,6 +884,19 @@ seq_reconstruct(cdyn_cg *cg, PyObject *v)
     return cdyn_cg_emit(cg, BUILD_TUPLE, (int)n);
 }
 
+/* target[:] = [<items>] */
+static int
+seq_writeback(cdyn_cg *cg, PyObject *v)
+{
+    PyObject *all = PySlice_New(NULL, NULL, NULL);
+    int e = all == NULL || emit_items(cg, v) < 0 ||
+            cdyn_cg_emit(cg, BUILD_LIST, (int)PyList_GET_SIZE(items(v))) < 0 ||
+            cdyn_cg_value(cg, v) < 0 || cdyn_cg_load_const(cg, all) < 0 ||
+            cdyn_cg_emit(cg, STORE_SUBSCR, 0) < 0;
+    Py_XDECREF(all);
+    return e ? -1 : 0;
+}
+
 const cdyn_vtable cdyn_seq_vt = {
     .name = "SequenceVariable",
     .getattr = seq_getattr,
@@ -522,9 +908,12 @@ const cdyn_vtable cdyn_seq_vt = {
     .delete_subscr = seq_delete_subscr,
     .contains = seq_contains,
     .binop = seq_binop,
+    .compare = seq_compare,
     .len = seq_len,
     .graph_arg = seq_graph_arg,
     .python_type = seq_python_type,
     .collect = seq_collect,
     .reconstruct = seq_reconstruct,
+    .writeback = seq_writeback,
+    .as_constant = seq_as_constant,
 };

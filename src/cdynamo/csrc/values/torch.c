@@ -45,12 +45,73 @@ static const struct {
 static PyObject *constant_results;   /* dict: function -> constant result */
 static PyObject *fn_annotate, *fn_assert;
 
+/* Functions of torch's global autocast state: folded, with a GLOBAL_STATE guard. */
+static const char *const state_fn_names[] = {"is_autocast_enabled", "get_autocast_dtype",
+                                             "is_autocast_cpu_enabled", "get_autocast_cpu_dtype",
+                                             "is_autocast_cache_enabled", NULL};
+static PyObject *state_fns[8];
+
+static int
+is_state_fn(PyObject *obj)
+{
+    for (int i = 0; state_fns[i] != NULL; i++) {
+        if (obj == state_fns[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- torch objects made in the frame ----------------------------------------------------
+ * torch.nn modules (nn.Softmax(dim=-1)(x)) and torch.finfo/iinfo built from constants are
+ * built at trace time (their constructors have no effect but the object) and used through
+ * a constant source: the same object serves every call of the compiled code. */
+static PyObject *finfo_type, *iinfo_type;
+
+static int
+is_trusted_constructor(PyObject *obj)
+{
+    if (!PyType_Check(obj)) {
+        return 0;
+    }
+    if (obj == finfo_type || obj == iinfo_type) {
+        return 1;
+    }
+    return PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)cdyn_G.nn_module_type) &&
+           cdyn_module_startswith(obj, "torch.nn") && obj != cdyn_G.nn_module_type;
+}
+
+static tr_status
+construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames, PyObject **out)
+{
+    PyObject *objs[32], *real = NULL, *src = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    tr_status st;
+    if (!cdyn_all_const(args, nargs) || nargs > 32) {
+        return cdyn_tx_unsupported(tx, "%R with non-constant arguments", cls);
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        objs[i] = V(args[i])->u.cnst.value;
+    }
+    real = PyObject_Vectorcall(cls, objs, nargs - nkw, kwnames);
+    if (real == NULL) {
+        return cdyn_tx_unsupported(tx, "%R(...) failed", cls);
+    }
+    src = cdyn_source_const(real, Py_None);
+    st = src ? cdyn_tx_wrap_real(tx, real, src, out) : TR_ERROR;
+    Py_XDECREF(src);
+    Py_DECREF(real);
+    return st;
+}
+
 /* 1 when obj is a torch function this family folds or handles specially. */
 int
 cdyn_is_torch_special(PyObject *obj)
 {
     PyObject *r;
-    if (obj == fn_annotate || obj == fn_assert) {
+    if (obj == fn_annotate || obj == fn_assert || is_state_fn(obj) || cdyn_is_ctx_factory(obj) ||
+        is_trusted_constructor(obj)) {
         return 1;
     }
     r = constant_results ? PyDict_GetItemWithError(constant_results, obj) : NULL;
@@ -89,6 +150,33 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
     PyErr_Clear();
     *handled = 0;
     return TR_OK;
+}
+
+static tr_status
+call_state_fn(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames, PyObject **out, int *handled)
+{
+    PyObject *argt = NULL, *r = NULL;
+    *handled = is_state_fn(obj);
+    if (!*handled) {
+        return TR_OK;
+    }
+    if (kwnames != NULL || !cdyn_all_const(args, nargs)) {
+        return cdyn_tx_unsupported(tx, "%R with non-constant arguments", obj);
+    }
+    argt = PyTuple_New(nargs);
+    for (Py_ssize_t i = 0; argt && i < nargs; i++) {
+        PyTuple_SET_ITEM(argt, i, Py_NewRef(V(args[i])->u.cnst.value));
+    }
+    r = argt ? PyObject_Call(obj, argt, NULL) : NULL;
+    if (r == NULL || !cdyn_is_constant(r) || cdyn_guards_add_call(tx->guards, obj, argt, r) < 0) {
+        Py_XDECREF(argt);
+        Py_XDECREF(r);
+        return cdyn_tx_unsupported(tx, "%R failed", obj);
+    }
+    Py_DECREF(argt);
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
 }
 
 /* A GRADCTX value setting `mode`; applied: the mode is already set (set_grad_enabled) and
@@ -156,6 +244,15 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
     {
         int handled = 0;
         tr_status st = call_special(tx, obj, args, nargs, kwnames, out, &handled);
+        if (!handled) {
+            st = cdyn_ctx_factory(tx, obj, args, nargs, kwnames, out, &handled);
+        }
+        if (!handled) {
+            st = call_state_fn(tx, obj, args, nargs, kwnames, out, &handled);
+        }
+        if (!handled && is_trusted_constructor(obj)) {
+            return construct(tx, obj, args, nargs, kwnames, out);
+        }
         if (handled) {
             return st;
         }
@@ -209,6 +306,15 @@ cdyn_torch_init(void)
         PyObject *jit = PyImport_ImportModule("torch.jit"), *torch = PyImport_ImportModule("torch");
         fn_annotate = jit ? PyObject_GetAttrString(jit, "annotate") : NULL;
         fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
+        finfo_type = torch ? PyObject_GetAttrString(torch, "finfo") : NULL;
+        iinfo_type = torch ? PyObject_GetAttrString(torch, "iinfo") : NULL;
+        for (int i = 0, k = 0; torch && state_fn_names[i]; i++) {
+            PyObject *f = PyObject_GetAttrString(torch, state_fn_names[i]);
+            if (f != NULL) {
+                state_fns[k++] = f;
+            }
+            PyErr_Clear();
+        }
         Py_XDECREF(jit);
         Py_XDECREF(torch);
         PyErr_Clear();

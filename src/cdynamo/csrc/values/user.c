@@ -31,10 +31,11 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if ((PyMethod_Check(attr) && PyMethod_GET_SELF(attr) == obj) ||
         (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) == obj)) {
         /* a method of the object: its function inlined with this value as self, or a
-           builtin method (opaque: fixed by the object's TYPE_MATCH) */
+           builtin method called through the object (a graph break, the call run by Python) */
+        /* the method is bound to this object: rebuilt as <object>.name, never as the bound
+           method of the object seen at trace time */
         PyObject *func = PyMethod_Check(attr) ? PyMethod_GET_FUNCTION(attr) : NULL;
-        *out = func != NULL && PyFunction_Check(func) ? cdyn_value_method(func, name, v)
-                                                      : cdyn_value_obj(VK_OPAQUE, attr, NULL);
+        *out = cdyn_value_method(func != NULL && PyFunction_Check(func) ? func : NULL, name, v);
         st = *out ? TR_OK : TR_ERROR;
     }
     else if (src == NULL) {

@@ -1,0 +1,93 @@
+"""Exceptions raised and caught inside the traced code (issue 7: try/except/finally): the
+handler is traced too, so the function stays one graph, as torch._dynamo 2.13."""
+import pytest
+import torch
+import torch._dynamo
+
+import cdynamo
+from helpers import CountingBackend
+
+
+def helper(x, bad):
+    if bad:
+        raise ValueError("bad input", 3)
+    return x + 1
+
+
+def caught_from_callee(x):
+    try:
+        y = helper(x, True)
+    except ValueError as e:
+        y = x - e.args[1]
+    return y * 2
+
+
+def tuple_clause_and_finally(x):
+    try:
+        raise KeyError("k")
+    except (TypeError, KeyError):
+        x = x + 10
+    finally:
+        x = x * 2
+    return x
+
+
+def raise_through_with(x):
+    try:
+        with torch.no_grad():
+            y = x * 2
+            raise IndexError("in with")
+    except IndexError:
+        return y, torch.is_grad_enabled()
+
+
+class MyError(Exception):
+    pass
+
+
+def raises_user_class(x):
+    raise MyError()
+
+
+def caught_user_class(x):
+    try:
+        raises_user_class(x)
+    except MyError:
+        return x + 5
+    return x
+
+
+def nested_handlers(x):
+    try:
+        try:
+            raise ValueError
+        except TypeError:
+            x = x + 100
+    except ValueError:
+        x = x + 1
+    return x
+
+
+@pytest.mark.parametrize("fn", [caught_from_callee, tuple_clause_and_finally,
+                                raise_through_with, caught_user_class, nested_handlers],
+                         ids=lambda f: f.__name__)
+def test_caught_exception_stays_in_one_graph_like_dynamo(fn):
+    x = torch.ones(3)
+    expected = fn(x)
+    counter = CountingBackend()
+    out = cdynamo.compile(fn, backend=counter)(x)
+    assert str(out) == str(expected)
+    torch._dynamo.reset()
+    dyn = CountingBackend()
+    torch.compile(fn, backend=dyn)(x)
+    assert counter.frame_count == dyn.frame_count == 1
+
+
+def uncaught(x):
+    return helper(x * 2, True)
+
+
+def test_uncaught_exception_reaches_the_user_with_its_values():
+    with pytest.raises(ValueError) as e:
+        cdynamo.compile(uncaught, backend="eager")(torch.ones(2))
+    assert e.value.args == ("bad input", 3)
