@@ -208,6 +208,28 @@ def test_cond_branch_mutating_or_aliasing_an_input_is_refused(branch, why):
         torch.compile(f, backend="eager", fullgraph=True)(X.clone())
 
 
+def cond_fake_error_caught(x):
+    y = x.sin()
+    try:
+        z = torch.cond(x.sum() > 0, lambda t: t.cos(), lambda t: t.to(torch.float64), (x,))
+    except Exception:
+        z = 1
+    return y + z
+
+
+def test_cond_failing_after_its_bodies_leaves_no_subgraph_behind():
+    # both bodies trace, the op's fake run fails (branch dtypes differ): the graph break
+    # leaves no get_attr node nor GraphModule of the bodies in the graph before it
+    x = torch.tensor([0.5, -1.0, 2.0])
+    cdynamo.reset()
+    cdy = CountingBackend()
+    assert_same(cdynamo.compile(cond_fake_error_caught, backend=cdy)(x),
+                cond_fake_error_caught(x))
+    top = cdy.graphs[0]
+    assert [n.op for n in top.graph.nodes if n.op == "get_attr"] == []
+    assert list(dict(top.named_children())) == []
+
+
 COND_BREAK = """
 import torch, cdynamo
 def f(x):
@@ -229,8 +251,6 @@ print("RESULT", eager, got)
 """
 
 
-@pytest.mark.xfail(reason="eager torch.cond runs torch.compile: needs the frame-hook "
-                          "coexistence fix (hook.c, issue 8 scope 1)", strict=False)
 def test_cond_branch_that_cannot_be_traced_runs_eager_torch_cond():
     # a branch with a print cannot be traced (torch._dynamo refuses it too): the call runs
     # eager torch.cond, which raises UncapturedHigherOrderOpError, as in eager
