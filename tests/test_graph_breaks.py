@@ -314,10 +314,9 @@ def test_seed000_kernel19_unsupported_call(fn, init):
 
 @pytest.mark.parametrize("init", ["zeros", "ones"])
 def test_seed000_kernel19_numpy_c_function(init):
-    # torch._dynamo traces .numpy() into its graph by default; cdynamo breaks on it (issue 3's
-    # scope), so torch._dynamo is made to break on it too for the side-by-side counts.
-    with torch._dynamo.config.patch(trace_numpy=False):
-        run_both(kernel19_numpy, SRC, INDEX, _out(init))
+    # .numpy() is traced (a view of the tensor), .tobytes() needs the data: a break, as in
+    # torch._dynamo
+    run_both(kernel19_numpy, SRC, INDEX, _out(init))
 
 
 dic = OrderedDict()
@@ -1574,8 +1573,7 @@ def graph_break_fn_torch(x):
 
 
 def test_c_function_on_tensor():
-    with torch._dynamo.config.patch(trace_numpy=False):     # see the kernel19 numpy test
-        run_both(c_function_on_tensor, A)
+    run_both(c_function_on_tensor, A)
 
 
 def test_opaque_object_from_break_no_recompile():

@@ -36,6 +36,11 @@ CATALOGUE: tuple[BreakReason, ...] = (
     BreakReason("CDB0006", "break inside autocast", r"graph break inside torch\.autocast",
                 "A graph break inside a torch.autocast block makes the frame run unmodified.",
                 "Move the unsupported code out of the autocast block."),
+    BreakReason("CDB0050", "numpy not traced", r"^numpy: ",
+                "A NumPy operation cdynamo does not trace through torch._numpy (it needs the "
+                "array's data, has no torch._numpy counterpart, mixes ndarrays with tensors, "
+                "or torch._numpy's result would differ from NumPy's); it runs in NumPy.",
+                "Use torch operations on tensors, or convert with torch.from_numpy() first."),
     BreakReason("CDB0001", "data-dependent branch",
                 r"generic_jump on a tensor|truth value of .*Tensor|branch on a tensor",
                 "Python control flow (if/while/and/or/not) depends on a tensor's value, which "

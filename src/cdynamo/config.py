@@ -11,6 +11,10 @@
                     bool, default False (True with CDYNAMO_RAISE_INTERNAL_ERRORS=1). An
                     internal error of cdynamo while translating a frame raises instead of
                     making the frame run unmodified with a WARNING (the test suite sets it).
+  trace_numpy       bool, default True. NumPy calls on tensors (x.numpy(), np.* on the
+                    result, numpy input arrays) are traced as torch ops through torch._numpy
+                    (as torch._dynamo.config.trace_numpy); False makes them graph breaks.
+                    Read while tracing: call cdynamo.reset() after changing it.
 
 Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
 sets values for the duration of a with-block.
@@ -23,7 +27,7 @@ import os
 import sys
 import types
 
-_NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors")
+_NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors", "trace_numpy")
 _log = logging.getLogger("cdynamo")
 _handler = None
 
@@ -62,7 +66,7 @@ def _apply_verbose(on: bool) -> None:
 
 
 def _validate(name: str, value):
-    if name in ("output_code", "verbose", "raise_internal_errors"):
+    if name in ("output_code", "verbose", "raise_internal_errors", "trace_numpy"):
         if not isinstance(value, bool):
             raise TypeError(f"cdynamo.config.{name} must be a bool, got {type(value).__name__}")
         return value
@@ -126,6 +130,7 @@ output_code: bool = _env_flag("CDYNAMO_OUTPUT_CODE")
 cache_size_limit: int = 8
 verbose: bool = _env_flag("CDYNAMO_VERBOSE")
 raise_internal_errors: bool = _env_flag("CDYNAMO_RAISE_INTERNAL_ERRORS")
+trace_numpy: bool = True
 
 sys.modules[__name__].__class__ = _ConfigModule
 if verbose:

@@ -165,6 +165,7 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.compiler.is_exporting": (CONSTANT, False),
     "torch._dynamo.is_compiling": (CONSTANT, True),
     "torch._utils.is_compiling": (CONSTANT, True),
+    "torch.backends.mha.get_fastpath_enabled": INLINE,
     "torch._dynamo.graph_break": BREAK,
     "torch._dynamo.testing.unsupported": BREAK,
     "cdynamo.graph_break": BREAK,
@@ -173,7 +174,7 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "builtins.breakpoint": BREAK,
     "torch.Tensor.item": BREAK,
     "torch.Tensor.tolist": BREAK,
-    "torch.Tensor.numpy": BREAK,
+    # torch.Tensor.numpy has no rule: traced (csrc/values/ndarray.c), as torch._dynamo does.
 }
 
 

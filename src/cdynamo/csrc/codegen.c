@@ -132,6 +132,11 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
         return cdyn_cg_emit(cg, BINARY_SUBSCR, 0);
     case CDYN_SRC_CONST:
         return cdyn_cg_load_const(cg, src->name);
+    case CDYN_SRC_CALL:
+        if (cdyn_cg_push_callable(cg, src->name) < 0 || cdyn_cg_source(cg, (PyObject *)src->base) < 0) {
+            return -1;
+        }
+        return cdyn_cg_call(cg, 1);
     case CDYN_SRC_ENTRY: {
         /* list(base.keys())[index] / list(base.values())[index] */
         PyObject *meth = PyUnicode_FromString(PyLong_AsLong(src->name) == 1 ? "values" : "keys");

@@ -407,6 +407,19 @@ cdyn_tx_inline_function(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObje
     tr_status st;
     assert(PyFunction_Check(func));
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
+        /* a per-callable INLINE entry of trace_rules overrides its file's rule
+           (torch.backends.mha.get_fastpath_enabled) */
+        PyObject *value = NULL;
+        int crule = cdyn_rules_for_callable(func, &value);
+        Py_XDECREF(value);
+        if (crule < 0) {
+            return TR_ERROR;
+        }
+        if (crule == CDYN_RULE_INLINE) {
+            rule = CDYN_RULE_INLINE;
+        }
+    }
+    if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* trace_rules: library internals are never traced, not even inlined */
         return cdyn_tx_unsupported(tx, "call to %R (trace rule \"%s\": never traced)", func,
                                    cdyn_rule_name((cdyn_rule)rule));

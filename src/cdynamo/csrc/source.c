@@ -44,7 +44,8 @@ source_richcompare(PyObject *a, PyObject *b, int op)
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 
-static const char *const kind_names[] = {"local", "global", "closure", "attr", "item", "const"};
+static const char *const kind_names[] = {"local", "global", "closure", "attr", "item", "const",
+                                         "call", "entry"};
 
 /* source.kind: new str naming the kind. */
 static PyObject *
@@ -75,7 +76,7 @@ source_get_index(cdyn_source *self, void *Py_UNUSED(closure))
 }
 
 static PyGetSetDef source_getset[] = {
-    {"kind", (getter)source_get_kind, NULL, "local, global, closure, attr, item or const", NULL},
+    {"kind", (getter)source_get_kind, NULL, "local, global, closure, attr, item, const, call or entry", NULL},
     {"base", (getter)source_get_base, NULL, "base source (attr, item) or None", NULL},
     {"name", (getter)source_get_name, NULL, "name, item key or the constant", NULL},
     {"index", (getter)source_get_index, NULL, "slot index (local, closure) or -1", NULL},
@@ -248,6 +249,16 @@ cdyn_source_const(PyObject *obj, PyObject *label)
                                                                    Py_TYPE(obj)->tp_name,
                                                                    (void *)obj);
     return source_make(CDYN_SRC_CONST, -1, obj, NULL, repr);
+}
+
+PyObject *
+cdyn_source_call(PyObject *fn, PyObject *base, const char *label)
+{
+    if (require_source(base, "cdyn_source_call") < 0) {
+        return NULL;
+    }
+    PyObject *repr = PyUnicode_FromFormat("%s(%U)", label, cdyn_source_repr(base));
+    return source_make(CDYN_SRC_CALL, -1, fn, base, repr);
 }
 
 int
@@ -426,12 +437,18 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
         return v;
     case CDYN_SRC_CONST:
         return Py_NewRef(s->name);
+    case CDYN_SRC_CALL:
     case CDYN_SRC_ENTRY:
         base = cdyn_source_eval(s->base, localsplus, func, globals, builtins);
         if (base == NULL) {
             return NULL;
         }
-        v = entry_get(base, s->index, s->name == Py_True || PyLong_AsLong(s->name) == 1);
+        if (s->kind == CDYN_SRC_CALL) {
+            v = PyObject_CallOneArg(s->name, base);
+        }
+        else {
+            v = entry_get(base, s->index, s->name == Py_True || PyLong_AsLong(s->name) == 1);
+        }
         Py_DECREF(base);
         return v;
     }

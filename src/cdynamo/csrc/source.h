@@ -18,6 +18,8 @@ typedef enum {
     CDYN_SRC_ITEM,        /* base[key]; key (hashable, usually an int or str) held in name */
     CDYN_SRC_CONST,       /* a fixed object held in name (e.g. the globals dict of another
                              module, for globals read by inlined functions); repr given */
+    CDYN_SRC_CALL,        /* name(base): a fixed callable held in name applied to the value of
+                             base (a numpy input array seen as a tensor); repr given */
     CDYN_SRC_ENTRY,       /* the index-th key (name 0) or value (name 1) of the dict base, in
                              iteration order: list(base.keys())[index] (a tensor used as a key
                              has no other path) */
@@ -47,6 +49,9 @@ PyObject *cdyn_source_entry(PyObject *base, Py_ssize_t index, int value);
 /* A source that always evaluates to obj (borrowed; the source keeps a strong reference);
  * label (borrowed str or None) names it in the repr: G@label (added by the lead). */
 PyObject *cdyn_source_const(PyObject *obj, PyObject *label);
+/* A source evaluating fn(<base>) (fn, base borrowed); label names fn in the repr:
+ * label(<base repr>). */
+PyObject *cdyn_source_call(PyObject *fn, PyObject *base, const char *label);
 
 /* Evaluate a source against a frame that is about to run (prefix not yet executed:
  * argument slots filled, cells not yet made, free vars not yet copied, so CLOSURE reads

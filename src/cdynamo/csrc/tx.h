@@ -320,6 +320,28 @@ tr_status cdyn_collect_nothing(cdyn_tx *tx, struct cdyn_cg *cg, PyObject *v);
 /* The real type of values holding a real object in u.obj.obj. */
 PyTypeObject *cdyn_python_type_obj(PyObject *v);
 
+/* NumPy (values/ndarray.c). numpy scalars (numpy.number) and numpy.dtype objects are
+ * constants; numpy callables with a torch._numpy counterpart (and numpy.dtype/iinfo/finfo)
+ * are NPFN values; input arrays are graph inputs (cdyn_ndarray_wrap_input). All 0 while
+ * numpy is not imported. */
+int cdyn_is_numpy_constant(PyObject *obj);
+int cdyn_is_numpy_scalar(PyObject *obj);
+int cdyn_is_numpy_array(PyObject *obj);
+int cdyn_is_numpy_callable(PyObject *obj);
+/* 1 when some value in args is an NDARRAY. */
+int cdyn_any_ndarray(PyObject *const *args, Py_ssize_t n);
+/* x.numpy(force=...) on the tensor value self: an NDARRAY (a recorded view of x). */
+tr_status cdyn_ndarray_from_tensor(cdyn_tx *tx, PyObject *self, PyObject *const *args,
+                                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+/* A torch function fn called with NDARRAY arguments: torch.from_numpy / as_tensor / asarray
+ * of one array are recorded, anything else is unsupported. */
+tr_status cdyn_ndarray_torch_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args,
+                                  Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+
+/* An input numpy array read through source (borrowed, required): a graph input, the tensor
+ * sharing its memory (guards: TYPE_MATCH, TENSOR_MATCH on ___from_numpy(source)), as an
+ * NDARRAY rebuilt from source. *out NULL (TR_OK) when torch cannot hold the array. */
+tr_status cdyn_ndarray_wrap_input(cdyn_tx *tx, PyObject *arr, PyObject *source, PyObject **out);
 /* ---- values/dict.c, values/set.c, values/seq.c: containers --------------------------------
  * A dict key or set item is identified at trace time by its hash key: a constant is its own
  * hash key; a tensor (by identity) or a function made in the trace is a private (marker,

@@ -19,6 +19,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_GRADEXIT] = &cdyn_ctx_vt,   [VK_AUTOCAST] = &cdyn_ctx_vt,
     [VK_AUTOCAST_EXIT] = &cdyn_ctx_vt, [VK_NULLCTX] = &cdyn_ctx_vt,
     [VK_EXCTYPE] = &cdyn_exc_vt,    [VK_EXC] = &cdyn_exc_vt,
+    [VK_NDARRAY] = &cdyn_ndarray_vt, [VK_NPFN] = &cdyn_npfn_vt,
     [VK_SET] = &cdyn_set_vt,        [VK_FROZENSET] = &cdyn_set_vt,
     [VK_HOP] = &cdyn_hop_vt,        [VK_SUBGRAPH] = &cdyn_hop_vt,
     [VK_FNCTX] = &cdyn_hop_vt,
@@ -35,6 +36,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_GRADEXIT] = "GradModeExit", [VK_AUTOCAST] = "AutocastMode",
     [VK_AUTOCAST_EXIT] = "AutocastExit", [VK_NULLCTX] = "NullContext",
     [VK_EXCTYPE] = "ExceptionClass", [VK_EXC] = "Exception",
+    [VK_NDARRAY] = "NumpyNdarray", [VK_NPFN] = "Numpy",
     [VK_SET] = "Set", [VK_FROZENSET] = "FrozenSet",
     [VK_HOP] = "HigherOrderOp", [VK_SUBGRAPH] = "Subgraph", [VK_FNCTX] = "AutogradFunctionContext",
 };
@@ -62,6 +64,7 @@ cdyn_value_repr(PyObject *self)
     case VK_CONST:
         return PyUnicode_FromFormat("%sVariable(%R)", k, v->u.cnst.value);
     case VK_TENSOR:
+    case VK_NDARRAY:
         return PyUnicode_FromFormat("%sVariable(%S)", k,
                                     v->u.tensor.node ? v->u.tensor.node : Py_None);
     case VK_TUPLE:
@@ -252,6 +255,7 @@ cdyn_v_real(PyObject *v)
     switch (V(v)->kind) {
     case VK_CONST: case VK_PYMODULE: case VK_OPAQUE: case VK_USERFN: case VK_BUILTIN:
     case VK_TORCHFN: case VK_CLASS: case VK_OBJECT: case VK_NNMODULE: case VK_EXCTYPE:
+    case VK_NPFN:
         return V(v)->u.obj.obj;
     default:
         return NULL;

@@ -51,6 +51,9 @@
  *   ops           values/autograd_fn.c                                 torch.func transforms (bits: HOP_*)
  *                                     SUBGRAPH     u.sub              a body traced into its own GraphModule
  *                                     FNCTX        u.fnctx            the ctx of a traced autograd.Function
+ *   numpy         values/ndarray.c    NDARRAY      u.tensor           a numpy.ndarray: the tensor backing it
+ *                                                                     (fake + node), traced via torch._numpy
+ *                                     NPFN         u.obj.obj          a numpy callable traced via torch._numpy
  */
 #ifndef CDYN_VALUE_H
 #define CDYN_VALUE_H
@@ -86,6 +89,7 @@ typedef enum {
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
     VK_EXCTYPE, VK_EXC,
     VK_SET, VK_FROZENSET,
+    VK_NDARRAY, VK_NPFN,
     VK__COUNT
 } cdyn_vkind;
 
@@ -219,6 +223,7 @@ typedef struct cdyn_vtable {
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
     cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_exc_vt, cdyn_set_vt, cdyn_hop_vt;
+extern const cdyn_vtable cdyn_ndarray_vt, cdyn_npfn_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;

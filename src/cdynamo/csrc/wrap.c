@@ -21,6 +21,9 @@ cdyn_is_constant(PyObject *obj)
         Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) {
         return 1;
     }
+    if (cdyn_is_numpy_constant(obj)) {
+        return 1;   /* numpy scalars and numpy.dtype (values/ndarray.c) */
+    }
     if (PyTuple_CheckExact(obj) || PyFrozenSet_CheckExact(obj)) {
         PyObject *it = PyObject_GetIter(obj), *item = NULL;
         int ok = 1;
@@ -561,6 +564,14 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         return wrap_bound_method(tx, PyMethod_GET_SELF(obj), func,
                                  ((PyFunctionObject *)func)->func_name, source, out);
     }
+    if (PyCallable_Check(obj) && cdyn_is_numpy_callable(obj)) {
+        /* numpy functions, ufuncs, numpy.random's: traced through torch._numpy */
+        if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, PyFunction_Check(obj)) < 0) {
+            return TR_ERROR;
+        }
+        *out = cdyn_value_obj(VK_NPFN, obj, source);
+        return *out ? TR_OK : TR_ERROR;
+    }
     if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL &&
         !PyModule_Check(PyCFunction_GET_SELF(obj)) && !PyType_Check(PyCFunction_GET_SELF(obj)) &&
         is_method_of_self(obj)) {
@@ -581,6 +592,12 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         }
         *out = cdyn_value_obj(callable_kind(obj), obj, source);
         return *out ? TR_OK : TR_ERROR;
+    }
+    if (source != NULL && cdyn_is_numpy_array(obj)) {   /* values/ndarray.c */
+        tr_status st = cdyn_ndarray_wrap_input(tx, obj, source, out);
+        if (st != TR_OK || *out != NULL) {
+            return st;
+        }
     }
     /* Any other object: specialise on its type only; what is read through it is guarded
        at its own source. */

@@ -198,6 +198,12 @@ const_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
 static tr_status
 const_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
 {
+    if (cdyn_is_numpy_scalar(cobj(v))) {
+        /* torch takes a numpy scalar as the Python number it holds (which prints in FX) */
+        *fake = PyObject_CallMethod(cobj(v), "item", NULL);
+        *node = Py_XNewRef(*fake);
+        return *fake ? TR_OK : TR_ERROR;
+    }
     if (!fx_printable(cobj(v))) {
         return cdyn_tx_unsupported(tx, "constant %R cannot be an argument in the graph",
                                    cobj(v));

@@ -117,7 +117,7 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                                        "stride", "is_contiguous", "is_floating_point",
                                        "is_complex", "element_size", "get_device", "__len__",
                                        NULL};
-    static const char *const bad[] = {"item", "tolist", "numpy", "backward", "__index__",
+    static const char *const bad[] = {"item", "tolist", "backward", "__index__",
                                       "data_ptr", "__bool__", "__int__", "__float__",
                                       "register_hook", "retain_grad", NULL};
     PyObject *all[65];
@@ -127,6 +127,9 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     }
     if (in_list(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data", name);
+    }
+    if (cdyn_name_is(name, "numpy")) {
+        return cdyn_ndarray_from_tensor(tx, self, args, nargs, kwnames, out);
     }
     if (nargs > 64) {
         return cdyn_tx_unsupported(tx, "too many arguments");

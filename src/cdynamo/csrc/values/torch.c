@@ -4,6 +4,7 @@
  * is_grad_enabled()). */
 #include "../tx.h"
 #include "../codegen.h"
+#include "../trace_rules.h"
 
 int
 cdyn_is_graph_function(PyObject *obj)
@@ -148,6 +149,20 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
         return *out ? TR_OK : TR_ERROR;
     }
     PyErr_Clear();
+    if (PyFunction_Check(obj)) {
+        /* trace_rules' per-callable CONSTANT entries (torch.compiler.is_exporting, ...) */
+        PyObject *value = NULL;
+        int rule = cdyn_rules_for_callable(obj, &value);
+        if (rule < 0) {
+            return TR_ERROR;
+        }
+        if (rule == CDYN_RULE_CONSTANT) {
+            *out = cdyn_value_const(value);
+            Py_DECREF(value);
+            return *out ? TR_OK : TR_ERROR;
+        }
+        Py_XDECREF(value);
+    }
     *handled = 0;
     return TR_OK;
 }
@@ -227,6 +242,9 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
 {
     PyObject *obj = V(fn)->u.obj.obj;
     (void)fs;
+    if (cdyn_any_ndarray(args, nargs)) {   /* torch.from_numpy(a), ... (values/ndarray.c) */
+        return cdyn_ndarray_torch_call(tx, obj, args, nargs, kwnames, out);
+    }
     if (obj == cdyn_G.no_grad || obj == cdyn_G.enable_grad) {
         if (nargs != 0) {
             return cdyn_tx_unsupported(tx, "grad-mode context with arguments");
@@ -256,6 +274,12 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
         if (handled) {
             return st;
         }
+    }
+    if (PyFunction_Check(obj) && cdyn_all_const(args, nargs)) {
+        /* a Python helper of torch on constants (F._none_or_dtype(None), F._canonical_mask
+           without a mask) has no tensor to record: its body is traced instead (its trace
+           rule permitting), as torch._dynamo inlines torch's Python functions */
+        return cdyn_tx_inline_function(tx, obj, V(fn)->source, NULL, args, nargs, kwnames, out);
     }
     return cdyn_tx_graph_call(tx, "call_function", obj, NULL, args, nargs, kwnames, out);
 }
