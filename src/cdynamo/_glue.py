@@ -74,6 +74,112 @@ def new_trace():
     return torch.fx.Graph(), shapes.fake_mode, shapes
 
 
+def new_graph():
+    """Return a fresh torch.fx.Graph for the body of a higher-order op (a sub-trace)."""
+    return torch.fx.Graph()
+
+
+def sub_placeholder(graph, name, fake):
+    """A placeholder of a body graph (placeholder()), with its example value and the version
+    counter of that value when the body starts using it (body_alias_or_mutation)."""
+    node = placeholder(graph, name)
+    node.meta["example_value"] = fake
+    node.meta["cdynamo_version"] = fake._version
+    return node
+
+
+def body_alias_or_mutation(graph, outputs):
+    """Why torch.cond refuses a branch (as eager's torch.cond does): "input mutation" when an
+    input of the branch graph was changed in place, "aliasing" when an output shares storage
+    with an input or another output; None when neither."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    def storage(t):
+        return StorageWeakRef(t.untyped_storage())
+
+    inputs = set()
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            t = n.meta.get("example_value")
+            if isinstance(t, torch.Tensor):
+                if t._version != n.meta.get("cdynamo_version", t._version):
+                    return "input mutation"
+                inputs.add(storage(t))
+    seen = set()
+    for o in outputs:
+        t = o.meta.get("example_value")
+        if isinstance(t, torch.Tensor):
+            s = storage(t)
+            if s in inputs or s in seen:
+                return "aliasing"
+            seen.add(s)
+    return None
+
+
+def reorder_placeholders(graph, order):
+    """Move the placeholders of `graph` into the order of the list `order` (all of them),
+    so that two bodies of one higher-order op (torch.cond's branches) take the same inputs."""
+    first = next((n for n in graph.nodes if n.op != "placeholder"), None)
+    if first is None:
+        raise AssertionError("a body graph has no output node")
+    for node in order:
+        first.prepend(node)
+
+
+def finish_subgraph(graph, root, outputs):
+    """Give the body graph its output (a tuple/nested tuples of FX nodes) and return it as a
+    torch.fx.GraphModule over `root` (a dict of the modules its own get_attr nodes use),
+    as torch._dynamo registers the bodies of higher-order ops."""
+    graph.output(outputs)
+    return torch.fx.GraphModule(root, graph)
+
+
+def discard_subgraph(graph, root, node):
+    """Undo a registered body after its op failed: the get_attr `node` (if unused) leaves
+    `graph` and its GraphModule leaves `root`."""
+    if not node.users:
+        root.pop(node.target, None)
+        graph.erase_node(node)
+
+
+def fake_grad_like(mode, fake):
+    """A fake tensor with the metadata of `fake` that does not require grad: the example
+    value of a gradient input of a traced autograd.Function backward."""
+    with mode:
+        return torch.empty_like(fake, requires_grad=False)
+
+
+def is_functorch_wrapped(tensor):
+    """True when `tensor` is wrapped by a torch.func transform (vmap's BatchedTensor, grad's
+    GradTrackingTensor): such tensors are never graph inputs."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(tensor)
+
+
+def higher_order_op(name):
+    """torch.ops.higher_order.<name>: the operator a traced higher-order op is recorded as
+    (cond, tag_activation_checkpoint, autograd_function_apply), as torch._dynamo does."""
+    import torch._higher_order_ops  # noqa: F401  (defines cond, tag_activation_checkpoint)
+    import torch._functorch.autograd_function  # noqa: F401  (autograd_function_apply)
+    return getattr(torch.ops.higher_order, name)
+
+
+def once_differentiable_code():
+    """The code object of the wrapper torch.autograd.function.once_differentiable makes (a
+    traced backward wrapped by it is traced as the user's own function)."""
+    from torch.autograd.function import once_differentiable
+    return once_differentiable(lambda ctx: None).__code__
+
+
+def higher_order_op_type():
+    """torch._ops.HigherOrderOperator: calling one directly is not traced (a graph break)."""
+    return torch._ops.HigherOrderOperator
+
+
+def functorch_active():
+    """True while a torch.func transform (vmap, grad, jvp, ...) is running on this thread."""
+    return torch._C._functorch.peek_interpreter_stack() is not None
+
+
 def fake_from_tensor(mode, tensor):
     """Return a FakeTensor with the metadata of `tensor` (static shapes)."""
     return mode.from_tensor(tensor, static_shapes=True)
@@ -103,7 +209,11 @@ def fake_call_method(mode, name, args, kwargs):
 
 
 def placeholder(graph, name):
-    """Add a graph input named `name` after the existing inputs (FX wants them first)."""
+    """Add a graph input named `name` (made unique: it is the parameter name of the generated
+    forward) after the existing inputs (FX wants them first)."""
+    taken = {n.target for n in graph.nodes if n.op == "placeholder"}
+    if name in taken:
+        name = next(f"{name}_{i}" for i in itertools.count(1) if f"{name}_{i}" not in taken)
     first = next((n for n in graph.nodes if n.op != "placeholder"), None)
     if first is None:
         return graph.placeholder(name)

@@ -42,6 +42,34 @@ cdyn_sanitized_name(PyObject *source)
     return out;
 }
 
+/* The top level's graph and attribute dict (borrowed): graph inputs and module parameters
+ * always live there, also while a sub-trace is active. */
+static PyObject *
+top_graph(cdyn_tx *tx)
+{
+    cdyn_sub *s = tx->sub;
+    if (s == NULL) {
+        return tx->graph;
+    }
+    while (s->parent != NULL) {
+        s = s->parent;
+    }
+    return s->outer_graph;
+}
+
+static PyObject *
+top_root(cdyn_tx *tx)
+{
+    cdyn_sub *s = tx->sub;
+    if (s == NULL) {
+        return tx->root;
+    }
+    while (s->parent != NULL) {
+        s = s->parent;
+    }
+    return s->outer_root;
+}
+
 /* Attach the fake example value to an FX node. 0 / -1. */
 static int
 set_example(cdyn_tx *tx, PyObject *node, PyObject *example)
@@ -58,6 +86,19 @@ cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
     tr_status st = TR_ERROR;
     if (source == NULL) {
         return cdyn_tx_unsupported(tx, "a tensor with no source (cannot be a graph input)");
+    }
+    {
+        /* a tensor of a running torch.func transform (vmap, grad): its frame runs in Python */
+        PyObject *w = PyObject_CallMethod(tx->glue, "is_functorch_wrapped", "O", obj);
+        int wrapped = w == Py_True;
+        Py_XDECREF(w);
+        if (w == NULL) {
+            return TR_ERROR;
+        }
+        if (wrapped) {
+            return cdyn_tx_unsupported(tx, "%U is a tensor wrapped by a running torch.func "
+                                       "transform (vmap/grad)", cdyn_source_repr(source));
+        }
     }
     key = PyLong_FromVoidPtr(obj);
     if (key == NULL) {
@@ -91,7 +132,7 @@ cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
     if (name == NULL) {
         goto done;
     }
-    node = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_placeholder, tx->graph, name, NULL);
+    node = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_placeholder, top_graph(tx), name, NULL);
     if (node == NULL || set_example(tx, node, fake) < 0) {
         goto done;
     }
@@ -135,7 +176,7 @@ cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyOb
         goto done;
     }
     name = cdyn_sanitized_name(source);
-    if (name == NULL || PyDict_SetItem(tx->root, name, tensor) < 0) {
+    if (name == NULL || PyDict_SetItem(top_root(tx), name, tensor) < 0) {
         goto done;
     }
     fake = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_fake_from_tensor, tx->fake_mode, tensor,
@@ -144,7 +185,7 @@ cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyOb
         st = cdyn_tx_unsupported(tx, "cannot fake a parameter");
         goto done;
     }
-    node = PyObject_CallMethodOneArg(tx->graph, cdyn_G.s_get_attr, name);
+    node = PyObject_CallMethodOneArg(top_graph(tx), cdyn_G.s_get_attr, name);
     if (node == NULL || set_example(tx, node, fake) < 0) {
         goto done;
     }
@@ -479,4 +520,136 @@ void
 cdyn_tx_ckpt_clear(cdyn_ckpt *ck)
 {
     Py_CLEAR(ck->last_node);
+}
+
+/* ---- sub-traces -------------------------------------------------------------------------- */
+
+int
+cdyn_tx_sub_push(cdyn_tx *tx, cdyn_sub *sub)
+{
+    memset(sub, 0, sizeof(*sub));
+    sub->graph = PyObject_CallMethod(tx->glue, "new_graph", NULL);
+    sub->root = PyDict_New();
+    sub->lifted = PyDict_New();
+    sub->free_nodes = PyList_New(0);
+    sub->free_fakes = PyList_New(0);
+    sub->arg_nodes = PyList_New(0);
+    if (!sub->graph || !sub->root || !sub->lifted || !sub->free_nodes || !sub->free_fakes ||
+        !sub->arg_nodes) {
+        cdyn_tx_sub_clear(tx, sub);
+        return -1;
+    }
+    sub->parent = tx->sub;
+    sub->outer_graph = tx->graph;               /* references move into sub */
+    sub->outer_root = tx->root;
+    sub->outer_last_node = tx->last_node;
+    sub->outer_n_call_nodes = tx->n_call_nodes;
+    tx->graph = Py_NewRef(sub->graph);
+    tx->root = Py_NewRef(sub->root);
+    tx->last_node = NULL;
+    tx->n_call_nodes = 0;
+    tx->sub = sub;
+    sub->active = 1;
+    return 0;
+}
+
+void
+cdyn_tx_sub_pop(cdyn_tx *tx, cdyn_sub *sub)
+{
+    assert(sub->active && tx->sub == sub);
+    Py_SETREF(tx->graph, sub->outer_graph);     /* references move back */
+    Py_SETREF(tx->root, sub->outer_root);
+    Py_XSETREF(tx->last_node, sub->outer_last_node);
+    tx->n_call_nodes = sub->outer_n_call_nodes;
+    sub->outer_graph = sub->outer_root = sub->outer_last_node = NULL;
+    tx->sub = sub->parent;
+    sub->active = 0;
+}
+
+void
+cdyn_tx_sub_clear(cdyn_tx *tx, cdyn_sub *sub)
+{
+    if (sub->active) {
+        cdyn_tx_sub_pop(tx, sub);
+    }
+    Py_CLEAR(sub->graph);
+    Py_CLEAR(sub->root);
+    Py_CLEAR(sub->lifted);
+    Py_CLEAR(sub->free_nodes);
+    Py_CLEAR(sub->free_fakes);
+    Py_CLEAR(sub->arg_nodes);
+}
+
+PyObject *
+cdyn_tx_placeholder(cdyn_tx *tx, PyObject *graph, PyObject *like, PyObject *fake)
+{
+    PyObject *name = PyUnicode_Check(like) ? Py_NewRef(like) : PyObject_GetAttrString(like, "name");
+    PyObject *node = NULL;
+    if (name != NULL) {
+        node = PyObject_CallMethod(tx->glue, "sub_placeholder", "OOO", graph, name, fake);
+    }
+    Py_XDECREF(name);
+    return node;
+}
+
+/* node (borrowed) as a node of sub's graph, lifting it through the enclosing sub-traces
+ * first. New ref in *out. */
+static tr_status
+lift_into(cdyn_tx *tx, cdyn_sub *sub, PyObject *node, PyObject *fake, PyObject **out)
+{
+    PyObject *g = PyObject_GetAttrString(node, "graph"), *outer = NULL, *ph = NULL;
+    tr_status st = TR_ERROR;
+    if (g == NULL) {
+        return TR_ERROR;
+    }
+    if (g == sub->graph) {
+        *out = Py_NewRef(node);
+        st = TR_OK;
+        goto done;
+    }
+    if (g == sub->outer_graph) {
+        outer = Py_NewRef(node);
+    }
+    else if (sub->parent != NULL) {
+        st = lift_into(tx, sub->parent, node, fake, &outer);
+        if (st != TR_OK) {
+            goto done;
+        }
+        st = TR_ERROR;
+    }
+    else {
+        st = cdyn_tx_unsupported(tx, "a tensor of another higher-order op's body used here");
+        goto done;
+    }
+    ph = PyDict_GetItemWithError(sub->lifted, outer);
+    if (ph != NULL) {
+        *out = Py_NewRef(ph);
+        st = TR_OK;
+        goto done;
+    }
+    if (PyErr_Occurred()) {
+        goto done;
+    }
+    ph = cdyn_tx_placeholder(tx, sub->graph, outer, fake);
+    if (ph == NULL || PyDict_SetItem(sub->lifted, outer, ph) < 0 ||
+        PyList_Append(sub->free_nodes, outer) < 0 || PyList_Append(sub->free_fakes, fake) < 0) {
+        Py_XDECREF(ph);
+        goto done;
+    }
+    *out = ph;
+    st = TR_OK;
+done:
+    Py_DECREF(g);
+    Py_XDECREF(outer);
+    return st;
+}
+
+tr_status
+cdyn_tx_lift(cdyn_tx *tx, PyObject *node, PyObject *fake, PyObject **out)
+{
+    if (tx->sub == NULL) {
+        *out = Py_NewRef(node);
+        return TR_OK;
+    }
+    return lift_into(tx, tx->sub, node, fake, out);
 }

@@ -86,6 +86,7 @@ static PyObject *m_stride, *m_is_contiguous; /* method descriptors */
 static PyObject *m_storage_offset;            /* method descriptor */
 static PyObject *str_dim_marking;             /* "_has_dynamo_dim_marking" */
 static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
+static PyObject *fn_peek_functorch;          /* torch._C._functorch.peek_interpreter_stack */
 static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enabled */
 
 static int global_state(void);
@@ -1110,6 +1111,21 @@ global_state(void)
     return on;
 }
 
+/* 1 when a torch.func transform (vmap/grad) is running (functorch's interpreter stack is not
+ * empty), 0 when not, -1 on error. */
+static int
+functorch_running(void)
+{
+    PyObject *ft = PyObject_Vectorcall(fn_peek_functorch, NULL, 0, NULL);
+    int on = 0;
+    if (ft == NULL) {
+        return -1;
+    }
+    on = ft != Py_None;
+    Py_DECREF(ft);
+    return on;
+}
+
 /* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. */
 static int
 check_global(const guard *gd, why_t why)
@@ -1117,6 +1133,12 @@ check_global(const guard *gd, why_t why)
     PyObject *r;
     int on, eq;
     if (gd->kind == G_GRAD_MODE) {
+        /* entries are compiled outside torch.func transforms (translate.c): under vmap/grad
+           the inputs are wrapped tensors a compiled graph cannot take */
+        on = functorch_running();
+        if (on != 0) {
+            return on < 0 ? -1 : fail_with(why, "a torch.func transform (vmap/grad) is running");
+        }
         on = global_state();
         if (on < 0 || on == gd->flag) {
             return on < 0 ? -1 : 1;
@@ -1514,6 +1536,14 @@ cdyn_guards_init(void)
     fn_any_autocast = PyObject_GetAttrString(torch_c, "_is_any_autocast_enabled");
     if (fn_is_grad_enabled == NULL || fn_any_autocast == NULL) {
         goto done;
+    }
+    {
+        PyObject *ft = PyObject_GetAttrString(torch_c, "_functorch");
+        fn_peek_functorch = ft ? PyObject_GetAttrString(ft, "peek_interpreter_stack") : NULL;
+        Py_XDECREF(ft);
+        if (fn_peek_functorch == NULL) {
+            goto done;
+        }
     }
     rc = 0;
 done:

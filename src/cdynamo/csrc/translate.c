@@ -24,6 +24,7 @@ int cdyn_raise_internal_errors = 0;
 
 int cdyn_builtin_init(void);
 int cdyn_torch_init(void);
+int cdyn_hop_init(void);
 int cdyn_ctx_init(void);
 int cdyn_polyfill_init(void);
 
@@ -1591,6 +1592,22 @@ internal_error(cdyn_tx *tx, int user_error)
     return 0;
 }
 
+/* A frame called while a torch.func transform runs (the function vmap/grad calls, in
+ * eager) sees wrapped tensors: it runs unmodified (TR_UNSUPPORTED), TR_OK otherwise. */
+static tr_status
+functorch_check(cdyn_tx *tx)
+{
+    PyObject *r = PyObject_CallMethod(tx->glue, "functorch_active", NULL);
+    int active = r == Py_True;
+    Py_XDECREF(r);
+    if (r == NULL) {
+        return TR_ERROR;
+    }
+    return active ? cdyn_tx_unsupported(tx, "called inside a running torch.func transform "
+                                            "(vmap/grad)")
+                  : TR_OK;
+}
+
 int
 cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
                      cdyn_translation *out)
@@ -1608,7 +1625,10 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
     }
     cdyn_log(20, "start tracing %U %U:%d", tx.code->co_qualname, tx.code->co_filename,
              tx.code->co_firstlineno);
-    st = cdyn_tx_run(&tx, &fs);
+    st = functorch_check(&tx);
+    if (st == TR_OK) {
+        st = cdyn_tx_run(&tx, &fs);
+    }
     if (st == TR_UNSUPPORTED || st == TR_BREAK) {
         int fg = fullgraph_check(&tx, &fs, st);
         if (fg != 0) {
@@ -1762,5 +1782,5 @@ cdyn_translate_init(PyObject *module)
         cdyn_torch_init() < 0) {
         return -1;
     }
-    return cdyn_polyfill_init();
+    return cdyn_polyfill_init() < 0 ? -1 : cdyn_hop_init();
 }

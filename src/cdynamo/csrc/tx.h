@@ -70,6 +70,7 @@ typedef struct cdyn_tx {
     PyObject *sym_sources;  /* dict: symbol placeholder node -> its source (x.size()[0]) */
     int dynamic;            /* compile(dynamic=): -1 None (automatic), 0 False, 1 True */
     int capture_scalars;    /* cdynamo.config.capture_scalar_outputs at trace start */
+    struct cdyn_sub *sub;   /* borrowed: the innermost active sub-trace (graph.c), or NULL */
 } cdyn_tx;
 
 /* Per-function interpreter state (the top frame or an inlined call). */
@@ -127,8 +128,10 @@ cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
 {
     /* a value made after the checkpoint is new state, unless it stands for an object from
        the frame (it has a source); iterators are restored by the checkpoint instead
-       (tx->undo, values/iter.c) */
-    if ((V(v)->serial < tx->ckpt_serial || V(v)->source != NULL) && V(v)->kind != VK_ITER) {
+       (tx->undo, values/iter.c), but not inside a higher-order op's body: advancing one
+       from outside is a side effect */
+    if ((V(v)->serial < tx->ckpt_serial || V(v)->source != NULL) &&
+        (V(v)->kind != VK_ITER || tx->sub != NULL)) {
         tx->mutations++;
     }
 }
@@ -196,7 +199,8 @@ tr_status cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyOb
 tr_status cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source,
                                     PyObject **out);
 /* A call_function node of target on args (a tuple of FX node arguments) recorded as is,
- * without a fake run (state functions: torch.amp._enter_autocast). *node: new ref. */
+ * without a fake run (state functions: torch.amp._enter_autocast, functorch's interpreter
+ * stack). *node: new ref. */
 tr_status cdyn_tx_graph_raw(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node);
 /* Exit the real autocast modes entered at trace time beyond the first n. */
 void cdyn_tx_exit_modes(cdyn_tx *tx, Py_ssize_t n);
@@ -223,6 +227,43 @@ void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
 tr_status cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck);
 void cdyn_tx_ckpt_clear(cdyn_ckpt *ck);
+
+/* ---- sub-traces (graph.c) ---------------------------------------------------------------
+ * The body of a higher-order op (a torch.cond branch, a checkpointed function, an
+ * autograd.Function's forward/backward) is traced into a graph of its own. While a sub-trace
+ * is active, tx->graph/root/last_node/n_call_nodes are its own (the interpreter, inlining and
+ * checkpoints work unchanged), the enclosing level's are kept in the cdyn_sub. New graph
+ * inputs and module parameters always go to the top graph; a tensor of an enclosing level
+ * used in the body is lifted: a placeholder of the body's graph, and the enclosing node is
+ * remembered as an extra operand of the op (free_nodes, in placeholder order). */
+typedef struct cdyn_sub {
+    struct cdyn_sub *parent;    /* borrowed: the enclosing sub-trace, or NULL (the top graph) */
+    PyObject *graph, *root;     /* strong: this body's torch.fx.Graph and attribute dict */
+    PyObject *outer_graph, *outer_root, *outer_last_node; /* strong: the enclosing level's,
+                                                             while active */
+    int outer_n_call_nodes;
+    int active;
+    PyObject *lifted;           /* dict: enclosing-level node -> placeholder of this graph */
+    PyObject *free_nodes;       /* list: enclosing-level nodes lifted, in placeholder order */
+    PyObject *free_fakes;       /* list: their example values */
+    PyObject *arg_nodes;        /* list: placeholders of the body's own arguments */
+} cdyn_sub;
+
+/* Begin a sub-trace: a new graph becomes tx->graph (sub is filled; borrowed by tx until
+ * popped). 0 / -1. */
+int cdyn_tx_sub_push(cdyn_tx *tx, cdyn_sub *sub);
+/* End the innermost sub-trace (sub): the enclosing level is current again. */
+void cdyn_tx_sub_pop(cdyn_tx *tx, cdyn_sub *sub);
+/* Release what sub holds (pops it first when still active). */
+void cdyn_tx_sub_clear(cdyn_tx *tx, cdyn_sub *sub);
+/* A placeholder of a body's graph named after `like` (an FX node or str, made unique),
+ * example fake (its version counter noted: torch.cond refuses input mutations), appended to
+ * the inputs of graph. New ref or NULL. */
+PyObject *cdyn_tx_placeholder(cdyn_tx *tx, PyObject *graph, PyObject *like, PyObject *fake);
+/* The node to use in the current graph for a tensor whose node (borrowed) may belong to an
+ * enclosing level: lifted through every active sub-trace. *out new ref. TR_UNSUPPORTED for
+ * a node of no enclosing level (a tensor of another, finished body). */
+tr_status cdyn_tx_lift(cdyn_tx *tx, PyObject *node, PyObject *fake, PyObject **out);
 
 /* ---- inline.c ---------------------------------------------------------------------------- */
 
@@ -329,6 +370,10 @@ int cdyn_is_builtin(PyObject *obj);
 int cdyn_is_graph_function(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
 int cdyn_is_torch_special(PyObject *obj);
+/* Which higher-order op obj is (values/hop.c): a HOP_* id (> 0) for torch.cond,
+ * torch.utils.checkpoint.checkpoint, <Function subclass>.apply, torch.func transforms; 0
+ * for anything else. Decided by identity, before the graph-function rule. */
+int cdyn_hop_classify(PyObject *obj);
 /* Context-manager factories (values/ctx.c): torch.autocast and its device forms,
  * contextlib.nullcontext. cdyn_ctx_factory makes the value; *handled = 0 for others. */
 int cdyn_is_ctx_factory(PyObject *obj);

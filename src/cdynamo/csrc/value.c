@@ -25,6 +25,8 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_PARTIAL] = &cdyn_function_vt, [VK_WRAPPER] = &cdyn_function_vt,
     [VK_NEWOBJ] = &cdyn_user_vt,    [VK_OBJFN] = &cdyn_user_vt,
     [VK_SET] = &cdyn_set_vt,        [VK_FROZENSET] = &cdyn_set_vt,
+    [VK_HOP] = &cdyn_hop_vt,        [VK_SUBGRAPH] = &cdyn_hop_vt,
+    [VK_FNCTX] = &cdyn_hop_vt,
 };
 
 static const char *const kind_names[VK__COUNT] = {
@@ -44,6 +46,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_WRAPPER] = "WrappedUserFunction",
     [VK_NEWOBJ] = "UserDefinedObject(new)", [VK_OBJFN] = "SlotFunction",
     [VK_SET] = "Set", [VK_FROZENSET] = "FrozenSet",
+    [VK_HOP] = "HigherOrderOp", [VK_SUBGRAPH] = "Subgraph", [VK_FNCTX] = "AutogradFunctionContext",
 };
 
 /* Visit the payload and the source (values can form cycles: an object made while

@@ -53,6 +53,10 @@
  *                                     SYMSLICE     u.slice.parts      slice(a, b, c) with a symbolic bound
  *   exceptions    values/exception.c  EXCTYPE      u.obj.obj          an exception class
  *                                     EXC          u.exc              an exception made in the trace
+ *   higher-order  values/hop.c        HOP          u.obj.obj          torch.cond, checkpoint, Function.apply,
+ *   ops           values/autograd_fn.c                                 torch.func transforms (bits: HOP_*)
+ *                                     SUBGRAPH     u.sub              a body traced into its own GraphModule
+ *                                     FNCTX        u.fnctx            the ctx of a traced autograd.Function
  *   numpy         values/ndarray.c    NDARRAY      u.tensor           a numpy.ndarray: the tensor backing it
  *                                                                     (fake + node), traced via torch._numpy
  *                                     NPFN         u.obj.obj          a numpy callable traced via torch._numpy
@@ -92,6 +96,7 @@ typedef enum {
     VK_NNMODULE,
     VK_ITER,
     VK_GRADCTX, VK_GRADEXIT,
+    VK_HOP, VK_SUBGRAPH, VK_FNCTX,
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
     VK_SYMINT, VK_SYMSLICE,
     VK_EXCTYPE, VK_EXC,
@@ -169,6 +174,12 @@ typedef struct cdyn_value {
         /* fake: the SymInt / SymFloat / SymBool; node: the FX node computing it */
         struct { PyObject *fake, *node; } sym;
         struct { PyObject *parts; } slice;        /* list of 3 values (start, stop, step) */
+        /* gm: the GraphModule registered on the enclosing graph's root; node: its get_attr */
+        struct { PyObject *gm, *node; } sub;
+        /* attrs: dict name -> value stored on ctx; saved: list of values (save_for_backward)
+           or NULL; needs: tuple of bools (needs_input_grad); nondiff: list of values marked
+           non-differentiable */
+        struct { PyObject *attrs, *saved, *needs, *nondiff; } fnctx;
     } u;
 } cdyn_value;
 
@@ -252,7 +263,7 @@ typedef struct cdyn_vtable {
 extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_vt,
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
     cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_symint_vt, cdyn_exc_vt,
-    cdyn_generator_vt, cdyn_set_vt;
+    cdyn_generator_vt, cdyn_set_vt, cdyn_hop_vt;
 extern const cdyn_vtable cdyn_ndarray_vt, cdyn_npfn_vt;
 
 /* Serial number the next value will get (increases monotonically). */

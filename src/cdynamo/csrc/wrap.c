@@ -445,6 +445,32 @@ is_method_of_self(PyObject *obj)
     return r;
 }
 
+/* A higher-order op (values/hop.c), recognised by identity before the graph-function
+ * rule: guarded by ID_MATCH (a bound `MyFn.apply` through its class, source.__self__). */
+static tr_status
+wrap_hop(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    if (source != NULL) {
+        int e;
+        if (PyMethod_Check(obj)) {
+            PyObject *ssrc = cdyn_source_attr(source, cdyn_G.s_self);
+            e = ssrc == NULL || cdyn_guards_add_id(tx->guards, ssrc, PyMethod_GET_SELF(obj), 0) < 0;
+            Py_XDECREF(ssrc);
+        }
+        else {
+            e = cdyn_guards_add_id(tx->guards, source, obj, PyFunction_Check(obj)) < 0;
+        }
+        if (e) {
+            return TR_ERROR;
+        }
+    }
+    *out = cdyn_value_obj(VK_HOP, obj, source);
+    if (*out != NULL) {
+        V(*out)->bits = (unsigned int)cdyn_hop_classify(obj);
+    }
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* The family of a callable that is not a module, a method or a container. */
 static cdyn_vkind
 callable_kind(PyObject *obj)
@@ -561,6 +587,9 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
                    ? cdyn_tx_wrap_dict(tx, obj, NULL, out)
                    : cdyn_tx_wrap_sequence(tx, obj, NULL,
                                            PyTuple_CheckExact(obj) ? VK_TUPLE : VK_LIST, out);
+    }
+    if (PyCallable_Check(obj) && cdyn_hop_classify(obj) != 0) {
+        return wrap_hop(tx, obj, source, out);
     }
     if (PyMethod_Check(obj) && PyFunction_Check(PyMethod_GET_FUNCTION(obj))) {
         /* a Python method: inlined with its self */

@@ -277,10 +277,12 @@ tensor_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
 static tr_status
 tensor_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fk, PyObject **node)
 {
-    (void)tx;
-    *fk = Py_NewRef(fake(v));
-    *node = Py_NewRef(V(v)->u.tensor.node);
-    return TR_OK;
+    /* inside a higher-order op's body, a tensor of an enclosing level is lifted (graph.c) */
+    tr_status st = cdyn_tx_lift(tx, V(v)->u.tensor.node, fake(v), node);
+    if (st == TR_OK) {
+        *fk = Py_NewRef(fake(v));
+    }
+    return st;
 }
 
 static PyTypeObject *
