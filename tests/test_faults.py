@@ -475,3 +475,27 @@ def test_break_in_try_block_handler_rebuilds_objects_of_its_own():
 
     run(f, X)
     run(h, X)
+
+
+def test_inplace_op_on_overlapping_memory_inside_try_is_caught_as_in_eager():
+    """`a.mul_(a.flatten()[4])` raises in eager (partial overlap of operand and receiver),
+    which fake tensors do not see: in a graph the error escaped the user's try block. Such a
+    call runs in Python; disjoint views of one tensor stay in the graph."""
+    def f(x):
+        try:
+            x.mul_(x.flatten()[4])
+            caught = False
+        except RuntimeError:
+            caught = True
+        return x + 1, caught
+
+    def g(x):
+        y = x * 2
+        y.add_(x)
+        y.mul_(y)
+        y[:, 1:].copy_(y[:, :1])
+        return y
+
+    run(f, X)
+    assert run(g, X).frame_count == 1
+    assert cdynamo.explain(g)(X.clone()).graph_break_count == 0

@@ -202,8 +202,63 @@ def fake_call(mode, fn, args, kwargs):
         return fn(*args, **kwargs)
 
 
+def _memory_offsets(t):
+    """The storage offsets of the elements of tensor ``t`` (a set of ints), or None when its
+    layout is symbolic or it is too large to enumerate cheaply."""
+    try:
+        sizes, strides, off = [int(v) for v in t.shape], [int(v) for v in t.stride()], \
+            int(t.storage_offset())
+    except Exception:
+        return None
+    offsets = {off}
+    for n, st in zip(sizes, strides):
+        if n == 0:
+            return set()
+        offsets = {o + i * st for o in offsets for i in range(n)}
+        if len(offsets) > 65536:
+            return None
+    return offsets
+
+
+def _overlapping_operand(self, args, kwargs):
+    """True when a tensor operand of the in-place method on `self` partly overlaps self's
+    memory (another view of it, not the same one). Eager checks that on real data and raises
+    ("some elements of the input tensor and the written-to tensor refer to a single memory
+    location"); fake tensors do not, so such a call is not put in a graph: it runs in Python,
+    where an enclosing ``try`` catches the error as in eager."""
+    if not isinstance(self, torch.Tensor):
+        return False
+    try:
+        storage = self.untyped_storage()
+    except Exception:
+        return False
+    mine = None
+    for a in list(args) + list(kwargs.values()):
+        if not isinstance(a, torch.Tensor) or a is self:
+            continue
+        try:
+            if a.untyped_storage() is not storage:
+                continue
+            if (a.shape == self.shape and a.stride() == self.stride()
+                    and a.storage_offset() == self.storage_offset()):
+                continue   # the same memory exactly: eager allows it
+        except Exception:
+            continue
+        if mine is None:
+            mine = _memory_offsets(self)
+        theirs = _memory_offsets(a)
+        if mine is None or theirs is None or mine & theirs:
+            return True
+    return False
+
+
 def fake_call_method(mode, name, args, kwargs):
-    """Run args[0].<name>(*args[1:], **kwargs) under `mode` (a Tensor method call)."""
+    """Run args[0].<name>(*args[1:], **kwargs) under `mode` (a Tensor method call).
+    Raises RuntimeError for an in-place method whose operand overlaps its receiver (see
+    _overlapping_operand): the caller makes the call a graph break."""
+    if name.endswith("_") and not name.endswith("__") and \
+            _overlapping_operand(args[0], args[1:], kwargs):
+        raise RuntimeError(f"in-place {name} with an operand sharing the receiver's memory")
     with mode, _symbolic(mode):
         return getattr(args[0], name)(*args[1:], **kwargs)
 

@@ -452,7 +452,7 @@ if __name__ == "__main__":
         if isinstance(a, torch.Tensor):
             return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
                     and bool(((a == b) | (a.isnan() & b.isnan())).all()))
-        if type(a) is not type(b):
+        if type(a).__qualname__ != type(b).__qualname__:   # each run has its own classes
             return False
         if isinstance(a, (list, tuple)):
             return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
