@@ -569,7 +569,9 @@ def test_warm_start_hits_torch_caches_from_a_second_process():
     here = counters["inductor"]
     assert here.get("fxgraph_cache_miss", 0) + here.get("fxgraph_cache_hit", 0) == 1
     assert counters["inductor"].get("fxgraph_cache_bypass", 0) == 0
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    # the child imports the cdynamo under test (src/ with an in-place build, or the venv's
+    # site-packages under `make test`)
+    src = os.path.dirname(os.path.dirname(os.path.abspath(cdynamo.__file__)))
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir(),
                PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", _CACHE_CHILD], env=env, capture_output=True,
