@@ -499,3 +499,22 @@ def test_inplace_op_on_overlapping_memory_inside_try_is_caught_as_in_eager():
     run(f, X)
     assert run(g, X).frame_count == 1
     assert cdynamo.explain(g)(X.clone()).graph_break_count == 0
+
+
+def _library_helper(x):
+    # as transformers' helpers test it before taking an export-only path
+    if torch.compiler.is_exporting():
+        return x - 1
+    return x + 1
+
+
+def test_is_exporting_folds_in_inlined_code():
+    """torch.compiler.is_exporting() (a trace_rules CONSTANT entry) folds to False wherever
+    it is called, not only as a torch function: it was a graph break ("trace rule skip") in
+    every transformers model."""
+    def f(x):
+        return _library_helper(x) * 2
+
+    counter = run(f, X)
+    assert counter.frame_count == 1
+    assert cdynamo.explain(f)(X.clone()).graph_break_count == 0

@@ -303,6 +303,16 @@ decide_skip(PyCodeObject *code, PyObject *globals, cdyn_extra *x)
     else if (!x->force && cdyn_rule_skips_frame(rule)) {
         skip = 1;
     }
+    else if (!x->force && PyUnicode_Check(code->co_name) &&
+             (PyUnicode_CompareWithASCIIString(code->co_name, "__getattribute__") == 0 ||
+              PyUnicode_CompareWithASCIIString(code->co_name, "__getattr__") == 0)) {
+        /* attribute hooks run for every attribute read, the guards' and the translator's
+           included: entered on their own they run as they are (inlined when traced code
+           calls them). Compiling them made one entry per attribute name, and transformers'
+           configs (mutually recursive overrides with RecursionError fallbacks) ran for
+           minutes */
+        skip = 1;
+    }
     x->rule = (unsigned)rule;
     x->decided = 1;
     x->skip = skip;

@@ -512,6 +512,11 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
            (torch.backends.mha.get_fastpath_enabled) */
         PyObject *value = NULL;
         int crule = cdyn_rules_for_callable(func, &value);
+        if (crule == CDYN_RULE_CONSTANT) {   /* torch.compiler.is_exporting(): folded */
+            *out = cdyn_value_const(value);
+            Py_DECREF(value);
+            return *out ? TR_OK : TR_ERROR;
+        }
         Py_XDECREF(value);
         if (crule < 0) {
             return TR_ERROR;
