@@ -653,3 +653,34 @@ cdyn_tx_lift(cdyn_tx *tx, PyObject *node, PyObject *fake, PyObject **out)
     }
     return lift_into(tx, tx->sub, node, fake, out);
 }
+
+int
+cdyn_tx_add_no_aliasing(cdyn_tx *tx)
+{
+    PyObject *srcs = NULL, *tup = NULL;
+    int rc = -1;
+    if (tx->input_sources == NULL || tx->input_values == NULL) {
+        return 0;
+    }
+    srcs = PyList_New(0);
+    if (srcs == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->input_sources) &&
+                           i < PyList_GET_SIZE(tx->input_values); i++) {
+        PyObject *src = PyList_GET_ITEM(tx->input_sources, i);
+        if (cdyn_is_tensor(PyList_GET_ITEM(tx->input_values, i)) &&
+            ((cdyn_source *)src)->kind != CDYN_SRC_CALL && PyList_Append(srcs, src) < 0) {
+            goto done;
+        }
+    }
+    rc = 0;
+    if (PyList_GET_SIZE(srcs) >= 2) {
+        tup = PyList_AsTuple(srcs);
+        rc = tup == NULL ? -1 : cdyn_guards_add_distinct(tx->guards, tup);
+    }
+done:
+    Py_XDECREF(srcs);
+    Py_XDECREF(tup);
+    return rc;
+}

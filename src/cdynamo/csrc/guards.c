@@ -31,11 +31,13 @@ typedef enum {
     G_SHAPE,
     G_SAME,
     G_KEYS,
+    G_DISTINCT,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
     "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SHAPE_GUARD", "SAME_OBJECT", "DICT_KEYS",
+    "NO_TENSOR_ALIASING",
 };
 
 typedef struct {
@@ -452,6 +454,27 @@ cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
         return -1;
     }
     gd->value = Py_NewRef(other);
+    return 0;
+}
+
+int
+cdyn_guards_add_distinct(cdyn_guards *g, PyObject *sources)
+{
+    guard *gd;
+    if (!PyTuple_Check(sources) || PyTuple_GET_SIZE(sources) < 2) {
+        PyErr_SetString(PyExc_TypeError, "cdyn_guards_add_distinct: a tuple of 2+ sources");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sources); i++) {
+        if (check_source_arg(PyTuple_GET_ITEM(sources, i)) < 0) {
+            return -1;
+        }
+    }
+    gd = guards_append(g, G_DISTINCT, PyTuple_GET_ITEM(sources, 0));
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(sources);
     return 0;
 }
 
@@ -1273,6 +1296,39 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
             rc = fail_with(why, "expected keys %R", gd->value);
         }
         break;
+    case G_DISTINCT: {
+        /* the tensor inputs (v is the first) are pairwise different objects */
+        Py_ssize_t n = PyTuple_GET_SIZE(gd->value), got = 1;
+        PyObject *objs[64];
+        if (n > 64) {
+            n = 64;
+        }
+        objs[0] = v;
+        rc = 1;
+        for (Py_ssize_t i = 1; i < n && rc == 1; i++) {
+            PyObject *o = cdyn_source_eval_memo((cdyn_source *)PyTuple_GET_ITEM(gd->value, i),
+                                                localsplus, func, globals, builtins, memo);
+            if (o == NULL) {
+                PyErr_Clear();
+                rc = fail_with(why, "cannot evaluate %U",
+                               cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)));
+                break;
+            }
+            objs[got++] = o;   /* new reference, released below */
+            for (Py_ssize_t j = 0; j < i; j++) {
+                if (objs[j] == o) {
+                    rc = fail_with(why, "%U is the same tensor as %U",
+                                   cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)),
+                                   cdyn_source_repr(PyTuple_GET_ITEM(gd->value, j)));
+                    break;
+                }
+            }
+        }
+        for (Py_ssize_t k = 1; k < got; k++) {
+            Py_DECREF(objs[k]);
+        }
+        break;
+    }
     case G_SAME: {
         PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
                                             builtins, memo);

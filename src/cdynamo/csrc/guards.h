@@ -64,6 +64,10 @@ PyObject *cdyn_guards_any_key(void);
 /* SAME_OBJECT: source evaluates to the very object `other` (a source) evaluates to: one input
  * reached under two names (aliasing) at trace time must stay so. */
 int cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other);
+/* NO_TENSOR_ALIASING: the sources (a tuple of 2+ sources, borrowed; at most 64 are checked)
+ * evaluate to pairwise different objects, as the distinct tensor inputs of a trace were
+ * (torch._dynamo's guard of that name). */
+int cdyn_guards_add_distinct(cdyn_guards *g, PyObject *sources);
 /* HASATTR: hasattr(<base of attr_source>, <its name>) == present; attr_source an ATTR
  * source (printed as "<source> HASATTR present|absent"). */
 int cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present);
