@@ -449,6 +449,14 @@ install_global(cdyn_tx *tx, PyObject *name, PyObject *value, int removable)
     return r == NULL ? -1 : 0;
 }
 
+/* The guards a trace adds once its graph is compiled: NO_TENSOR_ALIASING over its tensor
+ * inputs, then the ShapeEnv's. 0 / -1. */
+static int
+finish_guards(cdyn_tx *tx)
+{
+    return cdyn_tx_add_no_aliasing(tx) < 0 ? -1 : cdyn_sym_finish_guards(tx);
+}
+
 /* Collect what the side effects need, compile the graph (when it has operations or
  * outputs) and emit its call, storing the outputs in temporaries from cg->first_tmp; then
  * the shape guards of the trace (after the backend: it may add some). */
@@ -469,7 +477,7 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
         }
     }
     if (tx->n_call_nodes == 0 && nout == 0) {
-        return cdyn_sym_finish_guards(tx) < 0 ? TR_ERROR : TR_OK;
+        return finish_guards(tx) < 0 ? TR_ERROR : TR_OK;
     }
     outs = PyList_AsTuple(cg->out_nodes);
     if (outs == NULL) {
@@ -483,7 +491,7 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
     if (res == Py_None) {   /* nothing left to run once dead symbolic nodes went */
         Py_DECREF(res);
         assert(nout == 0);
-        return cdyn_sym_finish_guards(tx) < 0 ? TR_ERROR : TR_OK;
+        return finish_guards(tx) < 0 ? TR_ERROR : TR_OK;
     }
     *gname = Py_NewRef(PyTuple_GET_ITEM(res, 0));
     *gm = Py_NewRef(PyTuple_GET_ITEM(res, 2));
@@ -513,7 +521,7 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
         goto fail;
     }
     Py_CLEAR(keep);
-    if (cdyn_sym_finish_guards(tx) < 0) {
+    if (finish_guards(tx) < 0) {
         return TR_ERROR;
     }
     if (nout == 0) {
@@ -1092,7 +1100,7 @@ break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         }
     }
     from = cg->out.len;
-    if ((memo_at = PyDict_Copy(cg->memo)) == NULL) {
+    if (ins->exc_handler >= 0 && (memo_at = PyDict_Copy(cg->memo)) == NULL) {
         goto done;
     }
     if (tx->break_kind == BRK_CALL) {
@@ -1157,7 +1165,7 @@ break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
     if (s.terminal) {
         return cover_with_handler(tx, fs, cg, ins, cg->out.len - 1, cg->out.len, NULL);
     }
-    if ((memo_at = PyDict_Copy(cg->memo)) == NULL) {
+    if (ins->exc_handler >= 0 && (memo_at = PyDict_Copy(cg->memo)) == NULL) {
         return TR_ERROR;
     }
     for (int k = s.nout - 1; k >= 0; k--) {

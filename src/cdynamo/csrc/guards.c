@@ -1185,6 +1185,61 @@ check_global(const guard *gd, why_t why)
     return eq;
 }
 
+/* NO_TENSOR_ALIASING: v (the first source's object) and the objects of the other sources of
+ * gd->value are pairwise different. 1 pass, 0 fail. */
+static int
+check_distinct(const guard *gd, PyObject *v, PyObject *const *localsplus,
+               PyFunctionObject *func, PyObject *globals, PyObject *builtins, why_t why,
+               cdyn_source_memo *memo)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(gd->value), got = 1;
+    PyObject *objs[64];
+    int rc = 1;
+    if (n > 64) {
+        n = 64;
+    }
+    objs[0] = v;
+    for (Py_ssize_t i = 1; i < n && rc == 1; i++) {
+        PyObject *o = cdyn_source_eval_memo((cdyn_source *)PyTuple_GET_ITEM(gd->value, i),
+                                            localsplus, func, globals, builtins, memo);
+        if (o == NULL) {
+            PyErr_Clear();
+            rc = fail_with(why, "cannot evaluate %U",
+                           cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)));
+            break;
+        }
+        objs[got++] = o;   /* new reference, released below */
+        for (Py_ssize_t j = 0; j < i && rc == 1; j++) {
+            if (objs[j] == o) {
+                rc = fail_with(why, "%U is the same tensor as %U",
+                               cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)),
+                               cdyn_source_repr(PyTuple_GET_ITEM(gd->value, j)));
+            }
+        }
+    }
+    for (Py_ssize_t k = 1; k < got; k++) {
+        Py_DECREF(objs[k]);
+    }
+    return rc;
+}
+
+/* SAME_OBJECT: v is the object the source gd->value evaluates to. 1 pass, 0 fail. */
+static int
+check_same(const guard *gd, PyObject *v, PyObject *const *localsplus, PyFunctionObject *func,
+           PyObject *globals, PyObject *builtins, why_t why, cdyn_source_memo *memo)
+{
+    PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
+                                        builtins, memo);
+    int rc;
+    if (o == NULL) {
+        PyErr_Clear();
+        return fail_with(why, "cannot evaluate %U", cdyn_source_repr(gd->value));
+    }
+    rc = o == v;
+    Py_DECREF(o);
+    return rc ? 1 : fail_with(why, "expected the same object as %U", cdyn_source_repr(gd->value));
+}
+
 /* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
  * the values TENSOR_MATCH / TYPE_MATCH store for the SHAPE guards that follow them. */
 static int
@@ -1296,54 +1351,12 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
             rc = fail_with(why, "expected keys %R", gd->value);
         }
         break;
-    case G_DISTINCT: {
-        /* the tensor inputs (v is the first) are pairwise different objects */
-        Py_ssize_t n = PyTuple_GET_SIZE(gd->value), got = 1;
-        PyObject *objs[64];
-        if (n > 64) {
-            n = 64;
-        }
-        objs[0] = v;
-        rc = 1;
-        for (Py_ssize_t i = 1; i < n && rc == 1; i++) {
-            PyObject *o = cdyn_source_eval_memo((cdyn_source *)PyTuple_GET_ITEM(gd->value, i),
-                                                localsplus, func, globals, builtins, memo);
-            if (o == NULL) {
-                PyErr_Clear();
-                rc = fail_with(why, "cannot evaluate %U",
-                               cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)));
-                break;
-            }
-            objs[got++] = o;   /* new reference, released below */
-            for (Py_ssize_t j = 0; j < i; j++) {
-                if (objs[j] == o) {
-                    rc = fail_with(why, "%U is the same tensor as %U",
-                                   cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)),
-                                   cdyn_source_repr(PyTuple_GET_ITEM(gd->value, j)));
-                    break;
-                }
-            }
-        }
-        for (Py_ssize_t k = 1; k < got; k++) {
-            Py_DECREF(objs[k]);
-        }
+    case G_DISTINCT:
+        rc = check_distinct(gd, v, localsplus, func, globals, builtins, why, memo);
         break;
-    }
-    case G_SAME: {
-        PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
-                                            builtins, memo);
-        if (o == NULL) {
-            PyErr_Clear();
-            rc = fail_with(why, "cannot evaluate %U", cdyn_source_repr(gd->value));
-            break;
-        }
-        rc = o == v;
-        Py_DECREF(o);
-        if (rc == 0) {
-            rc = fail_with(why, "expected the same object as %U", cdyn_source_repr(gd->value));
-        }
+    case G_SAME:
+        rc = check_same(gd, v, localsplus, func, globals, builtins, why, memo);
         break;
-    }
     case G_HASATTR:
         rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
         if (rc != gd->flag) {

@@ -363,6 +363,8 @@ int cdyn_all_const(PyObject *const *args, Py_ssize_t n);
 int cdyn_any_tensor(PyObject *const *args, Py_ssize_t n);
 /* 1 when name (str) equals s. */
 int cdyn_name_is(PyObject *name, const char *s);
+/* 1 when name (a str) equals one of the strings of list (NULL-terminated). */
+int cdyn_name_in(PyObject *name, const char *const *list);
 /* Builtins-family call of a recognised builtin (values/builtin.c): *handled = 0 when fn is
  * not one of the builtins with a handler. */
 tr_status cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,

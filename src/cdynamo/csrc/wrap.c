@@ -100,6 +100,17 @@ cdyn_name_is(PyObject *name, const char *s)
 }
 
 int
+cdyn_name_in(PyObject *name, const char *const *list)
+{
+    for (int i = 0; list[i] != NULL; i++) {
+        if (cdyn_name_is(name, list[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int
 cdyn_all_const(PyObject *const *args, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {

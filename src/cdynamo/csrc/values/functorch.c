@@ -70,25 +70,11 @@ cdyn_vmap_make(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t narg
                                         "chunk_size", NULL};
     PyObject *a[5] = {NULL, NULL, NULL, NULL, NULL}, *c[5] = {NULL, NULL, NULL, NULL, NULL};
     PyObject *zero = NULL, *error = NULL, *cfg = NULL;
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
-    tr_status st = TR_ERROR;
-    if (npos > 5 || npos < 1) {
-        return cdyn_tx_unsupported(tx, "torch.vmap: bad arguments");
+    tr_status st = cdyn_hop_bind_params(tx, "torch.vmap", args, nargs, kwnames, names, 1, a);
+    if (st != TR_OK) {
+        return st;
     }
-    for (Py_ssize_t i = 0; i < npos; i++) {
-        a[i] = args[i];
-    }
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        int j = 0;
-        while (names[j] != NULL && !cdyn_name_is(PyTuple_GET_ITEM(kwnames, k), names[j])) {
-            j++;
-        }
-        if (names[j] == NULL || a[j] != NULL) {
-            return cdyn_tx_unsupported(tx, "torch.vmap: keyword argument %U",
-                                       PyTuple_GET_ITEM(kwnames, k));
-        }
-        a[j] = args[npos + k];
-    }
+    st = TR_ERROR;
     for (int j = 1; j < 5; j++) {
         if (a[j] != NULL && V(a[j])->kind != VK_CONST) {
             return cdyn_tx_unsupported(tx, "torch.vmap with a non-constant %s", names[j]);
@@ -355,23 +341,10 @@ cdyn_grad_make(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t narg
 {
     static const char *const names[] = {"func", "argnums", "has_aux", NULL};
     PyObject *a[3] = {NULL, NULL, NULL}, *argnums = NULL, *has_aux = Py_False, *cfg = NULL;
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
-    if (npos > 3 || npos < 1) {
-        return cdyn_tx_unsupported(tx, "torch.func.grad: bad arguments");
-    }
-    for (Py_ssize_t i = 0; i < npos; i++) {
-        a[i] = args[i];
-    }
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        int j = 0;
-        while (names[j] != NULL && !cdyn_name_is(PyTuple_GET_ITEM(kwnames, k), names[j])) {
-            j++;
-        }
-        if (names[j] == NULL || a[j] != NULL) {
-            return cdyn_tx_unsupported(tx, "torch.func.grad: keyword argument %U",
-                                       PyTuple_GET_ITEM(kwnames, k));
-        }
-        a[j] = args[npos + k];
+    tr_status st = cdyn_hop_bind_params(tx, "torch.func.grad", args, nargs, kwnames, names, 1,
+                                        a);
+    if (st != TR_OK) {
+        return st;
     }
     if ((a[1] && V(a[1])->kind != VK_CONST) || (a[2] && V(a[2])->kind != VK_CONST)) {
         return cdyn_tx_unsupported(tx, "torch.func.grad with non-constant argnums/has_aux");

@@ -438,8 +438,8 @@ trace_body(cdyn_tx *tx, cdyn_fs *fs, cdyn_body *b, const char *what, PyObject *f
 
 /* Positional and keyword arguments of a call bound to `names` (NULL-terminated); the first
  * nreq are required. a[] gets borrowed values or NULL. */
-static tr_status
-bind_params(cdyn_tx *tx, const char *what, PyObject *const *args, Py_ssize_t nargs,
+tr_status
+cdyn_hop_bind_params(cdyn_tx *tx, const char *what, PyObject *const *args, Py_ssize_t nargs,
             PyObject *kwnames, const char *const *names, int nreq, PyObject **a)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
@@ -545,7 +545,7 @@ hop_cond(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs,
     PyObject *opnds = NULL, *node_args = NULL, *items = NULL, *tup = NULL;
     cdyn_body br[2];
     Py_ssize_t pos = 0;
-    tr_status st = bind_params(tx, "torch.cond", args, nargs, kwnames, names, 3, a);
+    tr_status st = cdyn_hop_bind_params(tx, "torch.cond", args, nargs, kwnames, names, 3, a);
     memset(br, 0, sizeof(br));
     if (st != TR_OK) {
         return st;

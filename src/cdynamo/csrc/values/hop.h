@@ -65,6 +65,12 @@ tr_status cdyn_body_rebuild(cdyn_tx *tx, PyObject *v, PyObject *items, Py_ssize_
 tr_status cdyn_body_free_values(cdyn_body *b, PyObject *list);
 /* Record torch._C._set_grad_enabled(mode) in the current graph (the real mode follows). */
 tr_status cdyn_hop_set_grad(cdyn_tx *tx, int mode);
+/* Positional and keyword arguments of a call (args borrowed) bound to `names` (a
+ * NULL-terminated list); the first nreq are required. a[] (one slot per name) gets borrowed
+ * values or NULL. TR_UNSUPPORTED (naming `what`) for an unknown, repeated or missing one. */
+tr_status cdyn_hop_bind_params(cdyn_tx *tx, const char *what, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames, const char *const *names,
+                               int nreq, PyObject **a);
 /* After a failure: the real and symbolic grad mode back to `mode` (no node). */
 void cdyn_hop_restore_grad(cdyn_tx *tx, int mode);
 /* 1 when some TENSOR of args requires grad (from its fake). */

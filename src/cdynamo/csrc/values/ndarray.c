@@ -917,17 +917,6 @@ fake(PyObject *v)
     return V(v)->u.tensor.fake;
 }
 
-static int
-in_list(PyObject *name, const char *const *list)
-{
-    for (int i = 0; list[i]; i++) {
-        if (cdyn_name_is(name, list[i])) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* Metadata as constants, .T/.real/.imag recorded, methods as METHOD values. */
 static tr_status
 ndarray_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
@@ -937,7 +926,7 @@ ndarray_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     static const char *const views[] = {"T", "real", "imag", NULL};
     PyObject *attr, *args[2] = {v, NULL};
     tr_status st;
-    if (in_list(name, meta)) {
+    if (cdyn_name_in(name, meta)) {
         PyObject *r = glue_call("ndarray_attribute", fake(v), name);
         if (r == NULL) {
             return cdyn_tx_unsupported(tx, "numpy: ndarray.%U", name);
@@ -945,7 +934,7 @@ ndarray_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         *out = cdyn_value_const_steal(r);
         return *out ? TR_OK : TR_ERROR;
     }
-    if (in_list(name, views)) {
+    if (cdyn_name_in(name, views)) {
         PyObject *g = glue(), *fn = g ? PyObject_GetAttrString(g, "numpy_attr") : NULL;
         if (fn == NULL || (args[1] = cdyn_value_const(name)) == NULL) {
             Py_XDECREF(fn);
@@ -985,7 +974,7 @@ ndarray_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     PyObject *all[65], *kw2 = NULL;
     tr_status st;
     (void)fs;
-    if (in_list(name, bad)) {
+    if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "numpy: ndarray.%U() needs the array's data", name);
     }
     if (nargs > 64) {

@@ -1128,9 +1128,6 @@ cdyn_sym_finish_guards(cdyn_tx *tx)
 {
     PyObject *res = NULL, *masks, *slots, *progs, *names;
     int rc = -1;
-    if (cdyn_tx_add_no_aliasing(tx) < 0) {
-        return -1;
-    }
     if (tx->shapes == NULL) {
         return 0;
     }

@@ -27,17 +27,6 @@ getattr_node(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
-static int
-in_list(PyObject *name, const char *const *list)
-{
-    for (int i = 0; list[i]; i++) {
-        if (cdyn_name_is(name, list[i])) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static tr_status
 tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -47,7 +36,7 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     static const char *const views[] = {"T", "mT", "H", "mH", "real", "imag", NULL};
     static const char *const bad[] = {"data", "grad", "grad_fn", "_base", "_version", NULL};
     PyObject *attr;
-    if (in_list(name, meta)) {
+    if (cdyn_name_in(name, meta)) {
         PyObject *r = PyObject_GetAttr(fake(v), name);
         tr_status st;
         if (r == NULL) {
@@ -57,10 +46,10 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         Py_DECREF(r);
         return st;
     }
-    if (in_list(name, views)) {
+    if (cdyn_name_in(name, views)) {
         return getattr_node(tx, v, name, out);
     }
-    if (in_list(name, bad)) {
+    if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U is not traced", name);
     }
     /* a method of torch.Tensor; a data attribute (property / getset) is read from the fake
@@ -133,14 +122,14 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                                       "register_hook", "retain_grad", NULL};
     PyObject *all[65];
     (void)fs;
-    if (in_list(name, meta)) {
+    if (cdyn_name_in(name, meta)) {
         return call_meta_method(tx, self, name, args, nargs, kwnames, out);
     }
     if (tx->capture_scalars && cdyn_name_is(name, "item") && nargs == 0) {
         /* cdynamo.config.capture_scalar_outputs: an unbacked symbol, as torch._dynamo */
         return cdyn_tx_graph_call(tx, "call_method", name, NULL, &self, 1, NULL, out);
     }
-    if (in_list(name, bad)) {
+    if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data", name);
     }
     if (cdyn_name_is(name, "numpy")) {

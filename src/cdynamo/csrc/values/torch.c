@@ -4,7 +4,6 @@
  * is_grad_enabled()). */
 #include "../tx.h"
 #include "../codegen.h"
-#include "../trace_rules.h"
 
 int
 cdyn_is_graph_function(PyObject *obj)
@@ -27,23 +26,8 @@ cdyn_is_graph_function(PyObject *obj)
     return cdyn_module_startswith(obj, "torch");
 }
 
-/* ---- torch functions folded at trace time ------------------------------------------------
- * Non-tensor helpers whose value is fixed while compiling: (module, name, result). */
-static const struct {
-    const char *module, *name;
-    int result;
-} constant_fns[] = {
-    {"torch.jit", "is_tracing", 0},
-    {"torch.jit", "is_scripting", 0},
-    {"torch.onnx", "is_in_onnx_export", 0},
-    {"torch.compiler", "is_compiling", 1},
-    {"torch.compiler", "is_dynamo_compiling", 1},
-    {"torch._dynamo", "is_compiling", 1},
-    {"torch._utils", "is_compiling", 1},
-    {NULL, NULL, 0},
-};
-
-static PyObject *constant_results;   /* dict: function -> constant result */
+/* The constant helpers (torch.jit.is_scripting(), torch.compiler.is_compiling(), ...) are
+ * trace_rules' CONSTANT entries, folded where a Python function is inlined (inline.c). */
 static PyObject *fn_annotate, *fn_assert;
 
 /* Functions of torch's global autocast state: folded, with a GLOBAL_STATE guard. */
@@ -110,25 +94,16 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
 int
 cdyn_is_torch_special(PyObject *obj)
 {
-    PyObject *r;
-    if (obj == fn_annotate || obj == fn_assert || is_state_fn(obj) || cdyn_is_ctx_factory(obj) ||
-        is_trusted_constructor(obj)) {
-        return 1;
-    }
-    r = constant_results ? PyDict_GetItemWithError(constant_results, obj) : NULL;
-    if (r == NULL) {
-        PyErr_Clear();
-    }
-    return r != NULL;
+    return obj == fn_annotate || obj == fn_assert || is_state_fn(obj) ||
+           cdyn_is_ctx_factory(obj) || is_trusted_constructor(obj);
 }
 
 /* torch.jit.annotate(type, x) is x; torch._assert(cond, msg) on a constant cond is checked
- * now; the constant helpers fold. *handled = 0 for other functions. */
+ * now. *handled = 0 for other functions. */
 static tr_status
 call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
              PyObject *kwnames, PyObject **out, int *handled)
 {
-    PyObject *r;
     *handled = 1;
     if (obj == fn_annotate && nargs == 2 && kwnames == NULL) {
         *out = Py_NewRef(args[1]);
@@ -142,26 +117,6 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
         }
         *out = cdyn_value_const(Py_None);
         return *out ? TR_OK : TR_ERROR;
-    }
-    r = constant_results ? PyDict_GetItemWithError(constant_results, obj) : NULL;
-    if (r != NULL && nargs == 0) {
-        *out = cdyn_value_const(r);
-        return *out ? TR_OK : TR_ERROR;
-    }
-    PyErr_Clear();
-    if (PyFunction_Check(obj)) {
-        /* trace_rules' per-callable CONSTANT entries (torch.compiler.is_exporting, ...) */
-        PyObject *value = NULL;
-        int rule = cdyn_rules_for_callable(obj, &value);
-        if (rule < 0) {
-            return TR_ERROR;
-        }
-        if (rule == CDYN_RULE_CONSTANT) {
-            *out = cdyn_value_const(value);
-            Py_DECREF(value);
-            return *out ? TR_OK : TR_ERROR;
-        }
-        Py_XDECREF(value);
     }
     *handled = 0;
     return TR_OK;
@@ -305,26 +260,8 @@ int cdyn_torch_init(void);
 int
 cdyn_torch_init(void)
 {
-    if (constant_results != NULL) {
+    if (fn_annotate != NULL) {
         return 0;
-    }
-    constant_results = PyDict_New();
-    if (constant_results == NULL) {
-        return -1;
-    }
-    for (int i = 0; constant_fns[i].name != NULL; i++) {
-        PyObject *mod = PyImport_ImportModule(constant_fns[i].module), *fn = NULL;
-        int e = 0;
-        fn = mod ? PyObject_GetAttrString(mod, constant_fns[i].name) : NULL;
-        if (fn != NULL) {
-            e = PyDict_SetItem(constant_results, fn, constant_fns[i].result ? Py_True : Py_False) < 0;
-        }
-        PyErr_Clear();
-        Py_XDECREF(mod);
-        Py_XDECREF(fn);
-        if (e) {
-            return -1;
-        }
     }
     {
         PyObject *jit = PyImport_ImportModule("torch.jit"), *torch = PyImport_ImportModule("torch");
