@@ -556,26 +556,32 @@ print(json.dumps({"inductor": dict(counters["inductor"]),
 """
 
 
-def test_warm_start_hits_torch_caches_from_a_second_process():
+def test_warm_start_hits_torch_caches_from_a_second_process(tmp_path):
     """This process compiles a graph with "inductor" (filling torch's FX graph cache and
     AOTAutograd cache, no "No shape env" bypass); a fresh process compiling the same program
-    with the same TORCHINDUCTOR_CACHE_DIR finds both."""
+    with the same TORCHINDUCTOR_CACHE_DIR finds both. The cache directory starts empty, and this
+    process compiles another graph first, so the child's graphs are numbered differently: what
+    cdynamo attaches to a graph must not enter torch's cache keys (it did: CI, a cold cache)."""
     from torch._dynamo.utils import counters
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-    counters.clear()
+    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
     cdynamo.reset()
-    out = cdynamo.compile(_cached_fn, backend="inductor")(torch.ones(4, 3))
-    assert torch.allclose(out, _cached_fn(torch.ones(4, 3)))
-    here = counters["inductor"]
-    assert here.get("fxgraph_cache_miss", 0) + here.get("fxgraph_cache_hit", 0) == 1
-    assert counters["inductor"].get("fxgraph_cache_bypass", 0) == 0
-    # the child imports the cdynamo under test (src/ with an in-place build, or the venv's
-    # site-packages under `make test`)
-    src = os.path.dirname(os.path.dirname(os.path.abspath(cdynamo.__file__)))
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir(),
-               PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", _CACHE_CHILD], env=env, capture_output=True,
-                       text=True, timeout=300)
+    with temporary_cache_dir(str(tmp_path)):
+        cdynamo.compile(lambda x: x.sin() - 1, backend="eager")(torch.ones(2))
+        counters.clear()
+        out = cdynamo.compile(_cached_fn, backend="inductor")(torch.ones(4, 3))
+        assert torch.allclose(out, _cached_fn(torch.ones(4, 3)))
+        here = counters["inductor"]
+        assert here.get("fxgraph_cache_miss", 0) == 1, dict(here)
+        assert here.get("fxgraph_cache_bypass", 0) == 0
+        assert counters["aot_autograd"].get("autograd_cache_saved", 0) == 1, \
+            dict(counters["aot_autograd"])
+        # the child imports the cdynamo under test (src/ with an in-place build, or the venv's
+        # site-packages under `make test`)
+        src = os.path.dirname(os.path.dirname(os.path.abspath(cdynamo.__file__)))
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path),
+                   PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        r = subprocess.run([sys.executable, "-c", _CACHE_CHILD], env=env, capture_output=True,
+                           text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Bypassing FX Graph Cache" not in r.stderr
     child = json.loads(r.stdout.strip().splitlines()[-1])

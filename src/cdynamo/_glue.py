@@ -374,8 +374,9 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
     if not outputs and not any(n.op in _CALL_OPS for n in graph.nodes):
         return None
     gm = torch.fx.GraphModule(root, graph)
+    # the name stays off gm: an attribute of gm is part of torch's AOTAutograd cache key, and a
+    # per-process counter there makes a second process miss that cache (warm start)
     name = f"__compiled_fn_{next(_graph_counter)}"
-    gm._cdynamo_name = name
     inputs = [example_inputs[i] for i in keep]
     try:
         compiled = shapes.call_backend(options.backend, gm, inputs)
