@@ -189,6 +189,29 @@ def test_closure_over_reassigned_variable_at_break_stays_eager():
                 closure_reassigned_after_break(X))
 
 
+def _sign_step(a):
+    if (a > 0).any():      # graph break inside the inlined call
+        return a + 1
+    return a - 1
+
+
+def closure_over_variable_assigned_by_broken_call(x, y):
+    def g(z):
+        return z * t
+    t = _sign_step(x)      # the call breaks; t's only store runs in the resume function
+    return g(y)
+
+
+def test_closure_over_variable_assigned_after_break_point():
+    # fuzzer, seed 3 program 299: NameError (free variable 't' not associated with a value)
+    # when the rebuilt closure got a cell that the resume function's store never reached
+    cdynamo.reset()
+    for a in (X, -X):
+        assert_same(cdynamo.compile(closure_over_variable_assigned_by_broken_call,
+                                    backend="eager")(a, Y),
+                    closure_over_variable_assigned_by_broken_call(a, Y))
+
+
 def test_returned_closure_calls_closure():
     def f(x):
         def inner(a):

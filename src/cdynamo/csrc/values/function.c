@@ -365,8 +365,8 @@ deref_stores(PyCodeObject *co, int slot, PyObject *name)
 }
 
 /* A cell of a closure rebuilt at a graph break gets a new cell object, while the frame's
- * variable lives on in the resume function: refuse when that variable is ever written
- * after its first assignment (the two would part). */
+ * variable lives on in the resume function: refuse when that variable is written after the
+ * break (the two would part): written after its first assignment, or not yet assigned. */
 static tr_status
 check_cell_at_break(cdyn_tx *tx, PyObject *cell)
 {
@@ -382,7 +382,9 @@ check_cell_at_break(cdyn_tx *tx, PyObject *cell)
     if (n < 0) {
         return TR_ERROR;
     }
-    if (n > (slot < nargs ? 0 : 1)) {
+    /* one store is allowed when it has run: a cell still empty at the break is assigned in
+       the resume function, whose cell is not the one this closure is rebuilt over */
+    if (n > (slot < nargs || V(cell)->u.cell.contents == NULL ? 0 : 1)) {
         return cdyn_tx_unsupported(tx, "closure over variable %U, which is reassigned, live at "
                                        "a graph break",
                                    PyTuple_GET_ITEM(co->co_localsplusnames, slot));
