@@ -91,3 +91,20 @@ def test_uncaught_exception_reaches_the_user_with_its_values():
     with pytest.raises(ValueError) as e:
         cdynamo.compile(uncaught, backend="eager")(torch.ones(2))
     assert e.value.args == ("bad input", 3)
+
+
+def _raises_with_kwargs(a, **kw):
+    raise ValueError("boom", sorted(kw))
+
+
+def keyword_call_that_raises(x, y):
+    return _raises_with_kwargs(a=y, z=x)
+
+
+def test_keyword_call_that_raises_keeps_its_keywords():
+    # fuzzer, seed 3 program 7145: the call that raised was re-run by Python as a graph
+    # break without its KW_NAMES (TypeError: takes 1 positional argument but 2 were given)
+    cdynamo.reset()
+    with pytest.raises(ValueError) as e:
+        cdynamo.compile(keyword_call_that_raises, backend="eager")(torch.ones(2), torch.ones(2))
+    assert e.value.args == ("boom", ["z"])

@@ -1155,10 +1155,10 @@ static tr_status
 unwind(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins)
 {
     tr_status st;
-    Py_CLEAR(fs->kw_names);
     if (ins->exc_handler < 0) {
-        return TR_EXCEPTION;
+        return TR_EXCEPTION;   /* kw_names kept: the call may become a graph break */
     }
+    Py_CLEAR(fs->kw_names);
     while (fs->sp > ins->exc_depth) {
         Py_DECREF(pop(fs));
     }
