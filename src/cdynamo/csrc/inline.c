@@ -501,12 +501,15 @@ static tr_status
 inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObject *self,
             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-    PyFunctionObject *f = (PyFunctionObject *)func;
+    PyObject *pf = cdyn_polyfill_of(func);   /* a Python function with a polyfill (contextlib's
+                                               _GeneratorContextManager.__enter__): that */
+    PyFunctionObject *f = (PyFunctionObject *)(pf != NULL && PyFunction_Check(pf) ? pf : func);
     PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL, *gsrc = NULL;
     int top = f->func_globals == tx->frame->f_globals;
     int rule = cdyn_code_trace_rule((PyCodeObject *)f->func_code, f->func_globals);
     tr_status st;
     assert(PyFunction_Check(func));
+    func = (PyObject *)f;
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* a per-callable INLINE entry of trace_rules overrides its file's rule
            (torch.backends.mha.get_fastpath_enabled) */
