@@ -40,7 +40,8 @@ def generator_cm_exit(self, typ, value, traceback):
     try:
         self.gen.throw(value)
     except StopIteration as exc:
-        return exc is not value
+        # the generator returned: swallowed, unless it was the StopIteration thrown in
+        return not isinstance(value, StopIteration) or exc is not value
     except RuntimeError as exc:
         if exc is value:
             return False
