@@ -217,7 +217,9 @@ run_resumed(cdyn_tx *tx, PyObject *v, cdyn_fs *fs, PyObject **out)
     if (st == TR_OK && fs->yielded && PyList_GET_SIZE(tx->exc_info) != n_exc_info) {
         /* suspended inside an except block: the exception it handles would stay the
            caller's current one (CPython keeps it with the generator) */
-        st = cdyn_tx_unsupported(tx, "yield inside an except block of a generator");
+        st = PyList_SetSlice(tx->exc_info, n_exc_info, PyList_GET_SIZE(tx->exc_info), NULL) < 0
+                 ? TR_ERROR
+                 : cdyn_tx_unsupported(tx, "yield inside an except block of a generator");
     }
     if (st != TR_OK) {
         g->bits |= GEN_BROKEN;
@@ -838,8 +840,10 @@ cdyn_generator_release_dropped(cdyn_tx *tx, cdyn_fs *fs)
     releasing = 1;
     while (st == TR_OK && (v = next_dropped(tx, dying, &n_in_try)) != NULL) {
         Py_INCREF(v);
-        /* its handlers run now, after the instruction: no rollback past this point */
-        if ((V(v)->bits & GEN_IN_TRY) && ((gen_frame *)frame_of(v))->started) {
+        /* its handlers run now: a generator from before the step can no longer be reset by
+           a rollback (one made in the step goes with it) */
+        if ((V(v)->bits & GEN_IN_TRY) && ((gen_frame *)frame_of(v))->started &&
+            V(v)->serial < tx->ckpt_serial) {
             tx->mutations++;
         }
         st = close_gen(tx, v, 1);
