@@ -187,6 +187,37 @@ def test_finally_with_tensor_work_runs_in_the_graph():
     assert c.frame_count == 1 and c.op_count == 3
 
 
+def test_yield_from_closes_the_inner_generator_first():
+    def inner(log, x):
+        try:
+            yield x
+            yield x + 1
+        finally:
+            log.append("inner finally")
+
+    def outer(log, x):
+        try:
+            yield from inner(log, x)
+        finally:
+            log.append("outer finally")
+
+    def f(x):
+        log = []
+        g = outer(log, x)
+        a = next(g) * 2
+        del g
+        log.append("dropped")
+        h = outer(log, x)
+        b = next(h) * 3
+        h.close()
+        log.append("closed")
+        return a, b, log
+    assert f(X)[2] == ["inner finally", "outer finally", "dropped",
+                       "inner finally", "outer finally", "closed"]
+    check(f, X, dynamo=None)
+    assert explain(f, X) == (1, 0, 0)
+
+
 # ================================================================ except around yield
 
 def test_except_around_yield_and_throw():

@@ -509,7 +509,11 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     int rule = cdyn_code_trace_rule((PyCodeObject *)f->func_code, f->func_globals);
     tr_status st;
     assert(PyFunction_Check(func));
-    func = (PyObject *)f;
+    if ((PyObject *)f != func) {   /* the polyfill's defaults and cells are its own */
+        func = (PyObject *)f;
+        fn_source = NULL;
+        guarded = 0;
+    }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* a per-callable INLINE entry of trace_rules overrides its file's rule
            (torch.backends.mha.get_fastpath_enabled) */

@@ -283,6 +283,17 @@ resume_with(cdyn_tx *tx, PyObject *v, PyObject *sent, PyObject **out)
     return run_resumed(tx, v, fs, out);
 }
 
+/* The iterator fs delegates to while suspended in a `yield from` (borrowed: its stack top
+ * under the RESUME 2 that follows the yield), or NULL. */
+static PyObject *
+delegate_of(cdyn_fs *fs)
+{
+    const cdyn_instr *next = fs->pc < fs->instrs.len ? &fs->instrs.items[fs->pc] : NULL;
+    return next != NULL && next->opcode == RESUME && next->oparg == 2 && fs->sp > 0
+               ? fs->stack[fs->sp - 1]
+               : NULL;
+}
+
 /* Raise tx->exc (set: a TR_EXCEPTION pending) in v's frame where it is suspended and run it
  * on as resume_with does. A generator not started, or finished, only raises it (one not
  * started is finished by it, as CPython). */
@@ -297,9 +308,12 @@ throw_into(cdyn_tx *tx, PyObject *v, PyObject **out)
         Py_CLEAR(tx->exc);
         return cdyn_tx_unsupported(tx, "throw() into a generator that is running or failed");
     }
-    if (fs == NULL || (g->bits & GEN_DONE) || g->u.gen.buffer != NULL ||
-        !((gen_frame *)fs)->started) {
-        if (fs != NULL && g->u.gen.buffer == NULL) {
+    if (g->u.gen.buffer != NULL) {
+        Py_CLEAR(tx->exc);
+        return cdyn_tx_unsupported(tx, "throw() into a generator rebuilt from its items");
+    }
+    if (fs == NULL || (g->bits & GEN_DONE) || !((gen_frame *)fs)->started) {
+        if (fs != NULL) {
             finish(v);
         }
         return TR_EXCEPTION;
@@ -334,10 +348,18 @@ close_gen(cdyn_tx *tx, PyObject *v, int dropped)
 {
     cdyn_value *g = V(v);
     cdyn_fs *fs = frame_of(v);
-    PyObject *item = NULL;
+    PyObject *item = NULL, *inner = NULL;
     tr_status st;
     if (g->bits & (GEN_RUNNING | GEN_BROKEN)) {
         return cdyn_tx_unsupported(tx, "close() of a running generator");
+    }
+    if (fs != NULL && !(g->bits & GEN_DONE) && g->u.gen.buffer == NULL &&
+        (inner = delegate_of(fs)) != NULL && V(inner)->kind == VK_GENERATOR) {
+        /* in a `yield from`: the generator it delegates to is closed first (CPython) */
+        cdyn_tx_mutated(tx, inner);
+        if ((st = close_gen(tx, inner, dropped)) != TR_OK) {
+            return st;
+        }
     }
     if (g->u.gen.buffer != NULL || (g->bits & GEN_DONE) || fs == NULL ||
         !((gen_frame *)fs)->started || !(g->bits & GEN_IN_TRY)) {
@@ -722,6 +744,9 @@ gen_throw(cdyn_tx *tx, PyObject *v, PyObject *exc, PyObject **out)
     if (V(v)->kind != VK_GENERATOR || (V(exc)->kind != VK_EXC && V(exc)->kind != VK_EXCTYPE)) {
         return cdyn_tx_unsupported(tx, "throw() of a value that is not an exception");
     }
+    if (frame_of(v) != NULL && !(V(v)->bits & GEN_DONE) && delegate_of(frame_of(v)) != NULL) {
+        return cdyn_tx_unsupported(tx, "throw() into a generator suspended in yield from");
+    }
     if (advances(v) && note_advance(tx, v) < 0) {
         return TR_ERROR;
     }
@@ -804,12 +829,32 @@ internal_refs(cdyn_tx *tx, PyObject *v, cdyn_fs *dying)
     return n;
 }
 
+/* An upper bound of internal_refs over every generator: 1 (tx->cyclic) + tx->undo entries +
+ * the generators in creation snapshots and in dying's slots. */
+static Py_ssize_t
+internal_bound(cdyn_tx *tx, cdyn_fs *dying)
+{
+    Py_ssize_t n = 1 + (tx->undo != NULL ? PyList_GET_SIZE(tx->undo) : 0);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->cyclic); i++) {
+        PyObject *w = PyList_GET_ITEM(tx->cyclic, i);
+        gen_frame *gf = V(w)->kind == VK_GENERATOR ? (gen_frame *)frame_of(w) : NULL;
+        for (int k = 0; gf != NULL && gf->pristine != NULL && k < gf->fs.nlocals; k++) {
+            n += gf->pristine[k] != NULL && V(gf->pristine[k])->kind == VK_GENERATOR;
+        }
+    }
+    for (int k = 0; dying != NULL && k < dying->nlocals; k++) {
+        n += dying->locals[k] != NULL;
+    }
+    return n + (dying != NULL ? dying->sp : 0);
+}
+
 /* The next generator of tx->cyclic that the program no longer references and that still
  * holds a frame's contents (borrowed), or NULL; *n_in_try counts the live ones suspended
  * in a try block (or running). */
 static PyObject *
 next_dropped(cdyn_tx *tx, cdyn_fs *dying, int *n_in_try)
 {
+    Py_ssize_t bound = internal_bound(tx, dying);
     *n_in_try = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->cyclic); i++) {
         PyObject *v = PyList_GET_ITEM(tx->cyclic, i);
@@ -817,7 +862,8 @@ next_dropped(cdyn_tx *tx, cdyn_fs *dying, int *n_in_try)
         if (g->kind != VK_GENERATOR || frame_of(v) == NULL || (g->bits & (GEN_DONE | GEN_BROKEN))) {
             continue;
         }
-        if ((g->bits & GEN_RUNNING) || Py_REFCNT(v) > internal_refs(tx, v, dying)) {
+        if ((g->bits & GEN_RUNNING) || Py_REFCNT(v) > bound ||
+            Py_REFCNT(v) > internal_refs(tx, v, dying)) {
             *n_in_try += (g->bits & (GEN_IN_TRY | GEN_RUNNING)) != 0;
             continue;
         }
