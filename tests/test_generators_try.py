@@ -134,6 +134,25 @@ def test_finally_generator_overwritten_and_at_frame_end():
     assert explain(f, X) == (1, 0, 0)
 
 
+def test_generator_argument_deleted_inside_the_callee():
+    # CPython moves a Python function's arguments into its frame: the callee's `del` drops
+    # the last reference (the caller's stack no longer holds it)
+    def take(g, log):
+        a = next(g)
+        del g
+        log.append("after del")
+        return a * 2
+
+    def f(x):
+        log = []
+        a = take(gen_finally(log, x, 2), log)
+        log.append("returned")
+        return a, log
+    assert f(X)[1] == [("yield", 0), "finally", "after del", "returned"]
+    check(f, X, dynamo=None)
+    assert explain(f, X) == (1, 0, 0)
+
+
 def test_explicit_close_and_generator_exit_handler():
     def gen(log, x):
         try:

@@ -551,9 +551,16 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         st = gsrc ? TR_OK : TR_ERROR;
     }
     if (st == TR_OK) {
+        /* CPython moves a Python function's arguments from the caller's stack into its frame
+           (not a polyfill's: the builtin it stands for borrows them) */
+        int moved = !cdyn_module_startswith(func, "cdynamo.polyfills") &&
+                    cdyn_generator_push_moved_args(tx->cur_fs, args, nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0));
         st = cdyn_tx_inline_code(tx, (PyCodeObject *)f->func_code, self, args, nargs, kwnames,
                                  defaults, kwdefaults, cells, f->func_globals, f->func_builtins,
                                  gsrc, top, out);
+        if (moved) {
+            cdyn_generator_pop_moved_args();
+        }
     }
     Py_XDECREF(defaults);
     Py_XDECREF(kwdefaults);

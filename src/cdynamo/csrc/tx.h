@@ -326,6 +326,12 @@ tr_status cdyn_generator_release_dropped(cdyn_tx *tx, cdyn_fs *fs);
 /* A step that began at value serial `serial` failed and is undone: generators it made are
  * unusable and never closed (their frames did not run in the program). */
 void cdyn_generator_forget_since(cdyn_tx *tx, long long serial);
+/* While a Python function is inlined: its arguments args[0..n) (borrowed), when they are
+ * slots of the caller's stack (caller: borrowed fs or NULL), are references CPython would
+ * have moved into the callee's frame, so they do not keep a generator alive (a `del` of
+ * the parameter drops it). push: 1 when recorded (then pop after the call), else 0. */
+int cdyn_generator_push_moved_args(cdyn_fs *caller, PyObject *const *args, Py_ssize_t n);
+void cdyn_generator_pop_moved_args(void);
 /* Raise tx->exc at instruction index pc of fs (a generator suspended there): unwind to
  * its handler (TR_OK, fs->pc at the handler) or TR_EXCEPTION when none (translate.c). */
 tr_status cdyn_tx_throw_at(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc);

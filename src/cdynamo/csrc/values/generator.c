@@ -801,9 +801,36 @@ gen_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
 
 /* ---- dropped generators ------------------------------------------------------------- */
 
+#define MAX_MOVED 256   /* inlined calls whose arguments are recorded (inlining is shallower) */
+
+static struct { PyObject *const *args; Py_ssize_t n; } moved[MAX_MOVED];
+static int n_moved;
+
+int
+cdyn_generator_push_moved_args(cdyn_fs *caller, PyObject *const *args, Py_ssize_t n)
+{
+    uintptr_t a = (uintptr_t)args, lo = caller != NULL ? (uintptr_t)caller->stack : 0;
+    if (caller == NULL || n <= 0 || n_moved >= MAX_MOVED || a < lo ||
+        a + (size_t)n * sizeof(PyObject *) > lo + (size_t)caller->sp * sizeof(PyObject *)) {
+        return 0;
+    }
+    moved[n_moved].args = args;
+    moved[n_moved].n = n;
+    n_moved++;
+    return 1;
+}
+
+void
+cdyn_generator_pop_moved_args(void)
+{
+    assert(n_moved > 0);
+    n_moved--;
+}
+
 /* References to v that the trace's bookkeeping holds and the real program would not: its
- * entries in tx->cyclic and tx->undo, creation snapshots of generators, and (dying, or
- * NULL) the locals and stack of a frame that has returned. */
+ * entries in tx->cyclic and tx->undo, creation snapshots of generators, the caller's stack
+ * slots of the arguments of inlined Python calls under way, and (dying, or NULL) the locals
+ * and stack of a frame that has returned. */
 static Py_ssize_t
 internal_refs(cdyn_tx *tx, PyObject *v, cdyn_fs *dying)
 {
@@ -819,6 +846,11 @@ internal_refs(cdyn_tx *tx, PyObject *v, cdyn_fs *dying)
     }
     for (Py_ssize_t i = 0; tx->undo != NULL && i < PyList_GET_SIZE(tx->undo); i++) {
         n += PyTuple_GET_ITEM(PyList_GET_ITEM(tx->undo, i), 0) == v;
+    }
+    for (int c = 0; c < n_moved; c++) {
+        for (Py_ssize_t k = 0; k < moved[c].n; k++) {
+            n += moved[c].args[k] == v;
+        }
     }
     for (int k = 0; dying != NULL && k < dying->nlocals; k++) {
         n += dying->locals[k] == v;
@@ -841,6 +873,9 @@ internal_bound(cdyn_tx *tx, cdyn_fs *dying)
         for (int k = 0; gf != NULL && gf->pristine != NULL && k < gf->fs.nlocals; k++) {
             n += gf->pristine[k] != NULL && V(gf->pristine[k])->kind == VK_GENERATOR;
         }
+    }
+    for (int c = 0; c < n_moved; c++) {
+        n += moved[c].n;
     }
     for (int k = 0; dying != NULL && k < dying->nlocals; k++) {
         n += dying->locals[k] != NULL;
