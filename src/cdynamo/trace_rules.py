@@ -151,6 +151,9 @@ MODULE_RULES: dict[str, str] = {
     # The standard library's pure-Python mixins that user classes inherit (Mapping.get,
     # Mapping.__contains__, ...), inlined as torch._dynamo traces them.
     "_collections_abc": INLINE,
+    # contextlib.contextmanager: the decorated generator driven by _GeneratorContextManager's
+    # own __enter__/__exit__, inlined (values/generator.c closes and throws into it).
+    "contextlib": INLINE,
 }
 
 # The standard library (frames of its machinery never run translated): every module under

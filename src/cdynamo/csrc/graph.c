@@ -481,6 +481,7 @@ tr_status
 cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
 {
     PyObject *r;
+    cdyn_generator_forget_since(tx, tx->ckpt_serial);
     if (tx->mutations != ck->mutations) {
         return TR_UNSUPPORTED;   /* the failed step changed traced state: give up */
     }

@@ -501,12 +501,19 @@ static tr_status
 inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObject *self,
             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-    PyFunctionObject *f = (PyFunctionObject *)func;
+    PyObject *pf = cdyn_polyfill_of(func);   /* a Python function with a polyfill (contextlib's
+                                               _GeneratorContextManager.__enter__): that */
+    PyFunctionObject *f = (PyFunctionObject *)(pf != NULL && PyFunction_Check(pf) ? pf : func);
     PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL, *gsrc = NULL;
     int top = f->func_globals == tx->frame->f_globals;
     int rule = cdyn_code_trace_rule((PyCodeObject *)f->func_code, f->func_globals);
     tr_status st;
     assert(PyFunction_Check(func));
+    if ((PyObject *)f != func) {   /* the polyfill's defaults and cells are its own */
+        func = (PyObject *)f;
+        fn_source = NULL;
+        guarded = 0;
+    }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* a per-callable INLINE entry of trace_rules overrides its file's rule
            (torch.backends.mha.get_fastpath_enabled) */
@@ -544,9 +551,16 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         st = gsrc ? TR_OK : TR_ERROR;
     }
     if (st == TR_OK) {
+        /* CPython moves a Python function's arguments from the caller's stack into its frame
+           (not a polyfill's: the builtin it stands for borrows them) */
+        int moved = !cdyn_module_startswith(func, "cdynamo.polyfills") &&
+                    cdyn_generator_push_moved_args(tx->cur_fs, args, nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0));
         st = cdyn_tx_inline_code(tx, (PyCodeObject *)f->func_code, self, args, nargs, kwnames,
                                  defaults, kwdefaults, cells, f->func_globals, f->func_builtins,
                                  gsrc, top, out);
+        if (moved) {
+            cdyn_generator_pop_moved_args();
+        }
     }
     Py_XDECREF(defaults);
     Py_XDECREF(kwdefaults);

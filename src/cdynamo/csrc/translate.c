@@ -1173,6 +1173,13 @@ unwind(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins)
     return st;
 }
 
+tr_status
+cdyn_tx_throw_at(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
+{
+    assert(pc >= 0 && pc < fs->instrs.len && tx->exc != NULL);
+    return unwind(tx, fs, &fs->instrs.items[pc]);
+}
+
 /* YIELD_VALUE / RETURN_GENERATOR in a generator's frame (values/generator.c): suspend it,
  * with the yielded value (None for the RETURN_GENERATOR of its prologue) in retval. */
 OP(yield_value)
@@ -1381,6 +1388,9 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
         st = handler != NULL ? handler(tx, fs, ins)
                              : cdyn_tx_unsupported(tx, "unsupported opcode %s",
                                                    cdyn_opname(ins->opcode));
+        if (st == TR_OK && tx->n_gen_in_try > 0) {   /* generators dropped by it */
+            st = cdyn_generator_release_dropped(tx, fs);
+        }
         if (st == TR_EXCEPTION) {
             st = unwind(tx, fs, ins);
             if (st == TR_EXCEPTION && fs->is_top) {

@@ -71,6 +71,8 @@ typedef struct cdyn_tx {
     int dynamic;            /* compile(dynamic=): -1 None (automatic), 0 False, 1 True */
     int capture_scalars;    /* cdynamo.config.capture_scalar_outputs at trace start */
     struct cdyn_sub *sub;   /* borrowed: the innermost active sub-trace (graph.c), or NULL */
+    int n_gen_in_try;       /* generators that suspended inside a try/with block (never less
+                               than the number still suspended there; values/generator.c) */
 } cdyn_tx;
 
 /* Per-function interpreter state (the top frame or an inlined call). */
@@ -316,6 +318,23 @@ PyObject *cdyn_generator_retval(PyObject *v);
 /* Report the real type `type` (borrowed) for a generator value made by a polyfill of that
  * type (map, filter, zip, ...). No-op for other values. */
 void cdyn_generator_set_type(PyObject *v, PyObject *type);
+/* After an instruction of fs succeeded: close the generators suspended inside a try/with
+ * block that nothing references any more (their finally / __exit__ runs there, as when
+ * CPython drops the last reference); when fs is the top frame and has returned, its locals
+ * count as dropped. A failure here cannot be rolled back (counted as a mutation). */
+tr_status cdyn_generator_release_dropped(cdyn_tx *tx, cdyn_fs *fs);
+/* A step that began at value serial `serial` failed and is undone: generators it made are
+ * unusable and never closed (their frames did not run in the program). */
+void cdyn_generator_forget_since(cdyn_tx *tx, long long serial);
+/* While a Python function is inlined: its arguments args[0..n) (borrowed), when they are
+ * slots of the caller's stack (caller: borrowed fs or NULL), are references CPython would
+ * have moved into the callee's frame, so they do not keep a generator alive (a `del` of
+ * the parameter drops it). push: 1 when recorded (then pop after the call), else 0. */
+int cdyn_generator_push_moved_args(cdyn_fs *caller, PyObject *const *args, Py_ssize_t n);
+void cdyn_generator_pop_moved_args(void);
+/* Raise tx->exc at instruction index pc of fs (a generator suspended there): unwind to
+ * its handler (TR_OK, fs->pc at the handler) or TR_EXCEPTION when none (translate.c). */
+tr_status cdyn_tx_throw_at(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc);
 
 /* ---- polyfills (values/polyfill.c) ------------------------------------------------------ */
 

@@ -204,6 +204,7 @@ typedef struct cdyn_value {
 #define GEN_RUNNING     0x1u   /* GENERATOR: its frame is being interpreted */
 #define GEN_DONE        0x2u   /* ... returned (or drained into the buffer) */
 #define GEN_BROKEN      0x4u   /* ... failed while running: its state is unusable */
+#define GEN_IN_TRY      0x8u   /* ... suspended at a yield inside a try/with block */
 #define CELL_TOP        0x1u   /* CELL: made by MAKE_CELL in the top frame, for slot `pos` */
 #define FUNC_CODE_GUARDED 0x2u /* USERFN: guarded by __code__ (not identity); an identity
                                   test pins it with ID_MATCH first (cdyn_v_pin_identity) */

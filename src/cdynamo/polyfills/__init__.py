@@ -82,7 +82,7 @@ _LOADED = []
 
 def registry():
     """The table ``{real callable: polyfill}`` (a new dict), every polyfill module loaded."""
-    from . import (bisect, builtins, collections, copy, functools, heapq,  # noqa: F401
-                   itertools, operator)
+    from . import (bisect, builtins, collections, contextlib, copy, functools,  # noqa: F401
+                   heapq, itertools, operator)
     _LOADED.append(True)
     return dict(_REGISTRY)

@@ -15,8 +15,16 @@
  * had been started before counts as a mutation, so the trace cannot roll back past it: the
  * frame runs unmodified, as torch._dynamo skips a frame whose generator breaks.
  *
- * A generator whose yield sits inside try/finally or with is not inlined (closing it half-way
- * would run the handler, which is not modelled).
+ * A yield inside try/finally, try/except or with is inlined too. Such a generator, dropped
+ * while suspended there, runs its handlers as CPython does when the last reference goes:
+ * after each instruction, a generator suspended in a try block (GEN_IN_TRY) that nothing
+ * references any more (its reference count less the trace's own bookkeeping: tx->cyclic,
+ * tx->undo, snapshots) is closed: GeneratorExit raised at its yield, its finally/__exit__
+ * traced there. The top frame's locals count as dropped when it returns; one still
+ * suspended in a try block at that point, or live at a graph break, is not supported (its
+ * handlers would run outside the trace). close() and throw() raise into the frame the same
+ * way (contextlib.contextmanager's __exit__). A finished generator's frame is cleared, as
+ * CPython clears it, so the values it held can be dropped in turn.
  *
  * At a graph break or a return, a live generator is rebuilt as iter(tuple of its
  * remaining items): they are made now (drained ahead into u.gen.buffer) provided that
@@ -110,14 +118,6 @@ cdyn_generator_new(cdyn_tx *tx, cdyn_fs *fs, PyObject **out)
 {
     PyObject *v = NULL, *cap = NULL;
     tr_status st;
-    for (Py_ssize_t i = 0; i < fs->instrs.len; i++) {
-        if (fs->instrs.items[i].opcode == YIELD_VALUE && fs->instrs.items[i].exc_handler >= 0) {
-            /* a generator dropped half-way runs its finally/__exit__ when it is closed:
-               not modelled */
-            cdyn_fs_free(fs);
-            return cdyn_tx_unsupported(tx, "generator with a yield inside try/with");
-        }
-    }
     cap = PyCapsule_New(fs, CAPSULE, capsule_free);
     if (cap == NULL) {
         cdyn_fs_free(fs);
@@ -174,6 +174,76 @@ stop_iteration_escaped(cdyn_tx *tx)
     return st;
 }
 
+/* Clear what a finished generator's frame holds (locals, stack), as CPython clears the frame
+ * of a generator that returned or raised, so the values it referenced can be dropped; the
+ * arrays stay (a rollback reset refills them). */
+static void
+finish(PyObject *v)
+{
+    cdyn_fs *fs = frame_of(v);
+    V(v)->bits = (V(v)->bits | GEN_DONE) & ~GEN_IN_TRY;
+    if (fs == NULL) {
+        return;
+    }
+    for (int i = 0; i < fs->nlocals; i++) {
+        Py_CLEAR(fs->locals[i]);
+    }
+    while (fs->sp > 0) {
+        fs->sp--;
+        Py_CLEAR(fs->stack[fs->sp]);
+    }
+    Py_CLEAR(fs->kw_names);
+}
+
+/* Run v's frame (fs, ready: a value sent pushed, or an exception's handler reached) until it
+ * yields (*out the item, new) or returns (*out NULL; the value kept in u.gen.retval). An
+ * exception escaping it finishes it (TR_EXCEPTION, PEP 479 applied). */
+static tr_status
+run_resumed(cdyn_tx *tx, PyObject *v, cdyn_fs *fs, PyObject **out)
+{
+    cdyn_value *g = V(v);
+    Py_ssize_t n_exc_info = PyList_GET_SIZE(tx->exc_info);
+    tr_status st;
+    *out = NULL;
+    fs->yielded = 0;
+    ((gen_frame *)fs)->started = 1;
+    g->bits |= GEN_RUNNING;
+    st = run_frame(tx, fs);
+    g->bits &= ~GEN_RUNNING;
+    if (st == TR_EXCEPTION) {   /* raised out of the body: the generator is finished */
+        finish(v);
+        return stop_iteration_escaped(tx);
+    }
+    if (st == TR_OK && fs->yielded && PyList_GET_SIZE(tx->exc_info) != n_exc_info) {
+        /* suspended inside an except block: the exception it handles would stay the
+           caller's current one (CPython keeps it with the generator) */
+        st = PyList_SetSlice(tx->exc_info, n_exc_info, PyList_GET_SIZE(tx->exc_info), NULL) < 0
+                 ? TR_ERROR
+                 : cdyn_tx_unsupported(tx, "yield inside an except block of a generator");
+    }
+    if (st != TR_OK) {
+        g->bits |= GEN_BROKEN;
+        return st;
+    }
+    if (fs->yielded) {
+        *out = fs->retval;
+        fs->retval = NULL;
+        fs->yielded = 0;
+        if (fs->instrs.items[fs->pc - 1].exc_handler < 0) {
+            g->bits &= ~GEN_IN_TRY;
+        }
+        else if (!(g->bits & GEN_IN_TRY)) {
+            g->bits |= GEN_IN_TRY;
+            tx->n_gen_in_try++;
+        }
+        return TR_OK;
+    }
+    g->u.gen.retval = fs->retval;   /* returned: keep the value (yield from) */
+    fs->retval = NULL;
+    finish(v);
+    return TR_OK;
+}
+
 /* Resume the generator with the value sent (borrowed; NULL: None): *out the next item
  * (new), or NULL when it is exhausted (its return value kept in u.gen.retval). Buffered
  * items come first. */
@@ -182,7 +252,6 @@ resume_with(cdyn_tx *tx, PyObject *v, PyObject *sent, PyObject **out)
 {
     cdyn_value *g = V(v);
     cdyn_fs *fs = NULL;
-    tr_status st;
     *out = NULL;
     if (g->bits & GEN_BROKEN) {
         return cdyn_tx_unsupported(tx, "generator whose frame failed to trace");
@@ -211,29 +280,112 @@ resume_with(cdyn_tx *tx, PyObject *v, PyObject *sent, PyObject **out)
         return TR_ERROR;
     }
     fs->sp++;
-    fs->yielded = 0;
-    ((gen_frame *)fs)->started = 1;
-    g->bits |= GEN_RUNNING;
-    st = run_frame(tx, fs);
-    g->bits &= ~GEN_RUNNING;
-    if (st == TR_EXCEPTION) {   /* raised out of the body: the generator is finished */
-        g->bits |= GEN_DONE;
+    return run_resumed(tx, v, fs, out);
+}
+
+/* The iterator fs delegates to while suspended in a `yield from` (borrowed: its stack top
+ * under the RESUME 2 that follows the yield), or NULL. */
+static PyObject *
+delegate_of(cdyn_fs *fs)
+{
+    const cdyn_instr *next = fs->pc < fs->instrs.len ? &fs->instrs.items[fs->pc] : NULL;
+    return next != NULL && next->opcode == RESUME && next->oparg == 2 && fs->sp > 0
+               ? fs->stack[fs->sp - 1]
+               : NULL;
+}
+
+/* Raise tx->exc (set: a TR_EXCEPTION pending) in v's frame where it is suspended and run it
+ * on as resume_with does. A generator not started, or finished, only raises it (one not
+ * started is finished by it, as CPython). */
+static tr_status
+throw_into(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    cdyn_value *g = V(v);
+    cdyn_fs *fs = frame_of(v);
+    tr_status st;
+    *out = NULL;
+    if (g->bits & (GEN_BROKEN | GEN_RUNNING)) {
+        Py_CLEAR(tx->exc);
+        return cdyn_tx_unsupported(tx, "throw() into a generator that is running or failed");
+    }
+    if (g->u.gen.buffer != NULL) {
+        Py_CLEAR(tx->exc);
+        return cdyn_tx_unsupported(tx, "throw() into a generator rebuilt from its items");
+    }
+    if (fs == NULL || (g->bits & GEN_DONE) || !((gen_frame *)fs)->started) {
+        if (fs != NULL) {
+            finish(v);
+        }
+        return TR_EXCEPTION;
+    }
+    st = cdyn_tx_throw_at(tx, fs, fs->pc - 1);
+    if (st == TR_EXCEPTION) {   /* no handler around the yield: it goes through */
+        finish(v);
         return stop_iteration_escaped(tx);
     }
     if (st != TR_OK) {
         g->bits |= GEN_BROKEN;
         return st;
     }
-    if (fs->yielded) {
-        *out = fs->retval;
-        fs->retval = NULL;
-        fs->yielded = 0;
+    return run_resumed(tx, v, fs, out);
+}
+
+/* 1 when tx->exc is an instance of the exception class cls. */
+static int
+exc_is(cdyn_tx *tx, PyObject *cls)
+{
+    PyObject *t = tx->exc != NULL && V(tx->exc)->kind == VK_EXC ? V(tx->exc)->u.exc.type : NULL;
+    return t != NULL && PyType_Check(t) &&
+           PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)cls);
+}
+
+/* gen.close(): GeneratorExit raised where v is suspended (a no-op for one not started,
+ * finished, or suspended outside any try block). dropped: closed because its last
+ * reference went, where an exception from its handlers is not the caller's (CPython reports
+ * it as unraisable): not supported. */
+static tr_status
+close_gen(cdyn_tx *tx, PyObject *v, int dropped)
+{
+    cdyn_value *g = V(v);
+    cdyn_fs *fs = frame_of(v);
+    PyObject *item = NULL, *inner = NULL;
+    tr_status st;
+    if (g->bits & (GEN_RUNNING | GEN_BROKEN)) {
+        return cdyn_tx_unsupported(tx, "close() of a running generator");
+    }
+    if (fs != NULL && !(g->bits & GEN_DONE) && g->u.gen.buffer == NULL &&
+        (inner = delegate_of(fs)) != NULL && V(inner)->kind == VK_GENERATOR) {
+        /* in a `yield from`: the generator it delegates to is closed first (CPython) */
+        cdyn_tx_mutated(tx, inner);
+        if ((st = close_gen(tx, inner, dropped)) != TR_OK) {
+            return st;
+        }
+    }
+    if (g->u.gen.buffer != NULL || (g->bits & GEN_DONE) || fs == NULL ||
+        !((gen_frame *)fs)->started || !(g->bits & GEN_IN_TRY)) {
+        Py_CLEAR(g->u.gen.buffer);
+        finish(v);
         return TR_OK;
     }
-    g->u.gen.retval = fs->retval;   /* returned: keep the value (yield from) */
-    fs->retval = NULL;
-    g->bits |= GEN_DONE;
-    return TR_OK;
+    st = cdyn_tx_raise(tx, PyExc_GeneratorExit, NULL, 0);
+    if (st == TR_EXCEPTION) {
+        st = throw_into(tx, v, &item);
+    }
+    if (st == TR_EXCEPTION && exc_is(tx, PyExc_GeneratorExit)) {
+        Py_CLEAR(tx->exc);
+        Py_CLEAR(tx->reason);
+        return TR_OK;
+    }
+    if (st == TR_EXCEPTION && dropped) {
+        Py_CLEAR(tx->exc);
+        return cdyn_tx_unsupported(tx, "exception in the finally/__exit__ of a dropped generator");
+    }
+    if (st == TR_OK && item != NULL) {
+        Py_DECREF(item);
+        g->bits |= GEN_BROKEN;
+        return cdyn_tx_unsupported(tx, "generator ignored GeneratorExit");
+    }
+    return st;
 }
 
 /* resume_with None (next()). */
@@ -264,7 +416,7 @@ cdyn_generator_reset(PyObject *v)
     fs->pc = gf->pristine_pc;
     fs->yielded = 0;
     gf->started = 0;
-    g->bits &= ~(GEN_DONE | GEN_BROKEN | GEN_RUNNING);
+    g->bits &= ~(GEN_DONE | GEN_BROKEN | GEN_RUNNING | GEN_IN_TRY);
     Py_CLEAR(g->u.gen.buffer);
     Py_CLEAR(g->u.gen.retval);
     g->pos = 0;
@@ -495,6 +647,10 @@ gen_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     if (g->bits & (GEN_BROKEN | GEN_RUNNING)) {
         return cdyn_tx_unsupported(tx, "cannot rebuild a generator whose frame failed");
     }
+    if (g->bits & GEN_IN_TRY) {   /* its finally/__exit__ would never run */
+        return cdyn_tx_unsupported(tx, "generator suspended inside try/with, live at a graph "
+                                       "break or returned");
+    }
     if (!(g->bits & GEN_DONE)) {
         st = drain_ahead(tx, v);
     }
@@ -555,11 +711,12 @@ gen_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     return st;
 }
 
-/* gen.send, gen.close, gen.__next__, gen.__iter__: bound to the generator. */
+/* gen.send, gen.close, gen.throw, gen.__next__, gen.__iter__: bound to the generator. */
 static tr_status
 gen_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
-    static const char *const methods[] = {"send", "close", "__next__", "__iter__", NULL};
+    static const char *const methods[] = {"send", "close", "throw", "__next__", "__iter__",
+                                          NULL};
     for (int i = 0; methods[i] != NULL; i++) {
         if (cdyn_name_is(name, methods[i])) {
             *out = cdyn_value_method(NULL, name, v);
@@ -569,8 +726,39 @@ gen_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return cdyn_tx_unsupported(tx, "attribute %U of a generator", name);
 }
 
-/* gen.send(value), gen.__next__(), gen.__iter__(), gen.close(): a generator whose yields
- * are outside try/with (the only ones inlined) just stops when closed. */
+/* StopIteration(return value) for a generator that returned: TR_EXCEPTION. */
+static tr_status
+raise_stop(cdyn_tx *tx, PyObject *v)
+{
+    PyObject *rv = V(v)->u.gen.retval;
+    int has = rv != NULL && !cdyn_v_is_none(rv);
+    return cdyn_tx_raise(tx, PyExc_StopIteration, has ? &rv : NULL, has);
+}
+
+/* gen.throw(exc) (an exception class or instance; the 3-argument form is not supported):
+ * the next item, StopIteration, or the exception the frame lets through. */
+static tr_status
+gen_throw(cdyn_tx *tx, PyObject *v, PyObject *exc, PyObject **out)
+{
+    tr_status st;
+    if (V(v)->kind != VK_GENERATOR || (V(exc)->kind != VK_EXC && V(exc)->kind != VK_EXCTYPE)) {
+        return cdyn_tx_unsupported(tx, "throw() of a value that is not an exception");
+    }
+    if (frame_of(v) != NULL && !(V(v)->bits & GEN_DONE) && delegate_of(frame_of(v)) != NULL) {
+        return cdyn_tx_unsupported(tx, "throw() into a generator suspended in yield from");
+    }
+    if (advances(v) && note_advance(tx, v) < 0) {
+        return TR_ERROR;
+    }
+    st = cdyn_tx_raise_value(tx, exc);
+    if (st != TR_EXCEPTION) {
+        return st;
+    }
+    st = throw_into(tx, v, out);
+    return st == TR_OK && *out == NULL ? raise_stop(tx, v) : st;
+}
+
+/* gen.send(value), gen.__next__(), gen.__iter__(), gen.close(), gen.throw(exc). */
 static tr_status
 gen_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
                 Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -588,13 +776,15 @@ gen_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
         if (advances(v) && note_advance(tx, v) < 0) {
             return TR_ERROR;
         }
-        if (V(v)->bits & (GEN_RUNNING | GEN_BROKEN)) {
-            return cdyn_tx_unsupported(tx, "close() of a running generator");
+        st = close_gen(tx, v, 0);
+        if (st == TR_OK) {
+            *out = cdyn_value_const(Py_None);
+            st = *out ? TR_OK : TR_ERROR;
         }
-        V(v)->bits |= GEN_DONE;
-        Py_CLEAR(V(v)->u.gen.buffer);
-        *out = cdyn_value_const(Py_None);
-        return *out ? TR_OK : TR_ERROR;
+        return st;
+    }
+    if (cdyn_name_is(name, "throw") && nargs == 1) {
+        return gen_throw(tx, v, args[0], out);
     }
     if ((cdyn_name_is(name, "send") && nargs == 1) || (cdyn_name_is(name, "__next__") && nargs == 0)) {
         if (V(v)->u.gen.buffer != NULL && nargs == 1 && !cdyn_v_is_none(args[0])) {
@@ -604,14 +794,165 @@ gen_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
             return TR_ERROR;
         }
         st = resume_with(tx, v, nargs == 1 ? args[0] : NULL, out);
-        if (st == TR_OK && *out == NULL) {   /* StopIteration(return value) */
-            PyObject *rv = V(v)->u.gen.retval;
-            int has = rv != NULL && !cdyn_v_is_none(rv);
-            return cdyn_tx_raise(tx, PyExc_StopIteration, has ? &rv : NULL, has);
-        }
-        return st;
+        return st == TR_OK && *out == NULL ? raise_stop(tx, v) : st;
     }
     return cdyn_tx_unsupported(tx, "method %U of a generator", name);
+}
+
+/* ---- dropped generators ------------------------------------------------------------- */
+
+#define MAX_MOVED 256   /* inlined calls whose arguments are recorded (inlining is shallower) */
+
+static struct { PyObject *const *args; Py_ssize_t n; } moved[MAX_MOVED];
+static int n_moved;
+
+int
+cdyn_generator_push_moved_args(cdyn_fs *caller, PyObject *const *args, Py_ssize_t n)
+{
+    uintptr_t a = (uintptr_t)args, lo = caller != NULL ? (uintptr_t)caller->stack : 0;
+    if (caller == NULL || n <= 0 || n_moved >= MAX_MOVED || a < lo ||
+        a + (size_t)n * sizeof(PyObject *) > lo + (size_t)caller->sp * sizeof(PyObject *)) {
+        return 0;
+    }
+    moved[n_moved].args = args;
+    moved[n_moved].n = n;
+    n_moved++;
+    return 1;
+}
+
+void
+cdyn_generator_pop_moved_args(void)
+{
+    assert(n_moved > 0);
+    n_moved--;
+}
+
+/* References to v that the trace's bookkeeping holds and the real program would not: its
+ * entries in tx->cyclic and tx->undo, creation snapshots of generators, the caller's stack
+ * slots of the arguments of inlined Python calls under way, and (dying, or NULL) the locals
+ * and stack of a frame that has returned. */
+static Py_ssize_t
+internal_refs(cdyn_tx *tx, PyObject *v, cdyn_fs *dying)
+{
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->cyclic); i++) {
+        PyObject *w = PyList_GET_ITEM(tx->cyclic, i);
+        cdyn_fs *wfs = V(w)->kind == VK_GENERATOR ? frame_of(w) : NULL;
+        n += w == v;
+        for (int k = 0; wfs != NULL && ((gen_frame *)wfs)->pristine != NULL && k < wfs->nlocals;
+             k++) {
+            n += ((gen_frame *)wfs)->pristine[k] == v;
+        }
+    }
+    for (Py_ssize_t i = 0; tx->undo != NULL && i < PyList_GET_SIZE(tx->undo); i++) {
+        n += PyTuple_GET_ITEM(PyList_GET_ITEM(tx->undo, i), 0) == v;
+    }
+    for (int c = 0; c < n_moved; c++) {
+        for (Py_ssize_t k = 0; k < moved[c].n; k++) {
+            n += moved[c].args[k] == v;
+        }
+    }
+    for (int k = 0; dying != NULL && k < dying->nlocals; k++) {
+        n += dying->locals[k] == v;
+    }
+    for (int k = 0; dying != NULL && k < dying->sp; k++) {
+        n += dying->stack[k] == v;
+    }
+    return n;
+}
+
+/* An upper bound of internal_refs over every generator: 1 (tx->cyclic) + tx->undo entries +
+ * the generators in creation snapshots and in dying's slots. */
+static Py_ssize_t
+internal_bound(cdyn_tx *tx, cdyn_fs *dying)
+{
+    Py_ssize_t n = 1 + (tx->undo != NULL ? PyList_GET_SIZE(tx->undo) : 0);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->cyclic); i++) {
+        PyObject *w = PyList_GET_ITEM(tx->cyclic, i);
+        gen_frame *gf = V(w)->kind == VK_GENERATOR ? (gen_frame *)frame_of(w) : NULL;
+        for (int k = 0; gf != NULL && gf->pristine != NULL && k < gf->fs.nlocals; k++) {
+            n += gf->pristine[k] != NULL && V(gf->pristine[k])->kind == VK_GENERATOR;
+        }
+    }
+    for (int c = 0; c < n_moved; c++) {
+        n += moved[c].n;
+    }
+    for (int k = 0; dying != NULL && k < dying->nlocals; k++) {
+        n += dying->locals[k] != NULL;
+    }
+    return n + (dying != NULL ? dying->sp : 0);
+}
+
+/* The next generator of tx->cyclic that the program no longer references and that still
+ * holds a frame's contents (borrowed), or NULL; *n_in_try counts the live ones suspended
+ * in a try block (or running). */
+static PyObject *
+next_dropped(cdyn_tx *tx, cdyn_fs *dying, int *n_in_try)
+{
+    Py_ssize_t bound = internal_bound(tx, dying);
+    *n_in_try = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->cyclic); i++) {
+        PyObject *v = PyList_GET_ITEM(tx->cyclic, i);
+        cdyn_value *g = V(v);
+        if (g->kind != VK_GENERATOR || frame_of(v) == NULL || (g->bits & (GEN_DONE | GEN_BROKEN))) {
+            continue;
+        }
+        if ((g->bits & GEN_RUNNING) || Py_REFCNT(v) > bound ||
+            Py_REFCNT(v) > internal_refs(tx, v, dying)) {
+            *n_in_try += (g->bits & (GEN_IN_TRY | GEN_RUNNING)) != 0;
+            continue;
+        }
+        return v;
+    }
+    return NULL;
+}
+
+tr_status
+cdyn_generator_release_dropped(cdyn_tx *tx, cdyn_fs *fs)
+{
+    static int releasing;   /* closing runs frames, whose instructions come back here */
+    cdyn_fs *dying = fs->is_top && fs->retval != NULL && !fs->yielded ? fs : NULL;
+    PyObject *v = NULL;
+    int n_in_try = 0;
+    tr_status st = TR_OK;
+    if (releasing || tx->cyclic == NULL) {
+        return TR_OK;
+    }
+    releasing = 1;
+    while (st == TR_OK && (v = next_dropped(tx, dying, &n_in_try)) != NULL) {
+        Py_INCREF(v);
+        /* its handlers run now: a generator from before the step can no longer be reset by
+           a rollback (one made in the step goes with it) */
+        if ((V(v)->bits & GEN_IN_TRY) && ((gen_frame *)frame_of(v))->started &&
+            V(v)->serial < tx->ckpt_serial) {
+            tx->mutations++;
+        }
+        st = close_gen(tx, v, 1);
+        Py_DECREF(v);
+    }
+    releasing = 0;
+    if (st == TR_OK) {
+        tx->n_gen_in_try = n_in_try;
+    }
+    if (st == TR_OK && dying != NULL && n_in_try > 0) {
+        tx->mutations++;
+        st = cdyn_tx_unsupported(tx, "generator suspended inside try/with outlives the frame");
+    }
+    if (st != TR_OK) {
+        tx->mutations++;
+    }
+    return st;
+}
+
+void
+cdyn_generator_forget_since(cdyn_tx *tx, long long serial)
+{
+    for (Py_ssize_t i = 0; tx->cyclic != NULL && i < PyList_GET_SIZE(tx->cyclic); i++) {
+        PyObject *v = PyList_GET_ITEM(tx->cyclic, i);
+        if (V(v)->kind == VK_GENERATOR && V(v)->serial >= serial) {
+            V(v)->bits = (V(v)->bits | GEN_BROKEN) & ~GEN_IN_TRY;
+        }
+    }
 }
 
 const cdyn_vtable cdyn_generator_vt = {

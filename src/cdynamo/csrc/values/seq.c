@@ -412,8 +412,12 @@ seq_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
         if (i < 0) {
             i += n;
         }
-        if (i < 0 || i >= n) {
-            return cdyn_tx_unsupported(tx, "index out of range");
+        if (i < 0 || i >= n) {   /* IndexError in the traced code (Sequence.__iter__ ends) */
+            PyObject *msg = cdyn_value_const_steal(PyUnicode_FromString(
+                V(v)->kind == VK_LIST ? "list index out of range" : "tuple index out of range"));
+            tr_status st = msg != NULL ? cdyn_tx_raise(tx, PyExc_IndexError, &msg, 1) : TR_ERROR;
+            Py_XDECREF(msg);
+            return st;
         }
         *out = Py_NewRef(PyList_GET_ITEM(items(v), i));
         return TR_OK;
