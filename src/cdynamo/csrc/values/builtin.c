@@ -584,6 +584,105 @@ b_partial(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     return cdyn_partial_new(tx, args, npos + nkw, kwnames, out);
 }
 
+/* 1 when the text of v's real object is fixed by what its kind guards (its identity):
+ * classes, functions, builtins, modules. */
+static int
+text_fixed_kind(PyObject *v)
+{
+    switch (V(v)->kind) {
+    case VK_CONST: case VK_CLASS: case VK_EXCTYPE: case VK_USERFN: case VK_BUILTIN:
+    case VK_TORCHFN: case VK_PYMODULE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* *out: a new CONST str value with str(v) (use_repr 0) or repr(v) (1), where that text is
+ * fixed by the trace: an object whose identity is guarded and whose type prints it with
+ * C code (a class, a function, a constant), or any object whose type's __str__/__repr__ is
+ * Python code, inlined (a result that is not a constant str is a break). Anything else
+ * (a tensor's data, a default repr showing an address) is a break. */
+static tr_status
+text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
+{
+    static PyObject *s_str, *s_repr, *object_str;
+    PyTypeObject *type = cdyn_v_python_type(v);
+    PyObject *real = cdyn_v_real(v), *meth = NULL, *r = NULL;
+    tr_status st;
+    if (s_str == NULL) {
+        s_str = PyUnicode_InternFromString("__str__");
+        s_repr = PyUnicode_InternFromString("__repr__");
+        object_str = s_str ? _PyType_Lookup(&PyBaseObject_Type, s_str) : NULL;
+        if (s_repr == NULL || object_str == NULL) {
+            return TR_ERROR;
+        }
+    }
+    if (type == NULL || V(v)->kind == VK_TENSOR) {
+        return cdyn_tx_unsupported(tx, "%s() of %S", use_repr ? "repr" : "str", v);
+    }
+    meth = _PyType_Lookup(type, use_repr ? s_repr : s_str);
+    if (!use_repr && meth == object_str) {   /* object.__str__ is repr() */
+        use_repr = 1;
+        meth = _PyType_Lookup(type, s_repr);
+    }
+    if (meth != NULL && PyFunction_Check(meth)) {   /* user code: inlined on v */
+        st = cdyn_tx_inline_function(tx, meth, NULL, v, NULL, 0, NULL, &r);
+        if (st != TR_OK) {
+            return st;
+        }
+        if (V(r)->kind != VK_CONST || !PyUnicode_Check(V(r)->u.cnst.value)) {
+            Py_DECREF(r);
+            return cdyn_tx_unsupported(tx, "%s() of %S gave a non-constant",
+                                       use_repr ? "repr" : "str", v);
+        }
+        *out = r;
+        return TR_OK;
+    }
+    if (real == NULL || !text_fixed_kind(v)) {
+        return cdyn_tx_unsupported(tx, "%s() of %S", use_repr ? "repr" : "str", v);
+    }
+    r = use_repr ? PyObject_Repr(real) : PyObject_Str(real);
+    if (r == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "%s() of %S failed", use_repr ? "repr" : "str", v);
+    }
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* str(x) / repr(x): folded where the text is fixed (text_of); str(b, encoding) and other
+ * forms on constants folded too. */
+static tr_status
+b_str_repr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+           Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    if (cdyn_all_const(args, npos + nkw)) {
+        return cdyn_call_on_constants(tx, fn, args, npos + nkw, kwnames, out);
+    }
+    if (npos != 1 || nkw != 0) {
+        return cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
+    }
+    (void)fs;
+    return text_of(tx, args[0], fn != (PyObject *)&PyUnicode_Type, out);
+}
+
+/* callable(x): from x's type (guarded wherever x came from), as torch._dynamo. */
+static tr_status
+b_callable(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+           Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    PyTypeObject *type = npos == 1 && nkw == 0 ? cdyn_v_python_type(args[0]) : NULL;
+    (void)fs;
+    (void)fn;
+    (void)kwnames;
+    if (type == NULL) {
+        return cdyn_tx_unsupported(tx, "callable() of %S", npos ? args[0] : Py_None);
+    }
+    *out = cdyn_value_bool(type->tp_call != NULL);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* The handler table: (module, name) -> handler; resolved to objects at init. A handler
  * returns TR_NOTIMPL (having changed nothing) to leave the call to the polyfill. */
 static const struct {
@@ -619,6 +718,9 @@ static const struct {
     {"builtins", "bool", b_bool},
     {"builtins", "hash", b_hash},
     {"builtins", "issubclass", b_issubclass},
+    {"builtins", "str", b_str_repr},
+    {"builtins", "repr", b_str_repr},
+    {"builtins", "callable", b_callable},
     {NULL, NULL, NULL},
 };
 
@@ -1102,6 +1204,94 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
     }
     *handled = 0;
     return TR_OK;
+}
+
+/* ---- reads of dict subclass instances from the frame ------------------------------------ */
+
+/* Source `helper(key)(<base>)` (new ref): helper is dict_entry or dict_has of
+ * cdynamo.polyfills.builtins, bound to key with functools.partial. */
+static PyObject *
+dict_read_source(const char *helper, PyObject *key, PyObject *base)
+{
+    static PyObject *mod, *partial;
+    PyObject *h = NULL, *fn = NULL, *src = NULL;
+    if (mod == NULL) {
+        PyObject *ft = PyImport_ImportModule("functools");
+        mod = PyImport_ImportModule("cdynamo.polyfills.builtins");
+        partial = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
+        Py_XDECREF(ft);
+        if (mod == NULL || partial == NULL) {
+            Py_CLEAR(mod);
+            return NULL;
+        }
+    }
+    h = PyObject_GetAttrString(mod, helper);
+    fn = h ? PyObject_CallFunctionObjArgs(partial, h, key, NULL) : NULL;
+    src = fn ? cdyn_source_call(fn, base, helper) : NULL;
+    Py_XDECREF(h);
+    Py_XDECREF(fn);
+    return src;
+}
+
+tr_status
+cdyn_builtin_dict_read(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames, PyObject **out)
+{
+    PyObject *name, *self, *key, *item, *src = NULL;
+    int get, has, r;
+    tr_status st = TR_ERROR;
+    if (!PyObject_TypeCheck(fn, &PyMethodDescr_Type) || kwnames != NULL || nargs < 2 ||
+        V(args[0])->kind != VK_OBJECT || V(args[0])->source == NULL ||
+        (V(args[0])->bits & OBJ_MUTATED) || V(args[1])->kind != VK_CONST) {
+        return TR_NOTIMPL;
+    }
+    name = ((PyDescrObject *)fn)->d_name;
+    self = V(args[0])->u.obj.obj;
+    key = V(args[1])->u.cnst.value;
+    get = cdyn_name_is(name, "get") && nargs <= 3;
+    has = cdyn_name_is(name, "__contains__") && nargs == 2;
+    if (!PyDict_Check(self) || !(get || has || (cdyn_name_is(name, "__getitem__") && nargs == 2))) {
+        return TR_NOTIMPL;
+    }
+    if (PyObject_Hash(key) == -1) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    item = PyDict_GetItemWithError(self, key);   /* borrowed */
+    if (item == NULL && PyErr_Occurred()) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    if (has) {
+        src = dict_read_source("dict_has", key, V(args[0])->source);
+        r = src == NULL || cdyn_guards_add_equals(tx->guards, src, item ? Py_True : Py_False) < 0;
+        *out = r ? NULL : cdyn_value_bool(item != NULL);
+        st = *out ? TR_OK : TR_ERROR;
+        goto done;
+    }
+    src = dict_read_source("dict_entry", key, V(args[0])->source);
+    if (src == NULL) {
+        goto done;
+    }
+    if (item == NULL) {
+        PyObject *missing = PyObject_CallOneArg(((cdyn_source *)src)->name, self);
+        r = missing == NULL || cdyn_guards_add_id(tx->guards, src, missing, 0) < 0;
+        Py_XDECREF(missing);
+        if (r) {
+            goto done;
+        }
+        if (!get) {   /* d[key] of a missing key: KeyError, as eager */
+            st = cdyn_tx_raise(tx, PyExc_KeyError, &args[1], 1);
+            goto done;
+        }
+        *out = nargs == 3 ? Py_NewRef(args[2]) : cdyn_value_const(Py_None);
+        st = *out ? TR_OK : TR_ERROR;
+        goto done;
+    }
+    st = cdyn_tx_wrap_real(tx, item, src, out);
+done:
+    Py_XDECREF(src);
+    return st;
 }
 
 /* ---- the family table ----------------------------------------------------------------- */
