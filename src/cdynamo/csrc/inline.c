@@ -517,6 +517,13 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
             Py_DECREF(value);
             return *out ? TR_OK : TR_ERROR;
         }
+        if (crule == CDYN_RULE_POLYFILL && value != NULL && PyFunction_Check(value)) {
+            /* a library function with a polyfill, reached through a slot (os.environ[k]:
+               _Environ.__getitem__): the polyfill is inlined in its place */
+            tr_status pst = inline_real(tx, value, NULL, 0, self, args, nargs, kwnames, out);
+            Py_DECREF(value);
+            return pst;
+        }
         Py_XDECREF(value);
         if (crule < 0) {
             return TR_ERROR;

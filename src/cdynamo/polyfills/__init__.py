@@ -83,6 +83,6 @@ _LOADED = []
 def registry():
     """The table ``{real callable: polyfill}`` (a new dict), every polyfill module loaded."""
     from . import (bisect, builtins, collections, copy, functools, heapq,  # noqa: F401
-                   itertools, operator)
+                   itertools, operator, os)
     _LOADED.append(True)
     return dict(_REGISTRY)

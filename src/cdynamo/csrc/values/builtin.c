@@ -683,6 +683,57 @@ b_callable(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* environ_read(env, key) of cdynamo.polyfills.os: the environment variable key (a constant
+ * str) of env (os.environ itself, guarded by identity) read now, a constant of the trace
+ * guarded by GLOBAL_STATE os.getenv(key) == value (None when unset). */
+static tr_status
+b_environ_read(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+               Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    static PyObject *environ, *getenv;
+    PyObject *env = npos == 2 ? cdyn_v_real(args[0]) : NULL, *key, *value = NULL, *targs = NULL;
+    tr_status st = TR_ERROR;
+    (void)fs;
+    (void)fn;
+    (void)kwnames;
+    if (environ == NULL) {
+        PyObject *os = PyImport_ImportModule("os");
+        environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
+        getenv = os ? PyObject_GetAttrString(os, "getenv") : NULL;
+        Py_XDECREF(os);
+        if (environ == NULL || getenv == NULL) {
+            Py_CLEAR(environ);
+            return TR_ERROR;
+        }
+    }
+    if (npos != 2 || nkw != 0 || env == NULL || V(args[1])->kind != VK_CONST ||
+        !PyUnicode_CheckExact(V(args[1])->u.cnst.value)) {
+        return cdyn_tx_unsupported(tx, "read of an environment variable with a non-constant "
+                                   "name");
+    }
+    if (env != environ) {   /* another _Environ (os.environb) or a replaced os.environ */
+        return cdyn_tx_unsupported(tx, "read of %S (not os.environ)", args[0]);
+    }
+    if (V(args[0])->source != NULL &&
+        cdyn_guards_add_id(tx->guards, V(args[0])->source, env, 0) < 0) {
+        return TR_ERROR;
+    }
+    key = V(args[1])->u.cnst.value;
+    value = PyObject_CallOneArg(getenv, key);
+    targs = value ? PyTuple_Pack(1, key) : NULL;
+    if (targs != NULL && (value == Py_None || PyUnicode_CheckExact(value)) &&
+        cdyn_guards_add_call(tx->guards, getenv, targs, value) == 0) {
+        *out = cdyn_value_const(value);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    else if (targs != NULL && !PyErr_Occurred()) {
+        st = cdyn_tx_unsupported(tx, "os.getenv(%R) is not a str", key);
+    }
+    Py_XDECREF(value);
+    Py_XDECREF(targs);
+    return st;
+}
+
 /* The handler table: (module, name) -> handler; resolved to objects at init. A handler
  * returns TR_NOTIMPL (having changed nothing) to leave the call to the polyfill. */
 static const struct {
@@ -721,6 +772,7 @@ static const struct {
     {"builtins", "str", b_str_repr},
     {"builtins", "repr", b_str_repr},
     {"builtins", "callable", b_callable},
+    {"cdynamo.polyfills.os", "environ_read", b_environ_read},
     {NULL, NULL, NULL},
 };
 
