@@ -33,8 +33,16 @@ b_len(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t 
         Py_XDECREF(name);
         return st;
     }
-    st = cdyn_v_len(tx, args[0], &n);
-    if (st != TR_OK) {
+    if (V(args[0])->kind == VK_OBJECT && V(args[0])->source != NULL &&
+        Py_IS_TYPE(V(args[0])->u.obj.obj, &PyDictProxy_Type)) {
+        /* a read-only mapping read from the frame (a class __dict__, a signature's
+           parameters): its length now, guarded */
+        n = PyObject_Size(V(args[0])->u.obj.obj);
+        if (n < 0 || cdyn_guards_add_len(tx->guards, V(args[0])->source, n) < 0) {
+            return TR_ERROR;
+        }
+    }
+    else if ((st = cdyn_v_len(tx, args[0], &n)) != TR_OK) {
         return st;
     }
     *out = cdyn_value_const_steal(PyLong_FromSsize_t(n));
@@ -734,6 +742,65 @@ b_environ_read(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py
     return st;
 }
 
+/* The real callable whose signature v's signature is, when it is fixed by the trace's
+ * guards (a function, class, builtin, module or a method bound to any self), or NULL.
+ * *bound: 1 for a method (its first parameter is dropped). Borrowed. */
+static PyObject *
+signature_target(PyObject *v, int *bound)
+{
+    *bound = 0;
+    switch (V(v)->kind) {
+    case VK_USERFN: case VK_BUILTIN: case VK_TORCHFN: case VK_CLASS: case VK_EXCTYPE:
+        return V(v)->u.obj.obj;
+    case VK_METHOD:
+        *bound = 1;
+        return V(v)->u.method.func != NULL && PyFunction_Check(V(v)->u.method.func)
+                   ? V(v)->u.method.func : NULL;
+    default:
+        return NULL;
+    }
+}
+
+/* inspect.signature(fn): computed now for a callable the trace has fixed (signature_target),
+ * a constant object of the trace (its parameters a dict of constants). Keyword arguments
+ * must be constants. */
+static tr_status
+b_signature(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+            Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    PyObject *target, *call[8], *sig = NULL, *tmp = NULL;
+    int bound = 0;
+    tr_status st;
+    (void)fs;
+    target = npos == 1 && nkw < 7 && cdyn_all_const(args + 1, nkw) ? signature_target(args[0], &bound)
+                                                                  : NULL;
+    if (target == NULL) {
+        return cdyn_tx_unsupported(tx, "inspect.signature of %S", npos ? args[0] : Py_None);
+    }
+    if (bound) {   /* a method: bound to a stand-in self, whose identity does not matter */
+        tmp = PyMethod_New(target, Py_None);
+        if (tmp == NULL) {
+            return TR_ERROR;
+        }
+        target = tmp;
+    }
+    call[0] = target;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        call[1 + i] = V(args[1 + i])->u.cnst.value;
+    }
+    sig = PyObject_Vectorcall(fn, call, 1, kwnames);
+    Py_XDECREF(tmp);
+    if (sig == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "inspect.signature of %S failed", args[0]);
+    }
+    tmp = cdyn_source_const(sig, Py_None);
+    st = tmp ? cdyn_tx_wrap_real(tx, sig, tmp, out) : TR_ERROR;
+    Py_XDECREF(tmp);
+    Py_DECREF(sig);
+    return st;
+}
+
 /* The handler table: (module, name) -> handler; resolved to objects at init. A handler
  * returns TR_NOTIMPL (having changed nothing) to leave the call to the polyfill. */
 static const struct {
@@ -773,6 +840,7 @@ static const struct {
     {"builtins", "repr", b_str_repr},
     {"builtins", "callable", b_callable},
     {"cdynamo.polyfills.os", "environ_read", b_environ_read},
+    {"inspect", "signature", b_signature},
     {NULL, NULL, NULL},
 };
 
