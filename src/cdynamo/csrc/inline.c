@@ -505,8 +505,14 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL, *gsrc = NULL;
     int top = f->func_globals == tx->frame->f_globals;
     int rule = cdyn_code_trace_rule((PyCodeObject *)f->func_code, f->func_globals);
+    PyObject *pf = cdyn_polyfill_of(func);
     tr_status st;
     assert(PyFunction_Check(func));
+    if (pf != NULL && pf != func && PyFunction_Check(pf)) {
+        /* a library function with a polyfill reached through a slot (os.environ[k],
+           iteration of a collections.abc.Sequence): its polyfill is inlined instead */
+        return inline_real(tx, pf, NULL, 0, self, args, nargs, kwnames, out);
+    }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* a per-callable INLINE entry of trace_rules overrides its file's rule
            (torch.backends.mha.get_fastpath_enabled) */
@@ -516,13 +522,6 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
             *out = cdyn_value_const(value);
             Py_DECREF(value);
             return *out ? TR_OK : TR_ERROR;
-        }
-        if (crule == CDYN_RULE_POLYFILL && value != NULL && PyFunction_Check(value)) {
-            /* a library function with a polyfill, reached through a slot (os.environ[k]:
-               _Environ.__getitem__): the polyfill is inlined in its place */
-            tr_status pst = inline_real(tx, value, NULL, 0, self, args, nargs, kwnames, out);
-            Py_DECREF(value);
-            return pst;
         }
         Py_XDECREF(value);
         if (crule < 0) {
