@@ -308,6 +308,36 @@ b_getattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     return cdyn_v_getattr(tx, args[0], name, out);
 }
 
+/* hasattr of a user object by reading the attribute, as eager does (a property's getter
+ * inlined): *out 1 when the read succeeds, 0 when it raises AttributeError (the exception
+ * dropped); any other outcome is returned. The reason left by an earlier attempt is
+ * replaced. */
+static tr_status
+hasattr_by_reading(cdyn_tx *tx, PyObject *v, PyObject *name, int *out)
+{
+    PyObject *r = NULL;
+    tr_status st;
+    Py_CLEAR(tx->reason);
+    st = cdyn_v_getattr(tx, v, name, &r);
+    if (st == TR_OK) {
+        Py_DECREF(r);
+        *out = 1;
+    }
+    else if (st == TR_EXCEPTION && tx->exc != NULL && V(tx->exc)->kind == VK_EXC) {
+        int is_attr = PyObject_IsSubclass(V(tx->exc)->u.exc.type, PyExc_AttributeError);
+        if (is_attr < 0) {
+            PyErr_Clear();
+        }
+        if (is_attr == 1) {
+            Py_CLEAR(tx->exc);
+            Py_CLEAR(tx->reason);
+            *out = 0;
+            st = TR_OK;
+        }
+    }
+    return st;
+}
+
 static tr_status
 b_hasattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
           PyObject *kwnames, PyObject **out)
@@ -326,6 +356,9 @@ b_hasattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     }
     if (r < 0) {
         tr_status st = cdyn_user_hasattr(tx, args[0], V(args[1])->u.cnst.value, &r);
+        if (st == TR_UNSUPPORTED && V(args[0])->kind == VK_NEWOBJ) {   /* a property */
+            st = hasattr_by_reading(tx, args[0], V(args[1])->u.cnst.value, &r);
+        }
         if (st != TR_NOTIMPL) {
             if (st == TR_OK) {
                 *out = cdyn_value_bool(r);
