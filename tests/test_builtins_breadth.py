@@ -8,6 +8,7 @@ must equal eager's, and graphs / captured ops are compared with torch._dynamo's 
 function. Guards are checked by changing what the trace read (a registry entry, an
 environment variable) between calls: the result must follow eager's and the code recompile."""
 import collections.abc
+import copy
 import enum
 import inspect
 import os
@@ -371,3 +372,64 @@ def test_hasattr_property_other_exception_propagates():
     cdynamo.reset()
     with pytest.raises(ValueError, match="broken"):
         cdynamo.compile(f, backend=CountingBackend())(X)
+
+
+# ================================================================ copy.deepcopy of plain objects
+
+
+class Inner:
+    def __init__(self):
+        self.a = 1
+        self.items = [1, 2]
+        self.dtype = torch.float32
+
+
+class Outer:
+    def __init__(self, inner):
+        self.inner = inner
+        self.alias = inner
+        self.me = self
+        self.table = {"k": (1, 2)}
+
+
+OUTER = Outer(Inner())
+
+
+def test_deepcopy_plain_object():
+    def f(x):
+        q = copy.deepcopy(OUTER)
+        q.inner.a = 5
+        q.inner.items.append(3)
+        n = q.alias.a + len(q.alias.items) + len(OUTER.inner.items) + OUTER.inner.a
+        return x + n, q.me is q, q.inner is q.alias, q.inner is not OUTER.inner, q.inner.dtype
+    check(f, X, dynamo="better")
+    assert explain(f, X) == (1, 0, 0)
+
+
+class WithHook:
+    def __init__(self):
+        self.a = [1]
+
+    def __deepcopy__(self, memo):
+        return "hooked"
+
+
+class Slotted:
+    __slots__ = ("a",)
+
+    def __init__(self):
+        self.a = 1
+
+
+def test_deepcopy_objects_with_hooks_run_in_python():
+    hooked, slotted = WithHook(), Slotted()
+
+    def f(x):
+        h = copy.deepcopy(hooked)
+        s = copy.deepcopy(slotted)
+        return x + len(h) + s.a
+    expected = f(X)
+    cdynamo.reset()
+    assert_same(cdynamo.compile(f, backend=CountingBackend())(X), expected)
+    graphs, breaks, unmodified = explain(f, X)
+    assert breaks >= 1 and unmodified == 0
