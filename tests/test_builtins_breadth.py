@@ -433,3 +433,39 @@ def test_deepcopy_objects_with_hooks_run_in_python():
     assert_same(cdynamo.compile(f, backend=CountingBackend())(X), expected)
     graphs, breaks, unmodified = explain(f, X)
     assert breaks >= 1 and unmodified == 0
+
+
+# ================================================================ setattr / delattr
+
+
+class Plain:
+    def __init__(self):
+        self.a = 1
+        self.b = 2
+
+
+class LogsDelete:
+    def __delattr__(self, name):
+        object.__setattr__(self, "deleted", name)
+
+
+def test_setattr_delattr_of_new_objects():
+    def f(x):
+        p = Plain()
+        delattr(p, "a")
+        setattr(p, "c", 3)
+        d = LogsDelete()
+        delattr(d, "zz")
+        return x + p.b + p.c + hasattr(p, "a") + len(d.deleted)
+    check(f, X, dynamo="better")
+    assert explain(f, X) == (1, 0, 0)
+
+
+def test_setattr_of_input_object_is_replayed():
+    def f(x, p):
+        setattr(p, "c", 3)
+        return x + p.c
+    p = Plain()
+    cdynamo.reset()
+    assert_same(cdynamo.compile(f, backend=CountingBackend())(X, p), X + 3)
+    assert p.c == 3
