@@ -469,3 +469,13 @@ def test_setattr_of_input_object_is_replayed():
     cdynamo.reset()
     assert_same(cdynamo.compile(f, backend=CountingBackend())(X, p), X + 3)
     assert p.c == 3
+
+
+def test_getattr_default_of_property_of_new_object():
+    def f(x):
+        c = CacheLike()
+        a = getattr(c, "is_compileable", False)
+        b = getattr(c, "missing", 7)
+        return x + a + b
+    check(f, X)
+    assert explain(f, X) == (1, 0, 0)

@@ -240,6 +240,28 @@ b_next(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t
     return st;
 }
 
+/* After a read that raised in the trace (TR_EXCEPTION): when the exception is an
+ * AttributeError it is dropped, *miss = 1 and TR_OK returned (as hasattr/getattr with a
+ * default catch it); otherwise TR_EXCEPTION, the exception kept. */
+static tr_status
+attribute_error_caught(cdyn_tx *tx, int *miss)
+{
+    int is_attr = tx->exc != NULL && V(tx->exc)->kind == VK_EXC
+                      ? PyObject_IsSubclass(V(tx->exc)->u.exc.type, PyExc_AttributeError)
+                      : 0;
+    *miss = 0;
+    if (is_attr < 0) {
+        PyErr_Clear();
+    }
+    if (is_attr != 1) {
+        return TR_EXCEPTION;
+    }
+    Py_CLEAR(tx->exc);
+    Py_CLEAR(tx->reason);
+    *miss = 1;
+    return TR_OK;
+}
+
 /* 1/0 when attribute `name` of v exists / does not, with a HASATTR guard when the answer
  * depends on an object from the frame; -1 when unknown; -2 on error. */
 static int
@@ -296,6 +318,26 @@ b_getattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         }
         if (has == -1) {   /* objects made while tracing */
             tr_status st = cdyn_user_hasattr(tx, args[0], name, &has);
+            if (st == TR_UNSUPPORTED && V(args[0])->kind == VK_NEWOBJ) {
+                /* a property: read it, AttributeError giving the default */
+                PyObject *r = NULL, *saved = tx->reason;
+                tx->reason = NULL;
+                st = cdyn_v_getattr(tx, args[0], name, &r);
+                if (st == TR_OK) {
+                    Py_XDECREF(saved);
+                    *out = r;
+                    return TR_OK;
+                }
+                Py_XSETREF(tx->reason, saved);
+                if (st == TR_EXCEPTION) {
+                    int miss = 0;
+                    st = attribute_error_caught(tx, &miss);
+                    if (st == TR_OK && miss) {
+                        *out = Py_NewRef(args[2]);
+                        return TR_OK;
+                    }
+                }
+            }
             if (st != TR_OK && st != TR_NOTIMPL) {
                 return st;
             }
@@ -323,17 +365,11 @@ hasattr_by_reading(cdyn_tx *tx, PyObject *v, PyObject *name, int *out)
         Py_DECREF(r);
         *out = 1;
     }
-    else if (st == TR_EXCEPTION && tx->exc != NULL && V(tx->exc)->kind == VK_EXC) {
-        int is_attr = PyObject_IsSubclass(V(tx->exc)->u.exc.type, PyExc_AttributeError);
-        if (is_attr < 0) {
-            PyErr_Clear();
-        }
-        if (is_attr == 1) {
-            Py_CLEAR(tx->exc);
-            Py_CLEAR(tx->reason);
-            *out = 0;
-            st = TR_OK;
-        }
+    else if (st == TR_EXCEPTION) {
+        int miss = 0;
+        st = attribute_error_caught(tx, &miss);
+        *out = 0;
+        (void)miss;
     }
     return st;
 }
