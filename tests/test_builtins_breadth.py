@@ -479,3 +479,18 @@ def test_getattr_default_of_property_of_new_object():
         return x + a + b
     check(f, X)
     assert explain(f, X) == (1, 0, 0)
+
+
+def test_str_of_function_guarded_by_code_is_not_baked():
+    def make():
+        def inner(a):
+            return a
+        return inner
+
+    def f(x, fn):
+        return x + len(str(fn).split(" at ")[0]), str(fn)
+    cdynamo.reset()
+    g = cdynamo.compile(f, backend=CountingBackend())
+    for _ in range(3):
+        fn = make()   # a new function object (same code) each call
+        assert_same(g(X, fn), f(X, fn))

@@ -662,14 +662,22 @@ b_partial(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
 }
 
 /* 1 when the text of v's real object is fixed by what its kind guards (its identity):
- * classes, functions, builtins, modules. */
+ * classes, modules, functions guarded by identity (not a function guarded by its code only,
+ * whose repr shows the address of whichever function object came), builtin functions not
+ * bound to an object (a bound one shows its object's address). */
 static int
 text_fixed_kind(PyObject *v)
 {
+    PyObject *obj = V(v)->u.obj.obj, *self;
     switch (V(v)->kind) {
-    case VK_CONST: case VK_CLASS: case VK_EXCTYPE: case VK_USERFN: case VK_BUILTIN:
-    case VK_TORCHFN: case VK_PYMODULE:
+    case VK_CONST: case VK_CLASS: case VK_EXCTYPE: case VK_TORCHFN: case VK_PYMODULE:
         return 1;
+    case VK_USERFN:
+        return (V(v)->bits & FUNC_CODE_GUARDED) == 0;
+    case VK_BUILTIN:
+        self = PyCFunction_Check(obj) ? PyCFunction_GET_SELF(obj) : NULL;
+        return PyType_Check(obj) || PyFunction_Check(obj) ||
+               (PyCFunction_Check(obj) && (self == NULL || PyModule_Check(self)));
     default:
         return 0;
     }
