@@ -202,6 +202,7 @@ extra_detach(cdyn_extra *x)
     x->skip = 0;
     x->decided = 0;
     x->limit_logged = 0;
+    x->nunmodified = 0;
     return entries;
 }
 

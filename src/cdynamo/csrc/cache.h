@@ -35,6 +35,10 @@ typedef struct cdyn_extra {
     unsigned rule : 4;          /* cdyn_rule of the code (valid when decided) */
     unsigned limit_logged : 1;  /* the cache_size_limit message was logged */
     unsigned decided : 1;       /* the skip rules were evaluated */
+    int nunmodified;            /* translations given up (run unmodified) while the code had
+                                   entries: they count toward cache_size_limit, so a call
+                                   pattern that cannot compile is not traced again on every
+                                   call (hook.c) */
 } cdyn_extra;
 
 /* Incremented whenever an entry or an extra is freed: a walker that ran Python code (guards,

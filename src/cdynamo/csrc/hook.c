@@ -433,7 +433,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
 
     cdyn_counts.cache_misses++;
     t->disabled = 1;
-    if (x->nentries >= cache_size_limit) {
+    if (x->nentries + x->nunmodified >= cache_size_limit) {
         cdyn_counts.cache_limit_hits++;
         cdyn_counts.unmodified++;
         if (!x->limit_logged) {
@@ -475,6 +475,9 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
             x->skip = 1;
             x->decided = 1;
             cdyn_counts.skipped++;
+        }
+        else {
+            x->nunmodified++;
         }
         res = eval_plain(ts, f, 0);
         goto done;

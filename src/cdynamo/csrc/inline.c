@@ -501,18 +501,19 @@ static tr_status
 inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObject *self,
             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-    PyObject *pf = cdyn_polyfill_of(func);   /* a Python function with a polyfill (contextlib's
-                                               _GeneratorContextManager.__enter__): that */
-    PyFunctionObject *f = (PyFunctionObject *)(pf != NULL && PyFunction_Check(pf) ? pf : func);
+    PyFunctionObject *f = (PyFunctionObject *)func;
     PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL, *gsrc = NULL;
     int top = f->func_globals == tx->frame->f_globals;
     int rule = cdyn_code_trace_rule((PyCodeObject *)f->func_code, f->func_globals);
+    PyObject *pf = cdyn_polyfill_of(func);
     tr_status st;
     assert(PyFunction_Check(func));
-    if ((PyObject *)f != func) {   /* the polyfill's defaults and cells are its own */
-        func = (PyObject *)f;
-        fn_source = NULL;
-        guarded = 0;
+    if (pf != NULL && pf != func && PyFunction_Check(pf)) {
+        /* a Python function with a polyfill, called directly or reached through a slot
+           (contextlib's _GeneratorContextManager.__enter__, os.environ[k], iteration of a
+           collections.abc.Sequence): its polyfill is inlined instead, with its own
+           defaults and cells */
+        return inline_real(tx, pf, NULL, 0, self, args, nargs, kwnames, out);
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* a per-callable INLINE entry of trace_rules overrides its file's rule

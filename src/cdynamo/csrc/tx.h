@@ -390,6 +390,12 @@ tr_status cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *co
                             Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *handled);
 /* 1 when obj is a builtin the builtins family handles or folds. */
 int cdyn_is_builtin(PyObject *obj);
+/* dict.get / __getitem__ / __contains__ (fn, a method descriptor of dict) called on
+ * args[0], a dict subclass instance read from the frame, with a constant key: the entry read
+ * now, guarded through a source that reads it with dict's own method. TR_NOTIMPL (nothing
+ * changed) when it does not apply. *out new. */
+tr_status cdyn_builtin_dict_read(cdyn_tx *tx, PyObject *fn, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
 /* 1 when obj is a torch callable recorded in the graph (values/torch.c). */
 int cdyn_is_graph_function(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */

@@ -1,4 +1,5 @@
 """Polyfills of collections helpers: _collections._count_elements (Counter's tally)."""
+
 from . import substitute_for
 
 try:

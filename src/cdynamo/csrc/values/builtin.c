@@ -33,8 +33,16 @@ b_len(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t 
         Py_XDECREF(name);
         return st;
     }
-    st = cdyn_v_len(tx, args[0], &n);
-    if (st != TR_OK) {
+    if (V(args[0])->kind == VK_OBJECT && V(args[0])->source != NULL &&
+        Py_IS_TYPE(V(args[0])->u.obj.obj, &PyDictProxy_Type)) {
+        /* a read-only mapping read from the frame (a class __dict__, a signature's
+           parameters): its length now, guarded */
+        n = PyObject_Size(V(args[0])->u.obj.obj);
+        if (n < 0 || cdyn_guards_add_len(tx->guards, V(args[0])->source, n) < 0) {
+            return TR_ERROR;
+        }
+    }
+    else if ((st = cdyn_v_len(tx, args[0], &n)) != TR_OK) {
         return st;
     }
     *out = cdyn_value_const_steal(PyLong_FromSsize_t(n));
@@ -232,6 +240,28 @@ b_next(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t
     return st;
 }
 
+/* After a read that raised in the trace (TR_EXCEPTION): when the exception is an
+ * AttributeError it is dropped, *miss = 1 and TR_OK returned (as hasattr/getattr with a
+ * default catch it); otherwise TR_EXCEPTION, the exception kept. */
+static tr_status
+attribute_error_caught(cdyn_tx *tx, int *miss)
+{
+    int is_attr = tx->exc != NULL && V(tx->exc)->kind == VK_EXC
+                      ? PyObject_IsSubclass(V(tx->exc)->u.exc.type, PyExc_AttributeError)
+                      : 0;
+    *miss = 0;
+    if (is_attr < 0) {
+        PyErr_Clear();
+    }
+    if (is_attr != 1) {
+        return TR_EXCEPTION;
+    }
+    Py_CLEAR(tx->exc);
+    Py_CLEAR(tx->reason);
+    *miss = 1;
+    return TR_OK;
+}
+
 /* 1/0 when attribute `name` of v exists / does not, with a HASATTR guard when the answer
  * depends on an object from the frame; -1 when unknown; -2 on error. */
 static int
@@ -288,6 +318,26 @@ b_getattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         }
         if (has == -1) {   /* objects made while tracing */
             tr_status st = cdyn_user_hasattr(tx, args[0], name, &has);
+            if (st == TR_UNSUPPORTED && V(args[0])->kind == VK_NEWOBJ) {
+                /* a property: read it, AttributeError giving the default */
+                PyObject *r = NULL, *saved = tx->reason;
+                tx->reason = NULL;
+                st = cdyn_v_getattr(tx, args[0], name, &r);
+                if (st == TR_OK) {
+                    Py_XDECREF(saved);
+                    *out = r;
+                    return TR_OK;
+                }
+                Py_XSETREF(tx->reason, saved);
+                if (st == TR_EXCEPTION) {
+                    int miss = 0;
+                    st = attribute_error_caught(tx, &miss);
+                    if (st == TR_OK && miss) {
+                        *out = Py_NewRef(args[2]);
+                        return TR_OK;
+                    }
+                }
+            }
             if (st != TR_OK && st != TR_NOTIMPL) {
                 return st;
             }
@@ -298,6 +348,30 @@ b_getattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         }
     }
     return cdyn_v_getattr(tx, args[0], name, out);
+}
+
+/* hasattr of a user object by reading the attribute, as eager does (a property's getter
+ * inlined): *out 1 when the read succeeds, 0 when it raises AttributeError (the exception
+ * dropped); any other outcome is returned. The reason left by an earlier attempt is
+ * replaced. */
+static tr_status
+hasattr_by_reading(cdyn_tx *tx, PyObject *v, PyObject *name, int *out)
+{
+    PyObject *r = NULL;
+    tr_status st;
+    Py_CLEAR(tx->reason);
+    st = cdyn_v_getattr(tx, v, name, &r);
+    if (st == TR_OK) {
+        Py_DECREF(r);
+        *out = 1;
+    }
+    else if (st == TR_EXCEPTION) {
+        int miss = 0;
+        st = attribute_error_caught(tx, &miss);
+        *out = 0;
+        (void)miss;
+    }
+    return st;
 }
 
 static tr_status
@@ -318,6 +392,9 @@ b_hasattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     }
     if (r < 0) {
         tr_status st = cdyn_user_hasattr(tx, args[0], V(args[1])->u.cnst.value, &r);
+        if (st == TR_UNSUPPORTED && V(args[0])->kind == VK_NEWOBJ) {   /* a property */
+            st = hasattr_by_reading(tx, args[0], V(args[1])->u.cnst.value, &r);
+        }
         if (st != TR_NOTIMPL) {
             if (st == TR_OK) {
                 *out = cdyn_value_bool(r);
@@ -584,6 +661,286 @@ b_partial(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     return cdyn_partial_new(tx, args, npos + nkw, kwnames, out);
 }
 
+/* 1 when the text of v's real object is fixed by what its kind guards (its identity):
+ * classes, modules, functions guarded by identity (not a function guarded by its code only,
+ * whose repr shows the address of whichever function object came), builtin functions not
+ * bound to an object (a bound one shows its object's address). */
+static int
+text_fixed_kind(PyObject *v)
+{
+    PyObject *obj = V(v)->u.obj.obj, *self;
+    switch (V(v)->kind) {
+    case VK_CONST: case VK_CLASS: case VK_EXCTYPE: case VK_TORCHFN: case VK_PYMODULE:
+        return 1;
+    case VK_USERFN:
+        return (V(v)->bits & FUNC_CODE_GUARDED) == 0;
+    case VK_BUILTIN:
+        self = PyCFunction_Check(obj) ? PyCFunction_GET_SELF(obj) : NULL;
+        return PyType_Check(obj) || PyFunction_Check(obj) ||
+               (PyCFunction_Check(obj) && (self == NULL || PyModule_Check(self)));
+    default:
+        return 0;
+    }
+}
+
+/* *out: a new CONST str value with str(v) (use_repr 0) or repr(v) (1), where that text is
+ * fixed by the trace: an object whose identity is guarded and whose type prints it with
+ * C code (a class, a function, a constant), or any object whose type's __str__/__repr__ is
+ * Python code, inlined (a result that is not a constant str is a break). Anything else
+ * (a tensor's data, a default repr showing an address) is a break. */
+static tr_status
+text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
+{
+    static PyObject *s_str, *s_repr, *object_str;
+    PyTypeObject *type = cdyn_v_python_type(v);
+    PyObject *real = cdyn_v_real(v), *meth = NULL, *r = NULL;
+    tr_status st;
+    if (s_str == NULL) {
+        s_str = PyUnicode_InternFromString("__str__");
+        s_repr = PyUnicode_InternFromString("__repr__");
+        object_str = s_str ? _PyType_Lookup(&PyBaseObject_Type, s_str) : NULL;
+        if (s_repr == NULL || object_str == NULL) {
+            return TR_ERROR;
+        }
+    }
+    if (type == NULL || V(v)->kind == VK_TENSOR) {
+        return cdyn_tx_unsupported(tx, "%s() of %S", use_repr ? "repr" : "str", v);
+    }
+    meth = _PyType_Lookup(type, use_repr ? s_repr : s_str);
+    if (!use_repr && meth == object_str) {   /* object.__str__ is repr() */
+        use_repr = 1;
+        meth = _PyType_Lookup(type, s_repr);
+    }
+    if (meth != NULL && PyFunction_Check(meth)) {   /* user code: inlined on v */
+        st = cdyn_tx_inline_function(tx, meth, NULL, v, NULL, 0, NULL, &r);
+        if (st != TR_OK) {
+            return st;
+        }
+        if (V(r)->kind != VK_CONST || !PyUnicode_Check(V(r)->u.cnst.value)) {
+            Py_DECREF(r);
+            return cdyn_tx_unsupported(tx, "%s() of %S gave a non-constant",
+                                       use_repr ? "repr" : "str", v);
+        }
+        *out = r;
+        return TR_OK;
+    }
+    if (real == NULL || !text_fixed_kind(v)) {
+        return cdyn_tx_unsupported(tx, "%s() of %S", use_repr ? "repr" : "str", v);
+    }
+    r = use_repr ? PyObject_Repr(real) : PyObject_Str(real);
+    if (r == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "%s() of %S failed", use_repr ? "repr" : "str", v);
+    }
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* str(x) / repr(x): folded where the text is fixed (text_of); str(b, encoding) and other
+ * forms on constants folded too. */
+static tr_status
+b_str_repr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+           Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    if (cdyn_all_const(args, npos + nkw)) {
+        return cdyn_call_on_constants(tx, fn, args, npos + nkw, kwnames, out);
+    }
+    if (npos != 1 || nkw != 0) {
+        return cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
+    }
+    (void)fs;
+    return text_of(tx, args[0], fn != (PyObject *)&PyUnicode_Type, out);
+}
+
+/* callable(x): from x's type (guarded wherever x came from), as torch._dynamo. */
+static tr_status
+b_callable(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+           Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    PyTypeObject *type = npos == 1 && nkw == 0 ? cdyn_v_python_type(args[0]) : NULL;
+    (void)fs;
+    (void)fn;
+    (void)kwnames;
+    if (type == NULL) {
+        return cdyn_tx_unsupported(tx, "callable() of %S", npos ? args[0] : Py_None);
+    }
+    *out = cdyn_value_bool(type->tp_call != NULL);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* environ_read(env, key) of cdynamo.polyfills.os: the environment variable key (a constant
+ * str) of env (os.environ itself, guarded by identity) read now, a constant of the trace
+ * guarded by GLOBAL_STATE os.getenv(key) == value (None when unset). */
+static tr_status
+b_environ_read(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+               Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    static PyObject *environ, *getenv;
+    PyObject *env = npos == 2 ? cdyn_v_real(args[0]) : NULL, *key, *value = NULL, *targs = NULL;
+    tr_status st = TR_ERROR;
+    (void)fs;
+    (void)fn;
+    (void)kwnames;
+    if (environ == NULL) {
+        PyObject *os = PyImport_ImportModule("os");
+        environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
+        getenv = os ? PyObject_GetAttrString(os, "getenv") : NULL;
+        Py_XDECREF(os);
+        if (environ == NULL || getenv == NULL) {
+            Py_CLEAR(environ);
+            return TR_ERROR;
+        }
+    }
+    if (npos != 2 || nkw != 0 || env == NULL || V(args[1])->kind != VK_CONST ||
+        !PyUnicode_CheckExact(V(args[1])->u.cnst.value)) {
+        return cdyn_tx_unsupported(tx, "read of an environment variable with a non-constant "
+                                   "name");
+    }
+    if (env != environ) {   /* another _Environ (os.environb) or a replaced os.environ */
+        return cdyn_tx_unsupported(tx, "read of %S (not os.environ)", args[0]);
+    }
+    if (V(args[0])->source != NULL &&
+        cdyn_guards_add_id(tx->guards, V(args[0])->source, env, 0) < 0) {
+        return TR_ERROR;
+    }
+    key = V(args[1])->u.cnst.value;
+    value = PyObject_CallOneArg(getenv, key);
+    targs = value ? PyTuple_Pack(1, key) : NULL;
+    if (targs != NULL && (value == Py_None || PyUnicode_CheckExact(value)) &&
+        cdyn_guards_add_call(tx->guards, getenv, targs, value) == 0) {
+        *out = cdyn_value_const(value);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    else if (targs != NULL && !PyErr_Occurred()) {
+        st = cdyn_tx_unsupported(tx, "os.getenv(%R) is not a str", key);
+    }
+    Py_XDECREF(value);
+    Py_XDECREF(targs);
+    return st;
+}
+
+/* The real callable whose signature v's signature is, when it is fixed by the trace's
+ * guards (a function, class, builtin, module or a method bound to any self), or NULL.
+ * *bound: 1 for a method (its first parameter is dropped). Borrowed. */
+static PyObject *
+signature_target(PyObject *v, int *bound)
+{
+    *bound = 0;
+    switch (V(v)->kind) {
+    case VK_USERFN: case VK_BUILTIN: case VK_TORCHFN: case VK_CLASS: case VK_EXCTYPE:
+        return V(v)->u.obj.obj;
+    case VK_METHOD:
+        *bound = 1;
+        return V(v)->u.method.func != NULL && PyFunction_Check(V(v)->u.method.func)
+                   ? V(v)->u.method.func : NULL;
+    default:
+        return NULL;
+    }
+}
+
+/* inspect.signature(fn): computed now for a callable the trace has fixed (signature_target),
+ * a constant object of the trace (its parameters a dict of constants). Keyword arguments
+ * must be constants. */
+static tr_status
+b_signature(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+            Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    PyObject *target, *call[8], *sig = NULL, *tmp = NULL;
+    int bound = 0;
+    tr_status st;
+    (void)fs;
+    target = npos == 1 && nkw < 7 && cdyn_all_const(args + 1, nkw) ? signature_target(args[0], &bound)
+                                                                  : NULL;
+    if (target == NULL) {
+        return cdyn_tx_unsupported(tx, "inspect.signature of %S", npos ? args[0] : Py_None);
+    }
+    if (bound) {   /* a method: bound to a stand-in self, whose identity does not matter */
+        tmp = PyMethod_New(target, Py_None);
+        if (tmp == NULL) {
+            return TR_ERROR;
+        }
+        target = tmp;
+    }
+    call[0] = target;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        call[1 + i] = V(args[1 + i])->u.cnst.value;
+    }
+    sig = PyObject_Vectorcall(fn, call, 1, kwnames);
+    Py_XDECREF(tmp);
+    if (sig == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "inspect.signature of %S failed", args[0]);
+    }
+    tmp = cdyn_source_const(sig, Py_None);
+    st = tmp ? cdyn_tx_wrap_real(tx, sig, tmp, out) : TR_ERROR;
+    Py_XDECREF(tmp);
+    Py_DECREF(sig);
+    return st;
+}
+
+/* setattr(obj, name, value): as STORE_ATTR (a custom __setattr__ inlined by obj's family). */
+static tr_status
+b_setattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+          Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    tr_status st;
+    (void)fs;
+    (void)fn;
+    (void)kwnames;
+    if (npos != 3 || nkw != 0 || V(args[1])->kind != VK_CONST ||
+        !PyUnicode_CheckExact(V(args[1])->u.cnst.value)) {
+        return cdyn_tx_unsupported(tx, "setattr() with a non-constant name");
+    }
+    st = cdyn_v_setattr(tx, args[0], V(args[1])->u.cnst.value, args[2]);
+    *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+    return st == TR_OK && *out == NULL ? TR_ERROR : st;
+}
+
+/* delattr(obj, name): obj.__delattr__(name) through obj's family (a Python __delattr__
+ * inlined, object.__delattr__ on an object made while tracing). */
+static tr_status
+b_delattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+          Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    static PyObject *s_delattr;
+    PyObject *r = NULL, *meth;
+    PyTypeObject *type;
+    tr_status st;
+    (void)fn;
+    (void)kwnames;
+    if (npos != 2 || nkw != 0 || V(args[1])->kind != VK_CONST ||
+        !PyUnicode_CheckExact(V(args[1])->u.cnst.value) ||
+        (V(args[0])->kind != VK_NEWOBJ && V(args[0])->kind != VK_OBJECT)) {
+        return cdyn_tx_unsupported(tx, "delattr() of %S", npos ? args[0] : Py_None);
+    }
+    if (s_delattr == NULL && (s_delattr = PyUnicode_InternFromString("__delattr__")) == NULL) {
+        return TR_ERROR;
+    }
+    type = cdyn_v_python_type(args[0]);
+    meth = type ? _PyType_Lookup(type, s_delattr) : NULL;
+    if (meth != NULL && PyFunction_Check(meth)) {   /* a Python __delattr__: inlined */
+        st = cdyn_tx_inline_function(tx, meth, NULL, args[0], &args[1], 1, NULL, &r);
+    }
+    else if (meth != NULL && meth == _PyType_Lookup(&PyBaseObject_Type, s_delattr)) {
+        /* object.__delattr__(obj, name): the user family's slot function */
+        PyObject *slot = NULL;
+        st = cdyn_tx_wrap_real(tx, meth, NULL, &slot);
+        if (st == TR_OK) {
+            st = cdyn_v_call(tx, fs, slot, args, 2, NULL, &r);
+            Py_DECREF(slot);
+        }
+    }
+    else {
+        return cdyn_tx_unsupported(tx, "delattr() of %S", args[0]);
+    }
+    if (st != TR_OK) {
+        return st;
+    }
+    Py_DECREF(r);
+    *out = cdyn_value_const(Py_None);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* The handler table: (module, name) -> handler; resolved to objects at init. A handler
  * returns TR_NOTIMPL (having changed nothing) to leave the call to the polyfill. */
 static const struct {
@@ -619,6 +976,13 @@ static const struct {
     {"builtins", "bool", b_bool},
     {"builtins", "hash", b_hash},
     {"builtins", "issubclass", b_issubclass},
+    {"builtins", "str", b_str_repr},
+    {"builtins", "repr", b_str_repr},
+    {"builtins", "callable", b_callable},
+    {"cdynamo.polyfills.os", "environ_read", b_environ_read},
+    {"inspect", "signature", b_signature},
+    {"builtins", "setattr", b_setattr},
+    {"builtins", "delattr", b_delattr},
     {NULL, NULL, NULL},
 };
 
@@ -1102,6 +1466,94 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
     }
     *handled = 0;
     return TR_OK;
+}
+
+/* ---- reads of dict subclass instances from the frame ------------------------------------ */
+
+/* Source `helper(key)(<base>)` (new ref): helper is dict_entry or dict_has of
+ * cdynamo.polyfills.builtins, bound to key with functools.partial. */
+static PyObject *
+dict_read_source(const char *helper, PyObject *key, PyObject *base)
+{
+    static PyObject *mod, *partial;
+    PyObject *h = NULL, *fn = NULL, *src = NULL;
+    if (mod == NULL) {
+        PyObject *ft = PyImport_ImportModule("functools");
+        mod = PyImport_ImportModule("cdynamo.polyfills.builtins");
+        partial = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
+        Py_XDECREF(ft);
+        if (mod == NULL || partial == NULL) {
+            Py_CLEAR(mod);
+            return NULL;
+        }
+    }
+    h = PyObject_GetAttrString(mod, helper);
+    fn = h ? PyObject_CallFunctionObjArgs(partial, h, key, NULL) : NULL;
+    src = fn ? cdyn_source_call(fn, base, helper) : NULL;
+    Py_XDECREF(h);
+    Py_XDECREF(fn);
+    return src;
+}
+
+tr_status
+cdyn_builtin_dict_read(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames, PyObject **out)
+{
+    PyObject *name, *self, *key, *item, *src = NULL;
+    int get, has, r;
+    tr_status st = TR_ERROR;
+    if (!PyObject_TypeCheck(fn, &PyMethodDescr_Type) || kwnames != NULL || nargs < 2 ||
+        V(args[0])->kind != VK_OBJECT || V(args[0])->source == NULL ||
+        (V(args[0])->bits & OBJ_MUTATED) || V(args[1])->kind != VK_CONST) {
+        return TR_NOTIMPL;
+    }
+    name = ((PyDescrObject *)fn)->d_name;
+    self = V(args[0])->u.obj.obj;
+    key = V(args[1])->u.cnst.value;
+    get = cdyn_name_is(name, "get") && nargs <= 3;
+    has = cdyn_name_is(name, "__contains__") && nargs == 2;
+    if (!PyDict_Check(self) || !(get || has || (cdyn_name_is(name, "__getitem__") && nargs == 2))) {
+        return TR_NOTIMPL;
+    }
+    if (PyObject_Hash(key) == -1) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    item = PyDict_GetItemWithError(self, key);   /* borrowed */
+    if (item == NULL && PyErr_Occurred()) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    if (has) {
+        src = dict_read_source("dict_has", key, V(args[0])->source);
+        r = src == NULL || cdyn_guards_add_equals(tx->guards, src, item ? Py_True : Py_False) < 0;
+        *out = r ? NULL : cdyn_value_bool(item != NULL);
+        st = *out ? TR_OK : TR_ERROR;
+        goto done;
+    }
+    src = dict_read_source("dict_entry", key, V(args[0])->source);
+    if (src == NULL) {
+        goto done;
+    }
+    if (item == NULL) {
+        PyObject *missing = PyObject_CallOneArg(((cdyn_source *)src)->name, self);
+        r = missing == NULL || cdyn_guards_add_id(tx->guards, src, missing, 0) < 0;
+        Py_XDECREF(missing);
+        if (r) {
+            goto done;
+        }
+        if (!get) {   /* d[key] of a missing key: KeyError, as eager */
+            st = cdyn_tx_raise(tx, PyExc_KeyError, &args[1], 1);
+            goto done;
+        }
+        *out = nargs == 3 ? Py_NewRef(args[2]) : cdyn_value_const(Py_None);
+        st = *out ? TR_OK : TR_ERROR;
+        goto done;
+    }
+    st = cdyn_tx_wrap_real(tx, item, src, out);
+done:
+    Py_XDECREF(src);
+    return st;
 }
 
 /* ---- the family table ----------------------------------------------------------------- */

@@ -567,6 +567,10 @@ cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py
     }
     if (is_dict_slot(fn)) {
         if (n < 1 || (d = dict_target(all[0])) == NULL) {
+            st = cdyn_builtin_dict_read(tx, fn, all, n, kwnames, out);   /* values/builtin.c */
+            if (st != TR_NOTIMPL) {
+                return st;
+            }
             return cdyn_tx_unsupported(tx, "%R on %S", fn, n ? all[0] : Py_None);
         }
         return dict_slot_call(tx, fs, fn, d, all + 1, n - 1, kwnames, out);
