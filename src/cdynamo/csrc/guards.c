@@ -68,7 +68,18 @@ typedef struct {
                               called with the slot values) */
     Py_ssize_t prog_len;
     PyObject *text;        /* strong; SHAPE: the relation, over source names */
+    int node;              /* the node of the object checked (HASATTR: of the base); -1 none */
+    int node2;             /* SAME: the node of the other source */
+    int *dnodes;           /* DISTINCT: PyMem, the node of each source of value */
 } guard;
+
+/* One distinct source read by the guards of a set (sources equal by their readable form
+ * share a node): each is evaluated at most once per check, from its base's node. */
+typedef struct {
+    PyObject *source;      /* strong cdyn_source */
+    int base;              /* ATTR/ITEM: the node of the base source; -1 otherwise */
+    cdyn_attr_cache cache; /* ATTR: the last nn.Module fast-path read (source.h) */
+} src_node;
 
 struct cdyn_guards {
     guard *items;          /* PyMem */
@@ -76,6 +87,9 @@ struct cdyn_guards {
     int nslots;            /* slots the SHAPE guards read (filled in check order) */
     PyObject *slot_names;  /* strong tuple of str (slot -> source name), or NULL */
     Py_ssize_t refs;       /* the owner's reference plus one per check running on the set */
+    src_node *nodes;       /* PyMem; a base precedes the nodes built on it */
+    int nnodes, ncap;
+    PyObject *node_index;  /* strong dict: source repr -> node number, or NULL */
 };
 
 /* Most slots a guard set may use (the checker keeps them on the C stack). */
@@ -127,6 +141,8 @@ guard_clear(guard *gd)
     gd->slot_of = NULL;
     PyMem_Free(gd->prog);
     gd->prog = NULL;
+    PyMem_Free(gd->dnodes);
+    gd->dnodes = NULL;
 }
 
 void
@@ -143,6 +159,11 @@ cdyn_guards_free(cdyn_guards *g)
         guard_clear(&g->items[i]);
     }
     PyMem_Free(g->items);
+    for (int i = 0; i < g->nnodes; i++) {
+        Py_DECREF(g->nodes[i].source);
+    }
+    PyMem_Free(g->nodes);
+    Py_XDECREF(g->node_index);
     Py_XDECREF(g->slot_names);
     PyMem_Free(g);
     cdyn_live.guard_sets--;
@@ -170,11 +191,61 @@ guards_contain(const cdyn_guards *g, guard_kind kind, PyObject *source)
     return 0;
 }
 
+/* The node of source (borrowed cdyn_source), made (with its bases) when new; -1 with an
+ * exception. */
+static int
+source_node(cdyn_guards *g, PyObject *source)
+{
+    cdyn_source *s = (cdyn_source *)source;
+    PyObject *num = NULL;
+    int base = -1;
+    if (g->node_index == NULL && (g->node_index = PyDict_New()) == NULL) {
+        return -1;
+    }
+    num = PyDict_GetItemWithError(g->node_index, s->repr);
+    if (num != NULL || PyErr_Occurred()) {
+        return num != NULL ? (int)PyLong_AsLong(num) : -1;
+    }
+    if ((s->kind == CDYN_SRC_ATTR || s->kind == CDYN_SRC_ITEM) &&
+        (base = source_node(g, (PyObject *)s->base)) < 0) {
+        return -1;
+    }
+    if (g->nnodes == g->ncap) {
+        int cap = g->ncap ? g->ncap * 2 : 8;
+        src_node *nodes = PyMem_Realloc(g->nodes, (size_t)cap * sizeof(src_node));
+        if (nodes == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        g->nodes = nodes;
+        g->ncap = cap;
+    }
+    num = PyLong_FromLong(g->nnodes);
+    if (num == NULL || PyDict_SetItem(g->node_index, s->repr, num) < 0) {
+        Py_XDECREF(num);
+        return -1;
+    }
+    Py_DECREF(num);
+    src_node *n = &g->nodes[g->nnodes];
+    memset(n, 0, sizeof(*n));
+    n->source = Py_NewRef(source);
+    n->base = base;
+    return g->nnodes++;
+}
+
 /* Append a zeroed guard of `kind` on `source` (borrowed, may be NULL); returns a pointer
- * into the array (valid until the next append), or NULL with MemoryError. */
+ * into the array (valid until the next append), or NULL with an exception. */
 static guard *
 guards_append(cdyn_guards *g, guard_kind kind, PyObject *source)
 {
+    int node = -1;
+    if (source != NULL) {
+        /* HASATTR checks its source's base object */
+        PyObject *obj = kind == G_HASATTR ? (PyObject *)((cdyn_source *)source)->base : source;
+        if ((node = source_node(g, obj)) < 0) {
+            return NULL;
+        }
+    }
     if (g->len == g->cap) {
         Py_ssize_t cap = g->cap ? g->cap * 2 : 8;
         guard *items = PyMem_Realloc(g->items, (size_t)cap * sizeof(guard));
@@ -188,6 +259,8 @@ guards_append(cdyn_guards *g, guard_kind kind, PyObject *source)
     guard *gd = &g->items[g->len++];
     memset(gd, 0, sizeof(*gd));
     gd->slot = -1;
+    gd->node = node;
+    gd->node2 = -1;
     gd->kind = kind;
     gd->source = Py_XNewRef(source);
     return gd;
@@ -449,11 +522,13 @@ cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
             return 0;
         }
     }
-    gd = guards_append(g, G_SAME, source);
+    int node2 = source_node(g, other);
+    gd = node2 < 0 ? NULL : guards_append(g, G_SAME, source);
     if (gd == NULL) {
         return -1;
     }
     gd->value = Py_NewRef(other);
+    gd->node2 = node2;
     return 0;
 }
 
@@ -470,11 +545,25 @@ cdyn_guards_add_distinct(cdyn_guards *g, PyObject *sources)
             return -1;
         }
     }
+    Py_ssize_t n = PyTuple_GET_SIZE(sources) > 64 ? 64 : PyTuple_GET_SIZE(sources);
+    int *dnodes = PyMem_Calloc((size_t)n, sizeof(int));
+    if (dnodes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((dnodes[i] = source_node(g, PyTuple_GET_ITEM(sources, i))) < 0) {
+            PyMem_Free(dnodes);
+            return -1;
+        }
+    }
     gd = guards_append(g, G_DISTINCT, PyTuple_GET_ITEM(sources, 0));
     if (gd == NULL) {
+        PyMem_Free(dnodes);
         return -1;
     }
     gd->value = Py_NewRef(sources);
+    gd->dnodes = dnodes;
     return 0;
 }
 
@@ -1185,69 +1274,125 @@ check_global(const guard *gd, why_t why)
     return eq;
 }
 
+/* Per-check evaluation state: the frame, and the value of each node read so far. */
+#define STACK_NODES 128
+typedef struct {
+    PyObject *const *localsplus;
+    PyFunctionObject *func;
+    PyObject *globals, *builtins;
+    PyObject **vals;       /* g->nnodes entries: strong, or NULL (not read yet) */
+    PyObject *stack_vals[STACK_NODES];
+} eval_ctx;
+
+/* Start a check of g on a frame (arguments borrowed); 0, or -1 with MemoryError. */
+static int
+ctx_init(const cdyn_guards *g, eval_ctx *cx, PyObject *const *localsplus,
+         PyFunctionObject *func, PyObject *globals, PyObject *builtins)
+{
+    cx->localsplus = localsplus;
+    cx->func = func;
+    cx->globals = globals;
+    cx->builtins = builtins;
+    cx->vals = cx->stack_vals;
+    if (g->nnodes > STACK_NODES &&
+        (cx->vals = PyMem_Malloc(sizeof(PyObject *) * (size_t)g->nnodes)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(cx->vals, 0, sizeof(PyObject *) * (size_t)g->nnodes);
+    return 0;
+}
+
+/* Release the values read by a check (nnodes: the set's node count). */
+static void
+ctx_clear(eval_ctx *cx, int nnodes)
+{
+    for (int i = 0; i < nnodes; i++) {
+        Py_XDECREF(cx->vals[i]);
+    }
+    if (cx->vals != cx->stack_vals) {
+        PyMem_Free(cx->vals);
+    }
+}
+
+/* The value of node i (borrowed: cx owns it until the check ends), read with its bases
+ * when not read yet; NULL with an exception (a missing name, attribute or item). An ATTR
+ * node on an nn.Module answers from its version-tagged cache while the dicts it read are
+ * unchanged (source.h). */
+static PyObject *
+node_value(cdyn_guards *g, int i, eval_ctx *cx)
+{
+    PyObject *v = cx->vals[i], *base = NULL;
+    if (v != NULL) {
+        return v;
+    }
+    src_node *n = &g->nodes[i];
+    cdyn_source *s = (cdyn_source *)n->source;
+    if (n->base < 0) {
+        v = cdyn_source_eval(s, cx->localsplus, cx->func, cx->globals, cx->builtins);
+    }
+    else {
+        base = node_value(g, n->base, cx);
+        if (base == NULL) {
+            return NULL;
+        }
+        v = s->kind == CDYN_SRC_ATTR ? cdyn_source_attr_cached(base, s->name, &n->cache)
+                                     : cdyn_source_step(s, base);
+    }
+    assert(cx->vals[i] == NULL);
+    cx->vals[i] = v;
+    return v;
+}
+
 /* NO_TENSOR_ALIASING: v (the first source's object) and the objects of the other sources of
  * gd->value are pairwise different. 1 pass, 0 fail. */
 static int
-check_distinct(const guard *gd, PyObject *v, PyObject *const *localsplus,
-               PyFunctionObject *func, PyObject *globals, PyObject *builtins, why_t why,
-               cdyn_source_memo *memo)
+check_distinct(cdyn_guards *g, const guard *gd, PyObject *v, why_t why, eval_ctx *cx)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(gd->value), got = 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(gd->value);
     PyObject *objs[64];
-    int rc = 1;
     if (n > 64) {
         n = 64;
     }
     objs[0] = v;
-    for (Py_ssize_t i = 1; i < n && rc == 1; i++) {
-        PyObject *o = cdyn_source_eval_memo((cdyn_source *)PyTuple_GET_ITEM(gd->value, i),
-                                            localsplus, func, globals, builtins, memo);
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PyObject *o = node_value(g, gd->dnodes[i], cx);
         if (o == NULL) {
             PyErr_Clear();
-            rc = fail_with(why, "cannot evaluate %U",
-                           cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)));
-            break;
+            return fail_with(why, "cannot evaluate %U",
+                             cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)));
         }
-        objs[got++] = o;   /* new reference, released below */
-        for (Py_ssize_t j = 0; j < i && rc == 1; j++) {
+        objs[i] = o;
+        for (Py_ssize_t j = 0; j < i; j++) {
             if (objs[j] == o) {
-                rc = fail_with(why, "%U is the same tensor as %U",
-                               cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)),
-                               cdyn_source_repr(PyTuple_GET_ITEM(gd->value, j)));
+                return fail_with(why, "%U is the same tensor as %U",
+                                 cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)),
+                                 cdyn_source_repr(PyTuple_GET_ITEM(gd->value, j)));
             }
         }
     }
-    for (Py_ssize_t k = 1; k < got; k++) {
-        Py_DECREF(objs[k]);
-    }
-    return rc;
+    return 1;
 }
 
 /* SAME_OBJECT: v is the object the source gd->value evaluates to. 1 pass, 0 fail. */
 static int
-check_same(const guard *gd, PyObject *v, PyObject *const *localsplus, PyFunctionObject *func,
-           PyObject *globals, PyObject *builtins, why_t why, cdyn_source_memo *memo)
+check_same(cdyn_guards *g, const guard *gd, PyObject *v, why_t why, eval_ctx *cx)
 {
-    PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
-                                        builtins, memo);
-    int rc;
+    PyObject *o = node_value(g, gd->node2, cx);
     if (o == NULL) {
         PyErr_Clear();
         return fail_with(why, "cannot evaluate %U", cdyn_source_repr(gd->value));
     }
-    rc = o == v;
-    Py_DECREF(o);
-    return rc ? 1 : fail_with(why, "expected the same object as %U", cdyn_source_repr(gd->value));
+    return o == v ? 1 : fail_with(why, "expected the same object as %U",
+                                  cdyn_source_repr(gd->value));
 }
 
 /* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
  * the values TENSOR_MATCH / TYPE_MATCH store for the SHAPE guards that follow them. */
 static int
-check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
-          PyFunctionObject *func, PyObject *globals, PyObject *builtins, why_t why,
-          cdyn_source_memo *memo, int64_t *slots)
+check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slots)
 {
-    PyObject *v = NULL, *owned = NULL;
+    PyObject *v = NULL;
     int rc = -1;
     if (gd->kind == G_GRAD_MODE || gd->kind == G_CALL) {
         return check_global(gd, why);
@@ -1260,13 +1405,13 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
         src = src->base;   /* hasattr(base, name): evaluate the object, not the attribute */
     }
     if (src->kind == CDYN_SRC_LOCAL) {
-        v = localsplus[src->index];    /* borrowed */
+        v = cx->localsplus[src->index];    /* borrowed */
         if (v == NULL) {
             return fail_with(why, "local is unbound");
         }
     }
     else {
-        owned = v = cdyn_source_eval_memo(src, localsplus, func, globals, builtins, memo);
+        v = node_value(g, gd->node, cx);    /* borrowed */
         if (v == NULL) {
             /* A missing name, attribute or item is a guard failure, not an error. */
             if (why != NULL) {
@@ -1352,10 +1497,10 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
         }
         break;
     case G_DISTINCT:
-        rc = check_distinct(gd, v, localsplus, func, globals, builtins, why, memo);
+        rc = check_distinct(g, gd, v, why, cx);
         break;
     case G_SAME:
-        rc = check_same(gd, v, localsplus, func, globals, builtins, why, memo);
+        rc = check_same(g, gd, v, why, cx);
         break;
     case G_HASATTR:
         rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
@@ -1371,7 +1516,6 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
     case G_SHAPE:
         break;
     }
-    Py_XDECREF(owned);
     return rc;
 }
 
@@ -1379,15 +1523,17 @@ int
 cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
                   PyObject *globals, PyObject *builtins)
 {
-    cdyn_source_memo memo;
+    eval_ctx cx;
     int64_t slots[MAX_SLOTS];
     int r = 1;
-    memo.n = 0;
+    if (ctx_init(g, &cx, localsplus, func, globals, builtins) < 0) {
+        return -1;
+    }
     g->refs++;    /* Python code run by a guard may free the owner (a reset) */
     for (Py_ssize_t i = 0; i < g->len && r == 1; i++) {
-        r = check_one(g, &g->items[i], localsplus, func, globals, builtins, NULL, &memo, slots);
+        r = check_one(g, &g->items[i], NULL, &cx, slots);
     }
-    cdyn_source_memo_clear(&memo);
+    ctx_clear(&cx, g->nnodes);
     cdyn_guards_free(g);
     return r;
 }
@@ -1409,10 +1555,14 @@ cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
 {
     PyObject *why = NULL, *name = NULL, *res = NULL;
     int64_t slots[MAX_SLOTS];
+    eval_ctx cx;
+    if (ctx_init(g, &cx, localsplus, func, globals, builtins) < 0) {
+        return NULL;
+    }
     g->refs++;    /* as in cdyn_guards_check */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         const guard *gd = &g->items[i];
-        int r = check_one(g, gd, localsplus, func, globals, builtins, &why, NULL, slots);
+        int r = check_one(g, gd, &why, &cx, slots);
         if (r < 0) {
             goto done;
         }
@@ -1431,6 +1581,7 @@ cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
 done:
     Py_XDECREF(why);
     Py_XDECREF(name);
+    ctx_clear(&cx, g->nnodes);
     cdyn_guards_free(g);
     return res;
 }
