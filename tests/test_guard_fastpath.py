@@ -152,3 +152,58 @@ def test_many_distinct_sources_each_read_once():
         m[79].bias = nn.Parameter(torch.randn(4))
         torch.testing.assert_close(c(x), m(x))
     assert counter.frame_count == 2
+
+
+def _mul2(x):
+    return x * 2
+
+
+def _h_is(a, b):
+    if a is b:
+        return a * 3
+    return a + b
+
+
+def test_tensor_guards_batch_sees_dispatch_keys():
+    # the first hit builds the entry's TensorGuards; a conjugate view differs from the traced
+    # tensor only in its dispatch keys, which the batch checks (as torch._dynamo)
+    compiled = cdynamo.compile(_mul2, backend="eager")
+    c = torch.randn(3, dtype=torch.complex64)
+    for _ in range(3):
+        assert torch.equal(compiled(c), _mul2(c))
+    assert len(cdynamo.cache_entries(_mul2)) == 1
+    d = c.conj()
+    assert torch.equal(compiled(d), _mul2(d))
+    entries = cdynamo.cache_entries(_mul2)
+    assert len(entries) == 2
+    assert "dispatch key" in entries[0].recompile_reason
+    assert torch.equal(compiled(c), _mul2(c))     # the first entry still serves c
+    assert len(cdynamo.cache_entries(_mul2)) == 2
+
+
+def test_tensor_guards_batch_implies_no_aliasing():
+    # after the batch is built, NO_TENSOR_ALIASING is answered by it: h(x, x) still misses
+    compiled = cdynamo.compile(_h_is, backend="eager")
+    x, y = torch.ones(3), torch.zeros(3)
+    for _ in range(3):
+        assert torch.equal(compiled(x, y), _h_is(x, y))
+    assert torch.equal(compiled(x, x), _h_is(x, x))
+    assert len(cdynamo.cache_entries(_h_is)) == 2
+    for _ in range(3):
+        assert torch.equal(compiled(y, x), _h_is(y, x))
+        assert torch.equal(compiled(y, y), _h_is(y, y))
+    assert len(cdynamo.cache_entries(_h_is)) == 2
+
+
+def test_tensor_guards_batch_sees_each_property():
+    compiled = cdynamo.compile(_mul2, backend="eager")
+    x = torch.randn(2, 3)
+    for _ in range(3):
+        compiled(x)
+    changed = [torch.randn(2, 4), torch.randn(3, 2).t(), x.double(), x.clone().requires_grad_(),
+               torch.nn.Parameter(x.clone())]
+    for i, t in enumerate(changed):
+        assert torch.equal(compiled(t), _mul2(t))
+        assert len(cdynamo.cache_entries(_mul2)) == i + 2
+    assert torch.equal(compiled(x), _mul2(x))
+    assert len(cdynamo.cache_entries(_mul2)) == len(changed) + 1

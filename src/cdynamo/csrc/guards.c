@@ -71,6 +71,8 @@ typedef struct {
     int node;              /* the node of the object checked (HASATTR: of the base); -1 none */
     int node2;             /* SAME: the node of the other source */
     int *dnodes;           /* DISTINCT: PyMem, the node of each source of value */
+    int batched;           /* TENSOR: checked by the set's TensorGuards (see tg_build);
+                              DISTINCT: implied by it (its tensors are all batched) */
 } guard;
 
 /* One distinct source read by the guards of a set (sources equal by their readable form
@@ -90,7 +92,16 @@ struct cdyn_guards {
     src_node *nodes;       /* PyMem; a base precedes the nodes built on it */
     int nnodes, ncap;
     PyObject *node_index;  /* strong dict: source repr -> node number, or NULL */
+    /* torch's TensorGuards over the static TENSOR_MATCHes of plain locals (tg_build) */
+    PyObject *tg;          /* strong, or NULL */
+    int tg_state;          /* 0 not tried yet, 1 built, -1 not used */
+    int tg_n;              /* tensors it checks */
+    int *tg_locals;        /* PyMem: their local slots, in guard order */
+    Py_ssize_t tg_first;   /* the first batched guard: it runs tg for all of them */
 };
+
+/* Most tensors one TensorGuards call checks (their arguments are on the C stack). */
+#define TG_MAX 256
 
 /* Most slots a guard set may use (the checker keeps them on the C stack). */
 #define MAX_SLOTS 256
@@ -104,6 +115,9 @@ static PyObject *str_dim_marking;             /* "_has_dynamo_dim_marking" */
 static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
 static PyObject *fn_peek_functorch;          /* torch._C._functorch.peek_interpreter_stack */
 static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enabled */
+static PyObject *tg_type;                    /* torch._C._dynamo.guards.TensorGuards, or NULL */
+static PyObject *tg_check_fn, *tg_verbose_fn; /* its check / check_verbose descriptors */
+static PyObject *str_dims_sizes, *str_dims_strides, *str_check_names;
 
 static int global_state(void);
 
@@ -164,6 +178,8 @@ cdyn_guards_free(cdyn_guards *g)
     }
     PyMem_Free(g->nodes);
     Py_XDECREF(g->node_index);
+    Py_XDECREF(g->tg);
+    PyMem_Free(g->tg_locals);
     Py_XDECREF(g->slot_names);
     PyMem_Free(g);
     cdyn_live.guard_sets--;
@@ -1281,6 +1297,7 @@ typedef struct {
     PyFunctionObject *func;
     PyObject *globals, *builtins;
     PyObject **vals;       /* g->nnodes entries: strong, or NULL (not read yet) */
+    int use_tg;            /* the set's TensorGuards was built when this check began */
     PyObject *stack_vals[STACK_NODES];
 } eval_ctx;
 
@@ -1294,6 +1311,7 @@ ctx_init(const cdyn_guards *g, eval_ctx *cx, PyObject *const *localsplus,
     cx->globals = globals;
     cx->builtins = builtins;
     cx->vals = cx->stack_vals;
+    cx->use_tg = g->tg_state == 1;
     if (g->nnodes > STACK_NODES &&
         (cx->vals = PyMem_Malloc(sizeof(PyObject *) * (size_t)g->nnodes)) == NULL) {
         PyErr_NoMemory();
@@ -1387,6 +1405,188 @@ check_same(cdyn_guards *g, const guard *gd, PyObject *v, why_t why, eval_ctx *cx
                                   cdyn_source_repr(gd->value));
 }
 
+/* ---- TensorGuards: the static tensors of plain locals in one call ------------------ */
+
+/* Gather the batched tensors of the frame into stack[1..] (borrowed; stack[0] = g->tg):
+ * 1, or 0 when one is unbound. */
+static int
+tg_args(const cdyn_guards *g, PyObject *const *localsplus, PyObject **stack)
+{
+    stack[0] = g->tg;
+    for (int i = 0; i < g->tg_n; i++) {
+        if ((stack[i + 1] = localsplus[g->tg_locals[i]]) == NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A batched TENSOR_MATCH (fast path): its dimension markings, and, at the first batched
+ * guard, torch's TensorGuards check of every batched tensor (exact Python type, dispatch
+ * keys, dtype, device, requires_grad, sizes, strides). 1 / 0 / -1. */
+static int
+check_batched(cdyn_guards *g, const guard *gd, PyObject *v, eval_ctx *cx)
+{
+    PyObject *stack[1 + TG_MAX], *r = NULL;
+    if (!gd->marked && tensor_marked(v)) {
+        return 0;
+    }
+    if (gd != &g->items[g->tg_first]) {
+        return 1;    /* the first batched guard checked it */
+    }
+    if (!tg_args(g, cx->localsplus, stack)) {
+        return 0;
+    }
+    r = PyObject_Vectorcall(tg_check_fn, stack, (size_t)g->tg_n + 1, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return r == Py_True;
+}
+
+/* New list of the ints of a[0..n). */
+static PyObject *
+int_list(const int64_t *a, int n)
+{
+    PyObject *l = PyList_New(n);
+    for (int i = 0; l != NULL && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong((long long)a[i]);
+        if (x == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, i, x);
+    }
+    return l;
+}
+
+/* TensorGuards fails when two of its tensors are the same object: a NO_TENSOR_ALIASING
+ * guard whose sources are all batched locals is implied by it (marked batched). */
+static void
+tg_mark_distinct(cdyn_guards *g)
+{
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        guard *gd = &g->items[i];
+        Py_ssize_t n = gd->kind == G_DISTINCT ? PyTuple_GET_SIZE(gd->value) : 0, k = 0;
+        if (n == 0 || n > 64) {
+            continue;    /* past 64 sources the guard checks only the first 64: keep it */
+        }
+        for (; k < n; k++) {
+            const cdyn_source *src = (const cdyn_source *)PyTuple_GET_ITEM(gd->value, k);
+            int found = 0;
+            for (int j = 0; src->kind == CDYN_SRC_LOCAL && j < g->tg_n && !found; j++) {
+                found = g->tg_locals[j] == src->index;
+            }
+            if (!found) {
+                break;
+            }
+        }
+        gd->batched = k == n;
+    }
+}
+
+/* Build the TensorGuards over the static TENSOR_MATCHes of plain locals (no symbolic dim,
+ * no slot), from the frame whose check just passed (its tensors then agree with every
+ * recorded property; the dispatch keys TensorGuards adds are theirs, as torch._dynamo
+ * takes the trace's). Sets tg_state; failures only leave the per-tensor path. */
+static void
+tg_build(cdyn_guards *g, PyObject *const *localsplus)
+{
+    PyObject *args = NULL, *sizes = NULL, *strides = NULL, *kw = NULL;
+    int n = 0;
+    g->tg_state = -1;
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        const guard *gd = &g->items[i];
+        n += gd->kind == G_TENSOR && gd->dyn == NULL && gd->slot_of == NULL &&
+             ((cdyn_source *)gd->source)->kind == CDYN_SRC_LOCAL;
+    }
+    if (tg_type == NULL || n == 0 || n > TG_MAX ||
+        (g->tg_locals = PyMem_Calloc((size_t)n, sizeof(int))) == NULL) {
+        return;
+    }
+    args = PyTuple_New(n);
+    sizes = PyList_New(n);
+    strides = PyList_New(n);
+    if (args == NULL || sizes == NULL || strides == NULL) {
+        goto done;
+    }
+    n = 0;
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        const guard *gd = &g->items[i];
+        const cdyn_source *src = (const cdyn_source *)gd->source;
+        if (gd->kind != G_TENSOR || gd->dyn != NULL || gd->slot_of != NULL ||
+            src->kind != CDYN_SRC_LOCAL) {
+            continue;
+        }
+        PyObject *sz = int_list(gd->sizes, gd->ndim), *st = int_list(gd->strides, gd->ndim);
+        PyList_SET_ITEM(sizes, n, sz);
+        PyList_SET_ITEM(strides, n, st);
+        if (sz == NULL || st == NULL || localsplus[src->index] == NULL) {
+            goto done;
+        }
+        PyTuple_SET_ITEM(args, n, Py_NewRef(localsplus[src->index]));
+        g->tg_locals[n++] = src->index;
+    }
+    kw = Py_BuildValue("{OOOO}", str_dims_sizes, sizes, str_dims_strides, strides);
+    if (kw == NULL || (g->tg = PyObject_Call(tg_type, args, kw)) == NULL) {
+        goto done;
+    }
+    g->tg_n = n;
+    g->tg_first = -1;
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        guard *gd = &g->items[i];
+        if (gd->kind == G_TENSOR && gd->dyn == NULL && gd->slot_of == NULL &&
+            ((cdyn_source *)gd->source)->kind == CDYN_SRC_LOCAL) {
+            gd->batched = 1;
+            g->tg_first = g->tg_first < 0 ? i : g->tg_first;
+        }
+    }
+    tg_mark_distinct(g);
+    g->tg_state = 1;
+done:
+    PyErr_Clear();
+    Py_XDECREF(args);
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    Py_XDECREF(kw);
+}
+
+/* Slow path after every guard passed: what TensorGuards checks beyond the per-tensor
+ * properties (dispatch keys). New str naming the failure, Py_None when it passes, NULL on
+ * error. */
+static PyObject *
+tg_failure(const cdyn_guards *g, PyObject *const *localsplus)
+{
+    PyObject *stack[1 + TG_MAX], *names = NULL, *kwn = NULL, *r = NULL;
+    if (g->tg_state != 1) {
+        return Py_NewRef(Py_None);
+    }
+    if (!tg_args(g, localsplus, stack)) {
+        return PyUnicode_FromString("TENSOR_MATCH: a tensor local is unbound");
+    }
+    names = PyList_New(g->tg_n);
+    for (Py_ssize_t i = 0, k = 0; names != NULL && i < g->len; i++) {
+        if (g->items[i].batched) {
+            PyList_SET_ITEM(names, k++, Py_NewRef(cdyn_source_repr(g->items[i].source)));
+        }
+    }
+    kwn = names ? PyTuple_Pack(1, str_check_names) : NULL;
+    if (kwn != NULL) {
+        stack[g->tg_n + 1] = names;
+        r = PyObject_Vectorcall(tg_verbose_fn, stack, (size_t)g->tg_n + 1, kwn);
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(kwn);
+    if (r != NULL && PyUnicode_Check(r)) {
+        Py_SETREF(r, PyUnicode_FromFormat("TENSOR_MATCH: %U", r));
+    }
+    else if (r != NULL) {
+        Py_SETREF(r, Py_NewRef(Py_None));
+    }
+    return r;
+}
+
 /* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
  * the values TENSOR_MATCH / TYPE_MATCH store for the SHAPE guards that follow them. */
 static int
@@ -1432,7 +1632,8 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
     }
     switch (gd->kind) {
     case G_TENSOR:
-        rc = check_tensor(gd, v, why, slots);
+        rc = gd->batched && cx->use_tg && why == NULL ? check_batched(g, gd, v, cx)
+                                                      : check_tensor(gd, v, why, slots);
         break;
     case G_EQUALS:
         rc = equals_exact(v, gd->value);
@@ -1497,7 +1698,8 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         }
         break;
     case G_DISTINCT:
-        rc = check_distinct(g, gd, v, why, cx);
+        /* implied by the TensorGuards check (tg_mark_distinct) */
+        rc = gd->batched && cx->use_tg && why == NULL ? 1 : check_distinct(g, gd, v, why, cx);
         break;
     case G_SAME:
         rc = check_same(g, gd, v, why, cx);
@@ -1532,6 +1734,9 @@ cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject 
     g->refs++;    /* Python code run by a guard may free the owner (a reset) */
     for (Py_ssize_t i = 0; i < g->len && r == 1; i++) {
         r = check_one(g, &g->items[i], NULL, &cx, slots);
+    }
+    if (r == 1 && g->tg_state == 0) {
+        tg_build(g, localsplus);
     }
     ctx_clear(&cx, g->nnodes);
     cdyn_guards_free(g);
@@ -1577,7 +1782,7 @@ cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
         res = why ? PyUnicode_FromFormat("%U: %U", name, why) : Py_NewRef(name);
         goto done;
     }
-    res = Py_NewRef(Py_None);
+    res = tg_failure(g, localsplus);
 done:
     Py_XDECREF(why);
     Py_XDECREF(name);
@@ -1717,6 +1922,33 @@ find_method(const char *name)
     return Py_NewRef(d);
 }
 
+/* torch._C._dynamo.guards.TensorGuards and its methods; 0, or -1 on error (absent: 0,
+ * tg_type stays NULL and tensors are checked one by one). */
+static int
+tg_init(void)
+{
+    PyObject *m = PyImport_ImportModule("torch._C._dynamo.guards");
+    if (m == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    tg_type = PyObject_GetAttrString(m, "TensorGuards");
+    Py_DECREF(m);
+    tg_check_fn = tg_type ? PyObject_GetAttrString(tg_type, "check") : NULL;
+    tg_verbose_fn = tg_type ? PyObject_GetAttrString(tg_type, "check_verbose") : NULL;
+    if (tg_check_fn == NULL || tg_verbose_fn == NULL) {
+        Py_CLEAR(tg_type);
+        Py_CLEAR(tg_check_fn);
+        Py_CLEAR(tg_verbose_fn);
+        PyErr_Clear();
+        return 0;
+    }
+    str_dims_sizes = PyUnicode_InternFromString("dynamic_dims_sizes");
+    str_dims_strides = PyUnicode_InternFromString("dynamic_dims_strides");
+    str_check_names = PyUnicode_InternFromString("tensor_check_names");
+    return str_dims_sizes && str_dims_strides && str_check_names ? 0 : -1;
+}
+
 int
 cdyn_guards_init(void)
 {
@@ -1764,6 +1996,9 @@ cdyn_guards_init(void)
         if (fn_peek_functorch == NULL) {
             goto done;
         }
+    }
+    if (tg_init() < 0) {
+        goto done;
     }
     rc = 0;
 done:
