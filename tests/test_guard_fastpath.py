@@ -207,3 +207,31 @@ def test_tensor_guards_batch_sees_each_property():
         assert len(cdynamo.cache_entries(_mul2)) == i + 2
     assert torch.equal(compiled(x), _mul2(x))
     assert len(cdynamo.cache_entries(_mul2)) == len(changed) + 1
+
+
+class _Registry(dict):
+    def get(self, key):
+        lookup = super().get      # a builtin method made anew by each call
+        cdynamo.graph_break()     # ... reaching the resume function as a local
+        return lookup(key) or 0
+
+
+_REGISTRY = _Registry(a=5)
+
+
+def _uses_registry(x):
+    return x + _REGISTRY.get("a")
+
+
+def test_bound_builtin_method_reaching_a_resume_function_hits_the_cache():
+    # guarded by == (same self, same C function): an `is` guard missed on every call and
+    # recompiled up to the cache size limit
+    compiled = cdynamo.compile(_uses_registry, backend="eager")
+    x = torch.ones(2)
+    compiled(x)
+    compiled(x)
+    cdynamo.reset_counters()
+    for _ in range(5):
+        assert torch.equal(compiled(x), _uses_registry(x))
+    assert cdynamo.counters()["compiles"] == 0
+    assert cdynamo.counters()["cache_limit_hits"] == 0
