@@ -1558,7 +1558,7 @@ done:
 static PyObject *
 tg_failure(const cdyn_guards *g, PyObject *const *localsplus)
 {
-    PyObject *stack[1 + TG_MAX], *names = NULL, *kwn = NULL, *r = NULL;
+    PyObject *stack[2 + TG_MAX], *names = NULL, *kwn = NULL, *r = NULL;   /* tg, tensors, names */
     if (g->tg_state != 1) {
         return Py_NewRef(Py_None);
     }
