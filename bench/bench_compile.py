@@ -9,7 +9,11 @@ graph break: two graphs and a resume function), with backend "eager":
   dispatch    per-call time on a cache hit minus the time of the captured graphs run
               directly on the same arguments (hook, guards, transformed code, resume
               functions): the overhead that does not depend on how the graph itself runs.
-Prints a table with the ratio cdynamo / torch._dynamo (lower is better).
+Prints a table with the ratio cdynamo / torch._dynamo (lower is better), then two lines:
+  x + 1 over eager   the x + 1 row's overhead (compiled call minus eager call), both engines;
+  per tensor input   dispatch of a function of 33 tensor inputs minus that of a function of
+              1, over 32: the front-end cost of one more tensor input (its TENSOR_MATCH
+              guard and passing it on to the graph), in nanoseconds, both engines.
 """
 import os
 import statistics
@@ -25,13 +29,21 @@ import models  # noqa: E402
 
 import cdynamo  # noqa: E402
 
-REPEATS = 5
-ROUNDS = 21
+REPEATS = int(os.environ.get("BENCH_REPEATS", 5))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", 21))
 CALLS = 300
 
 
 def one_op(x):
     return x + 1
+
+
+def many_inputs(n):
+    """A function of n tensor inputs returning their sum (n - 1 adds in one graph)."""
+    names = [f"x{i}" for i in range(n)]
+    ns = {}
+    exec(f"def sum{n}({', '.join(names)}):\n    return {' + '.join(names)}\n", ns)
+    return ns[f"sum{n}"]
 
 
 def one_break(x):
@@ -153,6 +165,15 @@ def main():
             except Exception as e:
                 print(f"{name}: failed: {type(e).__name__}: {e}")
             reset_all()
+        per_tensor = None
+        try:
+            ts = [torch.randn(4, 4) for _ in range(33)]
+            d1 = overheads_us(many_inputs(1), tuple(ts[:1]))[2]
+            d33 = overheads_us(many_inputs(33), tuple(ts))[2]
+            per_tensor = {w: (d33[w] - d1[w]) / 32 * 1e3 for w in d1}
+        except Exception as e:
+            print(f"per tensor input: failed: {type(e).__name__}: {e}")
+        reset_all()
     print(f"torch {torch.__version__}, backend 'eager', 1 thread; first call: median of {REPEATS}; "
           f"overhead: median of {ROUNDS} rounds x {CALLS} calls")
     hdr = (f"{'workload':18} {'graphs/breaks d':>15} {'graphs/breaks c':>15} {'first dynamo ms':>16} {'first cdynamo ms':>17} {'ratio':>6}   "
@@ -175,6 +196,16 @@ def main():
               f"{tot['eager']:9.2f} {tot['torch._dynamo']:10.2f} {tot['cdynamo']:11.2f} "
               f"{r3:10.2f}   {disp['torch._dynamo']:14.2f} {disp['cdynamo']:15.2f} "
               f"{disp['cdynamo'] / disp['torch._dynamo']:6.2f}")
+    x1 = [r for r in rows if r[0] == "x + 1"]
+    if x1:
+        oh = x1[0][2]
+        print(f"x + 1 over eager: dynamo {oh['torch._dynamo']:.2f} us, cdynamo "
+              f"{oh['cdynamo']:.2f} us (compiled call minus eager call)")
+    if per_tensor is not None:
+        print(f"per tensor input (TENSOR_MATCH + passing it on): dynamo "
+              f"{per_tensor['torch._dynamo']:.0f} ns, cdynamo {per_tensor['cdynamo']:.0f} ns, "
+              f"ratio {per_tensor['cdynamo'] / per_tensor['torch._dynamo']:.2f} "
+              "(dispatch of 33 tensor inputs minus 1, over 32)")
     print("graphs/breaks: graphs handed to the backend / graph breaks (cdynamo: plus frames run "
           "unmodified) on one call, d = torch._dynamo, c = cdynamo")
     print("ratio = cdynamo / torch._dynamo; ovh = compiled call minus eager call (negative: the "

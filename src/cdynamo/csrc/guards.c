@@ -68,7 +68,20 @@ typedef struct {
                               called with the slot values) */
     Py_ssize_t prog_len;
     PyObject *text;        /* strong; SHAPE: the relation, over source names */
+    int node;              /* the node of the object checked (HASATTR: of the base); -1 none */
+    int node2;             /* SAME: the node of the other source */
+    int *dnodes;           /* DISTINCT: PyMem, the node of each source of value */
+    int batched;           /* TENSOR: checked by the set's TensorGuards (see tg_build);
+                              DISTINCT: implied by it (its tensors are all batched) */
 } guard;
+
+/* One distinct source read by the guards of a set (sources equal by their readable form
+ * share a node): each is evaluated at most once per check, from its base's node. */
+typedef struct {
+    PyObject *source;      /* strong cdyn_source */
+    int base;              /* ATTR/ITEM: the node of the base source; -1 otherwise */
+    cdyn_attr_cache cache; /* ATTR: the last nn.Module fast-path read (source.h) */
+} src_node;
 
 struct cdyn_guards {
     guard *items;          /* PyMem */
@@ -76,7 +89,19 @@ struct cdyn_guards {
     int nslots;            /* slots the SHAPE guards read (filled in check order) */
     PyObject *slot_names;  /* strong tuple of str (slot -> source name), or NULL */
     Py_ssize_t refs;       /* the owner's reference plus one per check running on the set */
+    src_node *nodes;       /* PyMem; a base precedes the nodes built on it */
+    int nnodes, ncap;
+    PyObject *node_index;  /* strong dict: source repr -> node number, or NULL */
+    /* torch's TensorGuards over the static TENSOR_MATCHes of plain locals (tg_build) */
+    PyObject *tg;          /* strong, or NULL */
+    int tg_state;          /* 0 not tried yet, 1 built, -1 not used */
+    int tg_n;              /* tensors it checks */
+    int *tg_locals;        /* PyMem: their local slots, in guard order */
+    Py_ssize_t tg_first;   /* the first batched guard: it runs tg for all of them */
 };
+
+/* Most tensors one TensorGuards call checks (their arguments are on the C stack). */
+#define TG_MAX 256
 
 /* Most slots a guard set may use (the checker keeps them on the C stack). */
 #define MAX_SLOTS 256
@@ -90,6 +115,9 @@ static PyObject *str_dim_marking;             /* "_has_dynamo_dim_marking" */
 static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
 static PyObject *fn_peek_functorch;          /* torch._C._functorch.peek_interpreter_stack */
 static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enabled */
+static PyObject *tg_type;                    /* torch._C._dynamo.guards.TensorGuards, or NULL */
+static PyObject *tg_check_fn, *tg_verbose_fn; /* its check / check_verbose descriptors */
+static PyObject *str_dims_sizes, *str_dims_strides, *str_check_names;
 
 static int global_state(void);
 
@@ -127,6 +155,8 @@ guard_clear(guard *gd)
     gd->slot_of = NULL;
     PyMem_Free(gd->prog);
     gd->prog = NULL;
+    PyMem_Free(gd->dnodes);
+    gd->dnodes = NULL;
 }
 
 void
@@ -143,6 +173,13 @@ cdyn_guards_free(cdyn_guards *g)
         guard_clear(&g->items[i]);
     }
     PyMem_Free(g->items);
+    for (int i = 0; i < g->nnodes; i++) {
+        Py_DECREF(g->nodes[i].source);
+    }
+    PyMem_Free(g->nodes);
+    Py_XDECREF(g->node_index);
+    Py_XDECREF(g->tg);
+    PyMem_Free(g->tg_locals);
     Py_XDECREF(g->slot_names);
     PyMem_Free(g);
     cdyn_live.guard_sets--;
@@ -170,11 +207,61 @@ guards_contain(const cdyn_guards *g, guard_kind kind, PyObject *source)
     return 0;
 }
 
+/* The node of source (borrowed cdyn_source), made (with its bases) when new; -1 with an
+ * exception. */
+static int
+source_node(cdyn_guards *g, PyObject *source)
+{
+    cdyn_source *s = (cdyn_source *)source;
+    PyObject *num = NULL;
+    int base = -1;
+    if (g->node_index == NULL && (g->node_index = PyDict_New()) == NULL) {
+        return -1;
+    }
+    num = PyDict_GetItemWithError(g->node_index, s->repr);
+    if (num != NULL || PyErr_Occurred()) {
+        return num != NULL ? (int)PyLong_AsLong(num) : -1;
+    }
+    if ((s->kind == CDYN_SRC_ATTR || s->kind == CDYN_SRC_ITEM) &&
+        (base = source_node(g, (PyObject *)s->base)) < 0) {
+        return -1;
+    }
+    if (g->nnodes == g->ncap) {
+        int cap = g->ncap ? g->ncap * 2 : 8;
+        src_node *nodes = PyMem_Realloc(g->nodes, (size_t)cap * sizeof(src_node));
+        if (nodes == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        g->nodes = nodes;
+        g->ncap = cap;
+    }
+    num = PyLong_FromLong(g->nnodes);
+    if (num == NULL || PyDict_SetItem(g->node_index, s->repr, num) < 0) {
+        Py_XDECREF(num);
+        return -1;
+    }
+    Py_DECREF(num);
+    src_node *n = &g->nodes[g->nnodes];
+    memset(n, 0, sizeof(*n));
+    n->source = Py_NewRef(source);
+    n->base = base;
+    return g->nnodes++;
+}
+
 /* Append a zeroed guard of `kind` on `source` (borrowed, may be NULL); returns a pointer
- * into the array (valid until the next append), or NULL with MemoryError. */
+ * into the array (valid until the next append), or NULL with an exception. */
 static guard *
 guards_append(cdyn_guards *g, guard_kind kind, PyObject *source)
 {
+    int node = -1;
+    if (source != NULL) {
+        /* HASATTR checks its source's base object */
+        PyObject *obj = kind == G_HASATTR ? (PyObject *)((cdyn_source *)source)->base : source;
+        if ((node = source_node(g, obj)) < 0) {
+            return NULL;
+        }
+    }
     if (g->len == g->cap) {
         Py_ssize_t cap = g->cap ? g->cap * 2 : 8;
         guard *items = PyMem_Realloc(g->items, (size_t)cap * sizeof(guard));
@@ -188,6 +275,8 @@ guards_append(cdyn_guards *g, guard_kind kind, PyObject *source)
     guard *gd = &g->items[g->len++];
     memset(gd, 0, sizeof(*gd));
     gd->slot = -1;
+    gd->node = node;
+    gd->node2 = -1;
     gd->kind = kind;
     gd->source = Py_XNewRef(source);
     return gd;
@@ -449,11 +538,13 @@ cdyn_guards_add_same(cdyn_guards *g, PyObject *source, PyObject *other)
             return 0;
         }
     }
-    gd = guards_append(g, G_SAME, source);
+    int node2 = source_node(g, other);
+    gd = node2 < 0 ? NULL : guards_append(g, G_SAME, source);
     if (gd == NULL) {
         return -1;
     }
     gd->value = Py_NewRef(other);
+    gd->node2 = node2;
     return 0;
 }
 
@@ -470,11 +561,25 @@ cdyn_guards_add_distinct(cdyn_guards *g, PyObject *sources)
             return -1;
         }
     }
+    Py_ssize_t n = PyTuple_GET_SIZE(sources) > 64 ? 64 : PyTuple_GET_SIZE(sources);
+    int *dnodes = PyMem_Calloc((size_t)n, sizeof(int));
+    if (dnodes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((dnodes[i] = source_node(g, PyTuple_GET_ITEM(sources, i))) < 0) {
+            PyMem_Free(dnodes);
+            return -1;
+        }
+    }
     gd = guards_append(g, G_DISTINCT, PyTuple_GET_ITEM(sources, 0));
     if (gd == NULL) {
+        PyMem_Free(dnodes);
         return -1;
     }
     gd->value = Py_NewRef(sources);
+    gd->dnodes = dnodes;
     return 0;
 }
 
@@ -1185,69 +1290,309 @@ check_global(const guard *gd, why_t why)
     return eq;
 }
 
+/* Per-check evaluation state: the frame, and the value of each node read so far. */
+#define STACK_NODES 128
+typedef struct {
+    PyObject *const *localsplus;
+    PyFunctionObject *func;
+    PyObject *globals, *builtins;
+    PyObject **vals;       /* g->nnodes entries: strong, or NULL (not read yet) */
+    int use_tg;            /* the set's TensorGuards was built when this check began */
+    PyObject *stack_vals[STACK_NODES];
+} eval_ctx;
+
+/* Start a check of g on a frame (arguments borrowed); 0, or -1 with MemoryError. */
+static int
+ctx_init(const cdyn_guards *g, eval_ctx *cx, PyObject *const *localsplus,
+         PyFunctionObject *func, PyObject *globals, PyObject *builtins)
+{
+    cx->localsplus = localsplus;
+    cx->func = func;
+    cx->globals = globals;
+    cx->builtins = builtins;
+    cx->vals = cx->stack_vals;
+    cx->use_tg = g->tg_state == 1;
+    if (g->nnodes > STACK_NODES &&
+        (cx->vals = PyMem_Malloc(sizeof(PyObject *) * (size_t)g->nnodes)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(cx->vals, 0, sizeof(PyObject *) * (size_t)g->nnodes);
+    return 0;
+}
+
+/* Release the values read by a check (nnodes: the set's node count). */
+static void
+ctx_clear(eval_ctx *cx, int nnodes)
+{
+    for (int i = 0; i < nnodes; i++) {
+        Py_XDECREF(cx->vals[i]);
+    }
+    if (cx->vals != cx->stack_vals) {
+        PyMem_Free(cx->vals);
+    }
+}
+
+/* The value of node i (borrowed: cx owns it until the check ends), read with its bases
+ * when not read yet; NULL with an exception (a missing name, attribute or item). An ATTR
+ * node on an nn.Module answers from its version-tagged cache while the dicts it read are
+ * unchanged (source.h). */
+static PyObject *
+node_value(cdyn_guards *g, int i, eval_ctx *cx)
+{
+    PyObject *v = cx->vals[i], *base = NULL;
+    if (v != NULL) {
+        return v;
+    }
+    src_node *n = &g->nodes[i];
+    cdyn_source *s = (cdyn_source *)n->source;
+    if (n->base < 0) {
+        v = cdyn_source_eval(s, cx->localsplus, cx->func, cx->globals, cx->builtins);
+    }
+    else {
+        base = node_value(g, n->base, cx);
+        if (base == NULL) {
+            return NULL;
+        }
+        v = s->kind == CDYN_SRC_ATTR ? cdyn_source_attr_cached(base, s->name, &n->cache)
+                                     : cdyn_source_step(s, base);
+    }
+    assert(cx->vals[i] == NULL);
+    cx->vals[i] = v;
+    return v;
+}
+
 /* NO_TENSOR_ALIASING: v (the first source's object) and the objects of the other sources of
  * gd->value are pairwise different. 1 pass, 0 fail. */
 static int
-check_distinct(const guard *gd, PyObject *v, PyObject *const *localsplus,
-               PyFunctionObject *func, PyObject *globals, PyObject *builtins, why_t why,
-               cdyn_source_memo *memo)
+check_distinct(cdyn_guards *g, const guard *gd, PyObject *v, why_t why, eval_ctx *cx)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(gd->value), got = 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(gd->value);
     PyObject *objs[64];
-    int rc = 1;
     if (n > 64) {
         n = 64;
     }
     objs[0] = v;
-    for (Py_ssize_t i = 1; i < n && rc == 1; i++) {
-        PyObject *o = cdyn_source_eval_memo((cdyn_source *)PyTuple_GET_ITEM(gd->value, i),
-                                            localsplus, func, globals, builtins, memo);
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PyObject *o = node_value(g, gd->dnodes[i], cx);
         if (o == NULL) {
             PyErr_Clear();
-            rc = fail_with(why, "cannot evaluate %U",
-                           cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)));
-            break;
+            return fail_with(why, "cannot evaluate %U",
+                             cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)));
         }
-        objs[got++] = o;   /* new reference, released below */
-        for (Py_ssize_t j = 0; j < i && rc == 1; j++) {
+        objs[i] = o;
+        for (Py_ssize_t j = 0; j < i; j++) {
             if (objs[j] == o) {
-                rc = fail_with(why, "%U is the same tensor as %U",
-                               cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)),
-                               cdyn_source_repr(PyTuple_GET_ITEM(gd->value, j)));
+                return fail_with(why, "%U is the same tensor as %U",
+                                 cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)),
+                                 cdyn_source_repr(PyTuple_GET_ITEM(gd->value, j)));
             }
         }
     }
-    for (Py_ssize_t k = 1; k < got; k++) {
-        Py_DECREF(objs[k]);
-    }
-    return rc;
+    return 1;
 }
 
 /* SAME_OBJECT: v is the object the source gd->value evaluates to. 1 pass, 0 fail. */
 static int
-check_same(const guard *gd, PyObject *v, PyObject *const *localsplus, PyFunctionObject *func,
-           PyObject *globals, PyObject *builtins, why_t why, cdyn_source_memo *memo)
+check_same(cdyn_guards *g, const guard *gd, PyObject *v, why_t why, eval_ctx *cx)
 {
-    PyObject *o = cdyn_source_eval_memo((cdyn_source *)gd->value, localsplus, func, globals,
-                                        builtins, memo);
-    int rc;
+    PyObject *o = node_value(g, gd->node2, cx);
     if (o == NULL) {
         PyErr_Clear();
         return fail_with(why, "cannot evaluate %U", cdyn_source_repr(gd->value));
     }
-    rc = o == v;
-    Py_DECREF(o);
-    return rc ? 1 : fail_with(why, "expected the same object as %U", cdyn_source_repr(gd->value));
+    return o == v ? 1 : fail_with(why, "expected the same object as %U",
+                                  cdyn_source_repr(gd->value));
+}
+
+/* ---- TensorGuards: the static tensors of plain locals in one call ------------------ */
+
+/* Gather the batched tensors of the frame into stack[1..] (borrowed; stack[0] = g->tg):
+ * 1, or 0 when one is unbound. */
+static int
+tg_args(const cdyn_guards *g, PyObject *const *localsplus, PyObject **stack)
+{
+    stack[0] = g->tg;
+    for (int i = 0; i < g->tg_n; i++) {
+        if ((stack[i + 1] = localsplus[g->tg_locals[i]]) == NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A batched TENSOR_MATCH (fast path): its dimension markings, and, at the first batched
+ * guard, torch's TensorGuards check of every batched tensor (exact Python type, dispatch
+ * keys, dtype, device, requires_grad, sizes, strides). 1 / 0 / -1. */
+static int
+check_batched(cdyn_guards *g, const guard *gd, PyObject *v, eval_ctx *cx)
+{
+    PyObject *stack[1 + TG_MAX], *r = NULL;
+    if (!gd->marked && tensor_marked(v)) {
+        return 0;
+    }
+    if (gd != &g->items[g->tg_first]) {
+        return 1;    /* the first batched guard checked it */
+    }
+    if (!tg_args(g, cx->localsplus, stack)) {
+        return 0;
+    }
+    r = PyObject_Vectorcall(tg_check_fn, stack, (size_t)g->tg_n + 1, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return r == Py_True;
+}
+
+/* New list of the ints of a[0..n). */
+static PyObject *
+int_list(const int64_t *a, int n)
+{
+    PyObject *l = PyList_New(n);
+    for (int i = 0; l != NULL && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong((long long)a[i]);
+        if (x == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, i, x);
+    }
+    return l;
+}
+
+/* TensorGuards fails when two of its tensors are the same object: a NO_TENSOR_ALIASING
+ * guard whose sources are all batched locals is implied by it (marked batched). */
+static void
+tg_mark_distinct(cdyn_guards *g)
+{
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        guard *gd = &g->items[i];
+        Py_ssize_t n = gd->kind == G_DISTINCT ? PyTuple_GET_SIZE(gd->value) : 0, k = 0;
+        if (n == 0 || n > 64) {
+            continue;    /* past 64 sources the guard checks only the first 64: keep it */
+        }
+        for (; k < n; k++) {
+            const cdyn_source *src = (const cdyn_source *)PyTuple_GET_ITEM(gd->value, k);
+            int found = 0;
+            for (int j = 0; src->kind == CDYN_SRC_LOCAL && j < g->tg_n && !found; j++) {
+                found = g->tg_locals[j] == src->index;
+            }
+            if (!found) {
+                break;
+            }
+        }
+        gd->batched = k == n;
+    }
+}
+
+/* Build the TensorGuards over the static TENSOR_MATCHes of plain locals (no symbolic dim,
+ * no slot), from the frame whose check just passed (its tensors then agree with every
+ * recorded property; the dispatch keys TensorGuards adds are theirs, as torch._dynamo
+ * takes the trace's). Sets tg_state; failures only leave the per-tensor path. */
+static void
+tg_build(cdyn_guards *g, PyObject *const *localsplus)
+{
+    PyObject *args = NULL, *sizes = NULL, *strides = NULL, *kw = NULL;
+    int n = 0;
+    g->tg_state = -1;
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        const guard *gd = &g->items[i];
+        n += gd->kind == G_TENSOR && gd->dyn == NULL && gd->slot_of == NULL &&
+             ((cdyn_source *)gd->source)->kind == CDYN_SRC_LOCAL;
+    }
+    if (tg_type == NULL || n == 0 || n > TG_MAX ||
+        (g->tg_locals = PyMem_Calloc((size_t)n, sizeof(int))) == NULL) {
+        return;
+    }
+    args = PyTuple_New(n);
+    sizes = PyList_New(n);
+    strides = PyList_New(n);
+    if (args == NULL || sizes == NULL || strides == NULL) {
+        goto done;
+    }
+    n = 0;
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        const guard *gd = &g->items[i];
+        const cdyn_source *src = (const cdyn_source *)gd->source;
+        if (gd->kind != G_TENSOR || gd->dyn != NULL || gd->slot_of != NULL ||
+            src->kind != CDYN_SRC_LOCAL) {
+            continue;
+        }
+        PyObject *sz = int_list(gd->sizes, gd->ndim), *st = int_list(gd->strides, gd->ndim);
+        PyList_SET_ITEM(sizes, n, sz);
+        PyList_SET_ITEM(strides, n, st);
+        if (sz == NULL || st == NULL || localsplus[src->index] == NULL) {
+            goto done;
+        }
+        PyTuple_SET_ITEM(args, n, Py_NewRef(localsplus[src->index]));
+        g->tg_locals[n++] = src->index;
+    }
+    kw = Py_BuildValue("{OOOO}", str_dims_sizes, sizes, str_dims_strides, strides);
+    if (kw == NULL || (g->tg = PyObject_Call(tg_type, args, kw)) == NULL) {
+        goto done;
+    }
+    g->tg_n = n;
+    g->tg_first = -1;
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        guard *gd = &g->items[i];
+        if (gd->kind == G_TENSOR && gd->dyn == NULL && gd->slot_of == NULL &&
+            ((cdyn_source *)gd->source)->kind == CDYN_SRC_LOCAL) {
+            gd->batched = 1;
+            g->tg_first = g->tg_first < 0 ? i : g->tg_first;
+        }
+    }
+    tg_mark_distinct(g);
+    g->tg_state = 1;
+done:
+    PyErr_Clear();
+    Py_XDECREF(args);
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    Py_XDECREF(kw);
+}
+
+/* Slow path after every guard passed: what TensorGuards checks beyond the per-tensor
+ * properties (dispatch keys). New str naming the failure, Py_None when it passes, NULL on
+ * error. */
+static PyObject *
+tg_failure(const cdyn_guards *g, PyObject *const *localsplus)
+{
+    PyObject *stack[2 + TG_MAX], *names = NULL, *kwn = NULL, *r = NULL;   /* tg, tensors, names */
+    if (g->tg_state != 1) {
+        return Py_NewRef(Py_None);
+    }
+    if (!tg_args(g, localsplus, stack)) {
+        return PyUnicode_FromString("TENSOR_MATCH: a tensor local is unbound");
+    }
+    names = PyList_New(g->tg_n);
+    for (Py_ssize_t i = 0, k = 0; names != NULL && i < g->len; i++) {
+        if (g->items[i].batched) {
+            PyList_SET_ITEM(names, k++, Py_NewRef(cdyn_source_repr(g->items[i].source)));
+        }
+    }
+    kwn = names ? PyTuple_Pack(1, str_check_names) : NULL;
+    if (kwn != NULL) {
+        stack[g->tg_n + 1] = names;
+        r = PyObject_Vectorcall(tg_verbose_fn, stack, (size_t)g->tg_n + 1, kwn);
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(kwn);
+    if (r != NULL && PyUnicode_Check(r)) {
+        Py_SETREF(r, PyUnicode_FromFormat("TENSOR_MATCH: %U", r));
+    }
+    else if (r != NULL) {
+        Py_SETREF(r, Py_NewRef(Py_None));
+    }
+    return r;
 }
 
 /* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
  * the values TENSOR_MATCH / TYPE_MATCH store for the SHAPE guards that follow them. */
 static int
-check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
-          PyFunctionObject *func, PyObject *globals, PyObject *builtins, why_t why,
-          cdyn_source_memo *memo, int64_t *slots)
+check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slots)
 {
-    PyObject *v = NULL, *owned = NULL;
+    PyObject *v = NULL;
     int rc = -1;
     if (gd->kind == G_GRAD_MODE || gd->kind == G_CALL) {
         return check_global(gd, why);
@@ -1260,13 +1605,13 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
         src = src->base;   /* hasattr(base, name): evaluate the object, not the attribute */
     }
     if (src->kind == CDYN_SRC_LOCAL) {
-        v = localsplus[src->index];    /* borrowed */
+        v = cx->localsplus[src->index];    /* borrowed */
         if (v == NULL) {
             return fail_with(why, "local is unbound");
         }
     }
     else {
-        owned = v = cdyn_source_eval_memo(src, localsplus, func, globals, builtins, memo);
+        v = node_value(g, gd->node, cx);    /* borrowed */
         if (v == NULL) {
             /* A missing name, attribute or item is a guard failure, not an error. */
             if (why != NULL) {
@@ -1287,7 +1632,8 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
     }
     switch (gd->kind) {
     case G_TENSOR:
-        rc = check_tensor(gd, v, why, slots);
+        rc = gd->batched && cx->use_tg && why == NULL ? check_batched(g, gd, v, cx)
+                                                      : check_tensor(gd, v, why, slots);
         break;
     case G_EQUALS:
         rc = equals_exact(v, gd->value);
@@ -1352,10 +1698,11 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
         }
         break;
     case G_DISTINCT:
-        rc = check_distinct(gd, v, localsplus, func, globals, builtins, why, memo);
+        /* implied by the TensorGuards check (tg_mark_distinct) */
+        rc = gd->batched && cx->use_tg && why == NULL ? 1 : check_distinct(g, gd, v, why, cx);
         break;
     case G_SAME:
-        rc = check_same(gd, v, localsplus, func, globals, builtins, why, memo);
+        rc = check_same(g, gd, v, why, cx);
         break;
     case G_HASATTR:
         rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
@@ -1371,7 +1718,6 @@ check_one(const cdyn_guards *g, const guard *gd, PyObject *const *localsplus,
     case G_SHAPE:
         break;
     }
-    Py_XDECREF(owned);
     return rc;
 }
 
@@ -1379,15 +1725,20 @@ int
 cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject *func,
                   PyObject *globals, PyObject *builtins)
 {
-    cdyn_source_memo memo;
+    eval_ctx cx;
     int64_t slots[MAX_SLOTS];
     int r = 1;
-    memo.n = 0;
+    if (ctx_init(g, &cx, localsplus, func, globals, builtins) < 0) {
+        return -1;
+    }
     g->refs++;    /* Python code run by a guard may free the owner (a reset) */
     for (Py_ssize_t i = 0; i < g->len && r == 1; i++) {
-        r = check_one(g, &g->items[i], localsplus, func, globals, builtins, NULL, &memo, slots);
+        r = check_one(g, &g->items[i], NULL, &cx, slots);
     }
-    cdyn_source_memo_clear(&memo);
+    if (r == 1 && g->tg_state == 0) {
+        tg_build(g, localsplus);
+    }
+    ctx_clear(&cx, g->nnodes);
     cdyn_guards_free(g);
     return r;
 }
@@ -1409,10 +1760,14 @@ cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
 {
     PyObject *why = NULL, *name = NULL, *res = NULL;
     int64_t slots[MAX_SLOTS];
+    eval_ctx cx;
+    if (ctx_init(g, &cx, localsplus, func, globals, builtins) < 0) {
+        return NULL;
+    }
     g->refs++;    /* as in cdyn_guards_check */
     for (Py_ssize_t i = 0; i < g->len; i++) {
         const guard *gd = &g->items[i];
-        int r = check_one(g, gd, localsplus, func, globals, builtins, &why, NULL, slots);
+        int r = check_one(g, gd, &why, &cx, slots);
         if (r < 0) {
             goto done;
         }
@@ -1427,10 +1782,11 @@ cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
         res = why ? PyUnicode_FromFormat("%U: %U", name, why) : Py_NewRef(name);
         goto done;
     }
-    res = Py_NewRef(Py_None);
+    res = tg_failure(g, localsplus);
 done:
     Py_XDECREF(why);
     Py_XDECREF(name);
+    ctx_clear(&cx, g->nnodes);
     cdyn_guards_free(g);
     return res;
 }
@@ -1566,6 +1922,33 @@ find_method(const char *name)
     return Py_NewRef(d);
 }
 
+/* torch._C._dynamo.guards.TensorGuards and its methods; 0, or -1 on error (absent: 0,
+ * tg_type stays NULL and tensors are checked one by one). */
+static int
+tg_init(void)
+{
+    PyObject *m = PyImport_ImportModule("torch._C._dynamo.guards");
+    if (m == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    tg_type = PyObject_GetAttrString(m, "TensorGuards");
+    Py_DECREF(m);
+    tg_check_fn = tg_type ? PyObject_GetAttrString(tg_type, "check") : NULL;
+    tg_verbose_fn = tg_type ? PyObject_GetAttrString(tg_type, "check_verbose") : NULL;
+    if (tg_check_fn == NULL || tg_verbose_fn == NULL) {
+        Py_CLEAR(tg_type);
+        Py_CLEAR(tg_check_fn);
+        Py_CLEAR(tg_verbose_fn);
+        PyErr_Clear();
+        return 0;
+    }
+    str_dims_sizes = PyUnicode_InternFromString("dynamic_dims_sizes");
+    str_dims_strides = PyUnicode_InternFromString("dynamic_dims_strides");
+    str_check_names = PyUnicode_InternFromString("tensor_check_names");
+    return str_dims_sizes && str_dims_strides && str_check_names ? 0 : -1;
+}
+
 int
 cdyn_guards_init(void)
 {
@@ -1613,6 +1996,9 @@ cdyn_guards_init(void)
         if (fn_peek_functorch == NULL) {
             goto done;
         }
+    }
+    if (tg_init() < 0) {
+        goto done;
     }
     rc = 0;
 done:

@@ -378,43 +378,85 @@ static PyObject *str_nn_dicts[3];   /* "_parameters", "_buffers", "_modules" */
 /* getattr(base, name) with a fast path for nn.Module: instance __dict__, then the
  * _parameters / _buffers / _modules dicts, exactly where nn.Module.__getattr__ looks,
  * without running Python code. Used only when the type defines no attribute of that name
- * (so no descriptor can take precedence). New reference or NULL + exception. */
+ * (so no descriptor can take precedence). When c is not NULL and the fast path found the
+ * value, *c is filled with what the result depended on (cdyn_attr_cache). New reference or
+ * NULL + exception. */
 static PyObject *
-attr_get(PyObject *base, PyObject *name)
+attr_get_rec(PyObject *base, PyObject *name, cdyn_attr_cache *c)
 {
+    PyTypeObject *tp = Py_TYPE(base);
+    cdyn_attr_cache rec = {0};
     if (nn_module_type != NULL && PyObject_TypeCheck(base, (PyTypeObject *)nn_module_type) &&
-        _PyType_Lookup(Py_TYPE(base), name) == NULL) {
+        _PyType_Lookup(tp, name) == NULL) {
         PyObject **dictptr = _PyObject_GetDictPtr(base);
         PyObject *d = dictptr ? *dictptr : NULL, *v = NULL;
         if (d != NULL && PyDict_CheckExact(d)) {
+            rec.type = tp;
+            rec.type_tag = tp->tp_version_tag;
+            rec.dict = (PyDictObject *)d;
+            rec.dict_tag = ((PyDictObject *)d)->ma_version_tag;
             v = PyDict_GetItemWithError(d, name);
+            for (int i = 0; v == NULL && !PyErr_Occurred() && i < 3; i++) {
+                PyObject *sub = PyDict_GetItemWithError(d, str_nn_dicts[i]);
+                if (sub != NULL && PyDict_Check(sub)) {
+                    rec.sub[rec.nsub] = (PyDictObject *)sub;
+                    rec.sub_tag[rec.nsub++] = ((PyDictObject *)sub)->ma_version_tag;
+                    v = PyDict_GetItemWithError(sub, name);
+                }
+            }
             if (v != NULL) {
+                /* the lookups ran no Python code (str keys): the tags read before them
+                   still describe the dicts the value came from */
+                if (c != NULL && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) &&
+                    rec.type_tag == tp->tp_version_tag) {
+                    rec.value = v;
+                    *c = rec;
+                }
                 return Py_NewRef(v);
             }
             if (PyErr_Occurred()) {
                 return NULL;
             }
-            for (int i = 0; i < 3; i++) {
-                PyObject *sub = PyDict_GetItemWithError(d, str_nn_dicts[i]);
-                if (sub == NULL) {
-                    if (PyErr_Occurred()) {
-                        return NULL;
-                    }
-                    continue;
-                }
-                if (PyDict_Check(sub)) {
-                    v = PyDict_GetItemWithError(sub, name);
-                    if (v != NULL) {
-                        return Py_NewRef(v);
-                    }
-                    if (PyErr_Occurred()) {
-                        return NULL;
-                    }
-                }
-            }
         }
     }
     return PyObject_GetAttr(base, name);
+}
+
+/* getattr(base, name) (see attr_get_rec). */
+static PyObject *
+attr_get(PyObject *base, PyObject *name)
+{
+    return attr_get_rec(base, name, NULL);
+}
+
+PyObject *
+cdyn_source_attr_cached(PyObject *base, PyObject *name, cdyn_attr_cache *c)
+{
+    PyTypeObject *tp = Py_TYPE(base);
+    if (c->value != NULL && tp == c->type && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) &&
+        tp->tp_version_tag == c->type_tag) {
+        PyObject **dictptr = _PyObject_GetDictPtr(base);
+        PyDictObject *d = dictptr ? (PyDictObject *)*dictptr : NULL;
+        if (d == c->dict && d->ma_version_tag == c->dict_tag) {
+            /* d unchanged: it still holds the sub-dicts recorded, so they are alive */
+            int i = 0;
+            while (i < c->nsub && c->sub[i]->ma_version_tag == c->sub_tag[i]) {
+                i++;
+            }
+            if (i == c->nsub) {
+                return Py_NewRef(c->value);
+            }
+        }
+    }
+    c->value = NULL;
+    return attr_get_rec(base, name, c);
+}
+
+PyObject *
+cdyn_source_step(cdyn_source *s, PyObject *base)
+{
+    assert(s->kind == CDYN_SRC_ATTR || s->kind == CDYN_SRC_ITEM);
+    return s->kind == CDYN_SRC_ATTR ? attr_get(base, s->name) : item_get(base, s->name);
 }
 
 PyObject *
@@ -492,41 +534,6 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
     return NULL;
 }
 
-PyObject *
-cdyn_source_eval_memo(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *func,
-                      PyObject *globals, PyObject *builtins, cdyn_source_memo *memo)
-{
-    PyObject *base = NULL, *v = NULL;
-    if (memo == NULL || (s->kind != CDYN_SRC_ATTR && s->kind != CDYN_SRC_ITEM)) {
-        return cdyn_source_eval(s, localsplus, func, globals, builtins);
-    }
-    for (int i = 0; i < memo->n; i++) {
-        if (memo->keys[i] == (PyObject *)s) {
-            return Py_NewRef(memo->vals[i]);
-        }
-    }
-    base = cdyn_source_eval_memo(s->base, localsplus, func, globals, builtins, memo);
-    if (base == NULL) {
-        return NULL;
-    }
-    v = s->kind == CDYN_SRC_ATTR ? attr_get(base, s->name) : item_get(base, s->name);
-    Py_DECREF(base);
-    if (v != NULL && memo->n < CDYN_SOURCE_MEMO_SIZE) {
-        memo->keys[memo->n] = (PyObject *)s;
-        memo->vals[memo->n] = Py_NewRef(v);
-        memo->n++;
-    }
-    return v;
-}
-
-void
-cdyn_source_memo_clear(cdyn_source_memo *memo)
-{
-    for (int i = 0; i < memo->n; i++) {
-        Py_CLEAR(memo->vals[i]);
-    }
-    memo->n = 0;
-}
 
 /* ---- init -------------------------------------------------------------------------- */
 

@@ -66,22 +66,33 @@ PyObject *cdyn_source_tprop(PyObject *base, int prop, int dim);
 PyObject *cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus,
                            PyFunctionObject *func, PyObject *globals, PyObject *builtins);
 
-/* Values of ATTR/ITEM sources computed during one guard check, keyed by source object:
- * guards on L['self'].a.b.w and L['self'].a.b.eps share the evaluation of L['self'].a.b
- * (child sources hold their base source object). Values are strong references; the owner
- * releases them with cdyn_source_memo_clear. */
-#define CDYN_SOURCE_MEMO_SIZE 64
-typedef struct {
-    int n;
-    PyObject *keys[CDYN_SOURCE_MEMO_SIZE];   /* borrowed sources */
-    PyObject *vals[CDYN_SOURCE_MEMO_SIZE];   /* strong */
-} cdyn_source_memo;
+/* Apply an ATTR or ITEM source's last step to base (borrowed): getattr(base, name) or
+ * base[key], as cdyn_source_eval does. New reference or NULL + exception. */
+PyObject *cdyn_source_step(cdyn_source *s, PyObject *base);
 
-/* As cdyn_source_eval, reusing and filling memo (may be NULL). New reference or NULL. */
-PyObject *cdyn_source_eval_memo(cdyn_source *s, PyObject *const *localsplus,
-                                PyFunctionObject *func, PyObject *globals, PyObject *builtins,
-                                cdyn_source_memo *memo);
-void cdyn_source_memo_clear(cdyn_source_memo *memo);
+/* What an nn.Module attribute read found by its fast path depended on: the exact type
+ * (with its version tag: no class attribute of that name), the instance dict and the
+ * _parameters / _buffers / _modules dicts consulted, each with its PEP 509 version tag
+ * (CPython 3.11 gives every dict state a process-unique tag). While all tags are unchanged
+ * the read gives the same object. All pointers borrowed, compared by address; value is
+ * borrowed, valid only while the tags match (the dicts then still hold it). Zero-filled =
+ * empty. Owned by its caller (a guard set's node). */
+typedef struct {
+    PyObject *value;            /* NULL: nothing cached */
+    PyTypeObject *type;
+    unsigned int type_tag;
+    int nsub;
+    PyDictObject *dict;
+    uint64_t dict_tag;
+    PyDictObject *sub[3];
+    uint64_t sub_tag[3];
+} cdyn_attr_cache;
+
+/* getattr(base, name) (base borrowed) as an ATTR source reads it, answered from *c when its
+ * tags still match, else read again (refilling *c when the fast path found it). New
+ * reference or NULL + exception. */
+PyObject *cdyn_source_attr_cached(PyObject *base, PyObject *name, cdyn_attr_cache *c);
+
 
 /* Borrowed: the cached readable form of a source. */
 static inline PyObject *cdyn_source_repr(PyObject *s) { return ((cdyn_source *)s)->repr; }

@@ -644,7 +644,15 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
             }
             return *out ? TR_OK : TR_ERROR;
         }
-        if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, PyFunction_Check(obj)) < 0) {
+        /* a method bound to an object is made anew by every read (super().get,
+           dict.fromkeys, a bound method rebuilt for a resume function): its identity is ==
+           (the same self object, the same function), not `is` */
+        int bound = PyMethod_Check(obj) ||
+                    (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL &&
+                     !PyModule_Check(PyCFunction_GET_SELF(obj)));
+        if (source != NULL &&
+            (bound ? cdyn_guards_add_equals(tx->guards, source, obj)
+                   : cdyn_guards_add_id(tx->guards, source, obj, PyFunction_Check(obj))) < 0) {
             return TR_ERROR;
         }
         *out = cdyn_value_obj(k, obj, source);   /* (OBJFN: u.ofn.fn is slot 0) */
