@@ -251,6 +251,9 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
         if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
             return -1;
         }
+        if (V(v)->kind == VK_OBJECT && (r = cdyn_user_hasattr_stored(tx, v, name)) != -1) {
+            return r;                /* stored or deleted while tracing */
+        }
         obj = cdyn_v_real(v);        /* guarded below: attributes may come and go */
         break;
     default:
@@ -584,6 +587,30 @@ b_partial(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     return cdyn_partial_new(tx, args, npos + nkw, kwnames, out);
 }
 
+/* setattr(obj, name, value) / delattr(obj, name) with a constant name: STORE_ATTR's
+ * protocol on user objects (values/userobj.c); other values unsupported. */
+static tr_status
+b_setattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+          Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    int del = PyCFunction_Check(fn) &&
+              strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, "delattr") == 0;
+    tr_status st;
+    (void)fs;
+    (void)kwnames;
+    if (npos != (del ? 2 : 3) || nkw != 0 || V(args[1])->kind != VK_CONST ||
+        !PyUnicode_Check(V(args[1])->u.cnst.value)) {
+        return cdyn_tx_unsupported(tx, "%R with these arguments", fn);
+    }
+    st = cdyn_user_setattr_builtin(tx, args[0], V(args[1])->u.cnst.value,
+                                   del ? NULL : args[2]);
+    if (st == TR_NOTIMPL) {
+        return cdyn_tx_unsupported(tx, "%R on %S", fn, args[0]);
+    }
+    *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+    return st == TR_OK && *out == NULL ? TR_ERROR : st;
+}
+
 /* The handler table: (module, name) -> handler; resolved to objects at init. A handler
  * returns TR_NOTIMPL (having changed nothing) to leave the call to the polyfill. */
 static const struct {
@@ -619,6 +646,8 @@ static const struct {
     {"builtins", "bool", b_bool},
     {"builtins", "hash", b_hash},
     {"builtins", "issubclass", b_issubclass},
+    {"builtins", "setattr", b_setattr},
+    {"builtins", "delattr", b_setattr},
     {NULL, NULL, NULL},
 };
 
