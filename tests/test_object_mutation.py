@@ -309,3 +309,43 @@ def test_mappingproxy_len_and_subscript():
             self.params = params
 
     check(f, Holder, torch.randn(3))
+
+
+class DictConfig(Config):
+    """A config whose __getattribute__ first reads its own __dict__ (as transformers'
+    HeterogeneousConfigMixin)."""
+
+    def __getattribute__(self, key):
+        spec = object.__getattribute__(self, "__dict__").get("_spec")
+        if spec is not None and key in spec:
+            raise AttributeError(key)
+        return super().__getattribute__(key)
+
+
+def test_hasattr_and_class_after_stores_through_dict():
+    def f(c, x):
+        c.layers = 6
+        c.decoder_ffn = 2
+        r = x * c.num_layers
+        if hasattr(c, "decoder"):          # missing: AttributeError inside __getattribute__
+            r = r + 100
+        if hasattr(c, "decoder_ffn"):      # stored while tracing
+            r = r + c.decoder_ffn
+        return r + (1 if c.__class__ is DictConfig else 0)
+
+    check(f, DictConfig, torch.randn(3))
+
+
+def test_dict_read_after_stores_sees_them():
+    class P:
+        def __init__(self):
+            self.a = 1
+            self.b = 2
+
+    def f(p, x):
+        p.a = 10
+        del_b = p.__dict__.get("b")
+        delattr(p, "b")
+        return x + p.__dict__["a"] + del_b + len(p.__dict__)
+
+    check(f, P, torch.randn(3))

@@ -137,9 +137,6 @@ MODULE_RULES: dict[str, str] = {
     "safetensors": SKIP,
     "tokenizers": SKIP,
     "huggingface_hub": SKIP,
-    # Strict dataclasses' __setattr__ (transformers' configs): validators then the original
-    # __setattr__, inlined as torch._dynamo does.
-    "huggingface_hub.dataclasses": INLINE,
     "scipy": SKIP,
     "pandas": SKIP,
     "sklearn": SKIP,

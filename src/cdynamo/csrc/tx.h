@@ -444,7 +444,8 @@ tr_status cdyn_user_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, int *out);
  * TR_NOTIMPL for other values. */
 tr_status cdyn_user_setattr_builtin(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);
 /* hasattr(v, name) as the trace left an object of the frame (OBJECT): 1/0 when a store or
- * deletion while tracing decides it, -1 when the real object does, -2 on error. */
+ * deletion while tracing decides it, -1 when the real object does, -2 on error, -3 when it
+ * cannot be known (tx->reason set). */
 int cdyn_user_hasattr_stored(cdyn_tx *tx, PyObject *v, PyObject *name);
 /* wrap.c's classification: builtin slot functions / helpers the family implements
  * (VK_OBJFN); instances whose type has a Python __call__ (VK_OBJECT, not opaque); Enum

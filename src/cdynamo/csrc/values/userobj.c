@@ -10,7 +10,13 @@
  * __iter__, __bool__, __call__, __enter__/__exit__, the binary, comparison and unary
  * operators (with NotImplemented and the reflected forms). A dict subclass made while
  * tracing keeps its items in a DICT value: the builtin slots it does not override act on
- * that value. Anything else is unsupported (a graph break runs it in Python). */
+ * that value. Objects of the frame whose type overrides __setattr__, __delattr__ or
+ * __getattribute__ have those inlined (the custom __getattribute__ once the trace stored into
+ * the object; before, reads go through the real protocol and are guarded through sources);
+ * the object's slot functions they reach (object.__setattr__, super().__setitem__ of a dict
+ * subclass, object.__getattribute__) are side effects and generic reads (see "the generic
+ * protocol" below). A mappingproxy of the frame answers len() and constant subscripts.
+ * Anything else is unsupported (a graph break runs it in Python). */
 #include "user.h"
 #include "../codegen.h"
 #include "../hook.h"
@@ -306,6 +312,8 @@ getter_is_library_code(PyObject *prop)
     return r;
 }
 
+static tr_status inline_getattribute(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
+
 /* ---- the generic protocol on objects of the frame ---------------------------------------------
  * object.__setattr__ / object.__delattr__ on an object of the frame (an OBJECT with a source)
  * are side effects replayed after the graph by those same slot functions (EFF_CALL), so no
@@ -476,8 +484,7 @@ attr_from_dict(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     }
     descr = _PyType_Lookup(cdyn_user_type(v), name);
     if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
-        return cdyn_tx_unsupported(tx, "attribute %U (a descriptor) of %S whose __dict__ was "
-                                       "read", name, v);
+        return TR_NOTIMPL;   /* a data descriptor (__class__, a property) comes first */
     }
     if (cdyn_v_python_type(d) != &PyDict_Type || (nv = cdyn_value_const(name)) == NULL) {
         return PyErr_Occurred() ? TR_ERROR : cdyn_tx_unsupported(tx, "__dict__ of %S", v);
@@ -487,7 +494,8 @@ attr_from_dict(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         st = cdyn_v_subscr(tx, d, nv, out);
     }
     else if (st == TR_OK) {
-        st = descr == NULL ? cdyn_tx_unsupported(tx, "%S has no attribute %U", v, name)
+        /* neither in the (guarded) dict nor on the class: AttributeError, as Python */
+        st = descr == NULL ? cdyn_tx_raise(tx, PyExc_AttributeError, &nv, 1)
                            : cdyn_user_class_value(tx, v, &clsv);
         if (st == TR_OK && descr != NULL) {
             st = cdyn_uobj_bind(tx, v, clsv, descr, name, out);
@@ -620,6 +628,9 @@ object_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     tr_status st;
     if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
         return cdyn_tx_unsupported(tx, "object.__getattribute__ of %S (no source)", v);
+    }
+    if (PyUnicode_Compare(name, cdyn_U.s_class) == 0) {
+        return cdyn_user_class_value(tx, v, out);   /* type(obj), guarded */
     }
     if ((st = attr_from_dict(tx, v, name, out)) != TR_NOTIMPL) {
         return st;
@@ -941,6 +952,30 @@ cdyn_user_setattr_builtin(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *va
                          : cdyn_uobj_delattr(tx, v, name, 0);
 }
 
+/* hasattr()'s answer from the status of reading the attribute: 1 read, 0 AttributeError
+ * raised in the traced code (cleared), -2 error, -3 unsupported (or another exception). */
+static int
+has_result(cdyn_tx *tx, tr_status st, PyObject *saved_reason)
+{
+    if (st == TR_OK || (st == TR_EXCEPTION && tx->exc != NULL && V(tx->exc)->kind == VK_EXC &&
+                        V(tx->exc)->u.exc.type == PyExc_AttributeError)) {
+        Py_XSETREF(tx->reason, saved_reason);   /* an answer: the raise is no failure */
+    }
+    else {
+        Py_XDECREF(saved_reason);
+    }
+    if (st == TR_EXCEPTION) {
+        int attr_error = tx->exc != NULL && V(tx->exc)->kind == VK_EXC &&
+                         V(tx->exc)->u.exc.type == PyExc_AttributeError;
+        Py_CLEAR(tx->exc);
+        if (!attr_error) {
+            cdyn_tx_unsupported(tx, "hasattr(): the attribute read raised");
+        }
+        return attr_error ? 0 : -3;
+    }
+    return st == TR_OK ? 1 : st == TR_ERROR ? -2 : -3;
+}
+
 int
 cdyn_user_hasattr_stored(cdyn_tx *tx, PyObject *v, PyObject *name)
 {
@@ -949,12 +984,26 @@ cdyn_user_hasattr_stored(cdyn_tx *tx, PyObject *v, PyObject *name)
     if (V(v)->kind != VK_OBJECT || V(v)->source == NULL) {
         return -1;
     }
-    if (materialized_dict(tx, v) != NULL) {
-        PyObject *a = NULL;
-        tr_status st = attr_from_dict(tx, v, name, &a);
+    if (!generic_getattribute(cdyn_user_type(v)) && (V(v)->bits & OBJ_ATTRS_STORED)) {
+        /* type(v).__getattribute__ inlined on what the trace holds; AttributeError: False */
+        PyObject *a = NULL, *saved = tx->reason;
+        tr_status st;
+        tx->reason = NULL;
+        st = inline_getattribute(tx, v, name, &a);
         Py_XDECREF(a);
-        /* (unsupported here: a missing attribute, or unknown; the real object decides) */
-        return st == TR_OK ? 1 : st == TR_ERROR ? -2 : -1;
+        return has_result(tx, st, saved);
+    }
+    if (materialized_dict(tx, v) != NULL) {
+        PyObject *a = NULL, *saved = tx->reason;
+        tr_status st;
+        tx->reason = NULL;
+        st = attr_from_dict(tx, v, name, &a);
+        Py_XDECREF(a);
+        if (st == TR_NOTIMPL) {
+            Py_XSETREF(tx->reason, saved);
+            return -1;
+        }
+        return has_result(tx, st, saved);
     }
     if ((src = generic_attr_source(v, name)) == NULL) {
         return -2;
