@@ -55,6 +55,22 @@ def autocast_args(cls, args, kwargs):
     return (a["device_type"], a["dtype"], a["enabled"], a["cache_enabled"])
 
 
+_generic_readers = {}
+
+
+def generic_attr_reader(name):
+    """The callable ``obj -> object.__getattribute__(obj, name)`` (one per name, kept), used
+    as the source of an attribute read past a type's own ``__getattribute__`` (guards and
+    generated code evaluate it on the real object). ``name``: str."""
+    fn = _generic_readers.get(name)
+    if fn is None:
+        def fn(obj, _get=object.__getattribute__, _name=name):
+            return _get(obj, _name)
+        fn.__qualname__ = fn.__name__ = "object_getattribute_" + name
+        _generic_readers[name] = fn
+    return fn
+
+
 def fill_ordered_dict(obj, items):
     """Give ``obj`` (an OrderedDict subclass instance rebuilt by generated code) the entries
     of the dict ``items``, through ``OrderedDict.__setitem__`` so that neither an override of

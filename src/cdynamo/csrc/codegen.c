@@ -368,6 +368,14 @@ emit_effects(cdyn_tx *tx, cdyn_cg *cg)
             err = cdyn_cg_value(cg, value) < 0 || cdyn_cg_value(cg, target) < 0 || k < 0 ||
                   cdyn_cg_emit(cg, STORE_ATTR, k) < 0;
             break;
+        case EFF_CALL:   /* fn(target, key[, value]) */
+            k = cdyn_Value_Check(value) ? 3 : 2;
+            err = cdyn_cg_push_callable(cg, PyTuple_GET_ITEM(key, 0)) < 0 ||
+                  cdyn_cg_value(cg, target) < 0 ||
+                  cdyn_cg_load_const(cg, PyTuple_GET_ITEM(key, 1)) < 0 ||
+                  (k == 3 && cdyn_cg_value(cg, value) < 0) || cdyn_cg_call(cg, k) < 0 ||
+                  cdyn_cg_emit(cg, POP_TOP, 0) < 0;
+            break;
         default:   /* EFF_STORE_GLOBAL */
             k = cdyn_cg_name(cg, key);
             err = cdyn_cg_value(cg, value) < 0 || k < 0 || cdyn_cg_emit(cg, STORE_GLOBAL, k) < 0;

@@ -120,7 +120,11 @@ tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key,
 
 /* Side-effect kinds recorded in tx->effects and replayed by the transformed code. */
 enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEND = 3,
-       EFF_DELETE_SUBSCR = 4, EFF_SYNC = 5 };
+       EFF_DELETE_SUBSCR = 4, EFF_SYNC = 5, EFF_CALL = 6 };
+/* EFF_CALL (target, (fn, key), value or None): fn(target, key, value), or fn(target, key)
+   when the value is None (not a value): a builtin slot function applied to an object of the
+   frame, e.g. object.__setattr__, OrderedDict.__setitem__, object.__delattr__, so that no
+   override of the object's type runs again (values/userobj.c). */
 /* EFF_SYNC (target, None, None): the input container target was mutated; its final contents
    are written back (values/dict.c cdyn_container_mutating, vtable writeback). */
 
@@ -460,6 +464,14 @@ tr_status cdyn_user_type_of(cdyn_tx *tx, PyObject *v, PyObject **out);
 tr_status cdyn_user_hash(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* hasattr(v, name) on an object made while tracing; TR_NOTIMPL for other values. */
 tr_status cdyn_user_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, int *out);
+/* setattr(v, name, value) / delattr(v, name) (value NULL) on a user instance value (the
+ * type's __setattr__/__delattr__ inlined; object's are side effects on objects of the frame);
+ * TR_NOTIMPL for other values. */
+tr_status cdyn_user_setattr_builtin(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);
+/* hasattr(v, name) as the trace left an object of the frame (OBJECT): 1/0 when a store or
+ * deletion while tracing decides it, -1 when the real object does, -2 on error, -3 when it
+ * cannot be known (tx->reason set). */
+int cdyn_user_hasattr_stored(cdyn_tx *tx, PyObject *v, PyObject *name);
 /* wrap.c's classification: builtin slot functions / helpers the family implements
  * (VK_OBJFN); instances whose type has a Python __call__ (VK_OBJECT, not opaque); Enum
  * members (constants); named tuples and struct sequences (their type, or NULL). */

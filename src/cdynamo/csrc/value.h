@@ -194,6 +194,10 @@ typedef struct cdyn_value {
 #define OBJ_TRUSTED     0x2u   /* OBJECT without source whose attributes are fixed metadata
                                   (dataclass fields): read unguarded */
 #define UOBJ_VISITING   0x4u   /* NEWOBJ: being collected (cycles) */
+#define OBJ_ITEMS_MUTATED 0x8u /* OBJECT of a dict subclass: its items stored into while
+                                  tracing (builtin dict slots, replayed): not read back */
+#define OBJ_ATTRS_STORED 0x10u /* OBJECT: attributes stored or deleted through the generic
+                                  protocol; a custom __getattribute__ is then inlined */
 #define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
 #define GRAD_MODE_ON    0x1u   /* GRADCTX: the mode it sets; GRADEXIT: the mode it restores */
 #define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */

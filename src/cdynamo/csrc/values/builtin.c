@@ -281,6 +281,9 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
         if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
             return -1;
         }
+        if (V(v)->kind == VK_OBJECT && (r = cdyn_user_hasattr_stored(tx, v, name)) != -1) {
+            return r;                /* stored or deleted while tracing */
+        }
         obj = cdyn_v_real(v);        /* guarded below: attributes may come and go */
         break;
     default:
@@ -878,67 +881,32 @@ b_signature(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ss
     return st;
 }
 
-/* setattr(obj, name, value): as STORE_ATTR (a custom __setattr__ inlined by obj's family). */
+/* setattr(obj, name, value) / delattr(obj, name) with a constant name: on user instances the
+ * protocol of values/userobj.c (the type's __setattr__/__delattr__ inlined, object's recorded
+ * as side effects); setattr on other values as STORE_ATTR through their family. */
 static tr_status
 b_setattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
           Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
 {
+    int del = PyCFunction_Check(fn) &&
+              strcmp(((PyCFunctionObject *)fn)->m_ml->ml_name, "delattr") == 0;
     tr_status st;
     (void)fs;
-    (void)fn;
     (void)kwnames;
-    if (npos != 3 || nkw != 0 || V(args[1])->kind != VK_CONST ||
+    if (npos != (del ? 2 : 3) || nkw != 0 || V(args[1])->kind != VK_CONST ||
         !PyUnicode_CheckExact(V(args[1])->u.cnst.value)) {
-        return cdyn_tx_unsupported(tx, "setattr() with a non-constant name");
+        return cdyn_tx_unsupported(tx, "%R with these arguments", fn);
     }
-    st = cdyn_v_setattr(tx, args[0], V(args[1])->u.cnst.value, args[2]);
+    st = cdyn_user_setattr_builtin(tx, args[0], V(args[1])->u.cnst.value,
+                                   del ? NULL : args[2]);
+    if (st == TR_NOTIMPL && !del) {
+        st = cdyn_v_setattr(tx, args[0], V(args[1])->u.cnst.value, args[2]);
+    }
+    else if (st == TR_NOTIMPL) {
+        return cdyn_tx_unsupported(tx, "%R on %S", fn, args[0]);
+    }
     *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
     return st == TR_OK && *out == NULL ? TR_ERROR : st;
-}
-
-/* delattr(obj, name): obj.__delattr__(name) through obj's family (a Python __delattr__
- * inlined, object.__delattr__ on an object made while tracing). */
-static tr_status
-b_delattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
-          Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
-{
-    static PyObject *s_delattr;
-    PyObject *r = NULL, *meth;
-    PyTypeObject *type;
-    tr_status st;
-    (void)fn;
-    (void)kwnames;
-    if (npos != 2 || nkw != 0 || V(args[1])->kind != VK_CONST ||
-        !PyUnicode_CheckExact(V(args[1])->u.cnst.value) ||
-        (V(args[0])->kind != VK_NEWOBJ && V(args[0])->kind != VK_OBJECT)) {
-        return cdyn_tx_unsupported(tx, "delattr() of %S", npos ? args[0] : Py_None);
-    }
-    if (s_delattr == NULL && (s_delattr = PyUnicode_InternFromString("__delattr__")) == NULL) {
-        return TR_ERROR;
-    }
-    type = cdyn_v_python_type(args[0]);
-    meth = type ? _PyType_Lookup(type, s_delattr) : NULL;
-    if (meth != NULL && PyFunction_Check(meth)) {   /* a Python __delattr__: inlined */
-        st = cdyn_tx_inline_function(tx, meth, NULL, args[0], &args[1], 1, NULL, &r);
-    }
-    else if (meth != NULL && meth == _PyType_Lookup(&PyBaseObject_Type, s_delattr)) {
-        /* object.__delattr__(obj, name): the user family's slot function */
-        PyObject *slot = NULL;
-        st = cdyn_tx_wrap_real(tx, meth, NULL, &slot);
-        if (st == TR_OK) {
-            st = cdyn_v_call(tx, fs, slot, args, 2, NULL, &r);
-            Py_DECREF(slot);
-        }
-    }
-    else {
-        return cdyn_tx_unsupported(tx, "delattr() of %S", args[0]);
-    }
-    if (st != TR_OK) {
-        return st;
-    }
-    Py_DECREF(r);
-    *out = cdyn_value_const(Py_None);
-    return *out ? TR_OK : TR_ERROR;
 }
 
 /* The handler table: (module, name) -> handler; resolved to objects at init. A handler
@@ -982,7 +950,7 @@ static const struct {
     {"cdynamo.polyfills.os", "environ_read", b_environ_read},
     {"inspect", "signature", b_signature},
     {"builtins", "setattr", b_setattr},
-    {"builtins", "delattr", b_delattr},
+    {"builtins", "delattr", b_setattr},
     {NULL, NULL, NULL},
 };
 

@@ -472,6 +472,34 @@ field_names(cdyn_tx *tx, PyTypeObject *t, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* ModelOutput's super().__setitem__(key, value): the item of an object made while tracing,
+ * or on an object of the frame a side effect replayed by the dict base's __setitem__. */
+static tr_status
+mo_item_store(cdyn_tx *tx, PyObject *self, PyObject *key, PyObject *value)
+{
+    PyTypeObject *b = cdyn_user_type(self);
+    if (V(self)->kind == VK_NEWOBJ) {
+        return cdyn_v_store_subscr(tx, V(self)->u.uobj.base, key, value);
+    }
+    while (b != NULL && (b->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        b = b->tp_base;   /* OrderedDict (or dict) */
+    }
+    return cdyn_uobj_item_call_replayed(tx, self, _PyType_Lookup(b, cdyn_U.s_setitem), key,
+                                        value);
+}
+
+/* A field's value on self: a NEWOBJ's attribute (NULL when unset), or an object of the
+ * frame's attribute read as object.__getattribute__ does (guarded). New reference. */
+static tr_status
+mo_field(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject **out)
+{
+    if (V(self)->kind == VK_NEWOBJ) {
+        *out = Py_XNewRef(cdyn_newobj_attr(self, name));
+        return TR_OK;
+    }
+    return cdyn_uobj_generic_getattr(tx, self, name, 0, out);
+}
+
 /* self[key] = value through the object's __setitem__ when it is ModelOutput's. */
 static tr_status
 mo_setitem(cdyn_tx *tx, PyObject *self, PyObject *key, PyObject *value)
@@ -482,7 +510,7 @@ mo_setitem(cdyn_tx *tx, PyObject *self, PyObject *key, PyObject *value)
         !PyUnicode_Check(V(key)->u.cnst.value)) {
         return cdyn_tx_unsupported(tx, "ModelOutput item %S (an override or a non-str key)", key);
     }
-    st = cdyn_v_store_subscr(tx, V(self)->u.uobj.base, key, value);
+    st = mo_item_store(tx, self, key, value);
     return st == TR_OK ? cdyn_uobj_generic_setattr(tx, self, V(key)->u.cnst.value, value) : st;
 }
 
@@ -516,7 +544,7 @@ mo_to_tuple(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject **out)
 static tr_status
 mo_post_init(cdyn_tx *tx, PyObject *self)
 {
-    PyObject *names = NULL, *first;
+    PyObject *names = NULL, *first = NULL, *vals = NULL;
     tr_status st = field_names(tx, cdyn_user_type(self), &names);
     int others_none = 1;
     Py_ssize_t n;
@@ -524,12 +552,22 @@ mo_post_init(cdyn_tx *tx, PyObject *self)
         return st;
     }
     n = PyList_GET_SIZE(names);
-    first = n ? cdyn_newobj_attr(self, PyList_GET_ITEM(names, 0)) : NULL;
-    for (Py_ssize_t i = 1; i < n; i++) {
-        PyObject *a = cdyn_newobj_attr(self, PyList_GET_ITEM(names, i));
-        others_none &= a == NULL || cdyn_v_is_none(a);
+    if ((vals = PyList_New(n)) == NULL) {
+        Py_DECREF(names);
+        return TR_ERROR;
     }
-    if (first == NULL) {
+    for (Py_ssize_t i = 0; st == TR_OK && i < n; i++) {
+        PyObject *a = NULL;
+        st = mo_field(tx, self, PyList_GET_ITEM(names, i), &a);
+        PyList_SET_ITEM(vals, i, a != NULL ? a : Py_NewRef(Py_None));   /* None: unset */
+        others_none &= i == 0 || a == NULL || cdyn_v_is_none(a);
+    }
+    first = st == TR_OK && n ? PyList_GET_ITEM(vals, 0) : NULL;
+    first = first == Py_None ? NULL : first;
+    if (st != TR_OK) {
+        ;
+    }
+    else if (first == NULL) {
         st = cdyn_tx_unsupported(tx, "ModelOutput without fields or a first attribute");
     }
     else if (others_none && V(first)->kind != VK_TENSOR) {
@@ -541,8 +579,8 @@ mo_post_init(cdyn_tx *tx, PyObject *self)
     }
     else {
         for (Py_ssize_t i = 0; st == TR_OK && i < n; i++) {
-            PyObject *a = cdyn_newobj_attr(self, PyList_GET_ITEM(names, i)), *k = NULL;
-            if (a == NULL || cdyn_v_is_none(a)) {
+            PyObject *a = PyList_GET_ITEM(vals, i), *k = NULL;
+            if (a == Py_None || cdyn_v_is_none(a)) {
                 continue;
             }
             k = cdyn_value_const(PyList_GET_ITEM(names, i));
@@ -551,6 +589,7 @@ mo_post_init(cdyn_tx *tx, PyObject *self)
         }
     }
     Py_DECREF(names);
+    Py_DECREF(vals);
     return st;
 }
 
@@ -566,6 +605,9 @@ mo_input_items(cdyn_tx *tx, PyObject *self, PyObject **out)
     tr_status st;
     if (V(self)->source == NULL || !PyDict_Check(obj)) {
         return cdyn_tx_unsupported(tx, "items of a ModelOutput without a source");
+    }
+    if (V(self)->bits & (OBJ_ITEMS_MUTATED | OBJ_ATTRS_STORED | OBJ_MUTATED)) {
+        return cdyn_tx_unsupported(tx, "items of a ModelOutput changed while tracing");
     }
     st = field_names(tx, Py_TYPE(obj), &names);
     if (st != TR_OK) {
@@ -656,8 +698,13 @@ model_output_call(cdyn_tx *tx, cdyn_fs *fs, int which, PyObject *self, PyObject 
             MO_GETITEM) {
         return mo_input_read(tx, fs, which, self, nargs ? args[0] : NULL, out);
     }
-    if (self == NULL || V(self)->kind != VK_NEWOBJ || V(self)->u.uobj.base == NULL ||
-        kwnames != NULL || nargs != arity[which]) {
+    if (self != NULL && V(self)->kind == VK_OBJECT && V(self)->source != NULL &&
+        kwnames == NULL && nargs == arity[which] &&
+        (which == MO_SETATTR || which == MO_SETITEM || which == MO_POST_INIT)) {
+        ;   /* an object of the frame: its stores are side effects (mo_item_store) */
+    }
+    else if (self == NULL || V(self)->kind != VK_NEWOBJ || V(self)->u.uobj.base == NULL ||
+             kwnames != NULL || nargs != arity[which]) {
         return cdyn_tx_unsupported(tx, "ModelOutput method on %S", self ? self : Py_None);
     }
     switch (which) {
@@ -687,7 +734,7 @@ model_output_call(cdyn_tx *tx, cdyn_fs *fs, int which, PyObject *self, PyObject 
             return TR_ERROR;
         }
         if (st == TR_OK && is_field && !cdyn_v_is_none(args[1])) {
-            st = cdyn_v_store_subscr(tx, V(self)->u.uobj.base, args[0], args[1]);
+            st = mo_item_store(tx, self, args[0], args[1]);
         }
         if (st == TR_OK) {
             st = cdyn_uobj_generic_setattr(tx, self, V(args[0])->u.cnst.value, args[1]);

@@ -523,8 +523,8 @@ object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
     if (fn == cdyn_U.object_setattr && n == 3) {
         st = cdyn_uobj_generic_setattr(tx, a[0], name, a[2]);
     }
-    else if (fn == cdyn_U.object_delattr && n == 2 && V(a[0])->kind == VK_NEWOBJ) {
-        st = cdyn_newobj_delete(tx, a[0], name);
+    else if (fn == cdyn_U.object_delattr && n == 2) {
+        st = cdyn_uobj_delattr(tx, a[0], name, 1);
     }
     else {
         return cdyn_tx_unsupported(tx, "%R with these arguments", fn);
@@ -566,6 +566,15 @@ cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py
         return st;
     }
     if (is_dict_slot(fn)) {
+        if (n >= 1 && V(all[0])->kind == VK_OBJECT && kwnames == NULL &&
+            ((n == 3 && cdyn_name_is(((PyDescrObject *)fn)->d_name, "__setitem__")) ||
+             (n == 2 && cdyn_name_is(((PyDescrObject *)fn)->d_name, "__delitem__"))) &&
+            PyObject_TypeCheck(V(all[0])->u.obj.obj, ((PyDescrObject *)fn)->d_type)) {
+            /* super().__setitem__(k, v) on a dict subclass's object of the frame */
+            st = cdyn_uobj_item_call_replayed(tx, all[0], fn, all[1], n == 3 ? all[2] : NULL);
+            *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+            return st == TR_OK && *out == NULL ? TR_ERROR : st;
+        }
         if (n < 1 || (d = dict_target(all[0])) == NULL) {
             st = cdyn_builtin_dict_read(tx, fn, all, n, kwnames, out);   /* values/builtin.c */
             if (st != TR_NOTIMPL) {

@@ -27,7 +27,7 @@ typedef struct {
     PyObject *s_init, *s_new, *s_class, *s_call, *s_getattr, *s_getitem, *s_setitem,
         *s_delitem, *s_contains, *s_len, *s_iter, *s_bool, *s_enter, *s_exit, *s_setattr,
         *s_getattribute, *s_fields, *s_replace, *s_asdict, *s_field_type, *s_del, *s_dict,
-        *s_next, *s_hash, *s_func, *s_mro;
+        *s_next, *s_hash, *s_func, *s_mro, *s_delattr;
 } cdyn_user_globals;
 extern cdyn_user_globals cdyn_U;
 
@@ -56,6 +56,15 @@ tr_status cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, in
                                     PyObject **out);
 tr_status cdyn_uobj_generic_setattr(cdyn_tx *tx, PyObject *v, PyObject *name,
                                     PyObject *value);
+/* delattr(v, name) on an instance value: type(v).__delattr__ inlined when it is a Python
+ * function (generic = 0), else object.__delattr__ (a NEWOBJ's attribute removed; on an object
+ * of the frame a side effect replayed by object.__delattr__ itself). */
+tr_status cdyn_uobj_delattr(cdyn_tx *tx, PyObject *v, PyObject *name, int generic);
+/* fn(v, key[, value]) (fn: a dict slot function such as OrderedDict.__setitem__, value NULL
+ * for __delitem__) on an OBJECT of the frame: a side effect replayed by fn itself; the
+ * object's items are not read back in this trace (OBJ_ITEMS_MUTATED). */
+tr_status cdyn_uobj_item_call_replayed(cdyn_tx *tx, PyObject *v, PyObject *fn, PyObject *key,
+                                       PyObject *value);
 /* The source of the class of value v (borrowed CLASS / NEWOBJ / OBJECT value), a new
  * reference: the class's own source, or <object source>.__class__; NULL (no error) when
  * there is none or the class is trusted (torch's own). */

@@ -10,7 +10,13 @@
  * __iter__, __bool__, __call__, __enter__/__exit__, the binary, comparison and unary
  * operators (with NotImplemented and the reflected forms). A dict subclass made while
  * tracing keeps its items in a DICT value: the builtin slots it does not override act on
- * that value. Anything else is unsupported (a graph break runs it in Python). */
+ * that value. Objects of the frame whose type overrides __setattr__, __delattr__ or
+ * __getattribute__ have those inlined (the custom __getattribute__ once the trace stored into
+ * the object; before, reads go through the real protocol and are guarded through sources);
+ * the object's slot functions they reach (object.__setattr__, super().__setitem__ of a dict
+ * subclass, object.__getattribute__) are side effects and generic reads (see "the generic
+ * protocol" below). A mappingproxy of the frame answers len() and constant subscripts.
+ * Anything else is unsupported (a graph break runs it in Python). */
 #include "user.h"
 #include "../codegen.h"
 #include "../hook.h"
@@ -306,6 +312,389 @@ getter_is_library_code(PyObject *prop)
     return r;
 }
 
+static tr_status inline_getattribute(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
+
+/* ---- the generic protocol on objects of the frame ---------------------------------------------
+ * object.__setattr__ / object.__delattr__ on an object of the frame (an OBJECT with a source)
+ * are side effects replayed after the graph by those same slot functions (EFF_CALL), so no
+ * override of the type runs again; later reads in the trace see them (tx->by_source, keyed by
+ * the attribute's source; a deletion by "del:" + that key). object.__getattribute__ on a type
+ * that overrides __getattribute__ reads through a source that bypasses the override
+ * (_glue.generic_attr_reader), so guards check what the trace read. */
+
+/* The source of object.__getattribute__(v, name) for an OBJECT v with a source: <src>.name
+ * when its type reads attributes generically, else generic_attr_reader(name)(<src>). New
+ * reference; NULL with an exception. */
+static PyObject *
+generic_attr_source(PyObject *v, PyObject *name)
+{
+    PyObject *fn, *label, *src;
+    if (generic_getattribute(cdyn_user_type(v))) {
+        return cdyn_source_attr(V(v)->source, name);
+    }
+    fn = PyObject_CallMethod(cdyn_G.glue, "generic_attr_reader", "O", name);
+    label = fn ? PyUnicode_FromFormat("object.__getattribute__.%U", name) : NULL;
+    src = label ? cdyn_source_call(fn, V(v)->source, PyUnicode_AsUTF8(label)) : NULL;
+    Py_XDECREF(fn);
+    Py_XDECREF(label);
+    return src;
+}
+
+/* The by_source key that marks attribute source src deleted while tracing (new str). */
+static PyObject *
+deleted_key(PyObject *src)
+{
+    return PyUnicode_FromFormat("del:%U", cdyn_source_repr(src));
+}
+
+/* Attribute `name` (source src) of OBJECT v when the trace deleted it: the class attribute
+ * (bound to v) or unsupported; TR_NOTIMPL when it was not deleted. */
+static tr_status
+deleted_attr(cdyn_tx *tx, PyObject *v, PyObject *src, PyObject *name, PyObject **out)
+{
+    PyObject *key = deleted_key(src), *descr, *clsv = NULL;
+    int gone;
+    tr_status st;
+    if (key == NULL) {
+        return TR_ERROR;
+    }
+    gone = PyDict_Contains(tx->by_source, key);
+    Py_DECREF(key);
+    if (gone <= 0) {
+        return gone < 0 ? TR_ERROR : TR_NOTIMPL;
+    }
+    descr = _PyType_Lookup(cdyn_user_type(v), name);
+    if (descr == NULL) {
+        return cdyn_tx_unsupported(tx, "attribute %U deleted while tracing", name);
+    }
+    st = cdyn_user_class_value(tx, v, &clsv);
+    if (st == TR_OK) {
+        st = cdyn_uobj_bind(tx, v, clsv, descr, name, out);
+    }
+    Py_XDECREF(clsv);
+    return st;
+}
+
+/* The value the trace read for the instance __dict__ of OBJECT v (borrowed), through either
+ * obj.__dict__ or object.__getattribute__(obj, "__dict__"); NULL when it was not read. Once
+ * read, the attributes of v live in it: reads and stores go through it. */
+static PyObject *
+materialized_dict(cdyn_tx *tx, PyObject *v)
+{
+    PyObject *src, *d = NULL;
+    for (int generic = 0; d == NULL && generic < 2 && V(v)->source != NULL; generic++) {
+        src = generic ? generic_attr_source(v, cdyn_U.s_dict)
+                      : cdyn_source_attr(V(v)->source, cdyn_U.s_dict);
+        d = src ? PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(src)) : NULL;
+        Py_XDECREF(src);
+        PyErr_Clear();
+    }
+    return d;
+}
+
+/* The list of attribute names stored into or deleted from OBJECT v while tracing (kept in
+ * tx->by_source under "stored:" + its source; borrowed), made when create; NULL with an
+ * exception, or (create = 0) without one when there is none. */
+static PyObject *
+stored_names(cdyn_tx *tx, PyObject *v, int create)
+{
+    PyObject *key = PyUnicode_FromFormat("stored:%U", cdyn_source_repr(V(v)->source)), *l;
+    if (key == NULL) {
+        return NULL;
+    }
+    l = PyDict_GetItemWithError(tx->by_source, key);
+    if (l == NULL && !PyErr_Occurred() && create) {
+        l = PyList_New(0);
+        if (l != NULL && PyDict_SetItem(tx->by_source, key, l) < 0) {
+            Py_CLEAR(l);
+        }
+        Py_XDECREF(l);   /* (the dict holds it) */
+    }
+    Py_DECREF(key);
+    return l;
+}
+
+/* Note that attribute name of OBJECT v was stored or deleted. 0 / -1. */
+static int
+note_stored(cdyn_tx *tx, PyObject *v, PyObject *name)
+{
+    PyObject *l = stored_names(tx, v, 1);
+    int has = l ? PySequence_Contains(l, name) : -1;
+    return has < 0 ? -1 : has ? 0 : PyList_Append(l, name);
+}
+
+/* obj.__dict__ (generic: object.__getattribute__(obj, "__dict__")) of OBJECT v after the trace
+ * stored into its attributes: the real dict read through its source, with those stores and
+ * deletions applied to it (its family then writes it back: the final contents). */
+static tr_status
+dict_after_stores(cdyn_tx *tx, PyObject *v, int generic, PyObject **out)
+{
+    PyObject *src = generic ? generic_attr_source(v, cdyn_U.s_dict)
+                            : cdyn_source_attr(V(v)->source, cdyn_U.s_dict);
+    PyObject *real = NULL, *names, *d = NULL;
+    tr_status st = TR_ERROR;
+    if (src == NULL || (real = PyObject_GenericGetAttr(V(v)->u.obj.obj, cdyn_U.s_dict)) == NULL ||
+        (names = stored_names(tx, v, 1)) == NULL) {
+        goto done;
+    }
+    if (!PyDict_CheckExact(real)) {
+        st = cdyn_tx_unsupported(tx, "__dict__ of %S", v);
+        goto done;
+    }
+    st = cdyn_tx_wrap_real(tx, real, src, &d);
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(names); i++) {
+        PyObject *name = PyList_GET_ITEM(names, i), *asrc = generic_attr_source(v, name);
+        PyObject *hit = asrc ? PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(asrc)) : NULL;
+        PyObject *nv = asrc && !PyErr_Occurred() ? cdyn_value_const(name) : NULL;
+        int has = 0;
+        st = nv == NULL ? TR_ERROR
+             : hit ? cdyn_v_store_subscr(tx, d, nv, hit) : cdyn_v_contains(tx, d, nv, &has);
+        if (st == TR_OK && hit == NULL && has) {
+            st = cdyn_v_delete_subscr(tx, d, nv);   /* deleted while tracing */
+        }
+        Py_XDECREF(nv);
+        Py_XDECREF(asrc);
+    }
+    if (st == TR_OK) {
+        *out = d;
+        d = NULL;
+    }
+done:
+    Py_XDECREF(src);
+    Py_XDECREF(real);
+    Py_XDECREF(d);
+    return st;
+}
+
+/* Attribute `name` of OBJECT v when its __dict__ was read into the trace (no data
+ * descriptor of that name): the dict's item, else the class attribute. TR_NOTIMPL when the
+ * __dict__ was not read. */
+static tr_status
+attr_from_dict(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *d = materialized_dict(tx, v), *nv, *descr, *clsv = NULL;
+    int has = 0;
+    tr_status st;
+    if (d == NULL) {
+        return TR_NOTIMPL;
+    }
+    if (PyUnicode_Compare(name, cdyn_U.s_dict) == 0) {
+        *out = Py_NewRef(d);
+        return TR_OK;
+    }
+    descr = _PyType_Lookup(cdyn_user_type(v), name);
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+        return TR_NOTIMPL;   /* a data descriptor (__class__, a property) comes first */
+    }
+    if (cdyn_v_python_type(d) != &PyDict_Type || (nv = cdyn_value_const(name)) == NULL) {
+        return PyErr_Occurred() ? TR_ERROR : cdyn_tx_unsupported(tx, "__dict__ of %S", v);
+    }
+    st = cdyn_v_contains(tx, d, nv, &has);
+    if (st == TR_OK && has) {
+        st = cdyn_v_subscr(tx, d, nv, out);
+    }
+    else if (st == TR_OK) {
+        /* neither in the (guarded) dict nor on the class: AttributeError, as Python */
+        st = descr == NULL ? cdyn_tx_raise(tx, PyExc_AttributeError, &nv, 1)
+                           : cdyn_user_class_value(tx, v, &clsv);
+        if (st == TR_OK && descr != NULL) {
+            st = cdyn_uobj_bind(tx, v, clsv, descr, name, out);
+        }
+    }
+    Py_DECREF(nv);
+    Py_XDECREF(clsv);
+    return st;
+}
+
+/* A store (value) or deletion (NULL) of attribute name of OBJECT v whose __dict__ the trace
+ * read: done on that dict (its family writes the real one back); TR_NOTIMPL when the
+ * __dict__ was not read. */
+static tr_status
+store_into_dict(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyObject *d = materialized_dict(tx, v), *nv;
+    tr_status st;
+    if (d == NULL) {
+        return TR_NOTIMPL;
+    }
+    if (cdyn_v_python_type(d) != &PyDict_Type) {
+        return cdyn_tx_unsupported(tx, "store into %S whose __dict__ was read", v);
+    }
+    if ((nv = cdyn_value_const(name)) == NULL) {
+        return TR_ERROR;
+    }
+    st = value ? cdyn_v_store_subscr(tx, d, nv, value) : cdyn_v_delete_subscr(tx, d, nv);
+    Py_DECREF(nv);
+    if (st == TR_OK) {
+        V(v)->bits |= OBJ_ATTRS_STORED;
+    }
+    return st;
+}
+
+/* Record object.__setattr__(v, name, value) (value NULL: object.__delattr__(v, name)) on an
+ * OBJECT with a source: replayed by that slot function; later reads see it. */
+static tr_status
+generic_store_replayed(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyObject *src, *dkey = NULL, *ekey = NULL;
+    int e;
+    tr_status st = store_into_dict(tx, v, name, value);
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    st = TR_ERROR;
+    if ((src = generic_attr_source(v, name)) == NULL) {
+        return TR_ERROR;
+    }
+    dkey = deleted_key(src);
+    ekey = Py_BuildValue("(OO)", value ? cdyn_U.object_setattr : cdyn_U.object_delattr, name);
+    if (dkey == NULL || ekey == NULL) {
+        goto done;
+    }
+    if (value == NULL) {
+        /* the attribute must exist in the object now (checked on later calls through the
+           same source) */
+        PyObject *hit = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(src)), *real;
+        int known = hit != NULL ? 1 : PyErr_Occurred() ? -1 : PyDict_Contains(tx->by_source, dkey) ? -2 : 0;
+        if (known == -1) {
+            goto done;
+        }
+        if (known == -2) {
+            st = cdyn_tx_unsupported(tx, "delattr of %U deleted before", name);
+            goto done;
+        }
+        if (known == 0) {
+            /* in the instance's __dict__: checked on later calls through
+               <object.__getattribute__(obj, "__dict__")>[name] */
+            PyObject **dp = _PyObject_GetDictPtr(V(v)->u.obj.obj), *dsrc = NULL, *isrc = NULL;
+            PyObject *w = NULL;
+            real = dp != NULL && *dp != NULL ? PyDict_GetItemWithError(*dp, name) : NULL;
+            if (real == NULL) {
+                st = PyErr_Occurred()
+                         ? TR_ERROR
+                         : cdyn_tx_unsupported(tx, "delattr of %U, not an instance attribute",
+                                               name);
+                goto done;
+            }
+            dsrc = generic_attr_source(v, cdyn_U.s_dict);
+            isrc = dsrc ? cdyn_source_item(dsrc, name) : NULL;
+            st = isrc ? cdyn_tx_wrap_real(tx, real, isrc, &w) : TR_ERROR;
+            Py_XDECREF(w);
+            Py_XDECREF(dsrc);
+            Py_XDECREF(isrc);
+            if (st != TR_OK) {
+                goto done;
+            }
+            st = TR_ERROR;
+        }
+    }
+    if (cdyn_tx_effect(tx, EFF_CALL, v, ekey, value ? value : Py_None) != TR_OK) {
+        goto done;
+    }
+    if (value != NULL) {
+        e = PyDict_SetItem(tx->by_source, cdyn_source_repr(src), value) < 0 ||
+            (PyDict_DelItem(tx->by_source, dkey) < 0 &&
+             (PyErr_ExceptionMatches(PyExc_KeyError) ? (PyErr_Clear(), 0) : 1));
+    }
+    else {
+        e = PyDict_SetItem(tx->by_source, dkey, v) < 0 ||
+            (PyDict_DelItem(tx->by_source, cdyn_source_repr(src)) < 0 &&
+             (PyErr_ExceptionMatches(PyExc_KeyError) ? (PyErr_Clear(), 0) : 1));
+    }
+    if (!e && note_stored(tx, v, name) < 0) {
+        e = 1;
+    }
+    if (!e) {
+        V(v)->bits |= OBJ_ATTRS_STORED;
+        cdyn_tx_mutated(tx, v);
+        st = TR_OK;
+    }
+done:
+    Py_XDECREF(src);
+    Py_XDECREF(dkey);
+    Py_XDECREF(ekey);
+    return st;
+}
+
+/* object.__getattribute__(v, name) on an OBJECT whose type overrides __getattribute__:
+ * what the trace stored, a property's getter inlined, the instance's attribute read through
+ * the generic source, else the class attribute bound to v. */
+static tr_status
+object_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *obj = V(v)->u.obj.obj, *src = NULL, *hit, *descr, *real = NULL, *f, *clsv = NULL;
+    PyObject **dp;
+    PyTypeObject *t = Py_TYPE(obj);
+    tr_status st;
+    if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
+        return cdyn_tx_unsupported(tx, "object.__getattribute__ of %S (no source)", v);
+    }
+    if (PyUnicode_Compare(name, cdyn_U.s_class) == 0) {
+        return cdyn_user_class_value(tx, v, out);   /* type(obj), guarded */
+    }
+    if ((st = attr_from_dict(tx, v, name, out)) != TR_NOTIMPL) {
+        return st;
+    }
+    if ((src = generic_attr_source(v, name)) == NULL) {
+        return TR_ERROR;
+    }
+    hit = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(src));
+    if (hit != NULL || PyErr_Occurred()) {
+        Py_DECREF(src);
+        *out = Py_XNewRef(hit);
+        return hit ? TR_OK : TR_ERROR;
+    }
+    if ((st = deleted_attr(tx, v, src, name, out)) != TR_NOTIMPL) {
+        Py_DECREF(src);
+        return st;
+    }
+    descr = _PyType_Lookup(t, name);
+    if (descr != NULL && Py_TYPE(descr) == &PyProperty_Type) {
+        Py_DECREF(src);
+        if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
+            return st;
+        }
+        f = property_part(descr, "fget");
+        st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
+        Py_XDECREF(f);
+        return st;
+    }
+    if (PyUnicode_Compare(name, cdyn_U.s_dict) == 0 && (V(v)->bits & OBJ_ATTRS_STORED)) {
+        Py_DECREF(src);   /* the real __dict__ no longer holds what the trace stored */
+        return dict_after_stores(tx, v, 1, out);
+    }
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL &&
+        Py_TYPE(descr) != &PyMemberDescr_Type && PyUnicode_Compare(name, cdyn_U.s_dict) != 0) {
+        Py_DECREF(src);
+        return cdyn_tx_unsupported(tx, "attribute %U: a %s descriptor", name,
+                                   Py_TYPE(descr)->tp_name);
+    }
+    dp = _PyObject_GetDictPtr(obj);
+    if ((descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) ||
+        (dp != NULL && *dp != NULL && (real = PyDict_GetItemWithError(*dp, name)) != NULL)) {
+        /* the instance's own attribute: guarded through the generic source */
+        real = PyObject_GenericGetAttr(obj, name);
+        st = real ? cdyn_tx_wrap_real(tx, real, src, out)
+                  : (PyErr_Clear(), cdyn_tx_unsupported(tx, "attribute %U", name));
+        Py_XDECREF(real);
+        Py_DECREF(src);
+        return st;
+    }
+    Py_DECREF(src);
+    if (PyErr_Occurred()) {
+        return TR_ERROR;
+    }
+    if (descr == NULL) {
+        return cdyn_tx_unsupported(tx, "%s object has no attribute %U", t->tp_name, name);
+    }
+    st = cdyn_user_class_value(tx, v, &clsv);
+    if (st == TR_OK) {
+        st = cdyn_uobj_bind(tx, v, clsv, descr, name, out);
+    }
+    Py_XDECREF(clsv);
+    return st;
+}
+
 /* obj.name on an object from the frame: memoised reads, properties inlined, methods
  * bound to the value, other attributes wrapped through <source>.name. */
 static tr_status
@@ -317,10 +706,20 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (V(v)->bits & OBJ_MUTATED) {
         return cdyn_tx_unsupported(tx, "attribute of an object mutated while tracing");
     }
+    if ((st = attr_from_dict(tx, v, name, out)) != TR_NOTIMPL) {
+        return st;
+    }
+    if (PyUnicode_Compare(name, cdyn_U.s_dict) == 0 && (V(v)->bits & OBJ_ATTRS_STORED)) {
+        return dict_after_stores(tx, v, 0, out);
+    }
     st = cdyn_tx_memo_attr(tx, v, name, &src, out);
     if (st != TR_OK || *out != NULL) {
         Py_XDECREF(src);
         return st;
+    }
+    if (src != NULL && (st = deleted_attr(tx, v, src, name, out)) != TR_NOTIMPL) {
+        Py_DECREF(src);
+        return st;   /* deleted while tracing: the class attribute, if any */
     }
     if (V(v)->bits & OBJ_TRUSTED) {
         Py_XDECREF(src);
@@ -456,16 +855,196 @@ static tr_status
 object_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {
     PyTypeObject *t = Py_TYPE(V(v)->u.obj.obj);
-    int done = 0;
+    PyObject *f = _PyType_Lookup(t, cdyn_U.s_setattr), *r = NULL, *args[2] = {NULL, value};
     tr_status st;
-    if (_PyType_Lookup(t, cdyn_U.s_setattr) != cdyn_U.object_setattr) {
-        return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S with a custom __setattr__", name, v);
+    if (f == cdyn_U.object_setattr) {
+        return cdyn_uobj_generic_setattr(tx, v, name, value);
     }
-    st = store_descriptor(tx, v, t, name, value, &done);
-    if (st != TR_OK || done) {
+    if (f == NULL || !PyFunction_Check(f)) {
+        return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S with a builtin __setattr__", name,
+                                   v);
+    }
+    /* type(obj).__setattr__(obj, name, value) inlined (its object.__setattr__ calls are the
+       side effects) */
+    if ((st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_setattr)) != TR_OK) {
         return st;
     }
-    return cdyn_setattr_replayed(tx, v, name, value);
+    if ((args[0] = cdyn_value_const(name)) == NULL) {
+        return TR_ERROR;
+    }
+    st = call_type_function(tx, f, v, args, 2, NULL, &r);
+    Py_DECREF(args[0]);
+    Py_XDECREF(r);
+    return st;
+}
+
+/* object.__setattr__(obj, name, value) on an object from the frame (value NULL:
+ * object.__delattr__): a property setter inlined, a plain store replayed by STORE_ATTR where
+ * the type neither overrides __setattr__ nor __getattribute__, else replayed by the slot
+ * function itself. */
+static tr_status
+object_generic_store(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyTypeObject *t = Py_TYPE(V(v)->u.obj.obj);
+    int done = 0;
+    tr_status st;
+    if (value != NULL) {
+        st = store_descriptor(tx, v, t, name, value, &done);
+        if (st != TR_OK || done) {
+            return st;
+        }
+    }
+    else if (_PyType_Lookup(t, name) != NULL &&
+             Py_TYPE(_PyType_Lookup(t, name))->tp_descr_set != NULL) {
+        return cdyn_tx_unsupported(tx, "delattr %U through a descriptor", name);
+    }
+    if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
+        return cdyn_tx_unsupported(tx, "%s of %U on %S (no source)",
+                                   value ? "STORE_ATTR" : "delattr", name, v);
+    }
+    if (value != NULL && _PyType_Lookup(t, cdyn_U.s_setattr) == cdyn_U.object_setattr &&
+        generic_getattribute(t) && !(V(v)->bits & OBJ_ATTRS_STORED) &&
+        materialized_dict(tx, v) == NULL) {
+        st = cdyn_setattr_replayed(tx, v, name, value);   /* replayed by STORE_ATTR */
+        if (st == TR_OK) {
+            V(v)->bits |= OBJ_ATTRS_STORED;
+            st = note_stored(tx, v, name) < 0 ? TR_ERROR : TR_OK;
+        }
+        return st;
+    }
+    return generic_store_replayed(tx, v, name, value);
+}
+
+tr_status
+cdyn_uobj_delattr(cdyn_tx *tx, PyObject *v, PyObject *name, int generic)
+{
+    PyObject *f = _PyType_Lookup(cdyn_user_type(v), cdyn_U.s_delattr), *r = NULL, *nv;
+    tr_status st;
+    if (!generic && f != cdyn_U.object_delattr) {
+        /* type(obj).__delattr__(obj, name) inlined */
+        if (f == NULL || !PyFunction_Check(f)) {
+            return cdyn_tx_unsupported(tx, "delattr on %S with a builtin __delattr__", v);
+        }
+        if ((st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_delattr)) != TR_OK) {
+            return st;
+        }
+        if ((nv = cdyn_value_const(name)) == NULL) {
+            return TR_ERROR;
+        }
+        st = call_type_function(tx, f, v, &nv, 1, NULL, &r);
+        Py_DECREF(nv);
+        Py_XDECREF(r);
+        return st;
+    }
+    if (V(v)->kind == VK_NEWOBJ) {
+        return cdyn_newobj_delete(tx, v, name);
+    }
+    return object_generic_store(tx, v, name, NULL);
+}
+
+tr_status
+cdyn_user_setattr_builtin(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    if (!cdyn_user_is_instance(v)) {
+        return TR_NOTIMPL;
+    }
+    return value != NULL ? cdyn_uobj_setattr(tx, v, name, value)
+                         : cdyn_uobj_delattr(tx, v, name, 0);
+}
+
+/* hasattr()'s answer from the status of reading the attribute: 1 read, 0 AttributeError
+ * raised in the traced code (cleared), -2 error, -3 unsupported (or another exception). */
+static int
+has_result(cdyn_tx *tx, tr_status st, PyObject *saved_reason)
+{
+    if (st == TR_OK || (st == TR_EXCEPTION && tx->exc != NULL && V(tx->exc)->kind == VK_EXC &&
+                        V(tx->exc)->u.exc.type == PyExc_AttributeError)) {
+        Py_XSETREF(tx->reason, saved_reason);   /* an answer: the raise is no failure */
+    }
+    else {
+        Py_XDECREF(saved_reason);
+    }
+    if (st == TR_EXCEPTION) {
+        int attr_error = tx->exc != NULL && V(tx->exc)->kind == VK_EXC &&
+                         V(tx->exc)->u.exc.type == PyExc_AttributeError;
+        Py_CLEAR(tx->exc);
+        if (!attr_error) {
+            cdyn_tx_unsupported(tx, "hasattr(): the attribute read raised");
+        }
+        return attr_error ? 0 : -3;
+    }
+    return st == TR_OK ? 1 : st == TR_ERROR ? -2 : -3;
+}
+
+int
+cdyn_user_hasattr_stored(cdyn_tx *tx, PyObject *v, PyObject *name)
+{
+    PyObject *src, *key = NULL;
+    int r = -1, hit;
+    if (V(v)->kind != VK_OBJECT || V(v)->source == NULL) {
+        return -1;
+    }
+    if (!generic_getattribute(cdyn_user_type(v)) && (V(v)->bits & OBJ_ATTRS_STORED)) {
+        /* type(v).__getattribute__ inlined on what the trace holds; AttributeError: False */
+        PyObject *a = NULL, *saved = tx->reason;
+        tr_status st;
+        tx->reason = NULL;
+        st = inline_getattribute(tx, v, name, &a);
+        Py_XDECREF(a);
+        return has_result(tx, st, saved);
+    }
+    if (materialized_dict(tx, v) != NULL) {
+        PyObject *a = NULL, *saved = tx->reason;
+        tr_status st;
+        tx->reason = NULL;
+        st = attr_from_dict(tx, v, name, &a);
+        Py_XDECREF(a);
+        if (st == TR_NOTIMPL) {
+            Py_XSETREF(tx->reason, saved);
+            return -1;
+        }
+        return has_result(tx, st, saved);
+    }
+    if ((src = generic_attr_source(v, name)) == NULL) {
+        return -2;
+    }
+    hit = PyDict_Contains(tx->by_source, cdyn_source_repr(src));
+    if (hit == 0 && (key = deleted_key(src)) != NULL) {
+        hit = PyDict_Contains(tx->by_source, key);
+        /* deleted: what the class has (the class is fixed by the object's guards) */
+        r = hit > 0 ? _PyType_Lookup(cdyn_user_type(v), name) != NULL : -1;
+        hit = hit < 0 ? -1 : 0;
+    }
+    else if (hit > 0) {
+        r = 1;
+    }
+    if (hit < 0 || (hit == 0 && key == NULL)) {
+        r = -2;
+    }
+    Py_DECREF(src);
+    Py_XDECREF(key);
+    return r;
+}
+
+tr_status
+cdyn_uobj_item_call_replayed(cdyn_tx *tx, PyObject *v, PyObject *fn, PyObject *key,
+                             PyObject *value)
+{
+    PyObject *ekey;
+    tr_status st;
+    if (V(v)->kind != VK_OBJECT || V(v)->source == NULL || V(key)->kind != VK_CONST) {
+        return cdyn_tx_unsupported(tx, "%R on %S", fn, v);
+    }
+    if ((ekey = Py_BuildValue("(OO)", fn, V(key)->u.cnst.value)) == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_tx_effect(tx, EFF_CALL, v, ekey, value ? value : Py_None);
+    Py_DECREF(ekey);
+    if (st == TR_OK) {
+        V(v)->bits |= OBJ_ITEMS_MUTATED;
+        cdyn_tx_mutated(tx, v);
+    }
+    return st;
 }
 
 /* ---- attributes of objects made while tracing ---------------------------------------------------- */
@@ -481,8 +1060,7 @@ cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, int use_geta
         /* an object from the frame: its attributes are read (and rebuilt) through sources,
            which go through type(obj).__getattribute__: only the same when that is generic */
         if (!generic_getattribute(cdyn_user_type(v))) {
-            return cdyn_tx_unsupported(tx, "object.__getattribute__ of %S (its type "
-                                           "overrides __getattribute__)", v);
+            return object_generic_getattr(tx, v, name, out);
         }
         return object_getattr(tx, v, name, out);
     }
@@ -527,7 +1105,7 @@ cdyn_uobj_generic_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *va
     int done = 0;
     tr_status st;
     if (V(v)->kind != VK_NEWOBJ) {
-        return object_setattr(tx, v, name, value);
+        return object_generic_store(tx, v, name, value);
     }
     t = cdyn_user_type(v);
     st = store_descriptor(tx, v, t, name, value, &done);
@@ -541,11 +1119,38 @@ cdyn_uobj_generic_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *va
     return cdyn_newobj_store(tx, v, name, value);
 }
 
+/* type(v).__getattribute__(v, name) inlined, a Python function (its type has no
+ * __getattr__ to fall back to). */
+static tr_status
+inline_getattribute(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyTypeObject *t = cdyn_user_type(v);
+    PyObject *f = _PyType_Lookup(t, cdyn_U.s_getattribute), *nv;
+    tr_status st;
+    if (f == NULL || !PyFunction_Check(f) || _PyType_Lookup(t, cdyn_U.s_getattr) != NULL) {
+        return cdyn_tx_unsupported(tx, "attribute of %S with a custom __getattribute__", v);
+    }
+    if ((st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_getattribute)) != TR_OK) {
+        return st;
+    }
+    if ((nv = cdyn_value_const(name)) == NULL) {
+        return TR_ERROR;
+    }
+    st = call_type_function(tx, f, v, &nv, 1, NULL, out);
+    Py_DECREF(nv);
+    return st;
+}
+
 tr_status
 cdyn_uobj_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     PyTypeObject *t;
     if (V(v)->kind != VK_NEWOBJ) {
+        /* an object of the frame: its attributes read as they are (through sources), but
+           once the trace stored into it, a custom __getattribute__ runs on what it holds */
+        if ((V(v)->bits & OBJ_ATTRS_STORED) && !generic_getattribute(cdyn_user_type(v))) {
+            return inline_getattribute(tx, v, name, out);
+        }
         return object_getattr(tx, v, name, out);
     }
     t = cdyn_user_type(v);
@@ -558,7 +1163,7 @@ cdyn_uobj_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         return TR_OK;
     }
     if (!generic_getattribute(t)) {
-        return cdyn_tx_unsupported(tx, "attribute of %S with a custom __getattribute__", v);
+        return inline_getattribute(tx, v, name, out);
     }
     return cdyn_uobj_generic_getattr(tx, v, name, 1, out);
 }
@@ -586,6 +1191,35 @@ cdyn_uobj_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 
 /* ---- the container protocol --------------------------------------------------------------------- */
 
+/* 1 when v is a read-only mapping view (types.MappingProxyType, e.g. a Signature's
+ * parameters) of the frame: len() and constant subscripts read it through its source. */
+static int
+is_mappingproxy(PyObject *v)
+{
+    return V(v)->kind == VK_OBJECT && V(v)->source != NULL &&
+           Py_TYPE(V(v)->u.obj.obj) == &PyDictProxy_Type;
+}
+
+/* proxy[key] for a constant key: the item wrapped through <source>[key]. */
+static tr_status
+mappingproxy_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    PyObject *k = V(key)->kind == VK_CONST ? V(key)->u.cnst.value : NULL, *item, *src;
+    tr_status st;
+    if (k == NULL || !(PyUnicode_Check(k) || PyLong_Check(k))) {
+        return cdyn_tx_unsupported(tx, "subscript of %S with a non-constant key", v);
+    }
+    item = PyObject_GetItem(V(v)->u.obj.obj, k);
+    if (item == NULL) {
+        return cdyn_tx_unsupported(tx, "subscript of %S", v);   /* (KeyError: Python's) */
+    }
+    src = cdyn_source_item(V(v)->source, k);
+    st = src ? cdyn_tx_wrap_real(tx, item, src, out) : TR_ERROR;
+    Py_XDECREF(src);
+    Py_DECREF(item);
+    return st;
+}
+
 tr_status
 cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
@@ -597,6 +1231,9 @@ cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     }
     if ((b = builtin_base(v, cdyn_U.s_getitem)) != NULL) {
         return cdyn_v_subscr(tx, b, key, out);
+    }
+    if (is_mappingproxy(v)) {
+        return mappingproxy_subscr(tx, v, key, out);
     }
     return cdyn_tx_unsupported(tx, "subscript of %S", v);
 }
@@ -665,6 +1302,12 @@ cdyn_uobj_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
     }
     if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
         return cdyn_v_len(tx, b, out);
+    }
+    if (is_mappingproxy(v)) {
+        /* its length, checked on every call (LENGTH_CHECK) */
+        *out = PyObject_Size(V(v)->u.obj.obj);
+        return *out < 0 || cdyn_guards_add_len(tx->guards, V(v)->source, *out) < 0 ? TR_ERROR
+                                                                                 : TR_OK;
     }
     return cdyn_tx_unsupported(tx, "len() of %S", v);
 }

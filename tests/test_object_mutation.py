@@ -1,0 +1,351 @@
+"""Mutation of objects from the frame whose classes customise attribute access (issue 7), as
+transformers' ModelOutput and PreTrainedConfig are written: a dict-subclass dataclass whose
+__setattr__/__setitem__/__post_init__ call super().__setitem__ and super().__setattr__, a config
+class whose __getattribute__/__setattr__ go through object.__getattribute__ with an
+attribute map, setattr()/delattr() in a loop, hasattr() after a store, and
+mappingproxy len()/subscript.
+
+Each program runs eagerly, under torch.compile and twice under cdynamo.compile (fresh objects
+each call): results and the objects' state after the call equal eager's, graph counts equal
+torch._dynamo's, and a second call with a changed object is guarded (recompiles or stays
+correct).
+"""
+import collections
+import dataclasses
+import inspect
+import sys
+from typing import Optional
+
+import pytest
+import torch
+import torch._dynamo
+
+import cdynamo
+from helpers import CountingBackend
+
+pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")
+
+
+def _state(obj):
+    """What an object holds, comparable with assert_equal: its __dict__ and its items."""
+    d = dict(vars(obj)) if hasattr(obj, "__dict__") else {}
+    items = dict(obj) if isinstance(obj, dict) else None
+    return d, items
+
+
+def _assert_equal(a, b, what):
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), f"{what}: {a!r} != {b!r}"
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), f"{what}: keys {list(a)} != {list(b)}"
+        for k in a:
+            _assert_equal(a[k], b[k], f"{what}[{k!r}]")
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b), f"{what}: {a!r} != {b!r}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_equal(x, y, f"{what}[{i}]")
+    else:
+        assert a == b, f"{what}: {a!r} != {b!r}"
+
+
+def check(fn, make, *args, calls=2):
+    """fn(obj, *args) eagerly, under torch.compile and `calls` times under cdynamo.compile,
+    each on a fresh make(): results and objects' state equal eager's, graph counts equal
+    torch._dynamo's, later calls hit the cache. Returns cdynamo's CountingBackend."""
+    e_obj = make()
+    expected = fn(e_obj, *args)
+    e_state = _state(e_obj)
+
+    torch._dynamo.reset()
+    dyn = CountingBackend()
+    d_obj = make()
+    _assert_equal(torch.compile(fn, backend=dyn)(d_obj, *args), expected, "torch._dynamo")
+    torch._dynamo.reset()
+
+    cdynamo.reset()
+    cdy = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=cdy)
+    for i in range(calls):
+        c_obj = make()
+        _assert_equal(compiled(c_obj, *args), expected, f"cdynamo result (call {i})")
+        _assert_equal(_state(c_obj), e_state, f"cdynamo object state (call {i})")
+        if i == 0:
+            compiles = cdynamo._C.counters()["compiles"]
+    assert cdynamo._C.counters()["compiles"] == compiles, "later calls were not cache hits"
+    assert cdy.frame_count == dyn.frame_count, (cdy.frame_count, dyn.frame_count)
+    cdynamo.reset()
+    return cdy
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    torch._dynamo.reset()
+    cdynamo.reset()
+    cdynamo._C.reset_counters()
+    yield
+    torch._dynamo.reset()
+    cdynamo.reset()
+
+
+# ---- a ModelOutput-like dict-subclass dataclass ------------------------------------------------
+
+
+class Output(collections.OrderedDict):
+    """As transformers' ModelOutput: fields that are not None are also items."""
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            v = self.__dict__.get(field.name)
+            if v is not None:
+                self[field.name] = v
+
+    def __setattr__(self, name, value):
+        names = [f.name for f in dataclasses.fields(self)]
+        if name in names and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+
+@dataclasses.dataclass
+class LayerOutput(Output):
+    hidden: Optional[torch.Tensor] = None
+    scores: Optional[torch.Tensor] = None
+    extra: Optional[int] = None
+
+
+def test_store_attr_custom_setattr_on_frame_object():
+    def f(o, x):
+        o.hidden = x + 1          # __setattr__ inlined: item and attribute
+        o.extra = None            # attribute only
+        o["scores"] = x * 2       # __setitem__ inlined
+        return x - 1
+
+    cdy = check(f, lambda: LayerOutput(), torch.randn(3))
+    assert cdy.frame_count == 1
+
+
+def test_dataclass_init_on_frame_object():
+    # the dataclass __init__ compiled as its own frame (as when the caller runs unmodified):
+    # self is an object of the frame, its stores and __post_init__ are side effects
+    def init(self, x):
+        LayerOutput.__init__(self, hidden=x * 3, scores=None)
+        return x + 1
+
+    check(init, lambda: LayerOutput.__new__(LayerOutput), torch.randn(2))
+
+
+def test_transformers_model_output_init_frame():
+    mo = pytest.importorskip("transformers.modeling_outputs")
+    cls = mo.BaseModelOutputWithPast
+    init = cls.__init__
+    x = torch.randn(2, 3)
+
+    def make():
+        return cls.__new__(cls)
+
+    e = make()
+    init(e, last_hidden_state=x, hidden_states=(x,))
+    cdynamo.reset()
+    cdy = CountingBackend()
+    compiled = cdynamo.compile(init, backend=cdy)
+    for _ in range(2):
+        c = make()
+        compiled(c, last_hidden_state=x, hidden_states=(x,))
+        _assert_equal(_state(c), _state(e), "ModelOutput after __init__")
+        _assert_equal(c.to_tuple(), e.to_tuple(), "to_tuple()")
+    assert cdynamo._C.counters()["unmodified"] == 0
+
+
+def test_items_read_after_item_store_break_not_wrong():
+    # after a store into the dict part of an object of the frame, its items are not read
+    # back from the stale real object
+    def f(o, x):
+        o.hidden = x
+        return x + len(o)
+
+    check(f, lambda: LayerOutput(), torch.randn(3))
+
+
+# ---- a config class with __getattribute__ / __setattr__ overrides -----------------------------
+
+
+class Config:
+    attribute_map = {"layers": "num_layers", "heads": "num_heads"}
+
+    def __init__(self, num_layers=2):
+        self.num_layers = num_layers
+        self.num_heads = 4
+        self.encoder_layers = 3
+        self.encoder_ffn = 16
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+def test_config_getattribute_and_setattr():
+    def f(c, x):
+        c.layers = c.layers + 5          # through the attribute map
+        return x * c.num_layers + c.heads
+
+    cdy = check(f, Config, torch.randn(3))
+    assert cdy.frame_count == 1
+
+
+def test_config_delattr_setattr_in_loop():
+    # as PreTrainedConfig.get_text_config: rename prefixed keys (a break here would run the
+    # whole frame unmodified: the loop)
+    def f(c, x):
+        for key in ["encoder_layers", "encoder_ffn"]:
+            new_key = key[len("encoder_"):]
+            if new_key == "layers":
+                new_key = "num_layers"
+            value = getattr(c, key)
+            delattr(c, key)
+            setattr(c, new_key, value)
+        return x * c.num_layers + c.ffn
+
+    check(f, Config, torch.randn(3))
+    assert cdynamo._C.counters()["unmodified"] == 0
+
+
+def test_config_guard_on_changed_object():
+    def f(c, x):
+        c.heads = 8
+        return x * c.layers
+
+    cdynamo.reset()
+    cdy = CountingBackend()
+    compiled = cdynamo.compile(f, backend=cdy)
+    x = torch.randn(3)
+    for n in (2, 2, 5):
+        c = Config(num_layers=n)
+        e = Config(num_layers=n)
+        _assert_equal(compiled(c, x), f(e, x), f"num_layers={n}")
+        _assert_equal(_state(c), _state(e), f"state num_layers={n}")
+    assert cdy.frame_count >= 1
+
+
+def test_object_setattr_and_delattr_directly():
+    class Plain:
+        def __init__(self):
+            self.a = 1
+            self.b = 2
+
+    def f(p, x):
+        object.__setattr__(p, "c", 3)
+        object.__delattr__(p, "a")
+        return x + p.c + p.b + (1 if hasattr(p, "a") else 0)
+
+    check(f, Plain, torch.randn(3))
+
+
+def test_hasattr_after_store():
+    class P:
+        pass
+
+    def f(p, x):
+        p.newattr = 1
+        if hasattr(p, "newattr"):
+            return x + 1
+        return x - 1
+
+    check(f, P, torch.randn(3))
+
+
+def test_delattr_falls_back_to_class_attribute():
+    class P:
+        scale = 10
+
+        def __init__(self):
+            self.scale = 2
+
+    def f(p, x):
+        delattr(p, "scale")
+        return x * p.scale
+
+    check(f, P, torch.randn(3))
+
+
+def test_custom_delattr_inlined():
+    class P:
+        def __init__(self):
+            self.a = 1
+            self.log = []
+
+        def __delattr__(self, name):
+            self.log.append(name)
+            object.__delattr__(self, name)
+
+    def f(p, x):
+        delattr(p, "a")
+        return x + len(p.log)
+
+    check(f, P, torch.randn(3))
+
+
+def test_mappingproxy_len_and_subscript():
+    def g(a, b, c=1):
+        return a
+
+    params = inspect.signature(g).parameters
+
+    def f(holder, x):
+        p = holder.params
+        return x * len(p) + (1 if p["c"].default == 1 else 0)
+
+    class Holder:
+        def __init__(self):
+            self.params = params
+
+    check(f, Holder, torch.randn(3))
+
+
+class DictConfig(Config):
+    """A config whose __getattribute__ first reads its own __dict__ (as transformers'
+    HeterogeneousConfigMixin)."""
+
+    def __getattribute__(self, key):
+        spec = object.__getattribute__(self, "__dict__").get("_spec")
+        if spec is not None and key in spec:
+            raise AttributeError(key)
+        return super().__getattribute__(key)
+
+
+def test_hasattr_and_class_after_stores_through_dict():
+    def f(c, x):
+        c.layers = 6
+        c.decoder_ffn = 2
+        r = x * c.num_layers
+        if hasattr(c, "decoder"):          # missing: AttributeError inside __getattribute__
+            r = r + 100
+        if hasattr(c, "decoder_ffn"):      # stored while tracing
+            r = r + c.decoder_ffn
+        return r + (1 if c.__class__ is DictConfig else 0)
+
+    check(f, DictConfig, torch.randn(3))
+
+
+def test_dict_read_after_stores_sees_them():
+    class P:
+        def __init__(self):
+            self.a = 1
+            self.b = 2
+
+    def f(p, x):
+        p.a = 10
+        del_b = p.__dict__.get("b")
+        delattr(p, "b")
+        return x + p.__dict__["a"] + del_b + len(p.__dict__)
+
+    check(f, P, torch.randn(3))
