@@ -274,3 +274,57 @@ def test_entry_for_distinct_tensors_is_not_reused_for_aliased_ones():
     assert torch.equal(compiled(y, x), _h_is(y, x))   # hits the first entry again
     assert len(cdynamo.cache_entries(_h_is)) == 2
     assert any("NO_TENSOR_ALIASING" in str(e) for e in cdynamo.cache_entries(_h_is))
+
+
+class _Holder:
+    def __init__(self, a=1):
+        self.a = a
+
+
+class _Pair:
+    def __init__(self, p, q):
+        self.p, self.p2 = p, q
+
+
+def _store_then_read_other_path(x, pair):
+    pair.p.a = 5
+    return x + pair.p2.a
+
+
+def _store_then_read_other_arg(x, a, b):
+    a.a = 7
+    return x + b.a
+
+
+def _append_then_len_other(x, a, b):
+    a.append(1)
+    return x + len(b)
+
+
+def test_one_object_under_two_attribute_paths_is_one_value():
+    """An object of the frame reached as pair.p and pair.p2 is one value: the store through
+    one path is seen by the read through the other (was a wrong result: 2 for 6)."""
+    compiled = cdynamo.compile(_store_then_read_other_path, backend="eager")
+    h = _Holder()
+    out = compiled(torch.ones(1), _Pair(h, h))
+    assert torch.equal(out, torch.tensor([6.])) and h.a == 5
+    # distinct objects: another entry (SAME_OBJECT fails), the right result again
+    assert torch.equal(compiled(torch.ones(1), _Pair(_Holder(), _Holder())), torch.tensor([2.]))
+    assert torch.equal(compiled(torch.ones(1), _Pair(h, h)), torch.tensor([6.]))
+
+
+@pytest.mark.parametrize("first_same", [True, False])
+def test_entry_for_distinct_objects_is_not_reused_for_one_object_twice(first_same):
+    """The distinct mutable objects of a trace (user objects, lists) stay distinct
+    (a NO_TENSOR_ALIASING guard over them), and one object passed twice is one value."""
+    cdynamo.reset()
+    for fn, make in ((_store_then_read_other_arg, _Holder), (_append_then_len_other, list)):
+        compiled = cdynamo.compile(fn, backend="eager")
+        calls = [True, False] if first_same else [False, True]
+        for same in calls + calls:
+            a = make()
+            b = a if same else make()
+            a2 = make()
+            b2 = a2 if same else make()
+            assert torch.equal(compiled(torch.ones(1), a, b), fn(torch.ones(1), a2, b2))
+        assert len(cdynamo.cache_entries(fn)) == 2

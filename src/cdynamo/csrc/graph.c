@@ -658,13 +658,15 @@ cdyn_tx_lift(cdyn_tx *tx, PyObject *node, PyObject *fake, PyObject **out)
 int
 cdyn_tx_add_no_aliasing(cdyn_tx *tx)
 {
-    PyObject *srcs = NULL, *tup = NULL;
+    PyObject *srcs = NULL, *objs = NULL, *tup = NULL, *key, *v;
+    Py_ssize_t pos = 0;
     int rc = -1;
-    if (tx->input_sources == NULL || tx->input_values == NULL) {
+    if (tx->input_sources == NULL || tx->input_values == NULL || tx->by_id == NULL) {
         return 0;
     }
     srcs = PyList_New(0);
-    if (srcs == NULL) {
+    objs = PyList_New(0);
+    if (srcs == NULL || objs == NULL) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->input_sources) &&
@@ -675,13 +677,30 @@ cdyn_tx_add_no_aliasing(cdyn_tx *tx)
             goto done;
         }
     }
+    /* the mutable objects of the frame (one value each, wrap.c): a trace that stored into
+       one of two distinct objects and read the other is not right for one object twice */
+    while (PyDict_Next(tx->by_id, &pos, &key, &v)) {
+        cdyn_source *src = (cdyn_source *)V(v)->source;
+        cdyn_vkind k = V(v)->kind;
+        if (src != NULL && src->kind != CDYN_SRC_CALL &&
+            (k == VK_OBJECT || k == VK_LIST || k == VK_DICT || k == VK_SET) &&
+            PyList_Append(objs, (PyObject *)src) < 0) {
+            goto done;
+        }
+    }
     rc = 0;
     if (PyList_GET_SIZE(srcs) >= 2) {
         tup = PyList_AsTuple(srcs);
         rc = tup == NULL ? -1 : cdyn_guards_add_distinct(tx->guards, tup);
+        Py_CLEAR(tup);
+    }
+    if (rc == 0 && PyList_GET_SIZE(objs) >= 2) {
+        tup = PyList_AsTuple(objs);
+        rc = tup == NULL ? -1 : cdyn_guards_add_distinct(tx->guards, tup);
     }
 done:
     Py_XDECREF(srcs);
+    Py_XDECREF(objs);
     Py_XDECREF(tup);
     return rc;
 }

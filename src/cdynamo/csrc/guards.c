@@ -1383,7 +1383,7 @@ check_distinct(cdyn_guards *g, const guard *gd, PyObject *v, why_t why, eval_ctx
         objs[i] = o;
         for (Py_ssize_t j = 0; j < i; j++) {
             if (objs[j] == o) {
-                return fail_with(why, "%U is the same tensor as %U",
+                return fail_with(why, "%U is the same object as %U",
                                  cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)),
                                  cdyn_source_repr(PyTuple_GET_ITEM(gd->value, j)));
             }

@@ -233,7 +233,9 @@ void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
 tr_status cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck);
 /* NO_TENSOR_ALIASING over the trace's distinct tensor inputs (2 or more; numpy arrays seen
- * as tensors excepted): an entry traced for f(x, y) is not reused for f(x, x). 0 / -1. */
+ * as tensors excepted): an entry traced for f(x, y) is not reused for f(x, x); the same
+ * guard over the distinct mutable objects of the frame (lists, dicts, sets, user objects:
+ * one value per object, wrap.c). 0 / -1. */
 int cdyn_tx_add_no_aliasing(cdyn_tx *tx);
 void cdyn_tx_ckpt_clear(cdyn_ckpt *ck);
 

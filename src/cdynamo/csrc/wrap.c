@@ -309,6 +309,39 @@ cdyn_tx_wrap_dict(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     return TR_OK;
 }
 
+/* A mutable object of the frame (container, user object) already wrapped under another
+ * source is that value, while a SAME_OBJECT guard keeps the two sources one object: *out (new)
+ * and 1; 0 when obj is new to the trace; -1 on error. */
+static int
+seen_by_id(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    PyObject *key = PyLong_FromVoidPtr(obj), *seen = NULL;
+    int rc = -1;
+    if (key == NULL) {
+        return -1;
+    }
+    seen = PyDict_GetItemWithError(tx->by_id, key);
+    if (seen == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+    }
+    else if (cdyn_guards_add_same(tx->guards, source, V(seen)->source) == 0) {
+        *out = Py_NewRef(seen);
+        rc = 1;
+    }
+    Py_DECREF(key);
+    return rc;
+}
+
+/* Record v as the value of obj (by_id). 0 / -1. */
+static int
+remember_by_id(cdyn_tx *tx, PyObject *obj, PyObject *v)
+{
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    int rc = key == NULL ? -1 : PyDict_SetItem(tx->by_id, key, v);
+    Py_XDECREF(key);
+    return rc;
+}
+
 /* An input container read through a source: lazy, its items wrapped on first use. The same
  * list/dict/set reached under two names is one value (a SAME_OBJECT guard keeps it so). */
 static tr_status
@@ -316,20 +349,10 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
 {
     cdyn_vkind k = PyTuple_Check(obj) ? VK_TUPLE : PyList_CheckExact(obj) ? VK_LIST
                    : PySet_CheckExact(obj) ? VK_SET : VK_DICT;
-    PyObject *key = PyLong_FromVoidPtr(obj), *seen = NULL;
     tr_status st = TR_ERROR;
-    if (key == NULL) {
-        return TR_ERROR;
-    }
-    seen = PyDict_GetItemWithError(tx->by_id, key);
-    if (seen != NULL) {
-        /* the same container under another name: one value, while it stays the same */
-        if (cdyn_guards_add_same(tx->guards, source, V(seen)->source) < 0) {
-            goto done;
-        }
-        *out = Py_NewRef(seen);
-        st = TR_OK;
-        goto done;
+    int seen = seen_by_id(tx, obj, source, out);
+    if (seen != 0) {
+        return seen > 0 ? TR_OK : TR_ERROR;
     }
     if (PyErr_Occurred() || cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
         goto done;
@@ -354,13 +377,12 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
             V(*out)->u.seq.nt_type = Py_NewRef(Py_TYPE(obj));
         }
     }
-    if (k != VK_TUPLE && PyDict_SetItem(tx->by_id, key, *out) < 0) {
+    if (k != VK_TUPLE && remember_by_id(tx, obj, *out) < 0) {
         Py_CLEAR(*out);
         goto done;
     }
     st = TR_OK;
 done:
-    Py_DECREF(key);
     return st;
 }
 
@@ -665,11 +687,20 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         }
     }
     /* Any other object: specialise on its type only; what is read through it is guarded
-       at its own source. */
-    if (source != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
-        return TR_ERROR;
+       at its own source. One value per object (its stores seen under every name). */
+    if (source != NULL) {
+        int seen = seen_by_id(tx, obj, source, out);
+        if (seen != 0) {
+            return seen > 0 ? TR_OK : TR_ERROR;
+        }
+        if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+            return TR_ERROR;
+        }
     }
     *out = cdyn_value_obj(VK_OBJECT, obj, source);
+    if (*out != NULL && source != NULL && remember_by_id(tx, obj, *out) < 0) {
+        Py_CLEAR(*out);
+    }
     return *out ? TR_OK : TR_ERROR;
 }
 
