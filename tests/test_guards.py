@@ -328,3 +328,50 @@ def test_entry_for_distinct_objects_is_not_reused_for_one_object_twice(first_sam
             b2 = a2 if same else make()
             assert torch.equal(compiled(torch.ones(1), a, b), fn(torch.ones(1), a2, b2))
         assert len(cdynamo.cache_entries(fn)) == 2
+
+
+_MOD_B = """
+import torch
+def inner(x):
+    return torch.sin(x)
+"""
+
+_MOD_A = """
+import functools
+def deco(fn):
+    @functools.wraps(fn)          # the wrapper's __module__ becomes fn's module
+    def wrapper(x):
+        return fn(x) + helper_a(x)
+    return wrapper
+def helper_a(x):
+    return x * 2
+"""
+
+
+def test_globals_of_a_wraps_wrapper_and_of_the_wrapped_module_stay_apart(monkeypatch):
+    """A functools.wraps wrapper (globals of module A, __module__ of module B) and a function
+    of B inlined in one trace: their globals dicts are two guard sources (they were labelled
+    alike, so B's `torch` was looked up in A's globals: KeyError, a recompile on every call,
+    found on transformers' merge_with_config_defaults)."""
+    import sys
+    import types
+    mods = {}
+    for name, text in (("_cdyn_mod_b", _MOD_B), ("_cdyn_mod_a", _MOD_A)):
+        m = types.ModuleType(name)
+        exec(compile(text, name, "exec"), m.__dict__)
+        monkeypatch.setitem(sys.modules, name, m)
+        mods[name] = m
+    wrapped = mods["_cdyn_mod_a"].deco(mods["_cdyn_mod_b"].inner)
+    assert wrapped.__module__ == "_cdyn_mod_b"
+
+    def f(x):
+        return wrapped(x) - mods["_cdyn_mod_b"].inner(x)
+
+    cdynamo.reset()
+    counter = CountingBackend()
+    compiled = cdynamo.compile(f, backend=counter)
+    for _ in range(3):
+        x = torch.randn(4)
+        assert torch.allclose(compiled(x), f(x))
+    assert counter.frame_count == 1
+    assert len(cdynamo.cache_entries(f)) == 1

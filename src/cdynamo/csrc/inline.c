@@ -495,6 +495,21 @@ wrap_defaults_guarded(cdyn_tx *tx, PyFunctionObject *f, PyObject *fn_source,
     return st;
 }
 
+/* The label of a globals dict's constant source (borrowed): the name of the module whose
+ * __dict__ it is, or None (then named by its address). Not the function's __module__, which
+ * functools.wraps copies from the wrapped function: two globals dicts labelled alike would be
+ * one node of the guards. */
+static PyObject *
+globals_label(PyObject *globals)
+{
+    PyObject *name = PyDict_GetItemString(globals, "__name__");
+    PyObject *mod = name != NULL && PyUnicode_Check(name) ? PyImport_GetModule(name) : NULL;
+    int own = mod != NULL && PyModule_Check(mod) && PyModule_GetDict(mod) == globals;
+    PyErr_Clear();
+    Py_XDECREF(mod);
+    return own ? name : Py_None;
+}
+
 /* Inline the real function func; guarded: it is guarded by its code only, so its defaults
  * and globals are guarded through fn_source. */
 static tr_status
@@ -548,7 +563,7 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         !cdyn_module_startswith(func, "cdynamo.polyfills")) {
         /* another module's globals, guarded through a constant source; torch's own module
            globals (F, math, ...) and the polyfills' are trusted, not guarded */
-        gsrc = cdyn_source_const(f->func_globals, f->func_module ? f->func_module : Py_None);
+        gsrc = cdyn_source_const(f->func_globals, globals_label(f->func_globals));
         st = gsrc ? TR_OK : TR_ERROR;
     }
     if (st == TR_OK) {

@@ -1050,7 +1050,10 @@ OP(import_name)
     if (mod == NULL) {
         return cdyn_tx_unsupported(tx, "import of %U failed", name);
     }
-    label = PyModule_Check(mod) ? PyModule_GetNameObject(mod) : NULL;
+    /* "sys.modules['name']": never the label of a module's globals dict (inline.c) */
+    r = PyModule_Check(mod) ? PyModule_GetNameObject(mod) : NULL;
+    label = r != NULL ? PyUnicode_FromFormat("sys.modules[%R]", r) : NULL;
+    Py_CLEAR(r);
     PyErr_Clear();
     src = cdyn_source_const(mod, label ? label : Py_None);
     Py_XDECREF(label);
