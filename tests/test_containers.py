@@ -9,6 +9,7 @@ cdynamo breaks the graph exactly as often as torch._dynamo does (a program witho
 in torch._dynamo compiles to one graph, not to several whose extra ones are empty).
 """
 import enum
+import typing
 import sys
 from collections import Counter, OrderedDict, defaultdict
 
@@ -760,3 +761,41 @@ def test_tensor_keys_keep_identity():
     d, s, z = cdynamo.compile(make, backend="eager")(X, Y)
     keys = list(d)
     assert keys[0] is X and keys[1] is Y and keys[2] is z and X in s and z in s
+
+
+class _NTBase(typing.NamedTuple):
+    first: torch.Tensor
+    second: torch.Tensor
+
+
+class _NTSub(_NTBase):   # a subclass without __slots__: its instances have a __dict__
+    pass
+
+
+def namedtuple_subclass_attributes(a, b):
+    t = _NTSub(a, b)
+    t.x = a            # a graph break (side effect) on an object made in the frame
+    t.y = b
+    t.z = b
+    t.z = a
+    return hasattr(t, "x"), t.x + t.y, t.z
+
+
+def test_namedtuple_subclass_instance_is_one_object_across_breaks():
+    # PyTorch's test_namedtuple_subclass: the break's STORE_ATTR wrote one rebuilt object and
+    # the resume function got another (AttributeError 'x')
+    run_both(namedtuple_subclass_attributes, T(3), T(3, seed=1))
+
+
+def extend_with_map_reading_the_list(a):
+    y = [1]
+
+    def inner(z):
+        return z + y[-1]
+    y.extend(map(inner, range(3)))   # list.extend appends each item before making the next
+    return a + 1, y
+
+
+def test_list_extend_consumes_a_generator_item_by_item():
+    # PyTorch's test_map_list_extend_2: [1, 1, 2, 4] (was [1, 1, 2, 3])
+    run_both(extend_with_map_reading_the_list, T(3))

@@ -263,6 +263,28 @@ seq_read_method(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const *args,
     return TR_OK;
 }
 
+/* list.extend(generator): each item appended before the next is made, as CPython's
+ * list.extend consumes an iterator (the generator may read the list it extends). */
+static tr_status
+list_extend_lazily(cdyn_tx *tx, PyObject *v, PyObject *gen)
+{
+    PyObject *it = NULL, *item = NULL;
+    tr_status st = cdyn_v_iter(tx, gen, &it);
+    while (st == TR_OK) {
+        st = cdyn_v_next(tx, it, &item);
+        if (st != TR_OK || item == NULL) {
+            break;
+        }
+        st = cdyn_container_mutating(tx, v);
+        if (st == TR_OK && PyList_Append(items(v), item) < 0) {
+            st = TR_ERROR;
+        }
+        Py_CLEAR(item);
+    }
+    Py_XDECREF(it);
+    return st;
+}
+
 /* Methods that change a list: the list was materialized (an input list's whole contents are
  * written back). */
 static tr_status
@@ -287,6 +309,10 @@ list_write_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObjec
             PyList_SET_ITEM(more, 0, Py_NewRef(args[0]));
         }
         i = n;
+    }
+    else if (cdyn_name_is(name, "extend") && nargs == 1 && V(args[0])->kind == VK_GENERATOR) {
+        st = list_extend_lazily(tx, v, args[0]);
+        goto done;
     }
     else if (cdyn_name_is(name, "extend") && nargs == 1) {
         st = cdyn_v_unpack(tx, args[0], &more);
@@ -884,18 +910,25 @@ seq_reconstruct(cdyn_cg *cg, PyObject *v)
     }
     if (V(v)->u.seq.nt_type != NULL) {
         /* a named tuple: its type's _make (namedtuple) or the type itself (structseq),
-           called on the plain tuple */
-        PyObject *maker = PyObject_GetAttr(V(v)->u.seq.nt_type, cdyn_G.s_make);
+           called on the plain tuple; built once (an instance of a subclass has a __dict__
+           that a graph break's STORE_ATTR writes: every use must see that object) */
+        PyObject *maker = NULL;
+        r = cdyn_cg_memo_load(cg, v);
+        if (r != 0) {
+            return r < 0 ? -1 : 0;
+        }
+        maker = PyObject_GetAttr(V(v)->u.seq.nt_type, cdyn_G.s_make);
         if (maker == NULL) {
             PyErr_Clear();
             maker = Py_NewRef(V(v)->u.seq.nt_type);
         }
         r = cdyn_cg_push_callable(cg, maker);
         Py_DECREF(maker);
-        if (r < 0 || emit_items(cg, v) < 0 || cdyn_cg_emit(cg, BUILD_TUPLE, (int)n) < 0) {
+        if (r < 0 || emit_items(cg, v) < 0 || cdyn_cg_emit(cg, BUILD_TUPLE, (int)n) < 0 ||
+            cdyn_cg_call(cg, 1) < 0) {
             return -1;
         }
-        return cdyn_cg_call(cg, 1);
+        return cdyn_cg_memo_store(cg, v, "obj");
     }
     if (emit_items(cg, v) < 0) {
         return -1;
