@@ -1034,7 +1034,7 @@ OP(load_builtin_obj)
 OP(import_name)
 {
     PyObject *name = PyTuple_GET_ITEM(fs->code->co_names, ins->oparg), *level = peek(fs, 1);
-    PyObject *fromlist = peek(fs, 0), *mod = NULL, *src = NULL, *r = NULL, *modules, *label;
+    PyObject *fromlist = peek(fs, 0), *mod = NULL, *r = NULL, *modules, *label;
     tr_status st;
     if (V(level)->kind != VK_CONST || V(fromlist)->kind != VK_CONST ||
         !PyLong_Check(V(level)->u.cnst.value) ||
@@ -1055,11 +1055,9 @@ OP(import_name)
     label = r != NULL ? PyUnicode_FromFormat("sys.modules[%R]", r) : NULL;
     Py_CLEAR(r);
     PyErr_Clear();
-    src = cdyn_source_const(mod, label ? label : Py_None);
+    st = cdyn_tx_wrap_fixed(tx, mod, label ? label : Py_None, &r);
     Py_XDECREF(label);
-    st = src ? cdyn_tx_wrap_real(tx, mod, src, &r) : TR_ERROR;
     Py_DECREF(mod);
-    Py_XDECREF(src);
     return st == TR_OK ? replace(fs, 2, r) : st;
 }
 

@@ -168,6 +168,10 @@ int cdyn_break_shape(const cdyn_instr *ins, cdyn_break_shape_t *shape);
  * the guards it needs (TENSOR_MATCH, EQUALS_MATCH, ID/FUNCTION/TYPE_MATCH). Each source is
  * wrapped once per trace. *out: new ref. */
 tr_status cdyn_tx_wrap_real(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* cdyn_tx_wrap_real of obj (borrowed) under a constant source (a fixed object the trace made
+ * or found: a signature, a module imported in the frame) labelled `label` (borrowed str, or
+ * None: named by its address). *out: new ref. */
+tr_status cdyn_tx_wrap_fixed(cdyn_tx *tx, PyObject *obj, PyObject *label, PyObject **out);
 /* The same for the items of a real tuple/list (kind TUPLE/LIST), wrapped now with ITEM
  * sources under `source` (may be NULL), or of a dict read without a source (source
  * unused: not guarded). *out: new ref. */

@@ -342,6 +342,27 @@ remember_by_id(cdyn_tx *tx, PyObject *obj, PyObject *v)
     return rc;
 }
 
+/* Any other object: specialised on its type only; what is read through it is guarded at
+ * its own source. One value per object of the frame (its stores seen under every name). */
+static tr_status
+wrap_plain_object(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    if (source != NULL) {
+        int seen = seen_by_id(tx, obj, source, out);
+        if (seen != 0) {
+            return seen > 0 ? TR_OK : TR_ERROR;
+        }
+        if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+            return TR_ERROR;
+        }
+    }
+    *out = cdyn_value_obj(VK_OBJECT, obj, source);
+    if (*out != NULL && source != NULL && remember_by_id(tx, obj, *out) < 0) {
+        Py_CLEAR(*out);
+    }
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* An input container read through a source: lazy, its items wrapped on first use. The same
  * list/dict/set reached under two names is one value (a SAME_OBJECT guard keeps it so). */
 static tr_status
@@ -349,17 +370,16 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
 {
     cdyn_vkind k = PyTuple_Check(obj) ? VK_TUPLE : PyList_CheckExact(obj) ? VK_LIST
                    : PySet_CheckExact(obj) ? VK_SET : VK_DICT;
-    tr_status st = TR_ERROR;
     int seen = seen_by_id(tx, obj, source, out);
     if (seen != 0) {
         return seen > 0 ? TR_OK : TR_ERROR;
     }
-    if (PyErr_Occurred() || cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
-        goto done;
+    if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+        return TR_ERROR;
     }
     *out = cdyn_value_alloc(k, source);
     if (*out == NULL) {
-        goto done;
+        return TR_ERROR;
     }
     V(*out)->bits = SEQ_LAZY;
     if (k == VK_DICT) {
@@ -379,11 +399,9 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     }
     if (k != VK_TUPLE && remember_by_id(tx, obj, *out) < 0) {
         Py_CLEAR(*out);
-        goto done;
+        return TR_ERROR;
     }
-    st = TR_OK;
-done:
-    return st;
+    return TR_OK;
 }
 
 tr_status
@@ -686,22 +704,16 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
             return st;
         }
     }
-    /* Any other object: specialise on its type only; what is read through it is guarded
-       at its own source. One value per object (its stores seen under every name). */
-    if (source != NULL) {
-        int seen = seen_by_id(tx, obj, source, out);
-        if (seen != 0) {
-            return seen > 0 ? TR_OK : TR_ERROR;
-        }
-        if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
-            return TR_ERROR;
-        }
-    }
-    *out = cdyn_value_obj(VK_OBJECT, obj, source);
-    if (*out != NULL && source != NULL && remember_by_id(tx, obj, *out) < 0) {
-        Py_CLEAR(*out);
-    }
-    return *out ? TR_OK : TR_ERROR;
+    return wrap_plain_object(tx, obj, source, out);
+}
+
+tr_status
+cdyn_tx_wrap_fixed(cdyn_tx *tx, PyObject *obj, PyObject *label, PyObject **out)
+{
+    PyObject *src = cdyn_source_const(obj, label);
+    tr_status st = src ? cdyn_tx_wrap_real(tx, obj, src, out) : TR_ERROR;
+    Py_XDECREF(src);
+    return st;
 }
 
 tr_status

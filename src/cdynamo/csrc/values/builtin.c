@@ -874,9 +874,7 @@ b_signature(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ss
         PyErr_Clear();
         return cdyn_tx_unsupported(tx, "inspect.signature of %S failed", args[0]);
     }
-    tmp = cdyn_source_const(sig, Py_None);
-    st = tmp ? cdyn_tx_wrap_real(tx, sig, tmp, out) : TR_ERROR;
-    Py_XDECREF(tmp);
+    st = cdyn_tx_wrap_fixed(tx, sig, Py_None, out);
     Py_DECREF(sig);
     return st;
 }

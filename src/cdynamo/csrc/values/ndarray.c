@@ -733,7 +733,7 @@ static tr_status
 construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
 {
-    PyObject *objs[8], *real = NULL, *src = NULL;
+    PyObject *objs[8], *real = NULL;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     tr_status st;
     if (nargs > 8) {
@@ -753,9 +753,7 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
         *out = cdyn_value_const_steal(real);
         return *out ? TR_OK : TR_ERROR;
     }
-    src = cdyn_source_const(real, Py_None);
-    st = src ? cdyn_tx_wrap_real(tx, real, src, out) : TR_ERROR;
-    Py_XDECREF(src);
+    st = cdyn_tx_wrap_fixed(tx, real, Py_None, out);
     Py_DECREF(real);
     return st;
 }

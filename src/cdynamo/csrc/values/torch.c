@@ -70,7 +70,7 @@ static tr_status
 construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
 {
-    PyObject *objs[32], *real = NULL, *src = NULL;
+    PyObject *objs[32], *real = NULL;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     tr_status st;
     if (!cdyn_all_const(args, nargs) || nargs > 32) {
@@ -83,9 +83,7 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
     if (real == NULL) {
         return cdyn_tx_unsupported(tx, "%R(...) failed", cls);
     }
-    src = cdyn_source_const(real, Py_None);
-    st = src ? cdyn_tx_wrap_real(tx, real, src, out) : TR_ERROR;
-    Py_XDECREF(src);
+    st = cdyn_tx_wrap_fixed(tx, real, Py_None, out);
     Py_DECREF(real);
     return st;
 }
