@@ -247,6 +247,56 @@ def test_eight_threads_compile_and_call_at_once():
     assert not cdynamo._C.hook_installed()
 
 
+def test_compiles_on_several_threads_take_turns():
+    """One translation at a time in the process, as torch._dynamo's compile_lock: torch's
+    ShapeEnv caches are not thread-safe (two interleaved traces with dynamic shapes failed in
+    produce_guards). A backend that sleeps (the GIL released) is never entered by two threads
+    at once; every thread still gets eager's result, and the lock is not held while compiled
+    code runs (the threads' calls after compiling overlap freely)."""
+    import time
+    state = {"inside": 0, "peak": 0, "calls": 0}
+    guard = threading.Lock()
+
+    def backend(gm, example_inputs):
+        with guard:
+            state["inside"] += 1
+            state["calls"] += 1
+            state["peak"] = max(state["peak"], state["inside"])
+        time.sleep(0.05)
+        with guard:
+            state["inside"] -= 1
+        return gm.forward
+
+    srcs = [f"def f{i}(x):\n    return x * {i} + x.sin()\n" for i in range(4)]
+    fns = []
+    for i, src in enumerate(srcs):
+        ns = {}
+        exec(compile(src, f"<take_turns_{i}>", "exec"), ns)
+        fns.append(ns[f"f{i}"])
+    barrier = threading.Barrier(len(fns))
+    errors = []
+
+    def worker(fn):
+        try:
+            c = cdynamo.compile(fn, backend=backend)
+            x = torch.randn(3)
+            barrier.wait()
+            if not torch.equal(c(x), fn(x)):
+                errors.append(f"{fn.__name__}: result differs from eager")
+        except Exception as e:  # reported below
+            errors.append(f"{fn.__name__}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=worker, args=(fn,)) for fn in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert state["calls"] == len(fns)
+    assert state["peak"] == 1, "two translations ran at once"
+
+
 _REORDER_RACE = r'''
 import sys, threading, torch, cdynamo
 

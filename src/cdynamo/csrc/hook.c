@@ -418,6 +418,55 @@ entry_compiled_meanwhile(PyCodeObject *code, struct _PyInterpreterFrame *f, cdyn
     return r == 1 ? e : NULL;
 }
 
+/* The compile lock: one translation (trace, backend compile, code generation) at a time
+ * in the process, as torch._dynamo's compile_lock. Translations run torch's Python code
+ * whose state is not thread-safe: ShapeEnv's _lru_cache keeps one version number for all
+ * ShapeEnvs, so two traces interleaved on two threads read each other's stale cache
+ * (produce_guards then failed with "sources must not be empty for symbol s98"). Reentrant
+ * per thread; the GIL is released while waiting. Strong; created on first use. */
+static PyObject *compile_lock;
+
+/* Take the compile lock (waiting without the GIL). 0, or -1 with an exception. */
+static int
+compile_lock_acquire(void)
+{
+    PyObject *r;
+    if (compile_lock == NULL) {
+        PyObject *mod = PyImport_ImportModule("_thread");
+        if (mod == NULL) {
+            return -1;
+        }
+        /* another thread may have made it while the import switched threads */
+        if (compile_lock == NULL) {
+            compile_lock = PyObject_CallMethod(mod, "RLock", NULL);
+        }
+        Py_DECREF(mod);
+        if (compile_lock == NULL) {
+            return -1;
+        }
+    }
+    r = PyObject_CallMethod(compile_lock, "acquire", NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Release the compile lock taken by compile_lock_acquire; keeps a pending exception. */
+static void
+compile_lock_release(void)
+{
+    PyObject *et, *ev, *tb, *r;
+    PyErr_Fetch(&et, &ev, &tb);
+    r = PyObject_CallMethod(compile_lock, "release", NULL);
+    if (r == NULL) {
+        PyErr_WriteUnraisable(compile_lock);
+    }
+    Py_XDECREF(r);
+    PyErr_Restore(et, ev, tb);
+}
+
 /* The slow path of a frame whose code has no passing entry: compile or run unmodified.
  * order: cdyn_cache_order when the walk that found no entry started. */
 static PyObject *
@@ -429,7 +478,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
     PyObject *reason = NULL, *res = NULL;
     cdyn_translation out = {NULL, NULL};
     int saved_disabled = t->disabled;
-    int rc;
+    int rc, locked = 0;
 
     cdyn_counts.cache_misses++;
     t->disabled = 1;
@@ -457,6 +506,41 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
         }
         PyErr_Clear();
     }
+    if (compile_lock_acquire() < 0) {
+        t->disabled = saved_disabled;
+        goto done;
+    }
+    locked = 1;
+    /* x may have been freed by a reset on another thread while this one waited */
+    x = cdyn_cache_ensure(code);
+    if (x != NULL && order != cdyn_cache_order) {
+        /* Another thread compiled while this one waited for the lock: run its entry when
+         * its guards pass (the same code missed on 8 threads at once compiles once). */
+        cdyn_cache_entry *other = entry_compiled_meanwhile(code, f, &x);
+        if (other != NULL) {
+            compile_lock_release();
+            locked = 0;
+            t->disabled = saved_disabled;
+            cdyn_counts.cache_hits++;
+            other->hits++;
+            res = run_entry(f, other);
+            goto done;
+        }
+    }
+    if (x == NULL) {
+        t->disabled = saved_disabled;
+        goto done;
+    }
+    if (x->nentries + x->nunmodified >= cache_size_limit) {
+        /* filled by the threads that compiled meanwhile: the next miss logs the limit */
+        compile_lock_release();
+        locked = 0;
+        t->disabled = saved_disabled;
+        cdyn_counts.cache_limit_hits++;
+        cdyn_counts.unmodified++;
+        res = eval_plain(ts, f, 0);
+        goto done;
+    }
     rc = cdyn_translate_frame(f, t->options, &out);
     t->disabled = saved_disabled;
     if (rc < 0) {
@@ -470,6 +554,8 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
     }
     if (out.code == NULL) {
         assert(out.guards == NULL);
+        compile_lock_release();
+        locked = 0;
         cdyn_counts.unmodified++;
         if (x->nentries == 0) {
             x->skip = 1;
@@ -487,21 +573,6 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
                         "cdynamo: the translator must return a new code object and guards");
         goto done;
     }
-    if (order != cdyn_cache_order) {
-        /* Threads that miss on the same code at once all translate it: the first to finish
-         * inserts its entry, the others run that one instead of inserting duplicates (8 of
-         * them filled cache_size_limit at the first call). */
-        cdyn_cache_entry *other = entry_compiled_meanwhile(code, f, &x);
-        if (x == NULL) {
-            goto done;
-        }
-        if (other != NULL) {
-            cdyn_counts.cache_hits++;
-            other->hits++;
-            res = run_entry(f, other);
-            goto done;
-        }
-    }
     cdyn_counts.compiles++;
     cdyn_cache_entry *e = cdyn_cache_insert(x, out.guards, out.code);
     out.guards = NULL;    /* stolen */
@@ -509,8 +580,13 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
         goto done;
     }
     e->reason = Py_XNewRef(reason);   /* the guard failure that made this entry */
+    compile_lock_release();
+    locked = 0;
     res = run_entry(f, e);
 done:
+    if (locked) {
+        compile_lock_release();
+    }
     cdyn_guards_free(out.guards);
     Py_XDECREF(out.code);
     Py_XDECREF(reason);
