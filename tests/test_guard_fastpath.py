@@ -55,9 +55,18 @@ def _check(m, c, x):
         torch.testing.assert_close(c(x), m(x))
 
 
+class _OtherLinear(nn.Linear):
+    pass
+
+
 def test_submodule_replaced_through_setattr():
+    # modules are guarded by type (their parameters are graph inputs read through their
+    # sources, as torch._dynamo): a new Linear reuses the entry, another type recompiles
     m, c, x, counter = _setup()
     m.inner.lin = nn.Linear(4, 4)
+    _check(m, c, x)
+    assert counter.frame_count == 1
+    m.inner.lin = _OtherLinear(4, 4)
     _check(m, c, x)
     assert counter.frame_count == 2
 
@@ -66,6 +75,9 @@ def test_submodule_replaced_in_modules_dict():
     m, c, x, counter = _setup()
     m.inner._modules["lin"] = nn.Linear(4, 4)
     _check(m, c, x)
+    assert counter.frame_count == 1
+    m.inner._modules["lin"] = _OtherLinear(4, 4)
+    _check(m, c, x)
     assert counter.frame_count == 2
 
 
@@ -73,7 +85,13 @@ def test_parameter_replaced():
     m, c, x, counter = _setup()
     m.inner.lin.weight = nn.Parameter(torch.randn(4, 4))
     _check(m, c, x)
-    assert counter.frame_count == 2
+    assert counter.frame_count == 1    # read through its source: the new one is used
+    m.inner.lin.weight = nn.Parameter(torch.randn(4, 4, dtype=torch.float64))
+    with pytest.raises(RuntimeError):
+        m(x)                           # eager raises too (dtype mismatch) ...
+    with pytest.raises(RuntimeError):
+        c(x)
+    assert counter.frame_count == 2    # ... and so does the recompiled trace (TENSOR_MATCH failed)
 
 
 def test_buffer_replaced_in_buffers_dict():
@@ -135,6 +153,9 @@ def test_module_swapped_for_a_copy_with_the_same_attributes():
     other.load_state_dict(m.state_dict())
     m._modules["inner"] = other.inner
     _check(m, c, x)
+    assert counter.frame_count == 1    # same type, same attributes: the entry is reused
+    other.inner.scale = 5.0
+    _check(m, c, x)
     assert counter.frame_count == 2
 
 
@@ -151,6 +172,10 @@ def test_many_distinct_sources_each_read_once():
         assert counter.frame_count == 1
         m[79].bias = nn.Parameter(torch.randn(4))
         torch.testing.assert_close(c(x), m(x))
+        assert counter.frame_count == 1    # read through its source
+        m[79].bias = nn.Parameter(torch.randn(4).to(torch.float64))
+        with pytest.raises(RuntimeError):
+            c(x)                           # recompiled: eager raises too (dtype mismatch)
     assert counter.frame_count == 2
 
 

@@ -158,8 +158,10 @@ def test_most_recent_entry_first():
 
 @requires_engine
 def test_module_structure_changes_recompile():
-    """Swapping a submodule, replacing a parameter or growing a ModuleList changes what the
-    compiled graph must compute: each is guarded (ID_MATCH / LENGTH_CHECK) and recompiles."""
+    """Swapping a submodule for one of the same type or replacing a parameter by one of the
+    same shape reuses the entry (parameters are graph inputs read through their sources, as
+    torch._dynamo); another type, another shape or a longer ModuleList recompiles
+    (NN_MODULE / TENSOR_MATCH / LENGTH_CHECK)."""
     import torch.nn as nn
 
     class Net(nn.Module):
@@ -187,8 +189,16 @@ def test_module_structure_changes_recompile():
     assert len(cdynamo.cache_entries(m)) == 1
     m.head = nn.Linear(3, 2)                                   # submodule swapped
     check()
+    assert len(cdynamo.cache_entries(m)) == 1
+    m.head = nn.Bilinear(3, 3, 2)                              # another type
+    m.head.forward = lambda x, lin=nn.Linear(3, 2): lin(x)
+    check()
     assert len(cdynamo.cache_entries(m)) == 2
+    m.head = nn.Linear(3, 2)
     m.head.weight = nn.Parameter(torch.randn(2, 3))            # parameter replaced
+    check()
+    assert len(cdynamo.cache_entries(m)) == 2
+    m.layers[0].weight = nn.Parameter(torch.randn(3, 3).t())   # other strides
     check()
     assert len(cdynamo.cache_entries(m)) == 3
     m.layers.append(nn.Linear(3, 3))                            # one more layer
@@ -199,7 +209,7 @@ def test_module_structure_changes_recompile():
     check()
     assert len(cdynamo.cache_entries(m)) == 4
     guards = cdynamo.cache_entries(m)[0].guards
-    assert any("LENGTH_CHECK" in g for g in guards) and any("ID_MATCH" in g for g in guards)
+    assert any("LENGTH_CHECK" in g for g in guards) and any("NN_MODULE" in g for g in guards)
     cdynamo.reset()
 
 

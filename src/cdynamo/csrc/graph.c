@@ -1,5 +1,5 @@
 /* graph.c: the FX graph of a trace. Graph inputs (placeholders with fake examples and
- * TENSOR_MATCH guards), module parameters (get_attr nodes), torch calls run on fake tensors
+ * TENSOR_MATCH guards; module parameters and buffers too), torch calls run on fake tensors
  * for their metadata and recorded as call_function / call_method / call_module nodes, and
  * checkpoints that undo the nodes of a step that turned out unsupported. */
 #include "tx.h"
@@ -55,19 +55,6 @@ top_graph(cdyn_tx *tx)
         s = s->parent;
     }
     return s->outer_graph;
-}
-
-static PyObject *
-top_root(cdyn_tx *tx)
-{
-    cdyn_sub *s = tx->sub;
-    if (s == NULL) {
-        return tx->root;
-    }
-    while (s->parent != NULL) {
-        s = s->parent;
-    }
-    return s->outer_root;
 }
 
 /* Attach the fake example value to an FX node. 0 / -1. */
@@ -158,48 +145,13 @@ done:
 tr_status
 cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyObject **out)
 {
-    PyObject *cached = NULL, *name = NULL, *node = NULL, *fake = NULL;
-    tr_status st = TR_ERROR;
     if (source == NULL) {
         return cdyn_tx_unsupported(tx, "parameter of a module with no source");
     }
-    cached = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(source));
-    if (cached != NULL) {
-        *out = Py_NewRef(cached);
-        return TR_OK;
-    }
-    if (PyErr_Occurred()) {
-        return TR_ERROR;
-    }
-    /* the graph holds this parameter/buffer object: replacing it recompiles */
-    if (cdyn_guards_add_id(tx->guards, source, tensor, 0) < 0) {
-        goto done;
-    }
-    name = cdyn_sanitized_name(source);
-    if (name == NULL || PyDict_SetItem(top_root(tx), name, tensor) < 0) {
-        goto done;
-    }
-    fake = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_fake_from_tensor, tx->fake_mode, tensor,
-                                      NULL);
-    if (fake == NULL) {
-        st = cdyn_tx_unsupported(tx, "cannot fake a parameter");
-        goto done;
-    }
-    node = PyObject_CallMethodOneArg(top_graph(tx), cdyn_G.s_get_attr, name);
-    if (node == NULL || set_example(tx, node, fake) < 0) {
-        goto done;
-    }
-    *out = cdyn_value_tensor(fake, node, source);
-    if (*out == NULL || cdyn_tx_memo_source(tx, source, *out) < 0) {
-        Py_CLEAR(*out);
-        goto done;
-    }
-    st = TR_OK;
-done:
-    Py_XDECREF(name);
-    Py_XDECREF(node);
-    Py_XDECREF(fake);
-    return st;
+    /* a graph input read through its source on every call (TENSOR_MATCH, static sizes:
+       symint.c's under_nn_module), as torch._dynamo's inline_inbuilt_nn_modules: the
+       graph holds no instance's tensors, so it serves every instance of the module */
+    return cdyn_tx_wrap_real(tx, tensor, source, out);
 }
 
 /* Wrap one element of a fake result: a tensor becomes getitem(node, i), a constant stays. */

@@ -32,12 +32,13 @@ typedef enum {
     G_SAME,
     G_KEYS,
     G_DISTINCT,
+    G_NNMODULE,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
     "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SHAPE_GUARD", "SAME_OBJECT", "DICT_KEYS",
-    "NO_TENSOR_ALIASING",
+    "NO_TENSOR_ALIASING", "NN_MODULE",
 };
 
 typedef struct {
@@ -46,7 +47,8 @@ typedef struct {
     PyObject *value;       /* strong: EQUALS value, TYPE type, ID/FUNCTION object,
                               TENSOR Python type; NULL for GRAD_MODE */
     int flag;              /* GRAD_MODE: enabled (bit 0) and any autocast enabled (bit 1);
-                              TENSOR: requires_grad; HASATTR: present */
+                              TENSOR: requires_grad; HASATTR: present;
+                              NN_MODULE: the module_state() mask at trace time */
     PyObject *args;        /* strong; CALL: the argument tuple (value is the callable) */
     PyObject *expected;    /* strong; CALL: the result expected */
     Py_ssize_t len;        /* LENGTH_CHECK: expected length */
@@ -461,6 +463,74 @@ cdyn_guards_add_type(cdyn_guards *g, PyObject *source, PyTypeObject *type)
         return -1;
     }
     gd->value = Py_NewRef((PyObject *)type);
+    return 0;
+}
+
+/* Names read by module_state(), interned once. */
+static PyObject *nn_state_names[5];
+
+/* The state of an nn.Module that a trace of its calls depends on besides its type: bit 0
+ * `forward` in the instance dict, bit 1 forward (pre-)hooks registered, bit 2 backward
+ * (pre-)hooks registered. Read from the instance dict only (no Python code). -1 with an
+ * exception on error. */
+static int
+module_state(PyObject *mod)
+{
+    static const char *const names[5] = {"forward", "_forward_hooks", "_forward_pre_hooks",
+                                         "_backward_hooks", "_backward_pre_hooks"};
+    PyObject **dp = _PyObject_GetDictPtr(mod);
+    PyObject *d = dp ? *dp : NULL;
+    int mask = 0;
+    if (nn_state_names[0] == NULL) {
+        for (int i = 0; i < 5; i++) {
+            if ((nn_state_names[i] = PyUnicode_InternFromString(names[i])) == NULL) {
+                return -1;
+            }
+        }
+    }
+    if (d == NULL || !PyDict_Check(d)) {
+        return 0;
+    }
+    for (int i = 0; i < 5; i++) {
+        PyObject *h = PyDict_GetItemWithError(d, nn_state_names[i]);   /* borrowed */
+        Py_ssize_t n;
+        if (h == NULL) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+            continue;
+        }
+        n = i == 0 ? 1 : (PyDict_Check(h) ? PyDict_GET_SIZE(h) : PyObject_Size(h));
+        if (n < 0) {
+            PyErr_Clear();
+            n = 1;
+        }
+        if (n > 0) {
+            mask |= i == 0 ? 1 : (i < 3 ? 2 : 4);
+        }
+    }
+    return mask;
+}
+
+int
+cdyn_guards_add_nn_module(cdyn_guards *g, PyObject *source, PyObject *mod)
+{
+    int state;
+    if (check_source_arg(source) < 0) {
+        return -1;
+    }
+    if (guards_contain(g, G_NNMODULE, source)) {
+        return 0;
+    }
+    if ((state = module_state(mod)) < 0) {
+        return -1;
+    }
+    guard *gd = guards_append(g, G_NNMODULE, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef((PyObject *)Py_TYPE(mod));
+    gd->flag = state;
     return 0;
 }
 
@@ -1713,6 +1783,21 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
             rc = 1;
         }
         break;
+    case G_NNMODULE:
+        if ((PyObject *)Py_TYPE(v) != gd->value) {
+            rc = fail_with(why, "expected type %s, actual %s",
+                           ((PyTypeObject *)gd->value)->tp_name, Py_TYPE(v)->tp_name);
+            break;
+        }
+        rc = module_state(v);
+        if (rc >= 0 && rc != gd->flag) {
+            rc = fail_with(why, "its own forward / hooks changed (state %d, traced with %d)", rc,
+                           gd->flag);
+        }
+        else if (rc >= 0) {
+            rc = 1;
+        }
+        break;
     case G_GRAD_MODE:
     case G_CALL:
     case G_SHAPE:
@@ -1846,6 +1931,12 @@ guard_describe(const guard *gd)
     }
     if (head != NULL && gd->kind == G_HASATTR) {
         res = PyUnicode_FromFormat("%U %s", head, gd->flag ? "present" : "absent");
+        Py_DECREF(head);
+        return res;
+    }
+    if (head != NULL && gd->kind == G_NNMODULE) {
+        res = PyUnicode_FromFormat("%U %s%s", head, ((PyTypeObject *)gd->value)->tp_name,
+                                   gd->flag ? " (with hooks or its own forward)" : "");
         Py_DECREF(head);
         return res;
     }

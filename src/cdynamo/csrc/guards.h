@@ -16,6 +16,9 @@
  *   SAME_OBJECT    two sources denote the same object (an aliased input, a tensor passed
  *                  twice)
  *   DICT_KEYS      the keys of a dict / items of a set, in iteration order
+ *   NN_MODULE      an nn.Module by its exact type (not its identity: one trace serves every
+ *                  instance, as torch._dynamo's inline_inbuilt_nn_modules) and whether it
+ *                  has its own `forward` or forward/backward hooks, as at trace time
  * Identical (source, kind) pairs are added once. Checks run in insertion order.
  *
  * Dynamic shapes: a TENSOR_MATCH may leave some dims uncompared (symbolic) and store them,
@@ -43,6 +46,8 @@ int cdyn_guards_add_tensor(cdyn_guards *g, PyObject *source, PyObject *tensor);
 int cdyn_guards_add_equals(cdyn_guards *g, PyObject *source, PyObject *value);
 int cdyn_guards_add_type(cdyn_guards *g, PyObject *source, PyTypeObject *type);
 int cdyn_guards_add_id(cdyn_guards *g, PyObject *source, PyObject *obj, int is_function);
+/* NN_MODULE: exact type of mod (borrowed) and its state (own forward, hooks) as now. */
+int cdyn_guards_add_nn_module(cdyn_guards *g, PyObject *source, PyObject *mod);
 /* GRAD_MODE: the global state of cdyn_guards_global_state() (bit 0 grad mode, bit 1 any
  * autocast enabled) as at trace time. */
 int cdyn_guards_add_grad_mode(cdyn_guards *g, int state);

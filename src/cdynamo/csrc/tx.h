@@ -214,7 +214,8 @@ tr_status cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source
 tr_status cdyn_tx_graph_raw(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node);
 /* Exit the real autocast modes entered at trace time beyond the first n. */
 void cdyn_tx_exit_modes(cdyn_tx *tx, Py_ssize_t n);
-/* A parameter or buffer of an nn.Module as a get_attr node (source: its attribute path). */
+/* A parameter or buffer of an nn.Module as a graph input read through source (its
+ * attribute path), as torch._dynamo's inline_inbuilt_nn_modules. */
 tr_status cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *source,
                                      PyObject **out);
 /* A name for an FX node / attribute derived from a source: L['self'].linear -> self_linear.

@@ -670,13 +670,16 @@ cdyn_v_python_type(PyObject *v)
 tr_status
 cdyn_v_pin_identity(cdyn_tx *tx, PyObject *v)
 {
-    if (V(v)->kind != VK_USERFN || !(V(v)->bits & FUNC_CODE_GUARDED) || V(v)->source == NULL) {
+    unsigned bit = V(v)->kind == VK_USERFN ? FUNC_CODE_GUARDED
+                   : V(v)->kind == VK_NNMODULE ? MOD_BY_TYPE : 0;
+    if (bit == 0 || !(V(v)->bits & bit) || V(v)->source == NULL) {
         return TR_OK;
     }
-    if (cdyn_guards_add_id(tx->guards, V(v)->source, V(v)->u.obj.obj, 1) < 0) {
+    if (cdyn_guards_add_id(tx->guards, V(v)->source, V(v)->u.obj.obj,
+                           V(v)->kind == VK_USERFN) < 0) {
         return TR_ERROR;
     }
-    V(v)->bits &= ~FUNC_CODE_GUARDED;
+    V(v)->bits &= ~bit;
     return TR_OK;
 }
 

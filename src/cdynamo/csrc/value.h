@@ -212,6 +212,8 @@ typedef struct cdyn_value {
 #define CELL_TOP        0x1u   /* CELL: made by MAKE_CELL in the top frame, for slot `pos` */
 #define FUNC_CODE_GUARDED 0x2u /* USERFN: guarded by __code__ (not identity); an identity
                                   test pins it with ID_MATCH first (cdyn_v_pin_identity) */
+#define MOD_BY_TYPE     0x4u   /* NNMODULE: guarded by type (NN_MODULE), not identity; an
+                                  identity test pins it with ID_MATCH (cdyn_v_pin_identity) */
 
 typedef tr_status (*cdyn_call_fn)(struct cdyn_tx *tx, struct cdyn_fs *fs, PyObject *fn,
                                   PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,

@@ -608,11 +608,24 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         *out = cdyn_value_const(obj);
         return *out ? TR_OK : TR_ERROR;
     }
-    if (cdyn_is_nn_module(obj) || PyModule_Check(obj)) {
-        if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, PyModule_Check(obj)) < 0) {
+    if (cdyn_is_nn_module(obj)) {
+        /* by type, not identity: its parameters and buffers are graph inputs read through
+           their sources, so one trace serves every instance of the class (values/nnmodule.c;
+           an identity test pins it, cdyn_v_pin_identity) */
+        if (source != NULL && cdyn_guards_add_nn_module(tx->guards, source, obj) < 0) {
             return TR_ERROR;
         }
-        *out = cdyn_value_obj(PyModule_Check(obj) ? VK_PYMODULE : VK_NNMODULE, obj, source);
+        *out = cdyn_value_obj(VK_NNMODULE, obj, source);
+        if (*out != NULL && source != NULL) {
+            V(*out)->bits |= MOD_BY_TYPE;
+        }
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (PyModule_Check(obj)) {
+        if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, 1) < 0) {
+            return TR_ERROR;
+        }
+        *out = cdyn_value_obj(VK_PYMODULE, obj, source);
         return *out ? TR_OK : TR_ERROR;
     }
     if (cdyn_namedtuple_type_of(obj) != NULL) {

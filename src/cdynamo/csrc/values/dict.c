@@ -152,6 +152,9 @@ cdyn_hash_key(cdyn_tx *tx, PyObject *v, PyObject **out)
         cdyn_guards_add_id(tx->guards, x->source, real, 0) < 0) {
         return TR_ERROR;   /* its identity decides the lookup: guard it */
     }
+    if (x->kind == VK_NNMODULE && cdyn_v_pin_identity(tx, v) != TR_OK) {
+        return TR_ERROR;   /* a module guarded by type: its identity now decides */
+    }
     *out = Py_NewRef(real);
     return TR_OK;
 }

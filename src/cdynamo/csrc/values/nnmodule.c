@@ -1,8 +1,12 @@
 /* values/nnmodule.c: torch.nn.Modules.
  *
- * A module is ID_MATCHed through its source; its parameters and buffers become get_attr
- * nodes (graph.c), its submodules are modules again, other attributes are wrapped with
- * their own guards. Calling a module inlines its forward; a leaf module of torch.nn
+ * A module is guarded by its type and by what the trace read from it (NN_MODULE: exact
+ * type, no forward of its own, its hooks as at trace time; attributes through their
+ * sources), not by identity: its parameters and buffers are graph inputs read through
+ * their sources (graph.c), so one compiled entry serves every instance of a layer class
+ * (torch._dynamo's inline_inbuilt_nn_modules). Its submodules are modules again, other
+ * attributes are wrapped with their own guards. What bakes the instance in (a call_module
+ * node, an identity test, a dict key) pins it by ID_MATCH (cdyn_v_pin_identity). Calling a module inlines its forward; a leaf module of torch.nn
  * (Linear, Conv2d, ...) is inlined too (functional calls on its parameters) and recorded
  * as one call_module node only when that fails. Sequential/ModuleList/ModuleDict iterate
  * over their children (the loop is unrolled; the number of children is guarded). */
@@ -284,11 +288,23 @@ is_torch_leaf_module(PyObject *mod)
     return r;
 }
 
+/* 1 when the module has forward or backward (pre-)hooks: its call runs them (not traced). */
 static int
 has_hooks(PyObject *mod)
 {
-    PyObject *names[2] = {cdyn_G.s_forward_hooks, cdyn_G.s_forward_pre_hooks};
-    for (int i = 0; i < 2; i++) {
+    static PyObject *bw[2];   /* interned names, kept for the process */
+    PyObject *names[4] = {cdyn_G.s_forward_hooks, cdyn_G.s_forward_pre_hooks, NULL, NULL};
+    if (bw[0] == NULL) {
+        bw[0] = PyUnicode_InternFromString("_backward_hooks");
+        bw[1] = PyUnicode_InternFromString("_backward_pre_hooks");
+    }
+    names[2] = bw[0];
+    names[3] = bw[1];
+    for (int i = 0; i < 4; i++) {
+        if (names[i] == NULL) {
+            PyErr_Clear();
+            continue;
+        }
         PyObject *d = PyObject_GetAttr(mod, names[i]);
         int r = 0;
         if (d == NULL) {
@@ -303,6 +319,20 @@ has_hooks(PyObject *mod)
         }
     }
     return 0;
+}
+
+/* 1 when the instance dict of mod holds a `forward` (it shadows the class's). */
+static int
+own_forward(PyObject *mod)
+{
+    PyObject **dp = _PyObject_GetDictPtr(mod);
+    PyObject *d = dp ? *dp : NULL;
+    int r = d != NULL && PyDict_Check(d) ? PyDict_Contains(d, cdyn_G.s_forward) : 0;
+    if (r < 0) {
+        PyErr_Clear();
+        r = 0;
+    }
+    return r;
 }
 
 /* Sequential(x): the children called in turn. */
@@ -359,6 +389,9 @@ call_leaf(cdyn_tx *tx, PyObject *v, PyObject *fwd, PyObject *const *args, Py_ssi
             return st;
         }
     }
+    if (cdyn_v_pin_identity(tx, v) != TR_OK) {
+        return TR_ERROR;   /* the graph holds this instance */
+    }
     name = cdyn_sanitized_name(V(v)->source);
     if (name == NULL || PyDict_SetItem(tx->root, name, mod) < 0) {
         Py_XDECREF(name);
@@ -376,11 +409,22 @@ module_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssi
     PyObject *mod = mobj(v), *fwd = NULL;
     tr_status st;
     if (has_hooks(mod)) {
-        return cdyn_tx_unsupported(tx, "nn.Module with forward hooks");
+        return cdyn_tx_unsupported(tx, "nn.Module with forward or backward hooks");
     }
     if (PyObject_TypeCheck(mod, (PyTypeObject *)cdyn_G.sequential_type) && nargs == 1 &&
         kwnames == NULL) {
         return call_sequential(tx, fs, v, args[0], out);
+    }
+    if (own_forward(mod)) {
+        /* a forward set on the instance (NN_MODULE guards that it is still there): called
+           as read, through its source */
+        PyObject *f = NULL;
+        st = module_getattr(tx, v, cdyn_G.s_forward, &f);
+        if (st == TR_OK) {
+            st = cdyn_v_call(tx, fs, f, args, nargs, kwnames, out);
+            Py_DECREF(f);
+        }
+        return st;
     }
     fwd = PyObject_GetAttr((PyObject *)Py_TYPE(mod), cdyn_G.s_forward);
     if (fwd == NULL) {
