@@ -14,6 +14,15 @@ import cdynamo
 from helpers import CountingBackend, assert_same
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models: one intra-op thread (a loaded 2-core machine makes OpenMP spin)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def run_both_models(model, *inputs, calls=2, exact=False, backend=None):
     """model (an nn.Module) eagerly, under torch.compile and under cdynamo.compile, each on its
     own deep copy. Returns (cdynamo counter, torch._dynamo counter, cdynamo counters())."""
@@ -116,7 +125,7 @@ def test_twelve_blocks_training_grads_match_eager():
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_block_reuse_backends(backend):
     torch.manual_seed(0)
-    model = LoopBreakModel(n=4, d=8).eval()
+    model = LoopBreakModel(n=3, d=8).eval()
     x = torch.randn(2, 8)
     with torch.no_grad():
         expected = model(x)
@@ -196,7 +205,7 @@ class AnyStage(nn.Sequential):
 
 
 class RegNetLike(nn.Module):
-    def __init__(self, widths=(8, 16, 24), depths=(2, 4, 6), per_block=False):
+    def __init__(self, widths=(8, 16), depths=(2, 4), per_block=False):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, widths[0], 3, 2, 1, bias=False),
                                   nn.BatchNorm2d(widths[0]), nn.ReLU())
@@ -235,8 +244,8 @@ def test_regnet_like(per_block):
         counters, [e.recompile_reason for e in cdynamo.cache_entries(ResBottleneck.forward)])
     assert counters["cache_limit_hits"] == 0
     if per_block:
-        # 12 blocks of 3 widths: one entry per distinct block shape, not per instance
-        assert len(cdynamo.cache_entries(ResBottleneck.forward)) < 8
+        # 6 blocks of 2 widths: one entry per distinct block shape, not per instance
+        assert len(cdynamo.cache_entries(ResBottleneck.forward)) <= 4
 
 
 class StochasticDepth(nn.Module):
@@ -298,7 +307,7 @@ class SwinBlock(nn.Module):
 
 
 class SwinLike(nn.Module):
-    def __init__(self, dim=16, depths=(2, 2, 6), per_block=False):
+    def __init__(self, dim=16, depths=(2, 4), per_block=False):
         super().__init__()
         self.embed = nn.Conv2d(3, dim, 4, 4)
         blocks = []
