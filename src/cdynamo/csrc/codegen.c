@@ -181,6 +181,40 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
     return -1;
 }
 
+/* Load a graph input through its source. A chain of attribute reads on an nn.Module (a
+ * parameter or buffer: L['self'].layers.0.weight) is one call of load_attrs, which reads
+ * the module registries directly, as the guards do, instead of running nn.Module.__getattr__
+ * in Python at every step. 0 / -1. */
+static int
+load_input(cdyn_tx *tx, cdyn_cg *cg, PyObject *source)
+{
+    cdyn_source *s = (cdyn_source *)source, *head = s;
+    PyObject *fn, *base;
+    int n = 0;
+    while (head->kind == CDYN_SRC_ATTR) {
+        head = head->base;
+        n++;
+    }
+    base = n > 0 ? PyDict_GetItemWithError(tx->by_source, s->base->repr) : NULL;
+    if (base == NULL || V(base)->kind != VK_NNMODULE) {
+        return PyErr_Occurred() ? -1 : cdyn_cg_source(cg, source);
+    }
+    if ((fn = cdyn_source_load_attrs_fn()) == NULL || cdyn_cg_push_callable(cg, fn) < 0 ||
+        cdyn_cg_source(cg, (PyObject *)head) < 0) {
+        return -1;
+    }
+    for (int k = n - 1; k >= 0; k--) {   /* names outermost first */
+        cdyn_source *step = s;
+        for (int j = 0; j < k; j++) {
+            step = step->base;
+        }
+        if (cdyn_cg_load_const(cg, step->name) < 0) {
+            return -1;
+        }
+    }
+    return cdyn_cg_call(cg, n + 1);
+}
+
 /* A value loaded through a source that side effects may change (an attribute, an item, a
  * global) is loaded before the side effects are replayed, as it was when the trace read it:
  * cg->preload. 0 / -1. */
@@ -521,7 +555,7 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
             }
             goto fail;
         }
-        if (cdyn_cg_source(cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
+        if (load_input(tx, cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
             goto fail;
         }
     }

@@ -452,6 +452,39 @@ cdyn_source_attr_cached(PyObject *base, PyObject *name, cdyn_attr_cache *c)
     return attr_get_rec(base, name, c);
 }
 
+/* load_attrs(obj, name1, name2, ...): getattr(getattr(obj, name1), name2)..., each step as
+ * attr_get (nn.Module registries read directly, no Python __getattr__): how the transformed
+ * code loads a module's parameters, buffers and submodules. */
+static PyObject *
+load_attrs(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *v;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "load_attrs() needs an object");
+        return NULL;
+    }
+    v = Py_NewRef(args[0]);
+    for (Py_ssize_t i = 1; i < nargs && v != NULL; i++) {
+        PyObject *next = attr_get(v, args[i]);
+        Py_DECREF(v);
+        v = next;
+    }
+    return v;
+}
+
+static PyMethodDef load_attrs_def = {"load_attrs", (PyCFunction)(void (*)(void))load_attrs,
+                                     METH_FASTCALL, "load_attrs(obj, *names)"};
+
+PyObject *
+cdyn_source_load_attrs_fn(void)
+{
+    static PyObject *fn;
+    if (fn == NULL) {
+        fn = PyCFunction_New(&load_attrs_def, NULL);
+    }
+    return fn;
+}
+
 PyObject *
 cdyn_source_step(cdyn_source *s, PyObject *base)
 {

@@ -66,6 +66,11 @@ PyObject *cdyn_source_tprop(PyObject *base, int prop, int dim);
 PyObject *cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus,
                            PyFunctionObject *func, PyObject *globals, PyObject *builtins);
 
+/* The function load_attrs(obj, *names) (borrowed, kept for the process; NULL + exception):
+ * the chain of attribute reads of ATTR sources, each as cdyn_source_eval does it (an
+ * nn.Module's registries read without its Python __getattr__). */
+PyObject *cdyn_source_load_attrs_fn(void);
+
 /* Apply an ATTR or ITEM source's last step to base (borrowed): getattr(base, name) or
  * base[key], as cdyn_source_eval does. New reference or NULL + exception. */
 PyObject *cdyn_source_step(cdyn_source *s, PyObject *base);
