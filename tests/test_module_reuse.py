@@ -501,3 +501,36 @@ def test_identity_of_a_module_pins_it():
     assert_same(opt(p2, x), p2(x))
     assert_same(opt(p1, x), p1(x))
     assert cnt.frame_count == 2
+
+
+def test_len_and_truth_of_a_module_list_are_guarded():
+    class Net(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(n))
+
+        def forward(self, x):
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            if self.layers:
+                x = x + 1
+            return x
+
+    torch.manual_seed(0)
+    nets = [Net(2), Net(2), Net(3), Net(0)]
+    x = torch.randn(2, 4)
+
+    def f(m, x):
+        return m(x)
+
+    torch._dynamo.reset()
+    dyn = CountingBackend()
+    d_opt = torch.compile(f, backend=dyn)
+    for m in nets:
+        d_opt(m, x)
+    torch._dynamo.reset()
+    opt, cnt = compiled_method(f)
+    for m in nets:
+        assert_same(opt(m, x), m(x))
+    assert cnt.frame_count == dyn.frame_count == 2   # Net(0) makes no graph
+    assert cdynamo.counters()["compiles"] == 3

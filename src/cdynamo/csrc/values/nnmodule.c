@@ -242,25 +242,40 @@ module_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
+/* len(module) (a ModuleList, Sequential, ModuleDict, or a class with __len__), guarded
+ * (LENGTH_CHECK through its source): another instance of the class may have another. */
 static tr_status
 module_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
 {
     Py_ssize_t n = PyObject_Length(mobj(v));
     if (n < 0) {
+        PyErr_Clear();
         return cdyn_tx_unsupported(tx, "len() of %S", v);
+    }
+    if (V(v)->source != NULL && cdyn_guards_add_len(tx->guards, V(v)->source, n) < 0) {
+        return TR_ERROR;
     }
     *out = n;
     return TR_OK;
 }
 
+/* bool(module): by its __len__ when the class has one (guarded as len()), else true. */
 static tr_status
 module_truth(cdyn_tx *tx, PyObject *v, int *out)
 {
-    int r = PyObject_IsTrue(mobj(v));
-    if (r < 0) {
-        return cdyn_tx_unsupported(tx, "truth value failed");
+    PyTypeObject *tp = Py_TYPE(mobj(v));
+    Py_ssize_t n = 1;
+    if (tp->tp_as_number != NULL && tp->tp_as_number->nb_bool != NULL) {
+        return cdyn_tx_unsupported(tx, "truth value of %S (its class defines __bool__)", v);
     }
-    *out = r;
+    if ((tp->tp_as_sequence != NULL && tp->tp_as_sequence->sq_length != NULL) ||
+        (tp->tp_as_mapping != NULL && tp->tp_as_mapping->mp_length != NULL)) {
+        tr_status st = module_len(tx, v, &n);
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    *out = n != 0;
     return TR_OK;
 }
 
