@@ -73,6 +73,8 @@ typedef struct {
     int *dnodes;           /* DISTINCT: PyMem, the node of each source of value */
     int batched;           /* TENSOR: checked by the set's TensorGuards (see tg_build);
                               DISTINCT: implied by it (its tensors are all batched) */
+    int implied;           /* HASATTR present: another guard reads the attribute itself
+                              (mark_implied), and a missing attribute fails that one */
 } guard;
 
 /* One distinct source read by the guards of a set (sources equal by their readable form
@@ -1207,11 +1209,27 @@ check_keys(PyObject *keys, PyObject *v)
     return r == 1 && i == n;
 }
 
+/* Call a state function of torch with no arguments: through its C function at once when
+ * it is a METH_NOARGS builtin (torch._C's are; saves the vectorcall dispatch on the
+ * per-call path), else by vectorcall. New reference or NULL. */
+static inline PyObject *
+call_state_fn(PyObject *fn)
+{
+    if (PyCFunction_CheckExact(fn) &&
+        (PyCFunction_GET_FLAGS(fn) & (METH_NOARGS | METH_VARARGS | METH_FASTCALL | METH_O |
+                                      METH_KEYWORDS | METH_METHOD)) == METH_NOARGS) {
+        return _Py_CheckFunctionResult(PyThreadState_Get(), fn,
+                                       PyCFunction_GET_FUNCTION(fn)(PyCFunction_GET_SELF(fn), NULL),
+                                       NULL);
+    }
+    return PyObject_Vectorcall(fn, NULL, 0, NULL);
+}
+
 /* 1 when grad mode is enabled, 0 when not, -1 on error. */
 static int
 grad_mode_enabled(void)
 {
-    PyObject *r = PyObject_Vectorcall(fn_is_grad_enabled, NULL, 0, NULL);
+    PyObject *r = call_state_fn(fn_is_grad_enabled);
     if (r == NULL) {
         return -1;
     }
@@ -1230,7 +1248,7 @@ global_state(void)
     if (on < 0) {
         return -1;
     }
-    r = PyObject_Vectorcall(fn_any_autocast, NULL, 0, NULL);
+    r = call_state_fn(fn_any_autocast);
     if (r == NULL) {
         return -1;
     }
@@ -1244,7 +1262,7 @@ global_state(void)
 static int
 functorch_running(void)
 {
-    PyObject *ft = PyObject_Vectorcall(fn_peek_functorch, NULL, 0, NULL);
+    PyObject *ft = call_state_fn(fn_peek_functorch);
     int on = 0;
     if (ft == NULL) {
         return -1;
@@ -1587,6 +1605,28 @@ tg_failure(const cdyn_guards *g, PyObject *const *localsplus)
     return r;
 }
 
+/* Mark the guards a cheaper one implies (after the set's first passing check; never
+ * fails): a HASATTR present whose attribute source another guard reads (that read fails
+ * the check when the attribute is missing, as the HASATTR would). Saves one attribute read
+ * per call, which for objects with a Python __getattribute__ (transformers' configs) is
+ * a Python call. The slow path (first_failure) still checks them, for the message. */
+static void
+mark_implied(cdyn_guards *g)
+{
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        guard *gd = &g->items[i];
+        if (gd->kind != G_HASATTR || !gd->flag) {
+            continue;
+        }
+        for (Py_ssize_t j = 0; j < g->len && !gd->implied; j++) {
+            const guard *o = &g->items[j];
+            gd->implied = o->kind != G_HASATTR && o->kind != G_GRAD_MODE && o->kind != G_CALL &&
+                          o->kind != G_SHAPE && o->source != NULL &&
+                          cdyn_source_equal(o->source, gd->source);
+        }
+    }
+}
+
 /* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
  * the values TENSOR_MATCH / TYPE_MATCH store for the SHAPE guards that follow them. */
 static int
@@ -1594,6 +1634,9 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
 {
     PyObject *v = NULL;
     int rc = -1;
+    if (gd->implied && why == NULL) {
+        return 1;
+    }
     if (gd->kind == G_GRAD_MODE || gd->kind == G_CALL) {
         return check_global(gd, why);
     }
@@ -1737,6 +1780,7 @@ cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject 
     }
     if (r == 1 && g->tg_state == 0) {
         tg_build(g, localsplus);
+        mark_implied(g);
     }
     ctx_clear(&cx, g->nnodes);
     cdyn_guards_free(g);
