@@ -120,13 +120,17 @@ def test_calls_outside_the_direct_path():
         assert torch.equal(v(x, x), x + x)
 
 
-def test_direct_path_under_vmap_runs_eagerly():
+def test_direct_path_under_torch_func_transforms_misses():
+    # the functorch test of GRAD_MODE is implied by TensorGuards here (guards.c)
     f, counter = _compiled(add_one)
     x = torch.randn(3, 4)
     assert torch.equal(f(x), x + 1)
     assert torch.equal(f(x), x + 1)
-    out = torch.func.vmap(f)(x)
-    assert torch.equal(out, x + 1)
+    hits = cdynamo.counters()["cache_hits"]
+    assert torch.equal(torch.func.vmap(f)(x), x + 1)
+    assert torch.equal(torch.func.grad(lambda v: f(v).sum())(x[0]), torch.ones(4))
+    # no entry compiled outside the transform may run on its wrapped tensors
+    assert cdynamo.counters()["cache_hits"] == hits
 
 
 class Holder:

@@ -1272,16 +1272,21 @@ functorch_running(void)
     return on;
 }
 
-/* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. */
+/* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. tg_covers:
+ * the set's TensorGuards runs in this check (over at least one tensor), which implies the
+ * functorch test: while a torch.func transform runs, functorch keeps its DynamicLayer
+ * dispatch keys in the thread's included set, and TensorGuards compares each tensor's
+ * dispatch keys with that set applied (its inputs are also wrapped tensors, with other
+ * keys), so it fails there. */
 static int
-check_global(const guard *gd, why_t why)
+check_global(const guard *gd, why_t why, int tg_covers)
 {
     PyObject *r;
     int on, eq;
     if (gd->kind == G_GRAD_MODE) {
         /* entries are compiled outside torch.func transforms (translate.c): under vmap/grad
            the inputs are wrapped tensors a compiled graph cannot take */
-        on = functorch_running();
+        on = tg_covers ? 0 : functorch_running();
         if (on != 0) {
             return on < 0 ? -1 : fail_with(why, "a torch.func transform (vmap/grad) is running");
         }
@@ -1638,7 +1643,7 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         return 1;
     }
     if (gd->kind == G_GRAD_MODE || gd->kind == G_CALL) {
-        return check_global(gd, why);
+        return check_global(gd, why, why == NULL && cx->use_tg && g->tg_n > 0);
     }
     if (gd->kind == G_SHAPE) {
         return check_shape(g, gd, why, slots);
