@@ -16,7 +16,8 @@ graph break: two graphs and a resume function), with backend "eager":
               (alternating order) in FE_ROUNDS rounds of CALLS calls; the minimum per engine.
 Prints a table with the ratio cdynamo / torch._dynamo (lower is better), then a front-end
 table (same workloads) and two lines:
-  x + 1 over eager   the x + 1 row's overhead (compiled call minus eager call), both engines;
+  x + 1 over eager   compiled call minus eager call of x + 1 with backend "eager", both
+              engines, eager and both engines interleaved, the minimum of FE_ROUNDS rounds each;
   per tensor input   front end of a function of 33 tensor inputs minus that of a function
               of 1, over 32: the cost of one more tensor input (its TENSOR_MATCH guard and
               passing it on to the graph), in nanoseconds, both engines.
@@ -143,6 +144,26 @@ def front_end_us(fn, args):
     return {w: min(v) for w, v in samples.items()}
 
 
+def over_eager_us(fn, args):
+    """{engine: compiled call minus eager call, us} with backend "eager": eager and both
+    engines interleaved (order rotating each round), the minimum of FE_ROUNDS rounds each."""
+    reset_all()
+    cands = {"eager": fn}
+    cands.update({w: make(w, fn) for w in ("torch._dynamo", "cdynamo")})
+    for c in cands.values():
+        for _ in range(100):
+            c(*args)
+    samples = {w: [] for w in cands}
+    order = list(cands)
+    for r in range(FE_ROUNDS):
+        k = r % len(order)
+        for w in order[k:] + order[:k]:
+            samples[w].append(per_call_us(cands[w], args))
+    reset_all()
+    best = {w: min(v) for w, v in samples.items()}
+    return {w: best[w] - best["eager"] for w in ("torch._dynamo", "cdynamo")}, best["eager"]
+
+
 def make(which, fn, backend="eager"):
     if which == "torch._dynamo":
         return torch.compile(fn, backend=backend)
@@ -211,14 +232,11 @@ def main():
             except Exception as e:
                 print(f"{name}: failed: {type(e).__name__}: {e}")
             reset_all()
-        if not FIRST:
-            # x + 1 over eager needs the overhead column of that row
-            try:
-                oh, tot, disp = overheads_us(one_op, (torch.randn(16),))
-                rows_x1 = [("x + 1", None, oh, tot, disp, None)]
-            except Exception as e:
-                print(f"x + 1: failed: {type(e).__name__}: {e}")
-                rows_x1 = []
+        x1_over = None
+        try:
+            x1_over = over_eager_us(one_op, (torch.randn(16),))
+        except Exception as e:
+            print(f"x + 1 over eager: failed: {type(e).__name__}: {e}")
         per_tensor = None
         try:
             ts = [torch.randn(4, 4) for _ in range(33)]
@@ -230,8 +248,6 @@ def main():
         reset_all()
     if FIRST:
         print_main_table(rows)
-    else:
-        rows = rows_x1
     print()
     print(f"front end (backend returns its first outputs at once; min of {FE_ROUNDS} interleaved "
           f"rounds x {CALLS} calls)")
@@ -241,11 +257,11 @@ def main():
     for name, fe in fe_rows:
         print(f"{name:18} {fe['torch._dynamo']:10.2f} {fe['cdynamo']:11.2f} "
               f"{fe['cdynamo'] / fe['torch._dynamo']:6.3f}")
-    x1 = [r for r in rows if r[0] == "x + 1"]
-    if x1:
-        oh = x1[0][2]
+    if x1_over is not None:
+        oh, eager = x1_over
         print(f"x + 1 over eager: dynamo {oh['torch._dynamo']:.2f} us, cdynamo "
-              f"{oh['cdynamo']:.2f} us (compiled call minus eager call, backend 'eager')")
+              f"{oh['cdynamo']:.2f} us (compiled call minus eager call ({eager:.2f} us), backend "
+              f"'eager'; min of {FE_ROUNDS} interleaved rounds each)")
     if per_tensor is not None:
         print(f"per tensor input (TENSOR_MATCH + passing it on): dynamo "
               f"{per_tensor['torch._dynamo']:.0f} ns, cdynamo {per_tensor['cdynamo']:.0f} ns, "
