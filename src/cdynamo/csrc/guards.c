@@ -118,6 +118,7 @@ static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
 static PyObject *fn_peek_functorch;          /* torch._C._functorch.peek_interpreter_stack */
 static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enabled */
 static PyObject *tg_type;                    /* torch._C._dynamo.guards.TensorGuards, or NULL */
+static PyObject *gsg_type;                   /* torch._C._dynamo.guards.GlobalStateGuard, or NULL */
 static PyObject *tg_check_fn, *tg_verbose_fn; /* its check / check_verbose descriptors */
 static PyObject *str_dims_sizes, *str_dims_strides, *str_check_names;
 
@@ -656,6 +657,21 @@ cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
         return -1;
     }
     gd->flag = enabled;
+    if (enabled & 2) {
+        /* Under autocast, its dtypes and cache flag per device are baked into what
+         * aot_eager/inductor compile: torch's GlobalStateGuard snapshots them (and the rest
+         * of the state torch._dynamo guards), checked only while autocast is on. Without
+         * it, a graph traced under autocast(bfloat16) ran under autocast(float16). */
+        if (gsg_type == NULL) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "torch._C._dynamo.guards.GlobalStateGuard is not available");
+            return -1;
+        }
+        gd->value = PyObject_CallNoArgs(gsg_type);
+        if (gd->value == NULL) {
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -1272,6 +1288,29 @@ functorch_running(void)
     return on;
 }
 
+/* The GlobalStateGuard of a GRAD_MODE traced under autocast (gd->value): 1 / 0 / -1. */
+static int
+check_autocast_state(const guard *gd, why_t why)
+{
+    PyObject *r = PyObject_CallMethod(gd->value, "check", NULL), *reason = NULL;
+    int ok;
+    if (r == NULL) {
+        return -1;
+    }
+    ok = r == Py_True;
+    Py_DECREF(r);
+    if (ok || why == NULL) {
+        return ok;
+    }
+    reason = PyObject_CallMethod(gd->value, "reason", NULL);
+    if (reason == NULL) {
+        return -1;
+    }
+    ok = fail_with(why, "global state (autocast dtype, ...) changed: %S", reason);
+    Py_DECREF(reason);
+    return ok;
+}
+
 /* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. tg_covers:
  * the set's TensorGuards runs in this check (over at least one tensor), which implies the
  * functorch test: while a torch.func transform runs, functorch keeps its DynamicLayer
@@ -1291,8 +1330,11 @@ check_global(const guard *gd, why_t why, int tg_covers)
             return on < 0 ? -1 : fail_with(why, "a torch.func transform (vmap/grad) is running");
         }
         on = global_state();
-        if (on < 0 || on == gd->flag) {
-            return on < 0 ? -1 : 1;
+        if (on < 0) {
+            return -1;
+        }
+        if (on == gd->flag) {
+            return gd->value == NULL ? 1 : check_autocast_state(gd, why);
         }
         if ((on & 1) != (gd->flag & 1)) {
             return fail_with(why, "expected %s, actual %s", (gd->flag & 1) ? "enabled" : "disabled",
@@ -1982,6 +2024,10 @@ tg_init(void)
         return 0;
     }
     tg_type = PyObject_GetAttrString(m, "TensorGuards");
+    gsg_type = PyObject_GetAttrString(m, "GlobalStateGuard");
+    if (gsg_type == NULL) {
+        PyErr_Clear();
+    }
     Py_DECREF(m);
     tg_check_fn = tg_type ? PyObject_GetAttrString(tg_type, "check") : NULL;
     tg_verbose_fn = tg_type ? PyObject_GetAttrString(tg_type, "check_verbose") : NULL;
