@@ -336,6 +336,37 @@ def test_autocast_state_is_guarded():
     assert out[1:] == expected[1:] and counter.frame_count == 2
 
 
+def _matmul(a, b):
+    return a @ b
+
+
+def test_autocast_dtype_change_recompiles_like_dynamo():
+    """A graph traced under autocast(bfloat16) and compiled by aot_eager has the casts baked
+    in: under autocast(float16) it must not run (it returned bfloat16; wrong result). The
+    full autocast state is guarded while autocast is on (torch's GlobalStateGuard, as
+    torch._dynamo): same results as eager, same compiles as torch._dynamo, and the
+    recompile reason names the dtype."""
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    counts = []
+    for engine in ("cdynamo", "dynamo"):
+        cdynamo.reset()
+        torch._dynamo.reset()
+        from torch._dynamo.backends.registry import lookup_backend
+        counter = CountingBackend(lookup_backend("aot_eager"))
+        compiled = (cdynamo.compile(_matmul, backend=counter) if engine == "cdynamo"
+                    else torch.compile(_matmul, backend=counter))
+        for dt in (torch.bfloat16, torch.float16, torch.bfloat16, torch.float16):
+            with torch.autocast("cpu", dtype=dt):
+                out = compiled(a, b)
+                assert out.dtype == dt and torch.equal(out, _matmul(a, b)), (engine, dt)
+        assert compiled(a, b).dtype == torch.float32
+        counts.append(counter.frame_count)
+        if engine == "cdynamo":
+            reasons = [e.recompile_reason for e in cdynamo.cache_entries(_matmul)]
+    assert counts[0] == counts[1] == 3
+    assert any(r and "autocast(cpu)_dtype" in r for r in reasons), reasons
+
+
 def autocast_break(x):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = x @ x

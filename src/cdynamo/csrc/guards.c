@@ -75,6 +75,8 @@ typedef struct {
     int *dnodes;           /* DISTINCT: PyMem, the node of each source of value */
     int batched;           /* TENSOR: checked by the set's TensorGuards (see tg_build);
                               DISTINCT: implied by it (its tensors are all batched) */
+    int implied;           /* HASATTR present: another guard reads the attribute itself
+                              (mark_implied), and a missing attribute fails that one */
 } guard;
 
 /* One distinct source read by the guards of a set (sources equal by their readable form
@@ -118,6 +120,7 @@ static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
 static PyObject *fn_peek_functorch;          /* torch._C._functorch.peek_interpreter_stack */
 static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enabled */
 static PyObject *tg_type;                    /* torch._C._dynamo.guards.TensorGuards, or NULL */
+static PyObject *gsg_type;                   /* torch._C._dynamo.guards.GlobalStateGuard, or NULL */
 static PyObject *tg_check_fn, *tg_verbose_fn; /* its check / check_verbose descriptors */
 static PyObject *str_dims_sizes, *str_dims_strides, *str_check_names;
 
@@ -724,6 +727,21 @@ cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
         return -1;
     }
     gd->flag = enabled;
+    if (enabled & 2) {
+        /* Under autocast, its dtypes and cache flag per device are baked into what
+         * aot_eager/inductor compile: torch's GlobalStateGuard snapshots them (and the rest
+         * of the state torch._dynamo guards), checked only while autocast is on. Without
+         * it, a graph traced under autocast(bfloat16) ran under autocast(float16). */
+        if (gsg_type == NULL) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "torch._C._dynamo.guards.GlobalStateGuard is not available");
+            return -1;
+        }
+        gd->value = PyObject_CallNoArgs(gsg_type);
+        if (gd->value == NULL) {
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -1277,11 +1295,27 @@ check_keys(PyObject *keys, PyObject *v)
     return r == 1 && i == n;
 }
 
+/* Call a state function of torch with no arguments: through its C function at once when
+ * it is a METH_NOARGS builtin (torch._C's are; saves the vectorcall dispatch on the
+ * per-call path), else by vectorcall. New reference or NULL. */
+static inline PyObject *
+call_state_fn(PyObject *fn)
+{
+    if (PyCFunction_CheckExact(fn) &&
+        (PyCFunction_GET_FLAGS(fn) & (METH_NOARGS | METH_VARARGS | METH_FASTCALL | METH_O |
+                                      METH_KEYWORDS | METH_METHOD)) == METH_NOARGS) {
+        return _Py_CheckFunctionResult(PyThreadState_Get(), fn,
+                                       PyCFunction_GET_FUNCTION(fn)(PyCFunction_GET_SELF(fn), NULL),
+                                       NULL);
+    }
+    return PyObject_Vectorcall(fn, NULL, 0, NULL);
+}
+
 /* 1 when grad mode is enabled, 0 when not, -1 on error. */
 static int
 grad_mode_enabled(void)
 {
-    PyObject *r = PyObject_Vectorcall(fn_is_grad_enabled, NULL, 0, NULL);
+    PyObject *r = call_state_fn(fn_is_grad_enabled);
     if (r == NULL) {
         return -1;
     }
@@ -1300,7 +1334,7 @@ global_state(void)
     if (on < 0) {
         return -1;
     }
-    r = PyObject_Vectorcall(fn_any_autocast, NULL, 0, NULL);
+    r = call_state_fn(fn_any_autocast);
     if (r == NULL) {
         return -1;
     }
@@ -1314,7 +1348,7 @@ global_state(void)
 static int
 functorch_running(void)
 {
-    PyObject *ft = PyObject_Vectorcall(fn_peek_functorch, NULL, 0, NULL);
+    PyObject *ft = call_state_fn(fn_peek_functorch);
     int on = 0;
     if (ft == NULL) {
         return -1;
@@ -1324,22 +1358,53 @@ functorch_running(void)
     return on;
 }
 
-/* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. */
+/* The GlobalStateGuard of a GRAD_MODE traced under autocast (gd->value): 1 / 0 / -1. */
 static int
-check_global(const guard *gd, why_t why)
+check_autocast_state(const guard *gd, why_t why)
+{
+    PyObject *r = PyObject_CallMethod(gd->value, "check", NULL), *reason = NULL;
+    int ok;
+    if (r == NULL) {
+        return -1;
+    }
+    ok = r == Py_True;
+    Py_DECREF(r);
+    if (ok || why == NULL) {
+        return ok;
+    }
+    reason = PyObject_CallMethod(gd->value, "reason", NULL);
+    if (reason == NULL) {
+        return -1;
+    }
+    ok = fail_with(why, "global state (autocast dtype, ...) changed: %S", reason);
+    Py_DECREF(reason);
+    return ok;
+}
+
+/* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. tg_covers:
+ * the set's TensorGuards runs in this check (over at least one tensor), which implies the
+ * functorch test: while a torch.func transform runs, functorch keeps its DynamicLayer
+ * dispatch keys in the thread's included set, and TensorGuards compares each tensor's
+ * dispatch keys with that set applied (its inputs are also wrapped tensors, with other
+ * keys), so it fails there. */
+static int
+check_global(const guard *gd, why_t why, int tg_covers)
 {
     PyObject *r;
     int on, eq;
     if (gd->kind == G_GRAD_MODE) {
         /* entries are compiled outside torch.func transforms (translate.c): under vmap/grad
            the inputs are wrapped tensors a compiled graph cannot take */
-        on = functorch_running();
+        on = tg_covers ? 0 : functorch_running();
         if (on != 0) {
             return on < 0 ? -1 : fail_with(why, "a torch.func transform (vmap/grad) is running");
         }
         on = global_state();
-        if (on < 0 || on == gd->flag) {
-            return on < 0 ? -1 : 1;
+        if (on < 0) {
+            return -1;
+        }
+        if (on == gd->flag) {
+            return gd->value == NULL ? 1 : check_autocast_state(gd, why);
         }
         if ((on & 1) != (gd->flag & 1)) {
             return fail_with(why, "expected %s, actual %s", (gd->flag & 1) ? "enabled" : "disabled",
@@ -1657,6 +1722,28 @@ tg_failure(const cdyn_guards *g, PyObject *const *localsplus)
     return r;
 }
 
+/* Mark the guards a cheaper one implies (after the set's first passing check; never
+ * fails): a HASATTR present whose attribute source another guard reads (that read fails
+ * the check when the attribute is missing, as the HASATTR would). Saves one attribute read
+ * per call, which for objects with a Python __getattribute__ (transformers' configs) is
+ * a Python call. The slow path (first_failure) still checks them, for the message. */
+static void
+mark_implied(cdyn_guards *g)
+{
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        guard *gd = &g->items[i];
+        if (gd->kind != G_HASATTR || !gd->flag) {
+            continue;
+        }
+        for (Py_ssize_t j = 0; j < g->len && !gd->implied; j++) {
+            const guard *o = &g->items[j];
+            gd->implied = o->kind != G_HASATTR && o->kind != G_GRAD_MODE && o->kind != G_CALL &&
+                          o->kind != G_SHAPE && o->source != NULL &&
+                          cdyn_source_equal(o->source, gd->source);
+        }
+    }
+}
+
 /* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
  * the values TENSOR_MATCH / TYPE_MATCH store for the SHAPE guards that follow them. */
 static int
@@ -1664,8 +1751,11 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
 {
     PyObject *v = NULL;
     int rc = -1;
+    if (gd->implied && why == NULL) {
+        return 1;
+    }
     if (gd->kind == G_GRAD_MODE || gd->kind == G_CALL) {
-        return check_global(gd, why);
+        return check_global(gd, why, why == NULL && cx->use_tg && g->tg_n > 0);
     }
     if (gd->kind == G_SHAPE) {
         return check_shape(g, gd, why, slots);
@@ -1822,6 +1912,7 @@ cdyn_guards_check(cdyn_guards *g, PyObject *const *localsplus, PyFunctionObject 
     }
     if (r == 1 && g->tg_state == 0) {
         tg_build(g, localsplus);
+        mark_implied(g);
     }
     ctx_clear(&cx, g->nnodes);
     cdyn_guards_free(g);
@@ -2024,6 +2115,10 @@ tg_init(void)
         return 0;
     }
     tg_type = PyObject_GetAttrString(m, "TensorGuards");
+    gsg_type = PyObject_GetAttrString(m, "GlobalStateGuard");
+    if (gsg_type == NULL) {
+        PyErr_Clear();
+    }
     Py_DECREF(m);
     tg_check_fn = tg_type ? PyObject_GetAttrString(tg_type, "check") : NULL;
     tg_verbose_fn = tg_type ? PyObject_GetAttrString(tg_type, "check_verbose") : NULL;

@@ -721,6 +721,71 @@ typedef struct {
     vectorcallfunc vectorcall;
 } cdyn_wrapper;
 
+/* The per-call fast path of a compiled call of a plain Python function given positional
+ * arguments only (the common case: cdynamo.compile(fn)(x, y)): the most recent entry of
+ * fn's code is checked on the arguments as they are and, when its guards pass, its
+ * transformed code runs at once, without first building the original frame that
+ * eval_frame would only replace. Anything else (no entry yet, a guard failure, keywords,
+ * defaults, *args, another hook, near the recursion limit) sets *handled = 0 and the call
+ * goes the usual way through eval_frame, which checks again and compiles on a miss. The
+ * argument slots the guards read are args[0..n) followed by NULL, as in a frame about to
+ * start (cells not made, free variables not copied yet). Returns a new reference, or NULL
+ * with an exception (*handled = 1). Called with the hook installed and t->active set. */
+static PyObject *
+direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwnames, int *handled)
+{
+    enum { DIRECT_MAX_SLOTS = 64 };
+    PyObject *slots[DIRECT_MAX_SLOTS];
+    PyThreadState *ts = PyThreadState_Get();
+    cdyn_tls *t = &tls;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    *handled = 0;
+    if (!Py_IS_TYPE(fn, &PyFunction_Type) || kwnames != NULL || t->disabled ||
+        t->deleg_frame != NULL || ts->recursion_remaining < ts->recursion_limit / 4 ||
+        _PyInterpreterState_GetEvalFrameFunc(ts->interp) != eval_frame) {
+        return NULL;
+    }
+    PyFunctionObject *func = (PyFunctionObject *)fn;
+    PyCodeObject *code = (PyCodeObject *)func->func_code;
+    if (nargs != code->co_argcount || code->co_kwonlyargcount != 0 ||
+        (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) ||
+        code->co_nlocalsplus > DIRECT_MAX_SLOTS || (PyObject *)code == t->passthrough) {
+        return NULL;
+    }
+    cdyn_extra *x = cdyn_cache_get(code);
+    cdyn_cache_entry *e = x != NULL && x->decided && !x->skip ? x->entries : NULL;
+    if (e == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < code->co_nlocalsplus; i++) {
+        slots[i] = i < nargs ? args[i] : NULL;
+    }
+    unsigned long gen = cdyn_cache_generation;
+    t->disabled = 1;     /* guards may run Python code: no tracing meanwhile */
+    int r = cdyn_guards_check(e->guards, slots, func, func->func_globals, func->func_builtins);
+    t->disabled = 0;
+    if (r < 0) {
+        *handled = 1;
+        return NULL;
+    }
+    if (r == 0 || gen != cdyn_cache_generation) {
+        return NULL;     /* a miss, or entries freed meanwhile: the usual path decides */
+    }
+    *handled = 1;
+    cdyn_counts.frames++;
+    cdyn_counts.cache_hits++;
+    e->hits++;
+    PyObject *entry_fn = cdyn_cache_entry_func(e, func->func_globals, func->func_closure);
+    if (entry_fn == NULL) {
+        return NULL;
+    }
+    t->passthrough = PyFunction_GET_CODE(entry_fn);
+    PyObject *res = _PyFunction_Vectorcall(entry_fn, slots, (size_t)nargs, NULL);
+    t->passthrough = NULL;
+    Py_DECREF(entry_fn);
+    return res;
+}
+
 /* CompiledFunction.__call__: run fn with this wrapper's options active on this thread. */
 static PyObject *
 compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -739,7 +804,11 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     t->active++;
     t->disabled = 0;
     hook_enter(&layer);
-    PyObject *res = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    int handled = 0;
+    PyObject *res = direct_call(self->fn, args, nargsf, kwnames, &handled);
+    if (!handled) {
+        res = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    }
     hook_leave(&layer);
     if (dynamo_prior != NULL) {
         dynamo_resume(dynamo_prior);

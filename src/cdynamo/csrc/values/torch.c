@@ -30,6 +30,19 @@ cdyn_is_graph_function(PyObject *obj)
  * trace_rules' CONSTANT entries, folded where a Python function is inlined (inline.c). */
 static PyObject *fn_annotate, *fn_assert;
 
+/* torch._C._log_api_usage_once / _log_api_usage_metadata: usage telemetry that libraries
+ * call from forward (torchvision's StochasticDepth, every model's __init__/forward helper).
+ * It logs each event once per process, so running it at trace time with its constant
+ * arguments is all any later call would do; the call folds to None and is no graph node
+ * (torch._dynamo records it as a node of no use, so graph counts are equal). */
+static PyObject *fn_usage[2];
+
+static int
+is_usage_fn(PyObject *obj)
+{
+    return obj != NULL && (obj == fn_usage[0] || obj == fn_usage[1]);
+}
+
 /* Functions of torch's global autocast state: folded, with a GLOBAL_STATE guard. */
 static const char *const state_fn_names[] = {"is_autocast_enabled", "get_autocast_dtype",
                                              "is_autocast_cpu_enabled", "get_autocast_cpu_dtype",
@@ -92,8 +105,31 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
 int
 cdyn_is_torch_special(PyObject *obj)
 {
-    return obj == fn_annotate || obj == fn_assert || is_state_fn(obj) ||
+    return obj == fn_annotate || obj == fn_assert || is_state_fn(obj) || is_usage_fn(obj) ||
            cdyn_is_ctx_factory(obj) || is_trusted_constructor(obj);
+}
+
+/* A usage-telemetry call on constants, run now (see fn_usage); None. */
+static tr_status
+call_usage_fn(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames, PyObject **out)
+{
+    PyObject *objs[8], *r = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs > 8) {
+        return cdyn_tx_unsupported(tx, "%R with %zd arguments", obj, nargs);
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        objs[i] = V(args[i])->u.cnst.value;
+    }
+    r = PyObject_Vectorcall(obj, objs, (size_t)(nargs - nkw), kwnames);
+    if (r == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "%R raised on its arguments (raised in Python)", obj);
+    }
+    Py_DECREF(r);
+    *out = cdyn_value_const(Py_None);
+    return *out ? TR_OK : TR_ERROR;
 }
 
 /* torch.jit.annotate(type, x) is x; torch._assert(cond, msg) on a constant cond is checked
@@ -115,6 +151,9 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
         }
         *out = cdyn_value_const(Py_None);
         return *out ? TR_OK : TR_ERROR;
+    }
+    if (is_usage_fn(obj) && cdyn_all_const(args, nargs)) {
+        return call_usage_fn(tx, obj, args, nargs, kwnames, out);
     }
     *handled = 0;
     return TR_OK;
@@ -266,6 +305,14 @@ cdyn_torch_init(void)
         fn_annotate = jit ? PyObject_GetAttrString(jit, "annotate") : NULL;
         fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
         finfo_type = torch ? PyObject_GetAttrString(torch, "finfo") : NULL;
+        {
+            PyObject *tc = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
+            fn_usage[0] = tc ? PyObject_GetAttrString(tc, "_log_api_usage_once") : NULL;
+            PyErr_Clear();
+            fn_usage[1] = tc ? PyObject_GetAttrString(tc, "_log_api_usage_metadata") : NULL;
+            PyErr_Clear();
+            Py_XDECREF(tc);
+        }
         iinfo_type = torch ? PyObject_GetAttrString(torch, "iinfo") : NULL;
         for (int i = 0, k = 0; torch && state_fn_names[i]; i++) {
             PyObject *f = PyObject_GetAttrString(torch, state_fn_names[i]);
