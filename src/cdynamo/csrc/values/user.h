@@ -116,6 +116,10 @@ tr_status cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObje
 tr_status cdyn_newobj_alloc(cdyn_tx *tx, PyObject *clsv, PyObject **out);
 /* The instance attribute `name` of a NEWOBJ (borrowed) or NULL, no exception. */
 PyObject *cdyn_newobj_attr(PyObject *v, PyObject *name);
+/* obj.__dict__ of a NEWOBJ: its attributes DICT value itself (live: stores into either are
+ * seen by both, and the rebuilt object gets that dict); unsupported for classes with
+ * __slots__ (their attributes are not all in the dict). */
+tr_status cdyn_newobj_dict(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* Store / delete an instance attribute of a NEWOBJ (no descriptors involved). */
 tr_status cdyn_newobj_store(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);
 tr_status cdyn_newobj_delete(cdyn_tx *tx, PyObject *v, PyObject *name);

@@ -1065,6 +1065,13 @@ cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, int use_geta
         return object_getattr(tx, v, name, out);
     }
     t = cdyn_user_type(v);
+    if (PyUnicode_Compare(name, cdyn_U.s_class) == 0) {
+        *out = Py_NewRef(V(v)->u.uobj.cls);
+        return TR_OK;
+    }
+    if (PyUnicode_Compare(name, cdyn_U.s_dict) == 0 && t->tp_dictoffset != 0) {
+        return cdyn_newobj_dict(tx, v, out);   /* object.__getattribute__(obj, "__dict__") */
+    }
     d = _PyType_Lookup(t, name);
     if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) {   /* a data descriptor */
         if (Py_TYPE(d) == &PyProperty_Type) {
@@ -1159,8 +1166,7 @@ cdyn_uobj_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         return TR_OK;
     }
     if (PyUnicode_Compare(name, cdyn_U.s_dict) == 0 && t->tp_dictoffset != 0) {
-        *out = Py_NewRef(V(v)->u.uobj.attrs);   /* the live attributes */
-        return TR_OK;
+        return cdyn_newobj_dict(tx, v, out);
     }
     if (!generic_getattribute(t)) {
         return inline_getattribute(tx, v, name, out);
