@@ -489,3 +489,76 @@ def test_vars_without_argument_is_not_traced():
     expected = f(X)
     out = cdynamo.compile(f, backend="eager")(X)
     assert torch.equal(out, expected)
+
+
+# ================================================================ registries and library helpers
+
+
+class Registry(collections.abc.MutableMapping):
+    """transformers' GeneralInterface: a class-wide mapping and a local one; get() of a name
+    registered nowhere goes through Mapping.get's try/except KeyError."""
+
+    _global_mapping = {"double": lambda t: t * 2}
+
+    def __init__(self):
+        self._local_mapping = {}
+
+    def __getitem__(self, key):
+        if key in self._local_mapping:
+            return self._local_mapping[key]
+        return self._global_mapping[key]
+
+    def __setitem__(self, key, value):
+        self._local_mapping.update({key: value})
+
+    def __delitem__(self, key):
+        del self._local_mapping[key]
+
+    def __iter__(self):
+        return iter({**self._global_mapping, **self._local_mapping})
+
+    def __len__(self):
+        return len(self._global_mapping.keys() | self._local_mapping.keys())
+
+    def get_interface(self, name, default):
+        return super().get(name, default)
+
+
+REGISTRY = Registry()
+
+
+def test_missing_dict_key_raises_in_the_trace():
+    def fallback(t):
+        return t - 1
+
+    def f(x):
+        a = REGISTRY.get_interface("eager", fallback)(x)      # KeyError caught by Mapping.get
+        b = REGISTRY.get_interface("double", fallback)(x)
+        try:
+            c = {"k": 1}["missing"]
+        except KeyError as e:
+            c = len(e.args)
+        return a + b + c
+
+    check(f, X)
+
+
+def test_missing_dict_key_uncaught_is_a_break_with_eager_error():
+    def f(x):
+        y = x + 1
+        return y * {"a": 1}["b"]
+
+    with pytest.raises(KeyError):
+        f(X)
+    with pytest.raises(KeyError):
+        cdynamo.compile(f, backend="eager")(X)
+
+
+def test_torch_is_tensor_inlined():
+    def f(x, n):
+        m = 2 + n
+        if not torch.is_tensor(m) and m > 1:
+            x = x * m
+        return x + torch.is_tensor(x)
+
+    check(f, X, 3)

@@ -28,7 +28,7 @@ cdyn_is_graph_function(PyObject *obj)
 
 /* The constant helpers (torch.jit.is_scripting(), torch.compiler.is_compiling(), ...) are
  * trace_rules' CONSTANT entries, folded where a Python function is inlined (inline.c). */
-static PyObject *fn_annotate, *fn_assert;
+static PyObject *fn_annotate, *fn_assert, *fn_is_tensor;
 
 /* Functions of torch's global autocast state: folded, with a GLOBAL_STATE guard. */
 static const char *const state_fn_names[] = {"is_autocast_enabled", "get_autocast_dtype",
@@ -92,12 +92,13 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
 int
 cdyn_is_torch_special(PyObject *obj)
 {
-    return obj == fn_annotate || obj == fn_assert || is_state_fn(obj) ||
+    return obj == fn_annotate || obj == fn_assert || obj == fn_is_tensor || is_state_fn(obj) ||
            cdyn_is_ctx_factory(obj) || is_trusted_constructor(obj);
 }
 
 /* torch.jit.annotate(type, x) is x; torch._assert(cond, msg) on a constant cond is checked
- * now. *handled = 0 for other functions. */
+ * now; torch.is_tensor(x) is folded from x's type (fixed by x's guards), never a graph node.
+ * *handled = 0 for other functions. */
 static tr_status
 call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
              PyObject *kwnames, PyObject **out, int *handled)
@@ -106,6 +107,12 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
     if (obj == fn_annotate && nargs == 2 && kwnames == NULL) {
         *out = Py_NewRef(args[1]);
         return TR_OK;
+    }
+    if (obj == fn_is_tensor && nargs == 1 && kwnames == NULL &&
+        cdyn_v_python_type(args[0]) != NULL) {
+        *out = cdyn_value_bool(PyType_IsSubtype(cdyn_v_python_type(args[0]),
+                                                (PyTypeObject *)cdyn_G.torch_tensor_type));
+        return *out ? TR_OK : TR_ERROR;
     }
     if (obj == fn_assert && nargs == 2 && kwnames == NULL && V(args[0])->kind == VK_CONST) {
         int t = PyObject_IsTrue(V(args[0])->u.cnst.value);
@@ -265,6 +272,7 @@ cdyn_torch_init(void)
         PyObject *jit = PyImport_ImportModule("torch.jit"), *torch = PyImport_ImportModule("torch");
         fn_annotate = jit ? PyObject_GetAttrString(jit, "annotate") : NULL;
         fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
+        fn_is_tensor = torch ? PyObject_GetAttrString(torch, "is_tensor") : NULL;
         finfo_type = torch ? PyObject_GetAttrString(torch, "finfo") : NULL;
         iinfo_type = torch ? PyObject_GetAttrString(torch, "iinfo") : NULL;
         for (int i = 0, k = 0; torch && state_fn_names[i]; i++) {
