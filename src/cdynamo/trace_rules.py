@@ -137,6 +137,9 @@ MODULE_RULES: dict[str, str] = {
     "safetensors": SKIP,
     "tokenizers": SKIP,
     "huggingface_hub": SKIP,
+    # Strict dataclasses (transformers' configs): their __setattr__ validators are inlined
+    # when traced code sets a config attribute, as torch._dynamo inlines them.
+    "huggingface_hub.dataclasses": INLINE,
     "scipy": SKIP,
     "pandas": SKIP,
     "sklearn": SKIP,

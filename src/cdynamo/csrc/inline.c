@@ -310,6 +310,18 @@ cdyn_tx_inline_code(cdyn_tx *tx, PyCodeObject *code, PyObject *self, PyObject *c
     return st;
 }
 
+/* A constant source on the function object f (new reference): labelled by its qualified
+ * name and address, since two functions made by one `def` or `lambda` (a closure built per
+ * item of a loop) share a qualified name but not their defaults or cells. NULL on error. */
+static PyObject *
+fn_const_source(PyFunctionObject *f)
+{
+    PyObject *label = PyUnicode_FromFormat("%U@%p", f->func_qualname, (void *)f);
+    PyObject *src = label ? cdyn_source_const((PyObject *)f, label) : NULL;
+    Py_XDECREF(label);
+    return src;
+}
+
 /* Wrap default `value` of the inlined function f found at f.<attr>[key]: a constant as it
  * is; anything else (a mutable default such as a cache dict) through a source on the
  * function itself, so its mutations are replayed and it is guarded. */
@@ -323,7 +335,7 @@ wrap_default(cdyn_tx *tx, PyFunctionObject *f, const char *attr, PyObject *key, 
         return cdyn_tx_wrap_real(tx, value, NULL, out);
     }
     name = PyUnicode_FromString(attr);
-    fsrc = name ? cdyn_source_const((PyObject *)f, f->func_qualname) : NULL;
+    fsrc = name ? fn_const_source(f) : NULL;
     asrc = fsrc ? cdyn_source_attr(fsrc, name) : NULL;
     src = asrc ? cdyn_source_item(asrc, key) : NULL;
     st = src ? cdyn_tx_wrap_real(tx, value, src, out) : TR_ERROR;
@@ -398,7 +410,7 @@ wrap_closure(PyFunctionObject *f, PyObject *fn_source, PyObject **cells)
        through a constant source on the function object, so their contents are guarded
        (torch's own functions are trusted, as their globals) */
     if (fn_source == NULL && !cdyn_module_startswith((PyObject *)f, "torch")) {
-        fsrc = cdyn_source_const((PyObject *)f, f->func_qualname);
+        fsrc = fn_const_source(f);
         if (fsrc == NULL) {
             return TR_ERROR;
         }

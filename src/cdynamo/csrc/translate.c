@@ -635,11 +635,44 @@ OP(build_string)
     return replace(fs, n, cdyn_value_const_steal(r));
 }
 
+/* FORMAT_VALUE of a value that is not a constant: f"{x}", f"{x!s}", f"{x!r}" without a
+ * format spec (or an empty one) where the text is fixed by the trace (cdyn_text_of; for
+ * f"{x}" only when type(x) formats with object.__format__, which is str(x)). */
+static tr_status
+format_text(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins, PyObject *a, PyObject *spec)
+{
+    static PyObject *s_format;
+    PyTypeObject *t = cdyn_v_python_type(a);
+    PyObject *s = NULL, *object_format;
+    Py_ssize_t speclen = spec != NULL ? PyObject_Length(V(spec)->u.cnst.value) : 0;
+    int conv = ins->oparg & 0x03;
+    tr_status st;
+    if (s_format == NULL && (s_format = PyUnicode_InternFromString("__format__")) == NULL) {
+        return TR_ERROR;
+    }
+    object_format = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, s_format);
+    if (speclen < 0 || object_format == NULL) {
+        return TR_ERROR;
+    }
+    if (speclen != 0 || conv == 3 || t == NULL ||
+        (conv == 0 && _PyType_Lookup(t, s_format) != object_format)) {
+        return cdyn_tx_unsupported(tx, "FORMAT_VALUE of a non-constant");
+    }
+    st = cdyn_text_of(tx, a, conv == 2, &s);
+    if (st != TR_OK) {
+        return st;
+    }
+    return replace(fs, 1 + (spec != NULL), s);
+}
+
 OP(format_value)
 {
     int has_spec = (ins->oparg & 0x04) != 0;
     PyObject *spec = has_spec ? peek(fs, 0) : NULL, *a = peek(fs, has_spec), *conv = NULL,
              *s = NULL;
+    if (V(a)->kind != VK_CONST && (spec == NULL || V(spec)->kind == VK_CONST)) {
+        return format_text(tx, fs, ins, a, spec);
+    }
     if (V(a)->kind != VK_CONST || (spec != NULL && V(spec)->kind != VK_CONST)) {
         return cdyn_tx_unsupported(tx, "FORMAT_VALUE of a non-constant");
     }

@@ -399,6 +399,10 @@ int cdyn_name_in(PyObject *name, const char *const *list);
  * not one of the builtins with a handler. */
 tr_status cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
                             Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *handled);
+/* *out: a new CONST str value with str(v) (use_repr 0) or repr(v) (1) where that text is fixed
+ * by the trace (a guarded class or function, a constant, a type whose __str__/__repr__ is
+ * Python code, inlined); a graph break otherwise (values/builtin.c). */
+tr_status cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out);
 /* 1 when obj is a builtin the builtins family handles or folds. */
 int cdyn_is_builtin(PyObject *obj);
 /* dict.get / __getitem__ / __contains__ (fn, a method descriptor of dict) called on

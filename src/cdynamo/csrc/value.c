@@ -476,6 +476,41 @@ cdyn_v_contains(cdyn_tx *tx, PyObject *container, PyObject *item, int *out)
     return V(container)->vt->contains(tx, container, item, out);
 }
 
+/* 1 when v stands for a class (whose identity a guard can pin) or for None: an operand of
+ * a type union `int | None`. */
+static int
+union_operand(PyObject *v)
+{
+    PyObject *r = cdyn_v_real(v);
+    return cdyn_v_is_none(v) ||
+           (r != NULL && PyType_Check(r) && V(v)->kind != VK_CONST && V(v)->kind != VK_OBJECT);
+}
+
+/* `A | B` of classes and None (`int | None`, PEP 604): folded to the real types.UnionType,
+ * with both classes' identities pinned; TR_NOTIMPL for anything else. */
+static tr_status
+type_union(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *r;
+    tr_status st;
+    if ((op != NB_OR && op != NB_INPLACE_OR) || !union_operand(a) || !union_operand(b) ||
+        (cdyn_v_is_none(a) && cdyn_v_is_none(b))) {
+        return TR_NOTIMPL;
+    }
+    if ((!cdyn_v_is_none(a) && cdyn_v_pin_identity(tx, a) != TR_OK) ||
+        (!cdyn_v_is_none(b) && cdyn_v_pin_identity(tx, b) != TR_OK)) {
+        return TR_ERROR;
+    }
+    r = PyNumber_Or(cdyn_v_real(a), cdyn_v_real(b));
+    if (r == NULL) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    st = cdyn_tx_wrap_real(tx, r, NULL, out);
+    Py_DECREF(r);
+    return st;
+}
+
 tr_status
 cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
@@ -490,16 +525,41 @@ cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
         st = V(b)->vt->binop(tx, op, a, b, out);
     }
     if (st == TR_NOTIMPL) {
+        st = type_union(tx, op, a, b, out);
+    }
+    if (st == TR_NOTIMPL) {
         return cdyn_tx_unsupported(tx, "BINARY_OP %d on %S and %S", op, a, b);
     }
     return st;
 }
 
-/* == / != decided without calling __eq__: identities fixed by guards, None. */
+/* The equality group of builtin type t: values of exact builtin types in different groups
+ * never compare equal (their __eq__ returns NotImplemented both ways); 0 for other types. */
+static int
+eq_group(PyTypeObject *t)
+{
+    static PyTypeObject *const groups[][4] = {
+        {&PyList_Type}, {&PyTuple_Type}, {&PyDict_Type}, {&PyUnicode_Type}, {&PyBytes_Type},
+        {&_PyNone_Type}, {&PyLong_Type, &PyFloat_Type, &PyBool_Type, &PyComplex_Type},
+        {&PySet_Type, &PyFrozenSet_Type},
+    };
+    for (size_t g = 0; t != NULL && g < sizeof groups / sizeof groups[0]; g++) {
+        for (int i = 0; i < 4 && groups[g][i] != NULL; i++) {
+            if (groups[g][i] == t) {
+                return (int)g + 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* == / != decided without calling __eq__: identities fixed by guards, None, values of
+ * builtin types that never compare equal (a list and a str). */
 static tr_status
 compare_identity(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     PyObject *ra = cdyn_v_real(a), *rb = cdyn_v_real(b);
+    int ga, gb;
     if (op != Py_EQ && op != Py_NE) {
         return TR_NOTIMPL;
     }
@@ -512,6 +572,12 @@ compare_identity(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
         return *out ? TR_OK : TR_ERROR;
     }
     if (cdyn_v_is_none(a) || cdyn_v_is_none(b)) {
+        *out = cdyn_value_bool(op == Py_NE);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    ga = eq_group(cdyn_v_python_type(a));
+    gb = eq_group(cdyn_v_python_type(b));
+    if (ga != 0 && gb != 0 && ga != gb) {
         *out = cdyn_value_bool(op == Py_NE);
         return *out ? TR_OK : TR_ERROR;
     }

@@ -198,6 +198,7 @@ typedef struct cdyn_value {
                                   tracing (builtin dict slots, replayed): not read back */
 #define OBJ_ATTRS_STORED 0x10u /* OBJECT: attributes stored or deleted through the generic
                                   protocol; a custom __getattribute__ is then inlined */
+#define OBJ_KEYS_GUARDED 0x20u /* OBJECT (a mappingproxy): its keys DICT_KEYS-guarded */
 #define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
 #define GRAD_MODE_ON    0x1u   /* GRADCTX: the mode it sets; GRADEXIT: the mode it restores */
 #define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */

@@ -1,5 +1,5 @@
 """Polyfills of builtins: all, any, map, filter, zip, enumerate, reversed, sorted, min, max,
-sum.
+vars, sum.
 
 The names defined here shadow the builtins inside this module only; a polyfill that needs
 the real builtin (which the engine then treats as usual) reaches it through ``_b``."""
@@ -227,6 +227,15 @@ def min(*args, key=None, **kwargs):
     """min(iterable, *, key=None[, default]) / min(a, b, *c, key=None): the first minimal
     item, as eager."""
     return _extreme("min", False, args, key, kwargs)
+
+
+@substitute_for(_b.vars)
+def vars(*args):
+    """vars(obj): obj.__dict__ (the live dict; a class's mappingproxy). vars() without an
+    argument (the caller's locals) is left to Python."""
+    if len(args) != 1:
+        unsupported("vars() without exactly one argument")
+    return args[0].__dict__
 
 
 @substitute_for(_b.sum)

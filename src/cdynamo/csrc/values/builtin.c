@@ -691,8 +691,8 @@ text_fixed_kind(PyObject *v)
  * C code (a class, a function, a constant), or any object whose type's __str__/__repr__ is
  * Python code, inlined (a result that is not a constant str is a break). Anything else
  * (a tensor's data, a default repr showing an address) is a break. */
-static tr_status
-text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
+tr_status
+cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
 {
     static PyObject *s_str, *s_repr, *object_str;
     PyTypeObject *type = cdyn_v_python_type(v);
@@ -752,7 +752,7 @@ b_str_repr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
         return cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
     }
     (void)fs;
-    return text_of(tx, args[0], fn != (PyObject *)&PyUnicode_Type, out);
+    return cdyn_text_of(tx, args[0], fn != (PyObject *)&PyUnicode_Type, out);
 }
 
 /* callable(x): from x's type (guarded wherever x came from), as torch._dynamo. */

@@ -126,10 +126,40 @@ const_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* `item in tup` for a constant tuple and an item that is not a constant (a list, a user
+ * object): `elem == item` for each element in order, as tuple.__contains__, each
+ * comparison a constant bool (a tensor item is a break). */
+static tr_status
+tuple_contains_value(cdyn_tx *tx, PyObject *tup, PyObject *item, int *out)
+{
+    PyTypeObject *it = cdyn_v_python_type(item);
+    tr_status st = TR_OK;
+    if (it == NULL || PyType_IsSubtype(it, (PyTypeObject *)cdyn_G.torch_tensor_type)) {
+        return cdyn_tx_unsupported(tx, "'in' of %S in a constant", item);
+    }
+    *out = 0;
+    for (Py_ssize_t i = 0; st == TR_OK && !*out && i < PyTuple_GET_SIZE(tup); i++) {
+        PyObject *ev = cdyn_value_const(PyTuple_GET_ITEM(tup, i)), *r = NULL;
+        st = ev ? cdyn_v_compare(tx, Py_EQ, ev, item, &r) : TR_ERROR;
+        if (st == TR_OK && (V(r)->kind != VK_CONST || !PyBool_Check(V(r)->u.cnst.value))) {
+            st = cdyn_tx_unsupported(tx, "'in' of %S in a constant: == gave %S", item, r);
+        }
+        if (st == TR_OK) {
+            *out = V(r)->u.cnst.value == Py_True;
+        }
+        Py_XDECREF(r);
+        Py_XDECREF(ev);
+    }
+    return st;
+}
+
 static tr_status
 const_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
 {
     int r;
+    if (V(item)->kind != VK_CONST && PyTuple_CheckExact(cobj(v))) {
+        return tuple_contains_value(tx, cobj(v), item, out);
+    }
     if (V(item)->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "'in' of %S in a constant", item);
     }

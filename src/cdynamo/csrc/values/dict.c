@@ -1119,15 +1119,20 @@ const_bool(PyObject *v, int dflt)
     return PyObject_IsTrue(V(v)->u.cnst.value);
 }
 
-/* The value for missing hash key h of d (new ref), inserting it for a defaultdict; NULL
- * with TR_UNSUPPORTED in *st for a plain dict (KeyError, left to Python). */
+/* The value for missing hash key h of d (new ref), inserting it for a defaultdict; for a
+ * dict or OrderedDict, KeyError(key) raised in the traced code (caught there, as by
+ * Mapping.get's try/except, or left to Python as a break). */
 static tr_status
 missing(cdyn_tx *tx, PyObject *d, PyObject *key, PyObject *h, PyObject **out)
 {
     tr_status st;
+    PyTypeObject *t = dtype(d);
     if (IS_COUNTER(d)) {
         *out = cdyn_value_const_steal(PyLong_FromLong(0));
         return *out ? TR_OK : TR_ERROR;
+    }
+    if (t == &PyDict_Type || t == (PyTypeObject *)odict_type) {
+        return cdyn_tx_raise(tx, PyExc_KeyError, &key, 1);
     }
     if (!IS_DDICT(d) || V(d)->u.dict.factory == NULL || dtype(d) != (PyTypeObject *)ddict_type) {
         return cdyn_tx_unsupported(tx, "missing dict key %S", key);

@@ -137,6 +137,35 @@ cdyn_newobj_attr(PyObject *v, PyObject *name)
     return i < 0 ? NULL : PyList_GET_ITEM(V(V(v)->u.uobj.attrs)->u.dict.vals, i);
 }
 
+/* 1 when instances of heap type t keep some attribute in a slot (__slots__ member). */
+static int
+type_has_slots(PyTypeObject *t)
+{
+    PyObject *mro = t->tp_mro, *k, *d;
+    Py_ssize_t pos;
+    for (Py_ssize_t i = 0; mro != NULL && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        pos = 0;
+        while ((b->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyDict_Next(b->tp_dict, &pos, &k, &d)) {
+            if (Py_TYPE(d) == &PyMemberDescr_Type) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+tr_status
+cdyn_newobj_dict(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyTypeObject *t = cdyn_user_type(v);
+    if (t->tp_dictoffset == 0 || type_has_slots(t)) {
+        return cdyn_tx_unsupported(tx, "__dict__ of %s made while tracing (slots)", t->tp_name);
+    }
+    *out = Py_NewRef(V(v)->u.uobj.attrs);   /* the live attributes */
+    return TR_OK;
+}
+
 tr_status
 cdyn_newobj_store(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {

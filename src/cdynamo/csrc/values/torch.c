@@ -28,7 +28,7 @@ cdyn_is_graph_function(PyObject *obj)
 
 /* The constant helpers (torch.jit.is_scripting(), torch.compiler.is_compiling(), ...) are
  * trace_rules' CONSTANT entries, folded where a Python function is inlined (inline.c). */
-static PyObject *fn_annotate, *fn_assert;
+static PyObject *fn_annotate, *fn_assert, *fn_is_tensor;
 
 /* torch._C._log_api_usage_once / _log_api_usage_metadata: usage telemetry that libraries
  * call from forward (torchvision's StochasticDepth, every model's __init__/forward helper).
@@ -105,7 +105,8 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
 int
 cdyn_is_torch_special(PyObject *obj)
 {
-    return obj == fn_annotate || obj == fn_assert || is_state_fn(obj) || is_usage_fn(obj) ||
+    return obj == fn_annotate || obj == fn_assert || obj == fn_is_tensor || is_state_fn(obj) ||
+           is_usage_fn(obj) ||
            cdyn_is_ctx_factory(obj) || is_trusted_constructor(obj);
 }
 
@@ -133,7 +134,8 @@ call_usage_fn(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t narg
 }
 
 /* torch.jit.annotate(type, x) is x; torch._assert(cond, msg) on a constant cond is checked
- * now. *handled = 0 for other functions. */
+ * now; torch.is_tensor(x) is folded from x's type (fixed by x's guards), never a graph node.
+ * *handled = 0 for other functions. */
 static tr_status
 call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
              PyObject *kwnames, PyObject **out, int *handled)
@@ -142,6 +144,12 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
     if (obj == fn_annotate && nargs == 2 && kwnames == NULL) {
         *out = Py_NewRef(args[1]);
         return TR_OK;
+    }
+    if (obj == fn_is_tensor && nargs == 1 && kwnames == NULL &&
+        cdyn_v_python_type(args[0]) != NULL) {
+        *out = cdyn_value_bool(PyType_IsSubtype(cdyn_v_python_type(args[0]),
+                                                (PyTypeObject *)cdyn_G.torch_tensor_type));
+        return *out ? TR_OK : TR_ERROR;
     }
     if (obj == fn_assert && nargs == 2 && kwnames == NULL && V(args[0])->kind == VK_CONST) {
         int t = PyObject_IsTrue(V(args[0])->u.cnst.value);
@@ -304,6 +312,7 @@ cdyn_torch_init(void)
         PyObject *jit = PyImport_ImportModule("torch.jit"), *torch = PyImport_ImportModule("torch");
         fn_annotate = jit ? PyObject_GetAttrString(jit, "annotate") : NULL;
         fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
+        fn_is_tensor = torch ? PyObject_GetAttrString(torch, "is_tensor") : NULL;
         finfo_type = torch ? PyObject_GetAttrString(torch, "finfo") : NULL;
         {
             PyObject *tc = torch ? PyObject_GetAttrString(torch, "_C") : NULL;

@@ -380,6 +380,17 @@ user_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     return cdyn_uobj_contains(tx, v, item, out);
 }
 
+/* obj.name(*args) called by name on instances (a mappingproxy's methods). */
+static tr_status
+user_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
+                 Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    if (!cdyn_user_is_instance(v)) {
+        return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, v);
+    }
+    return cdyn_uobj_call_method(tx, fs, v, name, args, nargs, kwnames, out);
+}
+
 /* -obj, +obj, ~obj on instances. */
 static tr_status
 user_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
@@ -474,6 +485,7 @@ const cdyn_vtable cdyn_user_vt = {
     .store_subscr = user_store_subscr,
     .delete_subscr = user_delete_subscr,
     .contains = user_contains,
+    .call_method = user_call_method,
     .binop = cdyn_uobj_binop,
     .compare = cdyn_uobj_compare,
     .unary = user_unary,

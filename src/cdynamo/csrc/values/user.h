@@ -104,6 +104,12 @@ tr_status cdyn_uobj_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObjec
 tr_status cdyn_uobj_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
 tr_status cdyn_uobj_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out);
 tr_status cdyn_uobj_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out);
+/* Methods called on an instance by name (its type's Python methods are bound by getattr
+ * instead): those of a mappingproxy of the frame (a class __dict__: get, keys, values,
+ * items, __contains__, __getitem__), answered from its guarded keys. */
+tr_status cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
+                                PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                                PyObject **out);
 tr_status cdyn_uobj_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result);
 
 /* ---- newobj.c ---------------------------------------------------------------------------- */
@@ -116,6 +122,10 @@ tr_status cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObje
 tr_status cdyn_newobj_alloc(cdyn_tx *tx, PyObject *clsv, PyObject **out);
 /* The instance attribute `name` of a NEWOBJ (borrowed) or NULL, no exception. */
 PyObject *cdyn_newobj_attr(PyObject *v, PyObject *name);
+/* obj.__dict__ of a NEWOBJ: its attributes DICT value itself (live: stores into either are
+ * seen by both, and the rebuilt object gets that dict); unsupported for classes with
+ * __slots__ (their attributes are not all in the dict). */
+tr_status cdyn_newobj_dict(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* Store / delete an instance attribute of a NEWOBJ (no descriptors involved). */
 tr_status cdyn_newobj_store(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);
 tr_status cdyn_newobj_delete(cdyn_tx *tx, PyObject *v, PyObject *name);

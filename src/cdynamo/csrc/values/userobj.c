@@ -1065,6 +1065,13 @@ cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, int use_geta
         return object_getattr(tx, v, name, out);
     }
     t = cdyn_user_type(v);
+    if (PyUnicode_Compare(name, cdyn_U.s_class) == 0) {
+        *out = Py_NewRef(V(v)->u.uobj.cls);
+        return TR_OK;
+    }
+    if (PyUnicode_Compare(name, cdyn_U.s_dict) == 0 && t->tp_dictoffset != 0) {
+        return cdyn_newobj_dict(tx, v, out);   /* object.__getattribute__(obj, "__dict__") */
+    }
     d = _PyType_Lookup(t, name);
     if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) {   /* a data descriptor */
         if (Py_TYPE(d) == &PyProperty_Type) {
@@ -1159,8 +1166,7 @@ cdyn_uobj_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         return TR_OK;
     }
     if (PyUnicode_Compare(name, cdyn_U.s_dict) == 0 && t->tp_dictoffset != 0) {
-        *out = Py_NewRef(V(v)->u.uobj.attrs);   /* the live attributes */
-        return TR_OK;
+        return cdyn_newobj_dict(tx, v, out);
     }
     if (!generic_getattribute(t)) {
         return inline_getattribute(tx, v, name, out);
@@ -1198,6 +1204,147 @@ is_mappingproxy(PyObject *v)
 {
     return V(v)->kind == VK_OBJECT && V(v)->source != NULL &&
            Py_TYPE(V(v)->u.obj.obj) == &PyDictProxy_Type;
+}
+
+/* 1 when the trace stored into a class (an attribute store or a replayed slot call on a
+ * class value): a class __dict__ read from the frame would no longer be what it holds. */
+static int
+class_stored(cdyn_tx *tx)
+{
+    for (Py_ssize_t i = 0; tx->effects != NULL && i < PyList_GET_SIZE(tx->effects); i++) {
+        PyObject *e = PyList_GET_ITEM(tx->effects, i), *target = PyTuple_GET_ITEM(e, 1);
+        PyObject *real = target != Py_None ? cdyn_v_real(target) : NULL;
+        if (real != NULL && PyType_Check(real)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The keys of mappingproxy v (a new tuple, in iteration order), all of them guarded once
+ * (DICT_KEYS through its source, as torch._dynamo's MAPPING_KEYS_CHECK): what `in`,
+ * iteration and get() answer from. Keys must be str or int (a class __dict__). */
+static tr_status
+mappingproxy_keys(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *keys;
+    if (class_stored(tx)) {
+        return cdyn_tx_unsupported(tx, "read of %S after a store into a class", v);
+    }
+    if ((keys = PySequence_Tuple(V(v)->u.obj.obj)) == NULL) {
+        return TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *k = PyTuple_GET_ITEM(keys, i);
+        if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) {
+            Py_DECREF(keys);
+            return cdyn_tx_unsupported(tx, "%S with a key that is not a str or int", v);
+        }
+    }
+    if (!(V(v)->bits & OBJ_KEYS_GUARDED)) {
+        if (cdyn_guards_add_keys(tx->guards, V(v)->source, keys) < 0) {
+            Py_DECREF(keys);
+            return TR_ERROR;
+        }
+        V(v)->bits |= OBJ_KEYS_GUARDED;
+    }
+    *out = keys;
+    return TR_OK;
+}
+
+/* `key in proxy` for a constant key, from its guarded keys. */
+static tr_status
+mappingproxy_contains(cdyn_tx *tx, PyObject *v, PyObject *key, int *out)
+{
+    PyObject *keys = NULL;
+    tr_status st;
+    if (V(key)->kind != VK_CONST) {
+        return cdyn_tx_unsupported(tx, "'in' of %S in %S", key, v);
+    }
+    if ((st = mappingproxy_keys(tx, v, &keys)) != TR_OK) {
+        return st;
+    }
+    *out = PySequence_Contains(keys, V(key)->u.cnst.value);
+    Py_DECREF(keys);
+    return *out < 0 ? TR_ERROR : TR_OK;
+}
+
+static tr_status mappingproxy_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
+
+/* A new LIST value of the items (what = 2), values (1) or keys (0) of proxy v, the values
+ * read through <source>[key]. */
+static tr_status
+mappingproxy_list(cdyn_tx *tx, PyObject *v, int what, PyObject **out)
+{
+    PyObject *keys = NULL, *items = NULL, *k = NULL, *val = NULL, *pair[2];
+    tr_status st = mappingproxy_keys(tx, v, &keys);
+    Py_ssize_t n = st == TR_OK ? PyTuple_GET_SIZE(keys) : 0;
+    if (st == TR_OK && (items = PyList_New(n)) == NULL) {
+        st = TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && i < n; i++) {
+        k = cdyn_value_const(PyTuple_GET_ITEM(keys, i));
+        st = k == NULL ? TR_ERROR : what == 0 ? (val = Py_NewRef(k), TR_OK)
+                                               : mappingproxy_subscr(tx, v, k, &val);
+        if (st == TR_OK && what == 2) {
+            pair[0] = k;
+            pair[1] = val;
+            Py_SETREF(val, cdyn_value_seq(VK_TUPLE, pair, 2));
+            st = val ? TR_OK : TR_ERROR;
+        }
+        if (st == TR_OK) {
+            PyList_SET_ITEM(items, i, val);
+            val = NULL;
+        }
+        Py_CLEAR(k);
+        Py_CLEAR(val);
+    }
+    if (st == TR_OK) {
+        *out = cdyn_value_seq_list(VK_LIST, items);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(items);
+    return st;
+}
+
+tr_status
+cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
+                      PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                      PyObject **out)
+{
+    static const char *const views[] = {"keys", "values", "items", NULL};
+    int has = 0;
+    tr_status st;
+    (void)fs;
+    if (!is_mappingproxy(v) || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+        return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, v);
+    }
+    for (int i = 0; views[i] != NULL; i++) {
+        if (nargs == 0 && cdyn_name_is(name, views[i])) {
+            return mappingproxy_list(tx, v, i, out);   /* (lists: the views are not kept) */
+        }
+    }
+    if (cdyn_name_is(name, "get") && (nargs == 1 || nargs == 2)) {
+        st = mappingproxy_contains(tx, v, args[0], &has);
+        if (st == TR_OK && has) {
+            return mappingproxy_subscr(tx, v, args[0], out);
+        }
+        if (st == TR_OK) {
+            *out = nargs == 2 ? Py_NewRef(args[1]) : cdyn_value_const(Py_None);
+            st = *out ? TR_OK : TR_ERROR;
+        }
+        return st;
+    }
+    if (cdyn_name_is(name, "__contains__") && nargs == 1) {
+        st = mappingproxy_contains(tx, v, args[0], &has);
+        *out = st == TR_OK ? cdyn_value_bool(has) : NULL;
+        return st != TR_OK ? st : *out ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_name_is(name, "__getitem__") && nargs == 1) {
+        return mappingproxy_subscr(tx, v, args[0], out);
+    }
+    return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, v);
 }
 
 /* proxy[key] for a constant key: the item wrapped through <source>[key]. */
@@ -1367,6 +1514,14 @@ cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     if ((b = builtin_base(v, cdyn_U.s_iter)) != NULL) {
         return cdyn_v_unpack(tx, b, out_list);
     }
+    if (is_mappingproxy(v)) {   /* its keys, guarded */
+        st = mappingproxy_list(tx, v, 0, &r);
+        if (st == TR_OK) {
+            st = cdyn_v_unpack(tx, r, out_list);
+        }
+        Py_XDECREF(r);
+        return st;
+    }
     return cdyn_tx_unsupported(tx, "iteration over %S", v);
 }
 
@@ -1385,6 +1540,9 @@ cdyn_uobj_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     }
     if ((b = builtin_base(v, cdyn_U.s_contains)) != NULL) {
         return cdyn_v_contains(tx, b, item, out);
+    }
+    if (is_mappingproxy(v)) {
+        return mappingproxy_contains(tx, v, item, out);
     }
     if (_PyType_Lookup(cdyn_user_type(v), cdyn_U.s_iter) == NULL) {
         return cdyn_tx_unsupported(tx, "'in' of %S", v);
