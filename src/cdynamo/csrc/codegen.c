@@ -189,8 +189,8 @@ static int
 load_input(cdyn_tx *tx, cdyn_cg *cg, PyObject *source)
 {
     cdyn_source *s = (cdyn_source *)source, *head = s;
-    PyObject *fn, *base;
-    int n = 0;
+    PyObject *fn = NULL, *base;
+    int n = 0, rc;
     while (head->kind == CDYN_SRC_ATTR) {
         head = head->base;
         n++;
@@ -199,8 +199,8 @@ load_input(cdyn_tx *tx, cdyn_cg *cg, PyObject *source)
     if (base == NULL || V(base)->kind != VK_NNMODULE) {
         return PyErr_Occurred() ? -1 : cdyn_cg_source(cg, source);
     }
-    if ((fn = cdyn_source_load_attrs_fn()) == NULL || cdyn_cg_push_callable(cg, fn) < 0 ||
-        cdyn_cg_source(cg, (PyObject *)head) < 0) {
+    PyObject *names = PyTuple_New(n);
+    if (names == NULL) {
         return -1;
     }
     for (int k = n - 1; k >= 0; k--) {   /* names outermost first */
@@ -208,11 +208,14 @@ load_input(cdyn_tx *tx, cdyn_cg *cg, PyObject *source)
         for (int j = 0; j < k; j++) {
             step = step->base;
         }
-        if (cdyn_cg_load_const(cg, step->name) < 0) {
-            return -1;
-        }
+        PyTuple_SET_ITEM(names, n - 1 - k, Py_NewRef(step->name));
     }
-    return cdyn_cg_call(cg, n + 1);
+    fn = cdyn_source_attr_loader(names);
+    Py_DECREF(names);
+    rc = fn == NULL || cdyn_cg_push_callable(cg, fn) < 0 ||
+                 cdyn_cg_source(cg, (PyObject *)head) < 0 ? -1 : cdyn_cg_call(cg, 1);
+    Py_XDECREF(fn);
+    return rc;
 }
 
 /* A value loaded through a source that side effects may change (an attribute, an item, a

@@ -41,6 +41,18 @@ static const char *const guard_kind_names[] = {
     "NO_TENSOR_ALIASING", "NN_MODULE",
 };
 
+/* What an NN_MODULE guard's module_state() read last time it passed: the instance dict and
+ * the hook dicts found in it, each with its PEP 509 tag (process-unique per dict state):
+ * while all are unchanged the state is the same. Borrowed pointers, compared by address
+ * (the hook dicts are alive while the instance dict is unchanged: it holds them). */
+typedef struct {
+    PyDictObject *dict;    /* NULL: nothing cached */
+    uint64_t tag;
+    int nsub;
+    PyDictObject *sub[4];
+    uint64_t sub_tag[4];
+} nn_state_cache;
+
 typedef struct {
     guard_kind kind;
     PyObject *source;      /* strong cdyn_source; NULL for GRAD_MODE */
@@ -77,6 +89,10 @@ typedef struct {
                               DISTINCT: implied by it (its tensors are all batched) */
     int implied;           /* HASATTR present: another guard reads the attribute itself
                               (mark_implied), and a missing attribute fails that one */
+    nn_state_cache ms;     /* NN_MODULE: the dicts of the instance that last passed */
+    uint64_t verified;     /* TENSOR read from an nn.Module's dicts: the stamp of the
+                              attribute-cache fill whose object last passed (see
+                              tensor_unchanged); 0 none */
 } guard;
 
 /* One distinct source read by the guards of a set (sources equal by their readable form
@@ -477,8 +493,38 @@ static PyObject *nn_state_names[5];
  * (pre-)hooks registered. Read from the instance dict only (no Python code). -1 with an
  * exception on error. */
 static int
+module_state_rec(PyObject *mod, nn_state_cache *c);
+
+static int
 module_state(PyObject *mod)
 {
+    return module_state_rec(mod, NULL);
+}
+
+/* 1 when c describes mod's dicts as they are now (module_state unchanged since). */
+static int
+module_state_cached(PyObject *mod, const nn_state_cache *c)
+{
+    PyObject **dp;
+    if (c->dict == NULL || (dp = _PyObject_GetDictPtr(mod)) == NULL ||
+        *dp != (PyObject *)c->dict || c->dict->ma_version_tag != c->tag) {
+        return 0;
+    }
+    for (int i = 0; i < c->nsub; i++) {
+        if (c->sub[i]->ma_version_tag != c->sub_tag[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* module_state, recording in *c (when not NULL) what it read when every value read was a
+ * dict (else c->dict stays NULL: nothing cached). */
+static int
+module_state_rec(PyObject *mod, nn_state_cache *c)
+{
+    nn_state_cache rec = {0};
+    int cacheable = 1;
     static const char *const names[5] = {"forward", "_forward_hooks", "_forward_pre_hooks",
                                          "_backward_hooks", "_backward_pre_hooks"};
     PyObject **dp = _PyObject_GetDictPtr(mod);
@@ -491,9 +537,14 @@ module_state(PyObject *mod)
             }
         }
     }
+    if (c != NULL) {
+        c->dict = NULL;
+    }
     if (d == NULL || !PyDict_Check(d)) {
         return 0;
     }
+    rec.dict = (PyDictObject *)d;
+    rec.tag = rec.dict->ma_version_tag;
     for (int i = 0; i < 5; i++) {
         PyObject *h = PyDict_GetItemWithError(d, nn_state_names[i]);   /* borrowed */
         Py_ssize_t n;
@@ -503,6 +554,13 @@ module_state(PyObject *mod)
             }
             continue;
         }
+        if (i > 0 && PyDict_Check(h)) {
+            rec.sub[rec.nsub] = (PyDictObject *)h;
+            rec.sub_tag[rec.nsub++] = ((PyDictObject *)h)->ma_version_tag;
+        }
+        else if (i > 0) {
+            cacheable = 0;
+        }
         n = i == 0 ? 1 : (PyDict_Check(h) ? PyDict_GET_SIZE(h) : PyObject_Size(h));
         if (n < 0) {
             PyErr_Clear();
@@ -511,6 +569,9 @@ module_state(PyObject *mod)
         if (n > 0) {
             mask |= i == 0 ? 1 : (i < 3 ? 2 : 4);
         }
+    }
+    if (c != NULL && cacheable) {
+        *c = rec;   /* the lookups ran no Python code (str keys): the tags still hold */
     }
     return mask;
 }
@@ -1744,6 +1805,33 @@ mark_implied(cdyn_guards *g)
     }
 }
 
+/* 1 when the TENSOR_MATCH gd may be skipped for v: v was read from an nn.Module's
+ * registries by an attribute-cache fill whose dicts are all unchanged since (PEP 509 tags),
+ * and that same fill's object passed gd before, as torch._dynamo's
+ * skip_tensor_guards_with_matching_dict_tags (a tensor held by a dict whose tag is
+ * unchanged is taken as unchanged: parameters and buffers of a model cost no
+ * TENSOR_MATCH per call). Static tensors only (no size slots for SHAPE guards). */
+static inline int
+tensor_unchanged(const cdyn_guards *g, const guard *gd, PyObject *v)
+{
+    if (gd->verified == 0 || gd->node < 0) {
+        return 0;
+    }
+    const cdyn_attr_cache *c = &g->nodes[gd->node].cache;
+    if (c->value != v || c->stamp != gd->verified) {
+        return 0;
+    }
+    /* beyond torch._dynamo: requires_grad is still compared (freezing parameters after a
+       compile, p.requires_grad_(False), changes no dict) */
+    PyObject *rg = get_attr(gs_requires_grad, v);
+    int same = rg != NULL && (rg == Py_True) == gd->flag;
+    if (rg == NULL) {
+        PyErr_Clear();
+    }
+    Py_XDECREF(rg);
+    return same;
+}
+
 /* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
  * the values TENSOR_MATCH / TYPE_MATCH store for the SHAPE guards that follow them. */
 static int
@@ -1792,8 +1880,16 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
     }
     switch (gd->kind) {
     case G_TENSOR:
+        if (why == NULL && tensor_unchanged(g, gd, v)) {
+            rc = 1;
+            break;
+        }
         rc = gd->batched && cx->use_tg && why == NULL ? check_batched(g, gd, v, cx)
                                                       : check_tensor(gd, v, why, slots);
+        if (rc == 1 && src->kind == CDYN_SRC_ATTR && gd->dyn == NULL && gd->slot_of == NULL &&
+            g->nodes[gd->node].cache.value == v) {
+            ((guard *)gd)->verified = g->nodes[gd->node].cache.stamp;
+        }
         break;
     case G_EQUALS:
         rc = equals_exact(v, gd->value);
@@ -1879,8 +1975,13 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
                            ((PyTypeObject *)gd->value)->tp_name, Py_TYPE(v)->tp_name);
             break;
         }
-        rc = module_state(v);
+        if (why == NULL && module_state_cached(v, &gd->ms)) {
+            rc = 1;   /* the dicts it read are unchanged since it last passed */
+            break;
+        }
+        rc = module_state_rec(v, why == NULL ? &((guard *)gd)->ms : NULL);
         if (rc >= 0 && rc != gd->flag) {
+            ((guard *)gd)->ms.dict = NULL;
             rc = fail_with(why, "its own forward / hooks changed (state %d, traced with %d)", rc,
                            gd->flag);
         }

@@ -409,7 +409,9 @@ attr_get_rec(PyObject *base, PyObject *name, cdyn_attr_cache *c)
                    still describe the dicts the value came from */
                 if (c != NULL && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) &&
                     rec.type_tag == tp->tp_version_tag) {
+                    static uint64_t fills;
                     rec.value = v;
+                    rec.stamp = ++fills;
                     *c = rec;
                 }
                 return Py_NewRef(v);
@@ -483,6 +485,80 @@ cdyn_source_load_attrs_fn(void)
         fn = PyCFunction_New(&load_attrs_def, NULL);
     }
     return fn;
+}
+
+/* An attribute-chain loader: loader(obj) is load_attrs(obj, *names), each step answered
+ * from its own version-tagged cache (cdyn_attr_cache) while the module dicts it read are
+ * unchanged: the transformed code loads each parameter of a model at the cost of a few
+ * pointer and tag compares per step instead of dict lookups. One per load site. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *names;            /* strong tuple of str, outermost first */
+    cdyn_attr_cache *caches;    /* PyMem, one per name */
+} attr_loader;
+
+static PyObject *
+attr_loader_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    attr_loader *l = (attr_loader *)self;
+    PyObject *v;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "attribute loader takes one object");
+        return NULL;
+    }
+    v = Py_NewRef(args[0]);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(l->names) && v != NULL; i++) {
+        PyObject *next = cdyn_source_attr_cached(v, PyTuple_GET_ITEM(l->names, i), &l->caches[i]);
+        Py_DECREF(v);
+        v = next;
+    }
+    return v;
+}
+
+static void
+attr_loader_dealloc(PyObject *self)
+{
+    attr_loader *l = (attr_loader *)self;
+    Py_XDECREF(l->names);
+    PyMem_Free(l->caches);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *
+attr_loader_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("<cdynamo attribute loader %R>", ((attr_loader *)self)->names);
+}
+
+static PyTypeObject attr_loader_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cdynamo._C.AttrLoader",
+    .tp_basicsize = sizeof(attr_loader),
+    .tp_dealloc = attr_loader_dealloc,
+    .tp_repr = attr_loader_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(attr_loader, vectorcall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+};
+
+PyObject *
+cdyn_source_attr_loader(PyObject *names)
+{
+    attr_loader *l = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyType_Ready(&attr_loader_type) < 0 ||
+        (l = PyObject_New(attr_loader, &attr_loader_type)) == NULL) {
+        return NULL;
+    }
+    l->vectorcall = attr_loader_call;
+    l->names = Py_NewRef(names);
+    l->caches = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(cdyn_attr_cache));
+    if (l->caches == NULL) {
+        Py_DECREF(l);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)l;
 }
 
 PyObject *

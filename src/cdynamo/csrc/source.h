@@ -71,6 +71,11 @@ PyObject *cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus,
  * nn.Module's registries read without its Python __getattr__). */
 PyObject *cdyn_source_load_attrs_fn(void);
 
+/* New reference: a callable loader(obj) = getattr chain over `names` (a tuple of str,
+ * borrowed, outermost first), each step as load_attrs reads it and answered from a
+ * version-tagged cache of its own while the module dicts are unchanged; NULL + exception. */
+PyObject *cdyn_source_attr_loader(PyObject *names);
+
 /* Apply an ATTR or ITEM source's last step to base (borrowed): getattr(base, name) or
  * base[key], as cdyn_source_eval does. New reference or NULL + exception. */
 PyObject *cdyn_source_step(cdyn_source *s, PyObject *base);
@@ -91,6 +96,8 @@ typedef struct {
     uint64_t dict_tag;
     PyDictObject *sub[3];
     uint64_t sub_tag[3];
+    uint64_t stamp;             /* process-unique number of this fill (nonzero when filled):
+                                   equal stamps mean the same read of the same object */
 } cdyn_attr_cache;
 
 /* getattr(base, name) (base borrowed) as an ATTR source reads it, answered from *c when its

@@ -1,0 +1,126 @@
+"""Per-call caches of module reads (issue 9, point 7): parameters' TENSOR_MATCH skipped while
+the module dicts holding them are unchanged (as torch._dynamo's
+skip_tensor_guards_with_matching_dict_tags, plus requires_grad), NN_MODULE's hook/forward
+state answered from the dicts' version tags, and graph inputs loaded through per-site
+attribute caches. Each test changes what a cache must notice and checks the result against
+eager and the compile count."""
+import torch
+import torch.nn as nn
+
+import cdynamo
+from conftest import requires_engine
+from helpers import CountingBackend
+
+pytestmark = requires_engine
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.ln = nn.LayerNorm(4)
+
+    def forward(self, x):
+        return self.ln(self.lin(x)).relu()
+
+
+def _run(m, x, counter):
+    c = cdynamo.compile(m, backend=counter)
+    return c, c(x)
+
+
+def test_replaced_parameter_of_another_shape_recompiles():
+    torch.manual_seed(0)
+    m, x = Block(), torch.randn(2, 4)
+    counter = CountingBackend()
+    c, _ = _run(m, x, counter)
+    for _ in range(3):
+        assert torch.equal(c(x), m(x))              # cached: TENSOR_MATCH skipped
+    with torch.no_grad():
+        m.lin.weight = nn.Parameter(torch.randn(4, 4, dtype=torch.float64))
+        m.lin.bias = nn.Parameter(torch.randn(4, dtype=torch.float64))
+        m.ln.weight = nn.Parameter(torch.ones(4, dtype=torch.float64))
+        m.ln.bias = nn.Parameter(torch.zeros(4, dtype=torch.float64))
+        xd = x.double()
+        assert torch.equal(c(xd), m(xd))
+    assert counter.frame_count == 2
+
+
+def test_in_place_update_is_seen_without_recompiling():
+    torch.manual_seed(0)
+    m, x = Block(), torch.randn(2, 4)
+    counter = CountingBackend()
+    c, _ = _run(m, x, counter)
+    c(x)
+    with torch.no_grad():
+        m.lin.weight.mul_(2)
+    assert torch.equal(c(x), m(x))
+    assert counter.frame_count == 1
+
+
+def test_freezing_parameters_after_compile_recompiles():
+    torch.manual_seed(0)
+    m, x = Block(), torch.randn(2, 4)
+    counter = CountingBackend(torch._dynamo.backends.registry.lookup_backend("aot_eager"))
+    c, out = _run(m, x, counter)
+    c(x)
+    c(x)                                            # the parameters' guards now cached
+    out.sum().backward()
+    g1 = m.lin.weight.grad.clone()
+    for p in m.lin.parameters():
+        p.requires_grad_(False)
+        p.grad = None
+    out = c(x)
+    assert torch.equal(out, m(x))
+    assert counter.frame_count == 2, "requires_grad changed: the entry must not be reused"
+    out.sum().backward()
+    assert m.lin.weight.grad is None and m.ln.weight.grad is not None
+    assert g1 is not None
+
+
+def test_hook_added_after_caching_is_run():
+    torch.manual_seed(0)
+    m, x = Block(), torch.randn(2, 4)
+    counter = CountingBackend()
+    c, _ = _run(m, x, counter)
+    c(x)
+    c(x)
+    calls = []
+    h = m.lin.register_forward_hook(lambda mod, inp, out: calls.append(1))
+    try:
+        assert torch.equal(c(x), m(x))
+        assert len(calls) == 2                      # compiled call and eager call
+    finally:
+        h.remove()
+    calls.clear()
+    assert torch.equal(c(x), m(x)) and calls == []
+
+
+def test_instance_forward_set_after_caching_is_used():
+    torch.manual_seed(0)
+    m, x = Block(), torch.randn(2, 4)
+    counter = CountingBackend()
+    c, _ = _run(m, x, counter)
+    c(x)
+    m.ln.forward = lambda t: t * 0 + 7
+    assert torch.equal(c(x), m(x))
+    del m.ln.forward
+    assert torch.equal(c(x), m(x))
+
+
+def test_two_instances_alternating_share_the_entry():
+    torch.manual_seed(0)
+    a, b, x = Block(), Block(), torch.randn(2, 4)
+    counter = CountingBackend()
+
+    def f(mod, t):
+        return mod(t) + 1
+
+    c = cdynamo.compile(f, backend=counter)
+    for _ in range(3):
+        assert torch.equal(c(a, x), f(a, x))
+        assert torch.equal(c(b, x), f(b, x))
+    assert counter.frame_count == 1
+    with torch.no_grad():
+        b.lin.weight.zero_()
+    assert torch.equal(c(b, x), f(b, x)) and torch.equal(c(a, x), f(a, x))
