@@ -124,3 +124,45 @@ def test_two_instances_alternating_share_the_entry():
     with torch.no_grad():
         b.lin.weight.zero_()
     assert torch.equal(c(b, x), f(b, x)) and torch.equal(c(a, x), f(a, x))
+
+
+class _StemAndBreakingLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for layer in self.layers:
+            x = layer(x)
+            if x.sum() > 0:          # a break inside a loop: this frame runs unmodified
+                x = x * 2
+        return x
+
+
+def test_compiling_a_torch_module_forces_only_its_own_frame():
+    """cdynamo.compile(nn.Sequential(...)) compiles Sequential.forward as that call's top
+    frame; a Sequential run later from a frame that runs unmodified is not compiled on its
+    own (it was, for the rest of the process: one graph more than torch._dynamo)."""
+    seq = nn.Sequential(nn.Linear(2, 2))
+    first = CountingBackend()
+    cs = cdynamo.compile(seq, backend=first)
+    x2 = torch.randn(1, 2)
+    assert torch.equal(cs(x2), seq(x2)) and first.frame_count == 1
+    cdynamo.reset()
+    torch.manual_seed(0)
+    m, x = _StemAndBreakingLoop(), torch.randn(2, 4)
+    counts = []
+    for engine in ("cdynamo", "dynamo"):
+        torch._dynamo.reset()
+        counter = CountingBackend()
+        c = (cdynamo.compile(m, backend=counter) if engine == "cdynamo"
+             else torch.compile(m, backend=counter))
+        assert torch.equal(c(x), m(x))
+        c(x)
+        counts.append(counter.frame_count)
+    assert counts[0] == counts[1]
+    again = CountingBackend()
+    cs2 = cdynamo.compile(seq, backend=again)   # still compiled as its own top frame
+    assert torch.equal(cs2(x2), seq(x2)) and again.frame_count == 1

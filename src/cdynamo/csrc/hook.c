@@ -57,6 +57,10 @@ typedef struct {
      * delegation. Borrowed; compared by address only. */
     struct _PyInterpreterFrame *deleg_frame;
     struct _PyInterpreterFrame *deleg_caller;
+    /* The forward code of the nn.Module the innermost compiled call wraps, until a frame of
+     * it starts: a code marked force-compile (torch's own module classes) is compiled only
+     * as that frame, not wherever else it runs. Borrowed; compared by address only. */
+    PyObject *force_code;
 } cdyn_tls;
 
 static _Thread_local cdyn_tls tls;
@@ -630,6 +634,14 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
     if (x->skip || f->prev_instr != _PyCode_CODE(code) - 1 || f->f_func == NULL) {
         return eval_plain(ts, f, 0);
     }
+    if (x->force) {
+        if ((PyObject *)code == t->force_code) {
+            t->force_code = NULL;    /* the compiled module's own forward */
+        }
+        else if (cdyn_rule_skips_frame((cdyn_rule)x->rule)) {
+            return eval_plain(ts, f, 0);   /* elsewhere it runs by its trace rule */
+        }
+    }
     cdyn_counts.frames++;
     /* Guards may run Python code (attribute getters): keep the hook off meanwhile. If that
      * code freed cache entries (reset, code objects dying), restart the walk from a fresh
@@ -786,6 +798,24 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
     return res;
 }
 
+/* Borrowed: the code of type(fn).forward when fn is not a function and its type has a
+ * Python forward (an nn.Module), else NULL. Never fails. */
+static PyObject *
+module_forward_code(PyObject *fn)
+{
+    static PyObject *str_forward;
+    PyObject *fwd;
+    if (PyFunction_Check(fn) || PyMethod_Check(fn)) {
+        return NULL;
+    }
+    if (str_forward == NULL && (str_forward = PyUnicode_InternFromString("forward")) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    fwd = _PyType_Lookup(Py_TYPE(fn), str_forward);   /* borrowed, no exception */
+    return fwd != NULL && PyFunction_Check(fwd) ? PyFunction_GET_CODE(fwd) : NULL;
+}
+
 /* CompiledFunction.__call__: run fn with this wrapper's options active on this thread. */
 static PyObject *
 compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -800,6 +830,8 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     if (installed != eval_frame && installed != _PyEval_EvalFrameDefault) {
         dynamo_prior = dynamo_suspend();   /* another hook: maybe torch._dynamo's */
     }
+    PyObject *saved_force = t->force_code;
+    t->force_code = module_forward_code(self->fn);
     t->options = self->options;
     t->active++;
     t->disabled = 0;
@@ -816,6 +848,7 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     t->active--;
     t->options = saved_options;
     t->disabled = saved_disabled;
+    t->force_code = saved_force;
     return res;
 }
 
