@@ -1805,6 +1805,28 @@ mark_implied(cdyn_guards *g)
     }
 }
 
+/* NN_MODULE on v: exact type, then the module_state() mask, answered from the dicts' tags
+ * while they are unchanged since the guard last passed. 1 / 0 (with *why) / -1. */
+static int
+check_nn_module(const guard *gd, PyObject *v, why_t why)
+{
+    int rc;
+    if ((PyObject *)Py_TYPE(v) != gd->value) {
+        return fail_with(why, "expected type %s, actual %s",
+                         ((PyTypeObject *)gd->value)->tp_name, Py_TYPE(v)->tp_name);
+    }
+    if (why == NULL && module_state_cached(v, &gd->ms)) {
+        return 1;   /* the dicts it read are unchanged since it last passed */
+    }
+    rc = module_state_rec(v, why == NULL ? &((guard *)gd)->ms : NULL);
+    if (rc >= 0 && rc != gd->flag) {
+        ((guard *)gd)->ms.dict = NULL;
+        return fail_with(why, "its own forward / hooks changed (state %d, traced with %d)", rc,
+                         gd->flag);
+    }
+    return rc < 0 ? -1 : 1;
+}
+
 /* 1 when the TENSOR_MATCH gd may be skipped for v: v was read from an nn.Module's
  * registries by an attribute-cache fill whose dicts are all unchanged since (PEP 509 tags),
  * and that same fill's object passed gd before, as torch._dynamo's
@@ -1970,24 +1992,7 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         }
         break;
     case G_NNMODULE:
-        if ((PyObject *)Py_TYPE(v) != gd->value) {
-            rc = fail_with(why, "expected type %s, actual %s",
-                           ((PyTypeObject *)gd->value)->tp_name, Py_TYPE(v)->tp_name);
-            break;
-        }
-        if (why == NULL && module_state_cached(v, &gd->ms)) {
-            rc = 1;   /* the dicts it read are unchanged since it last passed */
-            break;
-        }
-        rc = module_state_rec(v, why == NULL ? &((guard *)gd)->ms : NULL);
-        if (rc >= 0 && rc != gd->flag) {
-            ((guard *)gd)->ms.dict = NULL;
-            rc = fail_with(why, "its own forward / hooks changed (state %d, traced with %d)", rc,
-                           gd->flag);
-        }
-        else if (rc >= 0) {
-            rc = 1;
-        }
+        rc = check_nn_module(gd, v, why);
         break;
     case G_GRAD_MODE:
     case G_CALL:
