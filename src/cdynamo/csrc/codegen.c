@@ -182,7 +182,8 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
 }
 
 /* Load a graph input through its source. A chain of attribute reads on an nn.Module (a
- * parameter or buffer: L['self'].layers.0.weight) is one call of load_attrs, which reads
+ * parameter or buffer: L['self'].layers.0.weight) is one call of an attribute loader of this
+ * load site (cdyn_source_attr_loader), which reads
  * the module registries directly, as the guards do, instead of running nn.Module.__getattr__
  * in Python at every step. 0 / -1. */
 static int

@@ -1423,8 +1423,14 @@ functorch_running(void)
 static int
 check_autocast_state(const guard *gd, why_t why)
 {
-    PyObject *r = PyObject_CallMethod(gd->value, "check", NULL), *reason = NULL;
+    static PyObject *str_check, *str_reason;
+    PyObject *r = NULL, *reason = NULL;
     int ok;
+    if ((str_check == NULL && (str_check = PyUnicode_InternFromString("check")) == NULL) ||
+        (str_reason == NULL && (str_reason = PyUnicode_InternFromString("reason")) == NULL)) {
+        return -1;
+    }
+    r = PyObject_CallMethodNoArgs(gd->value, str_check);
     if (r == NULL) {
         return -1;
     }
@@ -1433,7 +1439,7 @@ check_autocast_state(const guard *gd, why_t why)
     if (ok || why == NULL) {
         return ok;
     }
-    reason = PyObject_CallMethod(gd->value, "reason", NULL);
+    reason = PyObject_CallMethodNoArgs(gd->value, str_reason);
     if (reason == NULL) {
         return -1;
     }

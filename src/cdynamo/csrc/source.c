@@ -454,42 +454,10 @@ cdyn_source_attr_cached(PyObject *base, PyObject *name, cdyn_attr_cache *c)
     return attr_get_rec(base, name, c);
 }
 
-/* load_attrs(obj, name1, name2, ...): getattr(getattr(obj, name1), name2)..., each step as
- * attr_get (nn.Module registries read directly, no Python __getattr__): how the transformed
- * code loads a module's parameters, buffers and submodules. */
-static PyObject *
-load_attrs(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *v;
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "load_attrs() needs an object");
-        return NULL;
-    }
-    v = Py_NewRef(args[0]);
-    for (Py_ssize_t i = 1; i < nargs && v != NULL; i++) {
-        PyObject *next = attr_get(v, args[i]);
-        Py_DECREF(v);
-        v = next;
-    }
-    return v;
-}
-
-static PyMethodDef load_attrs_def = {"load_attrs", (PyCFunction)(void (*)(void))load_attrs,
-                                     METH_FASTCALL, "load_attrs(obj, *names)"};
-
-PyObject *
-cdyn_source_load_attrs_fn(void)
-{
-    static PyObject *fn;
-    if (fn == NULL) {
-        fn = PyCFunction_New(&load_attrs_def, NULL);
-    }
-    return fn;
-}
-
-/* An attribute-chain loader: loader(obj) is load_attrs(obj, *names), each step answered
- * from its own version-tagged cache (cdyn_attr_cache) while the module dicts it read are
- * unchanged: the transformed code loads each parameter of a model at the cost of a few
+/* An attribute-chain loader: loader(obj) is getattr(getattr(obj, names[0]), names[1])...,
+ * each step read as the guards read it (attr_get: nn.Module registries directly, no Python
+ * __getattr__) and answered from its own version-tagged cache (cdyn_attr_cache) while the
+ * module dicts it read are unchanged: the transformed code loads each parameter of a model at the cost of a few
  * pointer and tag compares per step instead of dict lookups. One per load site. */
 typedef struct {
     PyObject_HEAD

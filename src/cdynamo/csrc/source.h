@@ -66,13 +66,8 @@ PyObject *cdyn_source_tprop(PyObject *base, int prop, int dim);
 PyObject *cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus,
                            PyFunctionObject *func, PyObject *globals, PyObject *builtins);
 
-/* The function load_attrs(obj, *names) (borrowed, kept for the process; NULL + exception):
- * the chain of attribute reads of ATTR sources, each as cdyn_source_eval does it (an
- * nn.Module's registries read without its Python __getattr__). */
-PyObject *cdyn_source_load_attrs_fn(void);
-
 /* New reference: a callable loader(obj) = getattr chain over `names` (a tuple of str,
- * borrowed, outermost first), each step as load_attrs reads it and answered from a
+ * borrowed, outermost first), each step read as the guards read nn.Module attributes and answered from a
  * version-tagged cache of its own while the module dicts are unchanged; NULL + exception. */
 PyObject *cdyn_source_attr_loader(PyObject *names);
 

@@ -563,36 +563,43 @@ callable_kind(PyObject *obj)
     return VK_OPAQUE;
 }
 
+/* The exit object of a grad-mode block split by a graph break (codegen.c), read through
+ * source (borrowed, may be NULL): its type and the mode it restores are guarded. */
+static tr_status
+wrap_grad_exit(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    PyObject *prev = PyObject_GetAttr(obj, cdyn_G.s_prev), *psrc = NULL;
+    int guard_ok = 0;
+    if (prev == NULL) {
+        return TR_ERROR;
+    }
+    if (source != NULL) {
+        psrc = cdyn_source_attr(source, cdyn_G.s_prev);
+        guard_ok = psrc != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) == 0 &&
+                   cdyn_guards_add_equals(tx->guards, psrc, prev) == 0;
+        Py_XDECREF(psrc);
+        if (!guard_ok) {
+            Py_DECREF(prev);
+            return TR_ERROR;
+        }
+    }
+    *out = cdyn_value_alloc(VK_GRADEXIT, source);
+    if (*out != NULL) {
+        V(*out)->bits = prev == Py_True ? GRAD_MODE_ON : 0;
+    }
+    Py_DECREF(prev);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* Wrap obj (not memoized yet) guarded through source (may be NULL). */
 static tr_status
 build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
-    int guard_ok = 0;
     if (cdyn_is_tensor(obj)) {
         return cdyn_tx_wrap_tensor_input(tx, obj, source, out);
     }
     if ((PyObject *)Py_TYPE(obj) == cdyn_G.grad_mode_exit_type) {
-        /* the exit of a grad-mode block split by a graph break (codegen.c) */
-        PyObject *prev = PyObject_GetAttr(obj, cdyn_G.s_prev), *psrc = NULL;
-        if (prev == NULL) {
-            return TR_ERROR;
-        }
-        if (source != NULL) {
-            psrc = cdyn_source_attr(source, cdyn_G.s_prev);
-            guard_ok = psrc != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) == 0 &&
-                       cdyn_guards_add_equals(tx->guards, psrc, prev) == 0;
-            Py_XDECREF(psrc);
-            if (!guard_ok) {
-                Py_DECREF(prev);
-                return TR_ERROR;
-            }
-        }
-        *out = cdyn_value_alloc(VK_GRADEXIT, source);
-        if (*out != NULL) {
-            V(*out)->bits = prev == Py_True ? GRAD_MODE_ON : 0;
-        }
-        Py_DECREF(prev);
-        return *out ? TR_OK : TR_ERROR;
+        return wrap_grad_exit(tx, obj, source, out);
     }
     if (PyLong_CheckExact(obj) && source != NULL) {
         /* an int input that changed between calls (or dynamic=True): a SymInt input */
