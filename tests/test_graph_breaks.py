@@ -412,7 +412,17 @@ def add_kernel3(a, b):
 
 @pytest.mark.parametrize("sign", [1, -1], ids=["pos", "neg"])
 def test_seed000_add_kernel3_break_in_loop_skips_frame(sign):
-    run_both(add_kernel3, sign * A, B, expect_graphs=0)
+    """Seed 000's behaviour, torch._dynamo's: a break inside a loop skips the frame."""
+    with cdynamo.config.patch(graph_break_in_loops=False):
+        run_both(add_kernel3, sign * A, B, expect_graphs=0)
+
+
+@pytest.mark.parametrize("sign", [1, -1], ids=["pos", "neg"])
+def test_add_kernel3_break_in_loop_compiled(sign):
+    """By default cdynamo breaks inside the loop (beyond torch._dynamo, which skips the frame):
+    the branch's operands and the additions are graphs, eager's results (the resume function
+    after the branch is compiled twice: the loop counter it receives becomes dynamic)."""
+    run_both(add_kernel3, sign * A, B, captures_more=(4 if sign > 0 else 3, 0))
 
 
 def func0_ok(a, b):
@@ -1508,14 +1518,18 @@ def break_before_loop(x):
 
 
 def test_break_in_loop_functions_called_are_compiled():
-    run_both(loop_calls_compiled_helper, A)
+    with cdynamo.config.patch(graph_break_in_loops=False):
+        run_both(loop_calls_compiled_helper, A)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "divergence: a tensor condition of a while loop (the test before the loop and the "
-    "backward conditional jump at its end) makes cdynamo skip the frame, while torch._dynamo "
-    "2.13 breaks there (no backedge after the jump) and compiles 2 graphs"))
+def test_break_in_loop_the_loop_is_compiled():
+    """The loop around the print is compiled too (torch._dynamo compiles only the helper)."""
+    run_both(loop_calls_compiled_helper, A, captures_more=(3, 1))
+
+
 def test_tensor_while_loop():
+    """A tensor condition of a while loop: a break at the test before the loop and at the
+    backward conditional jump at its end; 2 graphs, as torch._dynamo."""
     run_both(while_tensor_cond, A)
 
 

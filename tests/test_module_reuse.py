@@ -58,8 +58,9 @@ class Block(nn.Module):
 
 
 class LoopBreakModel(nn.Module):
-    """The layer loop breaks on every block (a data-dependent branch), so the loop's frame runs
-    unmodified and each block's forward is compiled as a frame of its own."""
+    """The layer loop breaks on every block (a data-dependent branch): with
+    graph_break_in_loops off (torch._dynamo's behaviour) the loop's frame runs unmodified and
+    each block's forward is compiled as a frame of its own."""
 
     def __init__(self, n=12, d=16):
         super().__init__()
@@ -94,7 +95,8 @@ def test_twelve_blocks_one_entry_for_the_block_code(cls):
     torch.manual_seed(0)
     model = cls().eval()
     x = torch.randn(3, 16)
-    cdy, dyn, counters = run_both_models(model, x, calls=3)
+    with cdynamo.config.patch(graph_break_in_loops=False):   # each block its own frame
+        cdy, dyn, counters = run_both_models(model, x, calls=3)
     assert cdy.frame_count == dyn.frame_count
     assert counters["cache_limit_hits"] == 0
     # torch._dynamo: one entry for an input without grad (block 0), one for the rest
@@ -113,12 +115,16 @@ def test_twelve_blocks_training_grads_match_eager():
     cdynamo.reset()
     cdy = CountingBackend()
     opt = cdynamo.compile(model, backend="aot_eager")
-    for _ in range(2):
-        model.zero_grad()
-        opt(x).pow(2).sum().backward()
+    for loops in (False, True):   # each block its own frame; then the loop compiled
+        with cdynamo.config.patch(graph_break_in_loops=loops):
+            cdynamo.reset()
+            for _ in range(2):
+                model.zero_grad()
+                opt(x).pow(2).sum().backward()
+            if not loops:
+                assert 1 <= len(cdynamo.cache_entries(Block.forward)) <= 2
     for (n, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
         assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), n
-    assert len(cdynamo.cache_entries(Block.forward)) <= 2
     del cdy
 
 
@@ -127,7 +133,7 @@ def test_block_reuse_backends(backend):
     torch.manual_seed(0)
     model = LoopBreakModel(n=3, d=8).eval()
     x = torch.randn(2, 8)
-    with torch.no_grad():
+    with torch.no_grad(), cdynamo.config.patch(graph_break_in_loops=False):
         expected = model(x)
         cdynamo.reset()
         opt = cdynamo.compile(model, backend=backend)
@@ -257,7 +263,9 @@ def test_regnet_like(per_block):
     torch.manual_seed(0)
     model = RegNetLike(per_block=per_block).eval()
     x = torch.randn(2, 3, 32, 32)
-    with torch.no_grad():
+    # per_block: the stage loop breaks at every block; as torch._dynamo, that loop's frame
+    # is skipped and every block is compiled as a frame of its own
+    with torch.no_grad(), cdynamo.config.patch(graph_break_in_loops=not per_block):
         cdy, dyn, counters = run_both_models(model, x)
     assert cdy.frame_count == dyn.frame_count, (
         [len(g.graph.nodes) for g in cdy.graphs], [len(g.graph.nodes) for g in dyn.graphs],
@@ -366,7 +374,9 @@ def test_swin_like(per_block):
     torch.manual_seed(0)
     model = SwinLike(per_block=per_block).eval()
     x = torch.randn(2, 3, 32, 32)
-    with torch.no_grad():
+    # per_block: the stage loop breaks at every block; as torch._dynamo, that loop's frame
+    # is skipped and every block is compiled as a frame of its own
+    with torch.no_grad(), cdynamo.config.patch(graph_break_in_loops=not per_block):
         cdy, dyn, counters = run_both_models(model, x)
     assert cdy.frame_count == dyn.frame_count
     assert counters["cache_limit_hits"] == 0

@@ -20,6 +20,13 @@
                     torch._dynamo.config.capture_scalar_outputs: ``tensor.item()`` is put in
                     the graph as an unbacked symbolic scalar instead of being a graph break;
                     a branch on its value is still a graph break. Read when a frame is traced.
+  graph_break_in_loops
+                    bool, default True. A graph break inside a for/while loop of a compiled
+                    frame breaks there like any other: the graph so far is compiled, the
+                    instruction runs in Python, and the loop goes on in resume functions, one
+                    iteration per call (called through a trampoline, so a long loop does not
+                    nest calls). False skips the whole frame there, as torch._dynamo does
+                    ("graph break in a for/while loop"). Read when a frame is traced.
 
 Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
 sets values for the duration of a with-block.
@@ -33,7 +40,7 @@ import sys
 import types
 
 _NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors", "trace_numpy",
-          "capture_scalar_outputs")
+          "capture_scalar_outputs", "graph_break_in_loops")
 _log = logging.getLogger("cdynamo")
 _handler = None
 
@@ -73,7 +80,7 @@ def _apply_verbose(on: bool) -> None:
 
 def _validate(name: str, value):
     if name in ("output_code", "verbose", "raise_internal_errors", "trace_numpy",
-                "capture_scalar_outputs"):
+                "capture_scalar_outputs", "graph_break_in_loops"):
         if not isinstance(value, bool):
             raise TypeError(f"cdynamo.config.{name} must be a bool, got {type(value).__name__}")
         return value
@@ -139,6 +146,7 @@ verbose: bool = _env_flag("CDYNAMO_VERBOSE")
 raise_internal_errors: bool = _env_flag("CDYNAMO_RAISE_INTERNAL_ERRORS")
 trace_numpy: bool = True
 capture_scalar_outputs: bool = _env_flag("CDYNAMO_CAPTURE_SCALAR_OUTPUTS")
+graph_break_in_loops: bool = True
 
 sys.modules[__name__].__class__ = _ConfigModule
 if verbose:

@@ -206,3 +206,16 @@ cleanup:
     PyMem_Free(work);
     return rc;
 }
+
+/* Contract: see analysis.h. */
+int
+cdyn_in_loop(const cdyn_instr_list *instrs, Py_ssize_t pc)
+{
+    for (Py_ssize_t j = pc < 0 ? 0 : pc; j < instrs->len; j++) {
+        const cdyn_instr *in = &instrs->items[j];
+        if (cdyn_is_jump(in->opcode) && in->target >= 0 && in->target <= pc) {
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -35,4 +35,9 @@ int cdyn_live_locals(const cdyn_instr_list *instrs, Py_ssize_t start, int nlocal
  * instruction at or before itself (a loop), 0 when none, -1 with an exception. */
 int cdyn_has_backward_jump(const cdyn_instr_list *instrs, Py_ssize_t start);
 
+/* 1 when instruction pc lies inside a loop: some jump at or after pc goes back to an
+ * instruction at or before pc (3.11 lays a loop out contiguously, its back edge last);
+ * else 0. Never fails. */
+int cdyn_in_loop(const cdyn_instr_list *instrs, Py_ssize_t pc);
+
 #endif

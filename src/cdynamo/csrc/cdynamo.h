@@ -31,6 +31,10 @@
  * level: 10 debug, 20 info, 30 warning. Never raises: a logging failure is swallowed. */
 void cdyn_log(int level, const char *fmt, ...);
 
+/* The truth of setting `name` of cdynamo.config (read while tracing, slow path only):
+ * 1 / 0, or -1 with an exception. */
+int cdyn_config_bool(const char *name);
+
 /* Live engine objects (see _C.live_counts()): incremented where one is created, decremented
  * where it is freed, on slow paths only (never on the per-call guard check). GIL-protected.
  * Symbolic values are transient (0 once a translation has finished; the shared NULL value

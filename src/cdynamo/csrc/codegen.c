@@ -836,15 +836,17 @@ live_value(cdyn_fs *fs, int i)
 }
 
 /* Load (or make) the function object of a resume code: a global __resume_at_N_M, or, for
- * an original with free variables, a new function over its closure. 0 / -1. */
+ * an original with free variables, a new function over its closure; with the NULL of the
+ * call protocol below it when `null`. 0 / -1. */
 static int
-emit_resume_function(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, PyObject *code, Py_ssize_t target)
+emit_resume_function(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, PyObject *code, Py_ssize_t target,
+                     int null)
 {
     PyCodeObject *co = tx->code;
     PyObject *gname = NULL, *fn = NULL;
     int i, rc = -1;
     if (co->co_nfreevars > 0) {
-        if (cdyn_cg_emit(cg, PUSH_NULL, 0) < 0) {
+        if (null && cdyn_cg_emit(cg, PUSH_NULL, 0) < 0) {
             return -1;
         }
         for (int k = 0; k < co->co_nfreevars; k++) {
@@ -876,7 +878,7 @@ emit_resume_function(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, PyObject *code, Py_s
         goto done;
     }
     i = cdyn_cg_name(cg, gname);
-    rc = i < 0 ? -1 : cdyn_cg_emit(cg, LOAD_GLOBAL, (i << 1) | 1);
+    rc = i < 0 ? -1 : cdyn_cg_emit(cg, LOAD_GLOBAL, (i << 1) | (null ? 1 : 0));
 done:
     Py_XDECREF(gname);
     Py_XDECREF(fn);
@@ -906,9 +908,9 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObj
     PyCodeObject *co = tx->code;
     Py_ssize_t nstack = PyList_GET_SIZE(stack) + nres;
     unsigned char *mask = PyMem_Calloc(nstack + 1, 1);
-    PyObject *slots = NULL, *names = NULL, *code = NULL;
+    PyObject *slots = NULL, *names = NULL, *code = NULL, *lead = NULL;   /* lead borrowed */
     tr_status st = TR_ERROR;
-    int nparams = 0;
+    int nparams = 0, e = 0;
     if (mask == NULL) {
         PyErr_NoMemory();
         return TR_ERROR;
@@ -927,7 +929,20 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObj
     }
     code = cdyn_resume_code(co, (int)target, (int)nstack, mask, names);
     if (code == NULL || PyList_Append(tx->resume_codes, code) < 0 ||
-        share_frame_state(tx, fs, code) < 0 || emit_resume_function(tx, fs, cg, code, target) < 0) {
+        share_frame_state(tx, fs, code) < 0) {
+        goto done;
+    }
+    /* a resume function in a loop is called through the trampoline; the generated code of
+       one that is itself called so returns a bounce instead of calling (resume.h) */
+    if (cdyn_resume_bounces(co)) {
+        lead = cdyn_resume_bounce_marker();
+        e = lead == NULL || cdyn_cg_load_const(cg, lead) < 0;
+    }
+    else if (cdyn_resume_bounces((PyCodeObject *)code)) {
+        lead = cdyn_resume_trampoline();
+        e = lead == NULL || cdyn_cg_push_callable(cg, lead) < 0;
+    }
+    if (e || emit_resume_function(tx, fs, cg, code, target, lead == NULL) < 0) {
         goto done;
     }
     /* parameters: the live locals, then the stack values (resume.h) */
@@ -956,7 +971,12 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObj
         }
         nparams++;
     }
-    if (cdyn_cg_call(cg, nparams) < 0 || cdyn_cg_emit(cg, RETURN_VALUE, 0) < 0) {
+    if (lead == NULL ? cdyn_cg_call(cg, nparams) < 0
+        : lead == cdyn_resume_trampoline() ? cdyn_cg_call(cg, nparams + 1) < 0
+        : cdyn_cg_emit(cg, BUILD_TUPLE, nparams + 2) < 0) {
+        goto done;
+    }
+    if (cdyn_cg_emit(cg, RETURN_VALUE, 0) < 0) {
         goto done;
     }
     st = TR_OK;
@@ -1119,6 +1139,49 @@ done:
     return st;
 }
 
+/* A FOR_ITER on an iterator the trace cannot advance (a real iterator handed to a resume
+ * function): advance the rebuilt iterator in Python; call the resume function after the
+ * FOR_ITER with the item, or the one at the loop's exit when it is exhausted. */
+static tr_status
+break_for_iter(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
+{
+    PyObject *with_it = NULL, *below = NULL, *memo = NULL;
+    Py_ssize_t label;
+    int item_tmp;
+    tr_status st = TR_ERROR;
+    with_it = stack_slice(fs, 0, fs->sp);
+    below = stack_slice(fs, 0, fs->sp - 1);
+    if (with_it == NULL || below == NULL || cdyn_cg_value(cg, fs->stack[fs->sp - 1]) < 0 ||
+        cdyn_cg_emit(cg, FOR_ITER, 0) < 0) {
+        goto done;
+    }
+    label = cg->out.len - 1;   /* next() may raise */
+    memo = PyDict_Copy(cg->memo);
+    item_tmp = new_temp(cg, "item");
+    if (memo == NULL || item_tmp < 0 || cdyn_cg_emit(cg, STORE_FAST, item_tmp) < 0 ||
+        cdyn_cg_emit(cg, POP_TOP, 0) < 0 ||
+        emit_resume_call(tx, fs, cg, tx->break_pc + 1, with_it, &item_tmp, 1) != TR_OK) {
+        goto done;
+    }
+    cg->out.items[label].target = (int)cg->out.len;
+    {
+        PyObject *copy = PyDict_Copy(memo);
+        if (copy == NULL) {
+            goto done;
+        }
+        Py_SETREF(cg->memo, copy);
+    }
+    st = emit_resume_call(tx, fs, cg, ins->target, below, NULL, 0);
+    if (st == TR_OK) {
+        st = cover_with_handler(tx, fs, cg, ins, label, label + 1, memo);
+    }
+done:
+    Py_XDECREF(with_it);
+    Py_XDECREF(below);
+    Py_XDECREF(memo);
+    return st;
+}
+
 /* A call (CALL / CALL_FUNCTION_EX) run in Python, then the resume function. */
 static tr_status
 break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
@@ -1275,7 +1338,8 @@ cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
     cg.lineno = ins->lineno >= 0 ? ins->lineno : tx->code->co_firstlineno;
     {
         Py_ssize_t targets[3] = {ins->opcode == RAISE_VARARGS ? -1 : tx->break_pc + 1,
-                                 tx->break_kind == BRK_JUMP ? ins->target : -1,
+                                 tx->break_kind == BRK_JUMP || tx->break_kind == BRK_FOR_ITER
+                                     ? ins->target : -1,
                                  ins->exc_handler};
         st = collect_break(tx, fs, &cg, targets, 3);
     }
@@ -1296,6 +1360,9 @@ cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
     case BRK_CALL:
     case BRK_CALL_EX:
         st = break_call(tx, fs, &cg, ins);
+        break;
+    case BRK_FOR_ITER:
+        st = break_for_iter(tx, fs, &cg, ins);
         break;
     default:
         st = break_instr(tx, fs, &cg, ins);

@@ -1,4 +1,5 @@
-/* log.c: cdyn_log, logging through Python's logging module (slow paths only). */
+/* log.c: cdyn_log, logging through Python's logging module, and cdyn_config_bool, reading
+ * cdynamo.config (slow paths only). */
 #include "cdynamo.h"
 
 #include <stdarg.h>
@@ -54,4 +55,19 @@ cleanup:
     Py_XDECREF(r);
     PyErr_Clear();
     PyErr_Restore(exc, val, tb);
+}
+
+int
+cdyn_config_bool(const char *name)
+{
+    static PyObject *config;   /* strong: the cdynamo.config module, imported on first use */
+    PyObject *on = NULL;
+    int r;
+    if (config == NULL && (config = PyImport_ImportModule("cdynamo.config")) == NULL) {
+        return -1;
+    }
+    on = PyObject_GetAttrString(config, name);
+    r = on ? PyObject_IsTrue(on) : -1;
+    Py_XDECREF(on);
+    return r;
 }

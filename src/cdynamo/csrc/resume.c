@@ -9,11 +9,14 @@
  */
 #include "resume.h"
 #include "bytecode.h"
+#include "analysis.h"
 
 /* Origin record of a resume code, owned by the code object's co_extra slot. */
 typedef struct {
     PyObject *orig;        /* strong reference to the original code */
     int prologue_len;
+    int bounces;           /* its target lies in a loop of the original: called through
+                              cdyn_resume_trampoline, it may return a bounce */
 } resume_origin;
 
 static Py_ssize_t origin_extra_index = -1;   /* co_extra index, -1 until first use */
@@ -61,6 +64,70 @@ cleanup:
 }
 
 /* Contract: see resume.h. */
+int
+cdyn_resume_bounces(PyCodeObject *code)
+{
+    void *p = NULL;
+    if (origin_extra_index < 0 || code == NULL ||
+        _PyCode_GetExtra((PyObject *)code, origin_extra_index, &p) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return p != NULL && ((resume_origin *)p)->bounces;
+}
+
+/* The first item of a bounce tuple: a private object no user code can see. */
+static PyObject *bounce_marker;
+
+/* Contract: see resume.h. */
+PyObject *
+cdyn_resume_bounce_marker(void)
+{
+    if (bounce_marker == NULL) {
+        bounce_marker = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    }
+    return bounce_marker;
+}
+
+/* _resume_trampoline(fn, *args): call fn(*args), then, while the result is a bounce
+ * (marker, fn2, *args2) made by the generated code of a resume function in a loop, call
+ * fn2(*args2) in its place. Returns the first result that is not a bounce (new). */
+static PyObject *
+py_resume_trampoline(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *r = NULL;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "_resume_trampoline: expected a function");
+        return NULL;
+    }
+    r = PyObject_Vectorcall(args[0], args + 1, nargs - 1, NULL);
+    while (r != NULL && PyTuple_CheckExact(r) && PyTuple_GET_SIZE(r) >= 2 &&
+           PyTuple_GET_ITEM(r, 0) == bounce_marker && bounce_marker != NULL) {
+        PyObject *next = PyObject_Vectorcall(PyTuple_GET_ITEM(r, 1), &PyTuple_GET_ITEM(r, 2),
+                                             PyTuple_GET_SIZE(r) - 2, NULL);
+        Py_DECREF(r);
+        r = next;
+    }
+    return r;
+}
+
+static PyMethodDef trampoline_def = {
+    "_resume_trampoline", (PyCFunction)(void (*)(void))py_resume_trampoline, METH_FASTCALL,
+    "_resume_trampoline(fn, *args): fn(*args), following the bounces of resume functions "
+    "in loops"};
+
+/* Contract: see resume.h. */
+PyObject *
+cdyn_resume_trampoline(void)
+{
+    static PyObject *fn;
+    if (fn == NULL) {
+        fn = PyCFunction_New(&trampoline_def, NULL);
+    }
+    return fn;
+}
+
+/* Contract: see resume.h. */
 void
 cdyn_resume_reset(void)
 {
@@ -70,7 +137,7 @@ cdyn_resume_reset(void)
 /* Record orig (borrowed; a new reference is kept) as the origin of code. 0, or -1 with an
  * exception. */
 static int
-origin_set(PyObject *code, PyObject *orig, int prologue_len)
+origin_set(PyObject *code, PyObject *orig, int prologue_len, int bounces)
 {
     resume_origin *rec = NULL;
     int rc = -1;
@@ -89,6 +156,7 @@ origin_set(PyObject *code, PyObject *orig, int prologue_len)
     }
     rec->orig = Py_NewRef(orig);
     rec->prologue_len = prologue_len;
+    rec->bounces = bounces;
     if (_PyCode_SetExtra(code, origin_extra_index, rec) < 0) {
         goto cleanup;
     }
@@ -470,7 +538,7 @@ generate(PyCodeObject *orig, int target, int nstack, const unsigned char *null_m
             goto cleanup;
         }
     }
-    if (origin_set(code, (PyObject *)orig, prologue_len) < 0) {
+    if (origin_set(code, (PyObject *)orig, prologue_len, cdyn_in_loop(&src, target)) < 0) {
         goto cleanup;
     }
     res = Py_NewRef(code);

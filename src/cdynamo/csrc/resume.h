@@ -54,6 +54,26 @@ PyObject *cdyn_resume_code(PyCodeObject *orig, int target, int nstack,
  * original's instructions) and return 1; else return 0. Never fails, never raises. */
 int cdyn_resume_origin(PyCodeObject *code, PyCodeObject **orig, int *prologue_len);
 
+/* Loops. A graph break inside a loop calls a resume function inside that loop, whose own
+ * translation breaks at the same place in the next iteration, and so on: called plainly,
+ * every iteration would nest one call deeper. So a resume code whose target lies inside a
+ * loop of the original "bounces": the code that calls it calls cdyn_resume_trampoline()
+ * with the function and its arguments, and the generated code of such a resume code
+ * returns the tuple (cdyn_resume_bounce_marker(), next resume function, *args) instead of
+ * calling its own resume function; the trampoline calls that in its place, in a loop. A
+ * bounce never reaches user code: only trampolines call bouncing resume codes. */
+
+/* 1 when code (borrowed) is a resume code made by cdyn_resume_code whose target lies in a
+ * loop of the original (it is always called through the trampoline), else 0. Never
+ * fails, never raises. */
+int cdyn_resume_bounces(PyCodeObject *code);
+
+/* Borrowed references (made on first use, kept for the process; NULL + exception only
+ * when that first allocation fails): the trampoline builtin
+ * `_resume_trampoline(fn, *args)`, and the marker object that opens a bounce tuple. */
+PyObject *cdyn_resume_trampoline(void);
+PyObject *cdyn_resume_bounce_marker(void);
+
 /* Drop the cache of resume codes (cdynamo.reset()). Resume codes still referenced
  * elsewhere stay valid and keep their origin record. Never fails. */
 void cdyn_resume_reset(void);

@@ -1342,14 +1342,18 @@ break_kind_of(const cdyn_instr *ins)
         return BRK_CALL;
     case CALL_FUNCTION_EX:
         return BRK_CALL_EX;
+    case FOR_ITER:
+        return BRK_FOR_ITER;
     default:
         return cdyn_break_shape(ins, NULL) ? BRK_INSTR : BRK_NONE;
     }
 }
 
 /* Turn the pending unsupported reason into a graph break at instruction pc of the top
- * frame (stack intact), or keep it unsupported when that is impossible: a break inside a
- * loop skips the frame, as torch._dynamo does. */
+ * frame (stack intact), or keep it unsupported when that is impossible. A break inside a
+ * loop is a break like any other (torch._dynamo skips the frame there): its resume
+ * functions bounce through a trampoline (resume.h), one iteration per call; with
+ * cdynamo.config.graph_break_in_loops off the frame is skipped, as torch._dynamo. */
 static tr_status
 begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
 {
@@ -1368,22 +1372,22 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
         Py_XSETREF(tx->reason, msg);
         return TR_UNSUPPORTED;
     }
-    /* inside a loop: some later backward jump returns to an instruction at or before pc */
-    for (Py_ssize_t j = pc; j < fs->instrs.len; j++) {
-        const cdyn_instr *in = &fs->instrs.items[j];
-        if (cdyn_is_jump(in->opcode) && in->target >= 0 && in->target <= pc) {
-            PyObject *msg = PyUnicode_FromFormat("graph break in a for/while loop, skipping "
-                                                 "the frame (%U)",
-                                                 tx->reason ? tx->reason : Py_None);
-            if (msg == NULL) {
-                return TR_ERROR;
-            }
+    if (cdyn_in_loop(&fs->instrs, pc)) {
+        int on = cdyn_config_bool("graph_break_in_loops");
+        PyObject *msg = on ? NULL : PyUnicode_FromFormat("graph break in a for/while loop, "
+                                                         "skipping the frame (%U)",
+                                                         tx->reason ? tx->reason : Py_None);
+        if (on < 0 || (!on && msg == NULL)) {
+            return TR_ERROR;
+        }
+        if (!on) {
             Py_XSETREF(tx->reason, msg);
             return TR_UNSUPPORTED;
         }
     }
     tx->break_kind = kind;
     tx->break_pc = pc;
+    tx->break_in_loop = cdyn_in_loop(&fs->instrs, pc);
     tx->break_arg = kind == BRK_CALL ? fs->call_n : ins->oparg;
     Py_XSETREF(tx->break_kwnames, kind == BRK_CALL ? Py_XNewRef(fs->kw_names) : NULL);
     r = PyObject_CallMethod(tx->glue, "record_break", "OOOi", tx->reason ? tx->reason : Py_None,

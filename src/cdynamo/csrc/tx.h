@@ -17,8 +17,9 @@
 #include "value.h"
 
 /* Kinds of graph break (the top frame stops at tx->break_pc with its stack intact):
- * a jump on a tensor, a call, a CALL_FUNCTION_EX, or any other instruction run by Python. */
-typedef enum { BRK_NONE = 0, BRK_JUMP, BRK_CALL, BRK_CALL_EX, BRK_INSTR } brk_kind;
+ * a jump on a tensor, a call, a CALL_FUNCTION_EX, a FOR_ITER on an iterator the trace cannot
+ * advance, or any other instruction run by Python. */
+typedef enum { BRK_NONE = 0, BRK_JUMP, BRK_CALL, BRK_CALL_EX, BRK_INSTR, BRK_FOR_ITER } brk_kind;
 
 /* Whole-trace state (one per traced top-level frame). All PyObject fields strong. */
 typedef struct cdyn_tx {
@@ -51,6 +52,7 @@ typedef struct cdyn_tx {
     brk_kind break_kind;    /* set with TR_BREAK */
     Py_ssize_t break_pc;    /* index of the instruction the top frame breaks at */
     int break_arg;          /* its oparg */
+    int break_in_loop;      /* 1 when that instruction lies inside a loop of the top frame */
     PyObject *break_kwnames;/* KW_NAMES tuple of a breaking CALL, or NULL */
     PyObject *resume_codes; /* list of resume code objects made for this frame */
     PyObject *effects;      /* list of side effects to replay, in program order: tuples

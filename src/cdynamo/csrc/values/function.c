@@ -383,8 +383,9 @@ check_cell_at_break(cdyn_tx *tx, PyObject *cell)
         return TR_ERROR;
     }
     /* one store is allowed when it has run: a cell still empty at the break is assigned in
-       the resume function, whose cell is not the one this closure is rebuilt over */
-    if (n > (slot < nargs || V(cell)->u.cell.contents == NULL ? 0 : 1)) {
+       the resume function, whose cell is not the one this closure is rebuilt over; inside a
+       loop that store may run again after the break */
+    if (n > (slot < nargs || V(cell)->u.cell.contents == NULL || tx->break_in_loop ? 0 : 1)) {
         return cdyn_tx_unsupported(tx, "closure over variable %U, which is reassigned, live at "
                                        "a graph break",
                                    PyTuple_GET_ITEM(co->co_localsplusnames, slot));

@@ -116,16 +116,7 @@ glue_call(const char *name, PyObject *a, PyObject *b)
 static int
 trace_numpy(void)
 {
-    static PyObject *config;
-    PyObject *on;
-    int r;
-    if (config == NULL && (config = PyImport_ImportModule("cdynamo.config")) == NULL) {
-        return -1;
-    }
-    on = PyObject_GetAttrString(config, "trace_numpy");
-    r = on ? PyObject_IsTrue(on) : -1;
-    Py_XDECREF(on);
-    return r;
+    return cdyn_config_bool("trace_numpy");
 }
 
 /* ---- classification (wrap.c) ----------------------------------------------------------- */
