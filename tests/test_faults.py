@@ -375,8 +375,10 @@ def autocast_break(x):
     return y
 
 
-def test_graph_break_inside_autocast_runs_unmodified():
-    run(autocast_break, torch.randn(3, 3))
+def test_graph_break_inside_autocast_matches_eager():
+    """The block is split by the break (tests/test_break_in_autocast.py): 2 graphs."""
+    assert run(autocast_break, torch.randn(3, 3)).frame_count == 2
+    assert not torch.is_autocast_enabled("cpu")
 
 
 # ---- objects of one call baked into the generated code (harness repros) -----------------------

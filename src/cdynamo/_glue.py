@@ -37,6 +37,45 @@ class GradModeExit:
         return f"GradModeExit(prev={self.prev})"
 
 
+class AutocastExit:
+    """An entered `with torch.autocast(...)` block split by a graph break. Making it enters
+    the autocast ``args`` = (device_type, dtype, enabled, cache_enabled) as
+    torch.amp.autocast_mode._enter_autocast does; calling it (with three Nones, or with the
+    exception, as an __exit__) leaves it. The break's code makes one around the instruction
+    it runs in Python; a resume function makes one from its AutocastEnter."""
+
+    __slots__ = ("mode",)
+
+    def __init__(self, *args):
+        self.mode = torch.amp.autocast_mode._enter_autocast(*args)
+
+    def __call__(self, *exc_info):
+        torch.amp.autocast_mode._exit_autocast(self.mode)
+        return None
+
+    def __repr__(self):
+        return "AutocastExit()"
+
+
+class AutocastEnter:
+    """The autocast block a resume function continues inside: handed on its stack in place
+    of the block's __exit__, and called (no arguments) by the resume function's prologue,
+    which enters the autocast again and puts the AutocastExit on the stack. Traced, that
+    call is an _enter_autocast node, so the block's end is in the same graph (as
+    torch._dynamo's resume functions enter their context managers again)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, *args):
+        self.args = args
+
+    def __call__(self):
+        return AutocastExit(*self.args)
+
+    def __repr__(self):
+        return f"AutocastEnter{self.args!r}"
+
+
 def autocast_args(cls, args, kwargs):
     """The (device_type, dtype, enabled, cache_enabled) of `cls(*args, **kwargs)` for
     torch.autocast and its torch.cpu/cuda.amp forms (constants), as torch.amp._enter_autocast

@@ -30,11 +30,19 @@ class BreakReason(NamedTuple):
 
 CATALOGUE: tuple[BreakReason, ...] = (
     BreakReason("CDB0005", "break inside a loop", r"graph break in a for/while loop",
-                "A graph break inside a loop makes the whole frame run unmodified (the "
-                "functions it calls are still compiled), as torch._dynamo does.",
-                "Move the unsupported code out of the loop, or into a helper function."),
+                "With cdynamo.config.graph_break_in_loops off, a graph break inside a loop "
+                "makes the whole frame run unmodified (the functions it calls are still "
+                "compiled), as torch._dynamo does.",
+                "Leave cdynamo.config.graph_break_in_loops on (the default), or move the "
+                "unsupported code out of the loop."),
     BreakReason("CDB0006", "break inside autocast", r"graph break inside torch\.autocast",
-                "A graph break inside a torch.autocast block makes the frame run unmodified.",
+                "A graph break inside a torch.autocast block that was entered in a called "
+                "function (not the frame that breaks) makes the frame run unmodified.",
+                "Move the unsupported code out of the autocast block, or the block into the "
+                "caller."),
+    BreakReason("CDB0019", "autocast block exit", r"exit of a torch\.autocast block split",
+                "A torch.autocast block that a graph break split is left in Python: its end "
+                "is one more graph break.",
                 "Move the unsupported code out of the autocast block."),
     BreakReason("CDB0050", "numpy not traced", r"^numpy: ",
                 "A NumPy operation cdynamo does not trace through torch._numpy (it needs the "

@@ -864,7 +864,7 @@ emit_resume_function(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, PyObject *code, Py_s
         if (PyErr_Occurred()) {
             return -1;
         }
-        gname = PyUnicode_FromFormat("__resume_at_%d_%ld", fs->instrs.items[target].offset * 2,
+        gname = PyUnicode_FromFormat("__resume_at_%d_c%ld", fs->instrs.items[target].offset * 2,
                                      resume_serial++);
         if (gname == NULL || PyDict_SetItem(resume_names, code, gname) < 0) {
             goto done;
@@ -898,9 +898,25 @@ share_frame_state(cdyn_tx *tx, cdyn_fs *fs, PyObject *code)
     return rc;
 }
 
-/* Emit a call of the resume function for (target, stack) and RETURN_VALUE. stack: list of
- * values (NULL values for NULL slots); then `nres` more slots held in the temporaries
- * res_tmps (the results of the instruction run at the break). */
+/* Leave the autocast blocks emit_autocast_enters entered, innermost first. 0 / -1. */
+static int
+emit_autocast_leaves(cdyn_cg *cg)
+{
+    for (int k = cg->n_amp - 1; k >= 0; k--) {
+        if (cdyn_cg_emit(cg, PUSH_NULL, 0) < 0 || cdyn_cg_emit(cg, LOAD_FAST, cg->amp_tmps[k]) < 0 ||
+            cdyn_cg_load_const(cg, Py_None) < 0 || cdyn_cg_load_const(cg, Py_None) < 0 ||
+            cdyn_cg_load_const(cg, Py_None) < 0 || cdyn_cg_call(cg, 3) < 0 ||
+            cdyn_cg_emit(cg, POP_TOP, 0) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Emit a call of the resume function for (target, stack) and RETURN_VALUE, after leaving
+ * the autocast blocks the break's code entered (the resume function enters them again).
+ * stack: list of values (NULL values for NULL slots); then `nres` more slots held in the
+ * temporaries res_tmps (the results of the instruction run at the break). */
 static tr_status
 emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObject *stack,
                  const int *res_tmps, int nres)
@@ -916,7 +932,12 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObj
         return TR_ERROR;
     }
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(stack); k++) {
-        mask[k] = V(PyList_GET_ITEM(stack, k))->kind == VK_NULL;
+        PyObject *v = PyList_GET_ITEM(stack, k);
+        mask[k] = V(v)->kind == VK_NULL ? CDYN_SLOT_NULL
+                  : cdyn_ctx_reentered_in_resume(v) ? CDYN_SLOT_CALL : CDYN_SLOT_VALUE;
+    }
+    if (emit_autocast_leaves(cg) < 0) {
+        goto done;
     }
     slots = live_slots(tx, fs, target);
     names = slots ? PyTuple_New(PyList_GET_SIZE(slots)) : NULL;
@@ -1319,11 +1340,68 @@ emit_grad_mode(cdyn_tx *tx, cdyn_cg *cg)
     return cdyn_cg_emit(cg, POP_TOP, 0);
 }
 
+/* Autocast blocks open at the break (all the top frame's: begin_break checked): end the
+ * graph with their _exit_autocast nodes, innermost first, and leave them at trace time.
+ * *exits (new): their AUTOCAST_EXIT values, outer first, for emit_autocast_enters. */
+static tr_status
+close_autocast(cdyn_tx *tx, cdyn_fs *fs, PyObject **exits)
+{
+    *exits = cdyn_ctx_open_autocast_exits(tx, fs);
+    if (*exits == NULL) {
+        return TR_ERROR;
+    }
+    if (*exits == Py_None) {
+        Py_CLEAR(*exits);
+        return cdyn_tx_unsupported(tx, "graph break inside torch.autocast");
+    }
+    for (Py_ssize_t k = PyList_GET_SIZE(*exits) - 1; k >= 0; k--) {
+        PyObject *args = PyTuple_Pack(1, V(PyList_GET_ITEM(*exits, k))->u.amp.node), *node = NULL;
+        tr_status st = args ? cdyn_tx_graph_raw(tx, cdyn_G.exit_autocast, args, &node) : TR_ERROR;
+        Py_XDECREF(args);
+        Py_XDECREF(node);
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    cdyn_tx_exit_modes(tx, 0);
+    return TR_OK;
+}
+
+/* Enter the autocast blocks of the break again in Python before its instruction runs:
+ * AutocastExit(*args) per block, outer first, kept in cg->amp_tmps; emit_resume_call leaves
+ * them again (emit_autocast_leaves) on every path after the instruction. 0 / -1. */
+static int
+emit_autocast_enters(cdyn_cg *cg, PyObject *exits)
+{
+    if (PyList_GET_SIZE(exits) > (Py_ssize_t)(sizeof(cg->amp_tmps) / sizeof(cg->amp_tmps[0]))) {
+        PyErr_SetString(PyExc_SystemError, "cdynamo: too many nested autocast blocks");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(exits); k++) {
+        PyObject *args = V(PyList_GET_ITEM(exits, k))->u.amp.args;
+        int tmp = new_temp(cg, "autocast");
+        if (tmp < 0 || cdyn_cg_push_callable(cg, cdyn_G.autocast_exit_type) < 0) {
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+            if (cdyn_cg_load_const(cg, PyTuple_GET_ITEM(args, i)) < 0) {
+                return -1;
+            }
+        }
+        if (cdyn_cg_call(cg, (int)PyTuple_GET_SIZE(args)) < 0 ||
+            cdyn_cg_emit(cg, STORE_FAST, tmp) < 0) {
+            return -1;
+        }
+        cg->amp_tmps[cg->n_amp++] = tmp;
+    }
+    return 0;
+}
+
 tr_status
 cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
 {
     cdyn_cg cg;
-    PyObject *gname = NULL, *gm = NULL;
+    PyObject *gname = NULL, *gm = NULL, *exits = NULL;
     const cdyn_instr *ins = &fs->instrs.items[tx->break_pc];
     tr_status st = TR_ERROR;
     if (resume_names == NULL && (resume_names = PyDict_New()) == NULL) {
@@ -1344,13 +1422,17 @@ cdyn_tx_finish_break(cdyn_tx *tx, cdyn_fs *fs, PyObject **code_out)
         st = collect_break(tx, fs, &cg, targets, 3);
     }
     if (st == TR_OK) {
+        st = close_autocast(tx, fs, &exits);
+    }
+    if (st == TR_OK) {
         st = cg_graph_call(tx, &cg, &gname, &gm);
     }
     if (st != TR_OK) {
         goto done;
     }
     st = TR_ERROR;
-    if (emit_grad_mode(tx, &cg) < 0 || emit_preloads(&cg) < 0 || emit_effects(tx, &cg) < 0) {
+    if (emit_grad_mode(tx, &cg) < 0 || emit_preloads(&cg) < 0 || emit_effects(tx, &cg) < 0 ||
+        emit_autocast_enters(&cg, exits) < 0) {
         goto done;
     }
     switch (tx->break_kind) {
@@ -1377,5 +1459,6 @@ done:
     cg_clear(&cg);
     Py_XDECREF(gname);
     Py_XDECREF(gm);
+    Py_XDECREF(exits);
     return st;
 }

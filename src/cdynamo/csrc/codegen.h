@@ -29,6 +29,9 @@ typedef struct cdyn_cg {
     PyObject *preload;    /* list of values with a source loaded into temporaries before
                              the side effects are replayed (codegen.c note_preload) */
     int first_tmp;        /* slot of the first graph output temporary */
+    int amp_tmps[8];      /* at a break inside autocast blocks: temporaries holding their
+                             AutocastExit objects, outer first (codegen.c) */
+    int n_amp;
     int lineno;
 } cdyn_cg;
 

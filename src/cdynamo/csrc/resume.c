@@ -373,7 +373,8 @@ emit(cdyn_instr_list *out, int opcode, int oparg, int target, const cdyn_instr *
 
 /* Emit the prologue of a resume code (resume.h): MAKE_CELL per cell slot of `layout`,
  * COPY_FREE_VARS, RETURN_GENERATOR + POP_TOP for generators, RESUME, the restored stack
- * (PUSH_NULL or LOAD_FAST ___stackK, whose locals follow the nlive live ones) and the jump
+ * (PUSH_NULL, LOAD_FAST ___stackK, or PUSH_NULL LOAD_FAST ___stackK PRECALL 0 CALL 0 for a
+ * CDYN_SLOT_CALL; the locals follow the nlive live ones) and the jump
  * to instruction `jump_to`. Positions from tpos. 0 / -1. */
 static int
 emit_prologue(cdyn_instr_list *out, PyObject *layout, PyObject *cellvars, int nfree, int is_gen,
@@ -398,10 +399,18 @@ emit_prologue(cdyn_instr_list *out, PyObject *layout, PyObject *cellvars, int nf
     }
     /* ___stackK is local number nlive + K (build_varnames) */
     for (int i = 0, k = nlive; i < nstack; i++) {
-        if (emit(out, null_mask[i] ? PUSH_NULL : LOAD_FAST, null_mask[i] ? 0 : k, -1, tpos) < 0) {
+        int is_null = null_mask[i] == CDYN_SLOT_NULL;
+        if (null_mask[i] == CDYN_SLOT_CALL && emit(out, PUSH_NULL, 0, -1, tpos) < 0) {
             return -1;
         }
-        k += null_mask[i] ? 0 : 1;
+        if (emit(out, is_null ? PUSH_NULL : LOAD_FAST, is_null ? 0 : k, -1, tpos) < 0) {
+            return -1;
+        }
+        if (null_mask[i] == CDYN_SLOT_CALL &&
+            (emit(out, PRECALL, 0, -1, tpos) < 0 || emit(out, CALL, 0, -1, tpos) < 0)) {
+            return -1;
+        }
+        k += is_null ? 0 : 1;
     }
     return emit(out, JUMP_FORWARD, 0, jump_to, tpos);
 }
@@ -446,7 +455,7 @@ generate(PyCodeObject *orig, int target, int nstack, const unsigned char *null_m
         goto cleanup;
     }
     for (int i = 0; i < nstack; i++) {
-        nparams += null_mask[i] ? 0 : 1;
+        nparams += null_mask[i] == CDYN_SLOT_NULL ? 0 : 1;
     }
     varnames = build_varnames(orig, nparams, live);
     cellvars = PyCode_GetCellvars(orig);
@@ -474,6 +483,9 @@ generate(PyCodeObject *orig, int target, int nstack, const unsigned char *null_m
     nfree = (int)PyTuple_GET_SIZE(freevars);
     is_gen = (orig->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
     prologue_len = ncells + (nfree > 0 ? 1 : 0) + (is_gen ? 2 : 0) + 1 + nstack + 1;
+    for (int i = 0; i < nstack; i++) {
+        prologue_len += null_mask[i] == CDYN_SLOT_CALL ? 3 : 0;   /* PUSH_NULL, PRECALL, CALL */
+    }
 
     /* prologue */
     tpos = &src.items[target];
@@ -591,7 +603,11 @@ cdyn_resume_code(PyCodeObject *orig, int target, int nstack,
         goto cleanup;
     }
     for (int i = 0; i < nstack; i++) {
-        PyBytes_AS_STRING(mask)[i] = null_mask[i] ? 1 : 0;
+        if (null_mask[i] > CDYN_SLOT_CALL) {
+            PyErr_SetString(PyExc_ValueError, "resume: bad stack slot kind");
+            goto cleanup;
+        }
+        PyBytes_AS_STRING(mask)[i] = (char)null_mask[i];
     }
     key = Py_BuildValue("(OiOO)", id, target, mask, live);
     if (key == NULL) {
@@ -668,12 +684,12 @@ py_resume_code(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
         PyErr_NoMemory();
         goto cleanup;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int t = PyObject_IsTrue(PyTuple_GET_ITEM(seq, i));
-        if (t < 0) {
+    for (Py_ssize_t i = 0; i < n; i++) {   /* bools, or CDYN_SLOT_* ints */
+        long t = PyLong_AsLong(PyTuple_GET_ITEM(seq, i));
+        if (t == -1 && PyErr_Occurred()) {
             goto cleanup;
         }
-        mask[i] = (unsigned char)t;
+        mask[i] = (unsigned char)(t < 0 || t > CDYN_SLOT_CALL ? 255 : t);
     }
     res = cdyn_resume_code((PyCodeObject *)args[0], target, (int)n, mask, args[3]);
 
@@ -710,7 +726,8 @@ py_resume_reset(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(ignored))
 
 PyMethodDef cdyn_resume_methods[] = {
     {"_resume_code", (PyCFunction)(void (*)(void))py_resume_code, METH_FASTCALL,
-     "_resume_code(code, target_index, stack_null_mask, live) -> resume code"},
+     "_resume_code(code, target_index, stack_null_mask, live) -> resume code (mask items: "
+     "bools, or 0 value / 1 NULL / 2 called slot)"},
     {"_resume_origin", py_resume_origin, METH_O,
      "_resume_origin(code) -> (original code, prologue length) or None"},
     {"_resume_reset", py_resume_reset, METH_NOARGS, "_resume_reset(): drop the resume cache"},

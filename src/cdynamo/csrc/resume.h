@@ -6,7 +6,8 @@
  *     COPY_FREE_VARS n             when the original has free variables
  *     RETURN_GENERATOR; POP_TOP    when the original is a generator/coroutine
  *     RESUME 0
- *     PUSH_NULL | LOAD_FAST ___stackK   per restored stack slot, bottom first
+ *     PUSH_NULL | LOAD_FAST ___stackK | PUSH_NULL LOAD_FAST ___stackK PRECALL 0 CALL 0
+ *                                  per restored stack slot, bottom first
  *     JUMP_FORWARD                 to the copy of the original instruction `target`
  *     <every instruction of the original, its own prefix included (unreachable)>
  * Local-slot opargs of the copy are remapped to the new localsplus layout; jump targets and
@@ -32,12 +33,19 @@
 #define CDYN_RESUME_H
 #include "cdynamo.h"
 
+/* Kinds of restored stack slot (the bytes of null_mask below). */
+enum {
+    CDYN_SLOT_VALUE = 0,   /* a parameter ___stackK, loaded as it is */
+    CDYN_SLOT_NULL = 1,    /* the NULL of the call protocol (no parameter) */
+    CDYN_SLOT_CALL = 2,    /* a parameter called with no arguments, its result restored: the
+                              exit of a with-block entered again by the resume code itself */
+};
+
 /* New reference to the resume code for `orig` (borrowed; an original code object, or a
  * resume code made here, which is mapped back to its original: target -> target -
  * prologue_len) resuming at instruction index `target` of cdyn_decode(orig).
- * The restored stack has `nstack` slots, bottom first; slot i is the NULL of the call
- * protocol when null_mask[i] != 0 (borrowed array of nstack bytes, may be NULL when
- * nstack == 0). `live` (borrowed) is a tuple of str: local or cell variable names of the
+ * The restored stack has `nstack` slots, bottom first; null_mask[i] is the CDYN_SLOT_*
+ * kind of slot i (borrowed array of nstack bytes, may be NULL when nstack == 0). `live` (borrowed) is a tuple of str: local or cell variable names of the
  * original that the resume code takes as its first parameters, before the stack ones (free
  * variables come from the closure and are refused).
  * Cached: the same (original, target, nstack, null_mask, live) returns the same object
@@ -80,7 +88,7 @@ void cdyn_resume_reset(void);
 
 /* Python-facing test helpers (resume.c), NULL-terminated, for PyModule_AddFunctions on
  * cdynamo._C. Borrowed arguments, new references returned:
- *   _resume_code(code, target_index, stack_null_mask: tuple[bool, ...],
+ *   _resume_code(code, target_index, stack_null_mask: tuple[bool | int, ...] (CDYN_SLOT_*),
  *                live: tuple[str, ...]) -> code         cdyn_resume_code
  *   _resume_origin(code) -> (orig_code, prologue_len) or None   cdyn_resume_origin
  *   _resume_reset() -> None                                     cdyn_resume_reset */

@@ -1364,13 +1364,22 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
         return TR_UNSUPPORTED;
     }
     if (PyList_GET_SIZE(tx->open_modes) > 0) {
-        PyObject *msg = PyUnicode_FromFormat("graph break inside torch.autocast (%U)",
-                                             tx->reason ? tx->reason : Py_None);
-        if (msg == NULL) {
+        /* the open autocast blocks are rebuilt when they are all the top frame's */
+        PyObject *exits = cdyn_ctx_open_autocast_exits(tx, fs), *msg = NULL;
+        int ok = exits != NULL && exits != Py_None;
+        if (exits == NULL) {
             return TR_ERROR;
         }
-        Py_XSETREF(tx->reason, msg);
-        return TR_UNSUPPORTED;
+        Py_DECREF(exits);
+        if (!ok) {
+            msg = PyUnicode_FromFormat("graph break inside torch.autocast (%U)",
+                                       tx->reason ? tx->reason : Py_None);
+            if (msg == NULL) {
+                return TR_ERROR;
+            }
+            Py_XSETREF(tx->reason, msg);
+            return TR_UNSUPPORTED;
+        }
     }
     if (cdyn_in_loop(&fs->instrs, pc)) {
         int on = cdyn_config_bool("graph_break_in_loops");
@@ -1802,6 +1811,8 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.invert, "operator", "invert"}, {&cdyn_G.not_, "operator", "not_"},
         {&cdyn_G.contains, "operator", "contains"},
         {&cdyn_G.grad_mode_exit_type, "cdynamo._glue", "GradModeExit"},
+        {&cdyn_G.autocast_exit_type, "cdynamo._glue", "AutocastExit"},
+        {&cdyn_G.autocast_enter_type, "cdynamo._glue", "AutocastEnter"},
         {&cdyn_G.backend_failed, "cdynamo._glue", "BackendCompilerFailed"},
         {&cdyn_G.enter_autocast, "torch.amp.autocast_mode", "_enter_autocast"},
         {&cdyn_G.exit_autocast, "torch.amp.autocast_mode", "_exit_autocast"},

@@ -421,6 +421,19 @@ int cdyn_is_torch_special(PyObject *obj);
  * torch.utils.checkpoint.checkpoint, <Function subclass>.apply, torch.func transforms; 0
  * for anything else. Decided by identity, before the graph-function rule. */
 int cdyn_hop_classify(PyObject *obj);
+/* The exits of the torch.autocast blocks open at a graph break of the top frame fs, outer
+ * first: a new list of the AUTOCAST_EXIT values on fs's stack, one per entry of
+ * tx->open_modes in order, or Py_None (new reference) when the open blocks are not all the
+ * top frame's; NULL + exception on error. */
+PyObject *cdyn_ctx_open_autocast_exits(cdyn_tx *tx, cdyn_fs *fs);
+/* 1 when v (borrowed) is the exit of a block the resume function enters again (its stack
+ * slot is a CDYN_SLOT_CALL, resume.h), else 0. */
+int cdyn_ctx_reentered_in_resume(PyObject *v);
+/* Wrap a cdynamo._glue.AutocastEnter handed to a resume function (obj borrowed, source
+ * borrowed or NULL; its type and args guarded): an AUTOCAST value that a call with no
+ * arguments enters. *out new. */
+tr_status cdyn_ctx_wrap_autocast_enter(cdyn_tx *tx, PyObject *obj, PyObject *source,
+                                       PyObject **out);
 /* Context-manager factories (values/ctx.c): torch.autocast and its device forms,
  * contextlib.nullcontext. cdyn_ctx_factory makes the value; *handled = 0 for others. */
 int cdyn_is_ctx_factory(PyObject *obj);
@@ -605,7 +618,8 @@ typedef struct {
         *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
-        *grad_mode_exit_type, *backend_failed, *enter_autocast, *exit_autocast;
+        *grad_mode_exit_type, *backend_failed, *enter_autocast, *exit_autocast,
+        *autocast_exit_type, *autocast_enter_type;
     /* interned strings */
     PyObject *s_self, *s_closure, *s_cell_contents, *s_parameters, *s_buffers, *s_modules,
         *s_forward, *s_module, *s_placeholder, *s_create_node, *s_fake_from_tensor,

@@ -202,6 +202,8 @@ typedef struct cdyn_value {
 #define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
 #define GRAD_MODE_ON    0x1u   /* GRADCTX: the mode it sets; GRADEXIT: the mode it restores */
 #define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */
+#define AMP_REENTER     0x1u   /* AUTOCAST: a resume function's AutocastEnter, entered by a
+                                   call with no arguments (values/ctx.c) */
 #define GRAD_PREV_ON    0x4u   /* ... and the mode before it was on */
 #define VIEW_KEYS       0x0u   /* DICTVIEW: which view */
 #define VIEW_VALUES     0x1u

@@ -9,8 +9,12 @@
  *             torch.cpu/cuda.amp forms): entering records torch.amp._enter_autocast(...) in
  *             the graph and enters the same autocast at trace time, so the fake tensors get
  *             the dtypes the graph will compute; AUTOCAST_EXIT records _exit_autocast(node)
- *             and leaves it. A graph break inside such a block runs the frame unmodified
- *             (translate.c).
+ *             and leaves it. A graph break inside such a block ends the graph with the
+ *             _exit_autocast of every open block, and the break's code makes
+ *             cdynamo._glue.AutocastExit(*args) (entering the same autocast in Python)
+ *             before the instruction it runs; resume functions receive it on their stack
+ *             (an AUTOCAST_EXIT with a source and no node), and calling it there is a
+ *             graph break (it runs in Python).
  *   NULLCTX   contextlib.nullcontext(enter_result).
  */
 #include "../tx.h"
@@ -119,6 +123,7 @@ autocast_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
     }
     V(*exit_fn)->u.amp.node = node;
     V(*exit_fn)->u.amp.mode = mode;
+    V(*exit_fn)->u.amp.args = Py_NewRef(args);
     return TR_OK;
 }
 
@@ -200,7 +205,18 @@ ctx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
     (void)args;
     (void)nargs;
     (void)kwnames;
+    if (V(fn)->kind == VK_AUTOCAST && (V(fn)->bits & AMP_REENTER) && nargs == 0 && kwnames == NULL) {
+        /* AutocastEnter() in a resume function's prologue: the block entered again */
+        PyObject *result = NULL;
+        st = autocast_enter(tx, fn, out, &result);
+        Py_XDECREF(result);
+        return st;
+    }
     if (V(fn)->kind == VK_AUTOCAST_EXIT) {
+        if (V(fn)->u.amp.node == NULL) {   /* a block entered before a graph break */
+            return cdyn_tx_unsupported(tx, "exit of a torch.autocast block split by a graph "
+                                           "break (runs in Python)");
+        }
         return autocast_exit(tx, fn, out);
     }
     if (V(fn)->kind == VK_NULLCTX) {
@@ -222,21 +238,108 @@ static tr_status
 ctx_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
     (void)cg;
-    if (V(v)->kind == VK_GRADEXIT) {
+    if (V(v)->kind == VK_GRADEXIT || V(v)->kind == VK_AUTOCAST_EXIT) {
         return TR_OK;
     }
     return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
+}
+
+/* The exit of an autocast block traced here, at a break inside it: AutocastEnter(*args),
+ * which the resume function calls to enter the block again (cdyn_ctx_reentered_in_resume);
+ * an AutocastExit handed in is loaded through its source. */
+static int
+autocast_exit_reconstruct(cdyn_cg *cg, PyObject *v)
+{
+    PyObject *args = V(v)->u.amp.args;
+    if (args == NULL) {
+        return cdyn_cg_source(cg, V(v)->source);
+    }
+    if (cdyn_cg_push_callable(cg, cdyn_G.autocast_enter_type) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+        if (cdyn_cg_load_const(cg, PyTuple_GET_ITEM(args, i)) < 0) {
+            return -1;
+        }
+    }
+    return cdyn_cg_call(cg, (int)PyTuple_GET_SIZE(args));
+}
+
+int
+cdyn_ctx_reentered_in_resume(PyObject *v)
+{
+    return V(v)->kind == VK_AUTOCAST_EXIT && V(v)->u.amp.node != NULL;
 }
 
 /* GradModeExit(prev): restores grad mode at the end of a block split by a break. */
 static int
 ctx_reconstruct(cdyn_cg *cg, PyObject *v)
 {
+    if (V(v)->kind == VK_AUTOCAST_EXIT) {
+        return autocast_exit_reconstruct(cg, v);
+    }
+    if (V(v)->kind != VK_GRADEXIT) {
+        PyErr_Format(PyExc_SystemError, "cdynamo: no way to rebuild %R", v);
+        return -1;
+    }
     if (cdyn_cg_push_callable(cg, cdyn_G.grad_mode_exit_type) < 0 ||
         cdyn_cg_load_const(cg, (V(v)->bits & GRAD_MODE_ON) ? Py_True : Py_False) < 0) {
         return -1;
     }
     return cdyn_cg_call(cg, 1);
+}
+
+PyObject *
+cdyn_ctx_open_autocast_exits(cdyn_tx *tx, cdyn_fs *fs)
+{
+    PyObject *exits = PyList_New(0);
+    Py_ssize_t n = PyList_GET_SIZE(tx->open_modes);
+    for (int k = 0; exits != NULL && k < fs->sp; k++) {
+        PyObject *v = fs->stack[k];
+        if (V(v)->kind == VK_AUTOCAST_EXIT && V(v)->u.amp.node != NULL) {
+            Py_ssize_t i = PyList_GET_SIZE(exits);
+            if (i >= n || PyList_GET_ITEM(tx->open_modes, i) != V(v)->u.amp.mode) {
+                Py_DECREF(exits);
+                Py_RETURN_NONE;
+            }
+            if (PyList_Append(exits, v) < 0) {
+                Py_CLEAR(exits);
+            }
+        }
+    }
+    if (exits != NULL && PyList_GET_SIZE(exits) != n) {
+        Py_DECREF(exits);
+        Py_RETURN_NONE;
+    }
+    return exits;
+}
+
+tr_status
+cdyn_ctx_wrap_autocast_enter(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    PyObject *args = PyObject_GetAttrString(obj, "args"), *asrc = NULL, *name = NULL;
+    int e = args == NULL || !PyTuple_Check(args);
+    if (!e && source != NULL) {
+        name = PyUnicode_InternFromString("args");
+        asrc = name ? cdyn_source_attr(source, name) : NULL;
+        e = asrc == NULL || cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0 ||
+            cdyn_guards_add_equals(tx->guards, asrc, args) < 0;
+    }
+    if (!e) {
+        *out = cdyn_value_alloc(VK_AUTOCAST, source);
+        e = *out == NULL;
+    }
+    if (!e) {
+        V(*out)->u.amp.args = Py_NewRef(args);
+        V(*out)->bits |= AMP_REENTER;
+    }
+    Py_XDECREF(args);
+    Py_XDECREF(asrc);
+    Py_XDECREF(name);
+    if (e && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_TypeError, "cdynamo: bad AutocastEnter");
+    }
+    return e ? TR_ERROR : TR_OK;
 }
 
 int cdyn_ctx_init(void);
