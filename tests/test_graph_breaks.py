@@ -1843,3 +1843,27 @@ def test_graph_break_branch_logged_with_reason(caplog):
     msg = breaks[0].getMessage()
     assert f"{inspect.getsourcefile(add_kernel1)}:{line}" in msg, msg
     assert "jump" in msg.lower() or "data-dependent" in msg.lower(), msg
+
+
+# ================================================================ living beside torch._dynamo
+def _breaks_twice(x):
+    x = x + 1
+    print(end="")
+    x = x * 2
+    print(end="")
+    return x - 1
+
+
+def test_resume_globals_never_collide_with_dynamo_ones():
+    """torch._dynamo installs __resume_at_<offset>_<n> globals and refuses (AssertionError)
+    a name that exists: cdynamo's are __resume_at_<offset>_c<n>, so both engines compiling
+    functions of one module never meet."""
+    import re
+    for _ in range(3):
+        cdynamo.compile(_breaks_twice, backend="eager")(A)
+        torch.compile(_breaks_twice, backend="eager")(A)
+        torch._dynamo.reset()
+    ours = [k for k, v in globals().items() if k.startswith("__resume_at_")
+            and getattr(v, "__code__", None) is not None
+            and cdynamo._C._resume_origin(v.__code__) is not None]
+    assert ours and all(re.fullmatch(r"__resume_at_\d+_c\d+", k) for k in ours), ours
