@@ -551,3 +551,24 @@ def test_is_exporting_folds_in_inlined_code():
     counter = run(f, X)
     assert counter.frame_count == 1
     assert cdynamo.explain(f)(X.clone()).graph_break_count == 0
+
+
+# ---- grad mode after a no_grad block that a break split -------------------------------------
+
+def no_grad_block_split_at_its_end(x):
+    with torch.no_grad():
+        x = x * 2
+        print(end="")
+    return x, torch.is_grad_enabled(), x.requires_grad
+
+
+def test_grad_mode_restored_by_a_resume_function_without_tensor_ops():
+    """The resume function after the break only leaves the no_grad block: its graph has no
+    tensor operation and is not called, so the generated code restores the mode itself
+    (grad mode stayed disabled after the call)."""
+    x = torch.randn(3, requires_grad=True)
+    compiled = cdynamo.compile(no_grad_block_split_at_its_end, backend="eager")
+    for _ in range(2):
+        out = compiled(x)
+        assert torch.is_grad_enabled(), "grad mode left disabled"
+        assert out[1:] == (True, False)

@@ -650,6 +650,23 @@ done:
     return newcode;
 }
 
+/* Set the grad mode the trace ended in (the break runs under it; a return leaves it) when
+ * it differs from the mode at the start: the compiled graph does not leave global state
+ * behind. 0 / -1. */
+static int
+emit_grad_mode(cdyn_tx *tx, cdyn_cg *cg)
+{
+    if (tx->grad_enabled == tx->grad_enabled_at_start) {
+        return 0;
+    }
+    if (cdyn_cg_push_callable(cg, cdyn_G.set_grad_enabled) < 0 ||
+        cdyn_cg_load_const(cg, tx->grad_enabled ? Py_True : Py_False) < 0 ||
+        cdyn_cg_call(cg, 1) < 0) {
+        return -1;
+    }
+    return cdyn_cg_emit(cg, POP_TOP, 0);
+}
+
 tr_status
 cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
 {
@@ -667,8 +684,10 @@ cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
         goto done;
     }
     st = TR_ERROR;
-    if (emit_preloads(&cg) < 0 || emit_effects(tx, &cg) < 0 || cdyn_cg_value(&cg, ret) < 0 ||
-        cdyn_cg_emit(&cg, RETURN_VALUE, 0) < 0) {
+    /* a grad-mode change the graph does not make (a graph of no tensor operation is not
+       called, e.g. a resume function that only leaves a no_grad block) */
+    if (emit_grad_mode(tx, &cg) < 0 || emit_preloads(&cg) < 0 || emit_effects(tx, &cg) < 0 ||
+        cdyn_cg_value(&cg, ret) < 0 || cdyn_cg_emit(&cg, RETURN_VALUE, 0) < 0) {
         goto done;
     }
     *code_out = cg_close(tx, &cg, gname, gm);
@@ -1324,21 +1343,6 @@ done:
     return st;
 }
 
-/* Set the grad mode the break runs under: the compiled graph does not leave global state
- * behind. 0 / -1. */
-static int
-emit_grad_mode(cdyn_tx *tx, cdyn_cg *cg)
-{
-    if (tx->grad_enabled == tx->grad_enabled_at_start) {
-        return 0;
-    }
-    if (cdyn_cg_push_callable(cg, cdyn_G.set_grad_enabled) < 0 ||
-        cdyn_cg_load_const(cg, tx->grad_enabled ? Py_True : Py_False) < 0 ||
-        cdyn_cg_call(cg, 1) < 0) {
-        return -1;
-    }
-    return cdyn_cg_emit(cg, POP_TOP, 0);
-}
 
 /* Autocast blocks open at the break (all the top frame's: begin_break checked): end the
  * graph with their _exit_autocast nodes, innermost first, and leave them at trace time.
