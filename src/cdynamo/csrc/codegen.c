@@ -1131,6 +1131,21 @@ done:
     return st;
 }
 
+/* Start the other branch of the jump at instruction `label` here: the jump lands on the
+ * next instruction, and the memo of rebuilt objects is back to `memo` (borrowed; its state
+ * at the jump: objects built in the first branch do not exist in the other). 0 / -1. */
+static int
+other_branch(cdyn_cg *cg, Py_ssize_t label, PyObject *memo)
+{
+    PyObject *copy = PyDict_Copy(memo);
+    if (copy == NULL) {
+        return -1;
+    }
+    cg->out.items[label].target = (int)cg->out.len;
+    Py_SETREF(cg->memo, copy);
+    return 0;
+}
+
 /* A jump on a value the trace cannot decide: test the rebuilt value in Python and call
  * the resume function of the branch taken. */
 static tr_status
@@ -1154,13 +1169,8 @@ break_jump(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
     if (memo == NULL || emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, NULL, 0) != TR_OK) {
         goto done;
     }
-    cg->out.items[b_label].target = (int)cg->out.len;
-    {
-        PyObject *copy = PyDict_Copy(memo);
-        if (copy == NULL) {
-            goto done;
-        }
-        Py_SETREF(cg->memo, copy);
+    if (other_branch(cg, b_label, memo) < 0) {
+        goto done;
     }
     if (keep) {
         with_cond = PyList_GetSlice(below, 0, PY_SSIZE_T_MAX);
@@ -1203,13 +1213,8 @@ break_for_iter(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         emit_resume_call(tx, fs, cg, tx->break_pc + 1, with_it, &item_tmp, 1) != TR_OK) {
         goto done;
     }
-    cg->out.items[label].target = (int)cg->out.len;
-    {
-        PyObject *copy = PyDict_Copy(memo);
-        if (copy == NULL) {
-            goto done;
-        }
-        Py_SETREF(cg->memo, copy);
+    if (other_branch(cg, label, memo) < 0) {
+        goto done;
     }
     st = emit_resume_call(tx, fs, cg, ins->target, below, NULL, 0);
     if (st == TR_OK) {
