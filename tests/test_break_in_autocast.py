@@ -14,7 +14,14 @@ import cdynamo
 from test_graph_breaks import run_both
 
 X = torch.randn(4, 4, generator=torch.Generator().manual_seed(3))
-AMP = ("cpu",)
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    cdynamo.reset()
+    cdynamo.reset_counters()
+    yield
+    cdynamo.reset()
 
 
 def _autocast_off():

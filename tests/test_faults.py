@@ -2,6 +2,7 @@
 crash, a hang, a wrong result or an exception eager does not raise. Results are compared
 with eager (and graph counts with torch._dynamo where both compile the same)."""
 import logging
+import sys
 import types
 
 import numpy as np
@@ -572,3 +573,49 @@ def test_grad_mode_restored_by_a_resume_function_without_tensor_ops():
         out = compiled(x)
         assert torch.is_grad_enabled(), "grad mode left disabled"
         assert out[1:] == (True, False)
+
+
+# ---- graph breaks inside exception handlers ---------------------------------------------------
+
+def reraise_after_break(x):
+    try:
+        raise ValueError("v")
+    except ValueError:
+        x = x + 1
+        print(end="")
+        raise
+
+
+def exc_info_after_break(x):
+    try:
+        raise ValueError("v")
+    except ValueError:
+        x = x + 1
+        print(end="")
+        return x, sys.exc_info()[0]
+
+
+def chained_after_break(x):
+    try:
+        raise ValueError("v")
+    except ValueError:
+        print(end="")
+        raise KeyError("k")
+
+
+def test_bare_raise_after_a_break_in_a_handler_reraises_the_exception():
+    """A break inside an except block runs the frame unmodified (CDB0020): the resume function
+    would have had no exception to re-raise (RuntimeError: No active exception to reraise)."""
+    compiled = cdynamo.compile(reraise_after_break, backend="eager")
+    with pytest.raises(ValueError, match="v"):
+        compiled(X)
+
+
+def test_exc_info_and_chaining_after_a_break_in_a_handler():
+    out = cdynamo.compile(exc_info_after_break, backend="eager")(X)
+    assert out[1] is ValueError and torch.equal(out[0], X + 1)
+    with pytest.raises(KeyError) as info:
+        cdynamo.compile(chained_after_break, backend="eager")(X)
+    assert isinstance(info.value.__context__, ValueError)
+    explained = cdynamo.explain(exc_info_after_break)(X)
+    assert [b.code for b in explained.unmodified_frames] == ["CDB0020"]

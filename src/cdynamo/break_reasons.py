@@ -40,6 +40,14 @@ CATALOGUE: tuple[BreakReason, ...] = (
                 "function (not the frame that breaks) makes the frame run unmodified.",
                 "Move the unsupported code out of the autocast block, or the block into the "
                 "caller."),
+    BreakReason("CDB0020", "break inside an exception handler",
+                r"graph break inside an exception handler",
+                "A graph break inside an `except` block (or a `finally`/`with` cleanup reached by "
+                "an exception) makes the frame run unmodified: a resume function would run the "
+                "rest of the handler with no exception being handled (a bare `raise`, "
+                "sys.exc_info(), logging.exception() and exception chaining would differ).",
+                "Move the unsupported code out of the handler (e.g. set a flag and act after "
+                "the try statement)."),
     BreakReason("CDB0019", "autocast block exit", r"exit of a torch\.autocast block split",
                 "A torch.autocast block that a graph break split is left in Python: its end "
                 "is one more graph break.",

@@ -426,6 +426,7 @@ cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
     ck->n_open_modes = tx->open_modes ? PyList_GET_SIZE(tx->open_modes) : 0;
     ck->n_undo = tx->undo != NULL ? PyList_GET_SIZE(tx->undo) : 0;
     ck->n_effects = tx->effects ? PyList_GET_SIZE(tx->effects) : 0;
+    ck->n_exc_info = tx->exc_info ? PyList_GET_SIZE(tx->exc_info) : 0;
     tx->ckpt_serial = cdyn_value_serial;
 }
 
@@ -466,6 +467,11 @@ cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
     tx->n_call_nodes = ck->n_call_nodes;
     tx->grad_enabled = ck->grad_enabled;
     cdyn_tx_exit_modes(tx, ck->n_open_modes);
+    /* handlers of failed inlined calls entered since are not being run any more */
+    if (tx->exc_info && PyList_GET_SIZE(tx->exc_info) > ck->n_exc_info &&
+        PyList_SetSlice(tx->exc_info, ck->n_exc_info, PY_SSIZE_T_MAX, NULL) < 0) {
+        return TR_ERROR;
+    }
     return TR_OK;
 }
 

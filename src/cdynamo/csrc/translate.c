@@ -1381,6 +1381,18 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
             return TR_UNSUPPORTED;
         }
     }
+    if (PyList_GET_SIZE(tx->exc_info) > 0) {
+        /* the resume function would run the rest of the handler with no exception being
+           handled: a bare `raise`, sys.exc_info(), logging.exception() and the implicit
+           __context__ of a new exception would differ from eager */
+        PyObject *msg = PyUnicode_FromFormat("graph break inside an exception handler (%U)",
+                                             tx->reason ? tx->reason : Py_None);
+        if (msg == NULL) {
+            return TR_ERROR;
+        }
+        Py_XSETREF(tx->reason, msg);
+        return TR_UNSUPPORTED;
+    }
     if (cdyn_in_loop(&fs->instrs, pc)) {
         int on = cdyn_config_bool("graph_break_in_loops");
         PyObject *msg = on ? NULL : PyUnicode_FromFormat("graph break in a for/while loop, "

@@ -235,6 +235,7 @@ typedef struct {
     Py_ssize_t n_effects; /* side effects recorded before the step (later ones are undone) */
     Py_ssize_t n_open_modes;
     Py_ssize_t n_undo;   /* length of tx->undo at the checkpoint */
+    Py_ssize_t n_exc_info;  /* exceptions being handled (tx->exc_info) */
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */

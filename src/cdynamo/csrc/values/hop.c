@@ -305,12 +305,12 @@ cdyn_body_discard(cdyn_tx *tx, PyObject *subv)
 void
 cdyn_body_clear(cdyn_tx *tx, cdyn_body *b)
 {
-    if (b->sub.active) {
+    if (b->sub.active) {   /* the body failed while being traced */
         cdyn_tx_sub_pop(tx, &b->sub);
         tx->ckpt_serial = b->serial;
-    }
-    if (b->begun) {
-        cdyn_hop_restore_grad(tx, b->grad);
+        if (b->begun) {
+            cdyn_hop_restore_grad(tx, b->grad);
+        }
     }
     cdyn_tx_sub_clear(tx, &b->sub);
     Py_CLEAR(b->outputs);
