@@ -43,8 +43,10 @@ def check(fn, *args, hop=None, calls=2, exact=True):
     cdynamo.reset()
     cdy = CountingBackend()
     compiled = cdynamo.compile(fn, backend=cdy)
+    grad = torch.is_grad_enabled()
     for i in range(calls):
         assert_same(compiled(*clone(args)), expected, f"call {i}", exact=exact)
+        assert torch.is_grad_enabled() == grad, "the call left the grad mode changed"
     assert cdy.frame_count == dyn.frame_count, (cdy.frame_count, dyn.frame_count)
     assert hop_names(cdy) == hop_names(dyn) == ([hop] if hop else [])
     return cdy
