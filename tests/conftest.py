@@ -46,3 +46,11 @@ def _fresh_compilers():
     if engine_available():
         import cdynamo
         cdynamo.reset()
+    # global state a compiled call must leave as it found it (every test starts and ends with
+    # grad mode on and autocast off)
+    grad, amp = torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")
+    torch.set_grad_enabled(True)
+    if amp:
+        torch.set_autocast_enabled("cpu", False)
+    assert grad, "the test left grad mode disabled"
+    assert not amp, "the test left autocast enabled"
