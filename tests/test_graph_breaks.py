@@ -1867,3 +1867,23 @@ def test_resume_globals_never_collide_with_dynamo_ones():
             and getattr(v, "__code__", None) is not None
             and cdynamo._C._resume_origin(v.__code__) is not None]
     assert ours and all(re.fullmatch(r"__resume_at_\d+_c\d+", k) for k in ours), ours
+
+
+def nullcontext_split(x):
+    import contextlib
+    with contextlib.nullcontext(5) as v:
+        x = x + v
+        print(end="")
+        x = x * 2
+    return x
+
+
+def test_break_inside_nullcontext():
+    """The block's __exit__ crosses the break as a real nullcontext's (it ran the frame
+    unmodified). torch._dynamo 2.13 fails here (InternalTorchDynamoError: 'ConstantVariable'
+    object is not iterable), so only eager is compared."""
+    cdy = CountingBackend()
+    compiled = cdynamo.compile(nullcontext_split, backend=cdy)
+    for _ in range(2):
+        assert torch.equal(compiled(A), nullcontext_split(A))
+    assert cdy.n_graphs == 2 and cdynamo._C.counters()["unmodified"] == 0

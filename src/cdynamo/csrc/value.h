@@ -204,6 +204,7 @@ typedef struct cdyn_value {
 #define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */
 #define AMP_REENTER     0x1u   /* AUTOCAST: a resume function's AutocastEnter, entered by a
                                    call with no arguments (values/ctx.c) */
+#define NULLCTX_EXIT    0x1u   /* NULLCTX: the __exit__ of an entered nullcontext */
 #define GRAD_PREV_ON    0x4u   /* ... and the mode before it was on */
 #define VIEW_KEYS       0x0u   /* DICTVIEW: which view */
 #define VIEW_VALUES     0x1u

@@ -166,6 +166,7 @@ ctx_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
         if (*exit_fn == NULL) {
             return TR_ERROR;
         }
+        V(*exit_fn)->bits |= NULLCTX_EXIT;
         V(*exit_fn)->u.nullctx.enter_result = cdyn_value_const(Py_None);
         *result = Py_NewRef(c->u.nullctx.enter_result);
         return TR_OK;
@@ -241,6 +242,9 @@ ctx_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     if (V(v)->kind == VK_GRADEXIT || V(v)->kind == VK_AUTOCAST_EXIT) {
         return TR_OK;
     }
+    if (V(v)->kind == VK_NULLCTX) {
+        return cdyn_cg_collect(tx, cg, V(v)->u.nullctx.enter_result);
+    }
     return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
 }
 
@@ -277,6 +281,16 @@ ctx_reconstruct(cdyn_cg *cg, PyObject *v)
 {
     if (V(v)->kind == VK_AUTOCAST_EXIT) {
         return autocast_exit_reconstruct(cg, v);
+    }
+    if (V(v)->kind == VK_NULLCTX) {   /* nullcontext(enter_result), or its __exit__ */
+        int exit = (V(v)->bits & NULLCTX_EXIT) != 0, name;
+        if (cdyn_cg_push_callable(cg, nullcontext_type) < 0 ||
+            (!exit && cdyn_cg_value(cg, V(v)->u.nullctx.enter_result) < 0) ||
+            cdyn_cg_call(cg, exit ? 0 : 1) < 0) {
+            return -1;
+        }
+        name = exit ? cdyn_cg_name(cg, cdyn_G.s_exit) : 0;
+        return name < 0 || (exit && cdyn_cg_emit(cg, LOAD_ATTR, name) < 0) ? -1 : 0;
     }
     if (V(v)->kind != VK_GRADEXIT) {
         PyErr_Format(PyExc_SystemError, "cdynamo: no way to rebuild %R", v);
