@@ -382,10 +382,35 @@ def closure_over_loop_variable(x):
     return x + sum(g() for g in fns)   # late binding: every lambda sees i == 2
 
 
-def test_closure_over_the_loop_variable_stays_correct():
-    compiled = cdynamo.compile(closure_over_loop_variable, backend="eager")
+def closure_reassigned_in_loop(x):
+    s = 1
+    f = lambda t: t * s
+    for i in range(3):
+        x = f(x)
+        print(end="")
+        s = s + 1           # the rebuilt closure's cell would not see this
+    return x
+
+
+def closure_made_before_loop(x):
+    scale = 2
+    f = lambda t: t * scale
+    for i in range(3):
+        x = f(x) + i
+        print(end="")
+    return x
+
+
+@pytest.mark.parametrize("fn", [closure_over_loop_variable, closure_reassigned_in_loop])
+def test_closure_over_a_variable_the_loop_writes_runs_unmodified(fn):
+    compiled = cdynamo.compile(fn, backend="eager")
     for _ in range(2):
-        assert_same(compiled(A), closure_over_loop_variable(A))
+        assert_same(compiled(A), fn(A))
+    assert cdynamo.counters()["unmodified"] >= 1
+
+
+def test_closure_made_before_the_loop_crosses_the_break():
+    loop_case(closure_made_before_loop, A)
 
 
 # ---- modules: a layer loop with a data-dependent branch ---------------------------------

@@ -329,10 +329,11 @@ partial_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 
 /* ---- closures rebuilt ------------------------------------------------------------------ */
 
-/* Number of STORE_DEREF / DELETE_DEREF of variable `name` in code and the codes nested in
- * its constants (slot: its index in code, or -1 to match by name). -1 on error. */
+/* Number of STORE_DEREF / DELETE_DEREF of variable `name` in code at instruction indices
+ * [lo, hi] and in the codes nested in its constants (all of theirs: a call can run them at
+ * any time; slot: its index in code, or -1 to match by name). -1 on error. */
 static Py_ssize_t
-deref_stores(PyCodeObject *co, int slot, PyObject *name)
+deref_stores(PyCodeObject *co, int slot, PyObject *name, Py_ssize_t lo, Py_ssize_t hi)
 {
     cdyn_instr_list il;
     Py_ssize_t n = 0;
@@ -341,7 +342,7 @@ deref_stores(PyCodeObject *co, int slot, PyObject *name)
         cdyn_instrs_clear(&il);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < il.len; i++) {
+    for (Py_ssize_t i = lo; i < il.len && i <= hi; i++) {
         const cdyn_instr *ins = &il.items[i];
         if ((ins->opcode == STORE_DEREF || ins->opcode == DELETE_DEREF) &&
             (ins->oparg == slot ||
@@ -354,7 +355,7 @@ deref_stores(PyCodeObject *co, int slot, PyObject *name)
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(co->co_consts); i++) {
         PyObject *c = PyTuple_GET_ITEM(co->co_consts, i);
         if (PyCode_Check(c)) {
-            Py_ssize_t m = deref_stores((PyCodeObject *)c, -1, name);
+            Py_ssize_t m = deref_stores((PyCodeObject *)c, -1, name, 0, PY_SSIZE_T_MAX);
             if (m < 0) {
                 return -1;
             }
@@ -364,9 +365,34 @@ deref_stores(PyCodeObject *co, int slot, PyObject *name)
     return n;
 }
 
+/* The instruction indices [*lo, *hi] of the outermost loop around instruction pc of co
+ * (backward jumps at or after pc to at or before it). 0 / -1. */
+static int
+loop_span(PyCodeObject *co, Py_ssize_t pc, Py_ssize_t *lo, Py_ssize_t *hi)
+{
+    cdyn_instr_list il;
+    cdyn_instrs_init(&il);
+    if (cdyn_decode(co, &il) < 0) {
+        cdyn_instrs_clear(&il);
+        return -1;
+    }
+    *lo = pc;
+    *hi = pc;
+    for (Py_ssize_t j = pc; j < il.len; j++) {
+        const cdyn_instr *in = &il.items[j];
+        if (cdyn_is_jump(in->opcode) && in->target >= 0 && in->target <= pc) {
+            *lo = in->target < *lo ? in->target : *lo;
+            *hi = j;
+        }
+    }
+    cdyn_instrs_clear(&il);
+    return 0;
+}
+
 /* A cell of a closure rebuilt at a graph break gets a new cell object, while the frame's
  * variable lives on in the resume function: refuse when that variable is written after the
- * break (the two would part): written after its first assignment, or not yet assigned. */
+ * break (the two would part): written after its first assignment, not yet assigned, or
+ * written inside the loop around the break (the store may run again after it). */
 static tr_status
 check_cell_at_break(cdyn_tx *tx, PyObject *cell)
 {
@@ -374,21 +400,27 @@ check_cell_at_break(cdyn_tx *tx, PyObject *cell)
     int slot = (int)V(cell)->pos;
     int nargs = co->co_argcount + co->co_kwonlyargcount +
                 ((co->co_flags & CO_VARARGS) != 0) + ((co->co_flags & CO_VARKEYWORDS) != 0);
-    Py_ssize_t n;
+    PyObject *name = NULL;
+    Py_ssize_t n, lo = 0, hi = 0;
     if (tx->break_kind == BRK_NONE || !(V(cell)->bits & CELL_TOP) || V(cell)->u.cell.real) {
         return TR_OK;
     }
-    n = deref_stores(co, slot, PyTuple_GET_ITEM(co->co_localsplusnames, slot));
+    name = PyTuple_GET_ITEM(co->co_localsplusnames, slot);
+    n = deref_stores(co, slot, name, 0, PY_SSIZE_T_MAX);
     if (n < 0) {
         return TR_ERROR;
     }
     /* one store is allowed when it has run: a cell still empty at the break is assigned in
-       the resume function, whose cell is not the one this closure is rebuilt over; inside a
-       loop that store may run again after the break */
-    if (n > (slot < nargs || V(cell)->u.cell.contents == NULL || tx->break_in_loop ? 0 : 1)) {
+       the resume function, whose cell is not the one this closure is rebuilt over */
+    n = n > (slot < nargs || V(cell)->u.cell.contents == NULL ? 0 : 1) ? n : 0;
+    if (n == 0 && tx->break_in_loop &&
+        (loop_span(co, tx->break_pc, &lo, &hi) < 0 ||
+         (n = deref_stores(co, slot, name, lo, hi)) < 0)) {
+        return TR_ERROR;
+    }
+    if (n > 0) {
         return cdyn_tx_unsupported(tx, "closure over variable %U, which is reassigned, live at "
-                                       "a graph break",
-                                   PyTuple_GET_ITEM(co->co_localsplusnames, slot));
+                                       "a graph break", name);
     }
     return TR_OK;
 }
