@@ -90,6 +90,7 @@ typedef struct {
     int implied;           /* HASATTR present: another guard reads the attribute itself
                               (mark_implied), and a missing attribute fails that one */
     nn_state_cache ms;     /* NN_MODULE: the dicts of the instance that last passed */
+    cdyn_attr_cache hc;    /* HASATTR: the last read of the attribute (source.h) */
     uint64_t verified;     /* TENSOR read from an nn.Module's dicts: the stamp of the
                               attribute-cache fill whose object last passed (see
                               tensor_unchanged); 0 none */
@@ -1989,7 +1990,12 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         rc = check_same(g, gd, v, why, cx);
         break;
     case G_HASATTR:
-        rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
+        rc = cdyn_source_hasattr_cached(v, ((cdyn_source *)gd->source)->name,
+                                        &((guard *)gd)->hc);
+        if (rc < 0) {
+            PyErr_Clear();   /* as hasattr: an error reads as absent */
+            rc = 0;
+        }
         if (rc != gd->flag) {
             rc = fail_with(why, "expected the attribute to be %s", gd->flag ? "present" : "absent");
         }

@@ -372,86 +372,431 @@ mapping_lookup(PyObject *mapping, PyObject *name)
     return v;
 }
 
+/* ---- plain objects: attribute reads that run no Python code --------------------------
+ * An object whose type reads attributes with object's generic lookup, or through Python
+ * __getattribute__ overrides known to delegate to it (transformers' configs:
+ * PreTrainedConfig maps the name through the `attribute_map` dict, then delegates;
+ * HeterogeneousConfigMixin delegates while the instance has no `_heterogeneity_spec`), and
+ * no __getattr__, reads a name from its type (data descriptors excepted: they run code) and
+ * its instance dict. What the read consulted (type version tag, instance dict, attribute_map)
+ * is recorded in a cdyn_attr_cache, so that a guard or a loader answers while the tags
+ * match, absence included (hasattr), with no Python __getattribute__ call. */
+
+enum { GA_OBJECT = 0, GA_ALIAS = 1, GA_HETERO = 2, GA_UNKNOWN = -1 };
+
+static PyObject *str_getattribute, *str_getattr, *str_dict_attr, *str_attribute_map,
+    *str_hetero_spec, *str_class_attr;
+static PyObject *object_getattribute;   /* object.__getattribute__ (borrowed from its dict) */
+static PyObject *object_class_descr;    /* object.__class__ (borrowed from its dict) */
+static PyObject *nn_module_getattr;     /* nn.Module.__getattr__, strong */
+
+/* Which known __getattribute__ f is (GA_*), by identity for object's, else by module,
+ * qualified name and the names its code uses (a changed implementation is not recognised). */
+static int
+ga_kind(PyObject *f)
+{
+    static const struct {
+        const char *module, *qualname;
+        int nnames;
+        const char *names[7];
+        int kind;
+    } known[2] = {
+        {"transformers.configuration_utils", "PreTrainedConfig.__getattribute__", 2,
+         {"super", "__getattribute__"}, GA_ALIAS},
+        {"transformers.integrations.heterogeneity.configuration_utils",
+         "HeterogeneousConfigMixin.__getattribute__", 7,
+         {"super", "__getattribute__", "get", "per_layer_attributes",
+          "AmbiguousGlobalPerLayerAttributeError", "logger", "warning_once"}, GA_HETERO},
+    };
+    if (f == object_getattribute) {
+        return GA_OBJECT;
+    }
+    if (!PyFunction_Check(f)) {
+        return GA_UNKNOWN;
+    }
+    PyFunctionObject *fn = (PyFunctionObject *)f;
+    PyCodeObject *co = (PyCodeObject *)fn->func_code;
+    for (int k = 0; k < 2; k++) {
+        if (fn->func_module == NULL || !PyUnicode_Check(fn->func_module) ||
+            PyUnicode_CompareWithASCIIString(fn->func_module, known[k].module) != 0 ||
+            !PyUnicode_Check(fn->func_qualname) ||
+            PyUnicode_CompareWithASCIIString(fn->func_qualname, known[k].qualname) != 0 ||
+            PyTuple_GET_SIZE(co->co_names) != known[k].nnames) {
+            continue;
+        }
+        int same = 1;
+        for (int i = 0; i < known[k].nnames && same; i++) {
+            same = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(co->co_names, i),
+                                                    known[k].names[i]) == 0;
+        }
+        return same ? known[k].kind : GA_UNKNOWN;
+    }
+    return GA_UNKNOWN;
+}
+
+/* The steps tp's attribute read takes besides object's generic lookup: a mask of GA_ALIAS /
+ * GA_HETERO, or -1 when it runs anything else (an unknown __getattribute__, a __getattr__,
+ * a custom tp_getattro). Reads the MRO's class dicts only. */
+static int
+getattr_steps(PyTypeObject *tp)
+{
+    PyObject *mro = tp->tp_mro;
+    int steps = 0;
+    if (tp->tp_getattro == PyObject_GenericGetAttr) {
+        return 0;
+    }
+    if (mro == NULL || !PyTuple_Check(mro) || _PyType_Lookup(tp, str_getattr) != NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *k = PyTuple_GET_ITEM(mro, i);
+        PyObject *d = PyType_Check(k) ? ((PyTypeObject *)k)->tp_dict : NULL;
+        PyObject *f = d != NULL ? PyDict_GetItemWithError(d, str_getattribute) : NULL;
+        if (f == NULL) {
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                return -1;
+            }
+            continue;
+        }
+        int kind = ga_kind(f);
+        if (kind == GA_OBJECT) {
+            return steps;
+        }
+        /* its super() must start after the class it was found in (its __class__ cell) */
+        PyObject *cl = kind != GA_UNKNOWN ? ((PyFunctionObject *)f)->func_closure : NULL;
+        if (kind == GA_UNKNOWN || (steps & kind) || cl == NULL || !PyTuple_Check(cl) ||
+            PyTuple_GET_SIZE(cl) != 1 || PyCell_GET(PyTuple_GET_ITEM(cl, 0)) != k) {
+            return -1;
+        }
+        steps |= kind;
+    }
+    return -1;
+}
+
+/* object.__getattribute__(base, name) over the instance dict d (borrowed, may be NULL)
+ * without running code: 1 with *out borrowed, 0 absent, -2 not modelled (a data descriptor,
+ * or a non-data descriptor that would bind), -1 error. */
+static int
+generic_lookup(PyObject *base, PyObject *d, PyObject *name, PyObject **out)
+{
+    PyObject *descr = _PyType_Lookup(Py_TYPE(base), name), *v = NULL;
+    if (descr != NULL && descr == object_class_descr) {
+        *out = (PyObject *)Py_TYPE(base);   /* obj.__class__: the exact type (recorded) */
+        return 1;
+    }
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+        return -2;
+    }
+    if (d != NULL && (v = PyDict_GetItemWithError(d, name)) != NULL) {
+        *out = v;
+        return 1;
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (descr == NULL) {
+        return 0;
+    }
+    if (Py_TYPE(descr)->tp_descr_get != NULL) {
+        return -2;
+    }
+    *out = descr;
+    return 1;
+}
+
+/* getattr(base, name) for a plain object (see above), recording what it read in *rec: 1
+ * with *out borrowed (held by a dict the record names), 0 absent, -2 not modelled, -1 error. */
+static int
+plain_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
+{
+    PyTypeObject *tp = Py_TYPE(base);
+    int steps = getattr_steps(tp), r;
+    PyObject **dictptr, *d, *am = NULL;
+    if (steps < 0 || !PyUnicode_CheckExact(name)) {
+        return -2;
+    }
+    dictptr = _PyObject_GetDictPtr(base);
+    d = dictptr != NULL ? *dictptr : NULL;
+    if (d != NULL && !PyDict_CheckExact(d)) {
+        return -2;
+    }
+    if ((steps & GA_HETERO) != 0) {
+        PyObject *dd = _PyType_Lookup(tp, str_dict_attr);
+        PyObject *spec = d != NULL ? PyDict_GetItemWithError(d, str_hetero_spec) : NULL;
+        if (dd == NULL || Py_TYPE(dd) != &PyGetSetDescr_Type || (spec != NULL && spec != Py_None)) {
+            return PyErr_Occurred() ? -1 : -2;
+        }
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    if ((steps & GA_ALIAS) != 0 && PyUnicode_Compare(name, str_attribute_map) != 0) {
+        PyObject *alias = NULL;
+        r = generic_lookup(base, d, str_attribute_map, &am);
+        if (r != 1 || !PyDict_CheckExact(am)) {
+            return r < 0 ? r : -2;
+        }
+        if ((alias = PyDict_GetItemWithError(am, name)) != NULL) {
+            if (!PyUnicode_CheckExact(alias)) {
+                return -2;
+            }
+            name = alias;
+        }
+        else if (PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    r = generic_lookup(base, d, name, out);
+    if (r >= 0 && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        /* the lookups ran no Python code (str keys): the tags read now describe them */
+        rec->type = tp;
+        rec->type_tag = tp->tp_version_tag;
+        rec->dict = (PyDictObject *)d;
+        rec->dict_tag = d != NULL ? ((PyDictObject *)d)->ma_version_tag : 0;
+        rec->nsub = 0;
+        if (am != NULL) {
+            rec->sub[rec->nsub] = (PyDictObject *)am;
+            rec->sub_tag[rec->nsub++] = ((PyDictObject *)am)->ma_version_tag;
+        }
+        rec->absent = r == 0;
+        rec->value = r == 1 ? *out : NULL;
+        rec->stamp = 0;   /* not an nn.Module registry read (no tensor-guard skip) */
+    }
+    return r;
+}
+
 static PyObject *nn_module_type;   /* torch.nn.Module, or NULL when unavailable */
 static PyObject *str_nn_dicts[3];   /* "_parameters", "_buffers", "_modules" */
+
+/* Fill the type and instance-dict part of *rec after a read of base that ran no Python
+ * code (the tags read now describe what it consulted). 0, or -1 when tp has no valid
+ * version tag (nothing may be cached). */
+static int
+record_base(cdyn_attr_cache *rec, PyTypeObject *tp, PyObject *d)
+{
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        return -1;
+    }
+    rec->type = tp;
+    rec->type_tag = tp->tp_version_tag;
+    rec->dict = (PyDictObject *)d;
+    rec->dict_tag = d != NULL ? ((PyDictObject *)d)->ma_version_tag : 0;
+    return 0;
+}
+
+/* getattr(module, name) for an nn.Module without running Python code: a name the class
+ * defines is read as object's generic lookup reads it (not a data descriptor, not a
+ * binding one); any other name from the instance dict, then _parameters / _buffers /
+ * _modules, where nn.Module.__getattr__ looks; absent when none has it and __getattr__ is
+ * nn.Module's own. Records what it read in *rec (a stamp: see cdyn_attr_cache). 1 with
+ * *out borrowed, 0 absent, -2 not modelled, -1 error. */
+static int
+nn_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
+{
+    static uint64_t fills;
+    PyTypeObject *tp = Py_TYPE(base);
+    PyObject **dictptr = _PyObject_GetDictPtr(base);
+    PyObject *d = dictptr ? *dictptr : NULL, *v = NULL;
+    int r = 1;
+    if (d == NULL || !PyDict_CheckExact(d) || !PyUnicode_CheckExact(name)) {
+        return -2;
+    }
+    if (_PyType_Lookup(tp, name) != NULL) {
+        if (_PyType_Lookup(tp, str_getattribute) != object_getattribute) {
+            return -2;
+        }
+        r = generic_lookup(base, d, name, &v);
+        if (r != 1) {
+            return r == 0 ? -2 : r;
+        }
+    }
+    else if ((v = PyDict_GetItemWithError(d, name)) == NULL) {
+        for (int i = 0; v == NULL && !PyErr_Occurred() && i < 3; i++) {
+            PyObject *sub = PyDict_GetItemWithError(d, str_nn_dicts[i]);
+            if (sub != NULL && PyDict_Check(sub)) {
+                rec->sub[rec->nsub] = (PyDictObject *)sub;
+                rec->sub_tag[rec->nsub++] = ((PyDictObject *)sub)->ma_version_tag;
+                v = PyDict_GetItemWithError(sub, name);
+            }
+        }
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (v == NULL && (_PyType_Lookup(tp, str_getattr) != nn_module_getattr ||
+                          _PyType_Lookup(tp, str_getattribute) != object_getattribute)) {
+            return -2;
+        }
+        r = v != NULL;
+    }
+    if (record_base(rec, tp, d) == 0) {
+        rec->value = v;
+        rec->absent = r == 0;
+        rec->stamp = ++fills;
+    }
+    *out = v;
+    return r;
+}
+
+/* getattr(cls, name) for a class whose metaclass reads attributes as type does (no
+ * __getattr__): a name of the class's MRO that is a function or a plain value, else a
+ * plain value of the metaclass; absent when neither has it. Records the metaclass and the
+ * class with their version tags. 1 with *out borrowed, 0 absent, -2 not modelled, -1 error. */
+static int
+type_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
+{
+    PyTypeObject *meta = Py_TYPE(base), *cls = (PyTypeObject *)base;
+    PyObject *meta_attr, *attr;
+    int r = 1;
+    if (meta->tp_getattro != PyType_Type.tp_getattro || !PyUnicode_CheckExact(name)) {
+        return -2;
+    }
+    meta_attr = _PyType_Lookup(meta, name);
+    if (meta_attr != NULL && Py_TYPE(meta_attr)->tp_descr_set != NULL) {
+        return -2;
+    }
+    attr = _PyType_Lookup(cls, name);
+    if (attr != NULL) {
+        if (Py_TYPE(attr)->tp_descr_get != NULL && !PyFunction_Check(attr)) {
+            return -2;   /* classmethod, staticmethod, property...: made per read */
+        }
+        *out = attr;
+    }
+    else if (meta_attr != NULL) {
+        if (Py_TYPE(meta_attr)->tp_descr_get != NULL) {
+            return -2;
+        }
+        *out = meta_attr;
+    }
+    else {
+        *out = NULL;
+        r = 0;
+    }
+    if (!(cls->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
+        record_base(rec, meta, cls->tp_dict) < 0) {
+        return -2;
+    }
+    rec->cls = cls;
+    rec->cls_tag = cls->tp_version_tag;
+    rec->value = *out;
+    rec->absent = r == 0;
+    rec->stamp = 0;
+    return r;
+}
 
 /* getattr(base, name) with a fast path for nn.Module: instance __dict__, then the
  * _parameters / _buffers / _modules dicts, exactly where nn.Module.__getattr__ looks,
  * without running Python code. Used only when the type defines no attribute of that name
- * (so no descriptor can take precedence). When c is not NULL and the fast path found the
- * value, *c is filled with what the result depended on (cdyn_attr_cache). New reference or
- * NULL + exception. */
+ * (so no descriptor can take precedence). Other objects take the plain-object path when
+ * their type allows it. When c is not NULL and a fast path answered, *c is filled with
+ * what the result depended on (cdyn_attr_cache). New reference; NULL + exception, or NULL
+ * without one and *absent = 1 when absent is not NULL and the attribute is missing (an
+ * AttributeError of the real read is then suppressed too). */
 static PyObject *
-attr_get_rec(PyObject *base, PyObject *name, cdyn_attr_cache *c)
+attr_lookup(PyObject *base, PyObject *name, cdyn_attr_cache *c, int *absent)
 {
-    PyTypeObject *tp = Py_TYPE(base);
     cdyn_attr_cache rec = {0};
-    if (nn_module_type != NULL && PyObject_TypeCheck(base, (PyTypeObject *)nn_module_type) &&
-        _PyType_Lookup(tp, name) == NULL) {
-        PyObject **dictptr = _PyObject_GetDictPtr(base);
-        PyObject *d = dictptr ? *dictptr : NULL, *v = NULL;
-        if (d != NULL && PyDict_CheckExact(d)) {
-            rec.type = tp;
-            rec.type_tag = tp->tp_version_tag;
-            rec.dict = (PyDictObject *)d;
-            rec.dict_tag = ((PyDictObject *)d)->ma_version_tag;
-            v = PyDict_GetItemWithError(d, name);
-            for (int i = 0; v == NULL && !PyErr_Occurred() && i < 3; i++) {
-                PyObject *sub = PyDict_GetItemWithError(d, str_nn_dicts[i]);
-                if (sub != NULL && PyDict_Check(sub)) {
-                    rec.sub[rec.nsub] = (PyDictObject *)sub;
-                    rec.sub_tag[rec.nsub++] = ((PyDictObject *)sub)->ma_version_tag;
-                    v = PyDict_GetItemWithError(sub, name);
-                }
-            }
-            if (v != NULL) {
-                /* the lookups ran no Python code (str keys): the tags read before them
-                   still describe the dicts the value came from */
-                if (c != NULL && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) &&
-                    rec.type_tag == tp->tp_version_tag) {
-                    static uint64_t fills;
-                    rec.value = v;
-                    rec.stamp = ++fills;
-                    *c = rec;
-                }
-                return Py_NewRef(v);
-            }
-            if (PyErr_Occurred()) {
-                return NULL;
-            }
+    PyObject *v = NULL;
+    int r;
+    if (nn_module_type != NULL && PyObject_TypeCheck(base, (PyTypeObject *)nn_module_type)) {
+        r = nn_attr(base, name, &rec, &v);
+    }
+    else if (PyType_Check(base)) {
+        r = type_attr(base, name, &rec, &v);
+    }
+    else {
+        r = plain_attr(base, name, &rec, &v);
+    }
+    if (r == -1) {
+        return NULL;
+    }
+    if (r >= 0) {
+        if (c != NULL && rec.type != NULL) {
+            *c = rec;
         }
+        if (r == 1) {
+            return Py_NewRef(v);
+        }
+        if (absent != NULL) {
+            *absent = 1;
+            return NULL;
+        }
+        PyErr_SetObject(PyExc_AttributeError, name);
+        return NULL;
+    }
+    if (absent != NULL) {
+        if (_PyObject_LookupAttr(base, name, &v) == 0) {
+            *absent = 1;
+        }
+        return v;
     }
     return PyObject_GetAttr(base, name);
 }
 
-/* getattr(base, name) (see attr_get_rec). */
+/* getattr(base, name) (see attr_lookup). */
 static PyObject *
 attr_get(PyObject *base, PyObject *name)
 {
-    return attr_get_rec(base, name, NULL);
+    return attr_lookup(base, name, NULL, NULL);
+}
+
+/* 1 when *c (filled) still describes base's read: same exact type and version tag, same
+ * instance dict with its tag, every sub-dict's tag unchanged. */
+static inline int
+attr_cache_valid(PyObject *base, const cdyn_attr_cache *c)
+{
+    PyTypeObject *tp = Py_TYPE(base);
+    if (tp != c->type || !(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
+        tp->tp_version_tag != c->type_tag) {
+        return 0;
+    }
+    PyObject **dictptr = _PyObject_GetDictPtr(base);
+    PyDictObject *d = dictptr ? (PyDictObject *)*dictptr : NULL;
+    if (d != c->dict || (d != NULL && d->ma_version_tag != c->dict_tag)) {
+        return 0;
+    }
+    if (c->cls != NULL && (c->cls != (PyTypeObject *)base || c->cls->tp_version_tag != c->cls_tag ||
+                           !(c->cls->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))) {
+        return 0;
+    }
+    /* d unchanged (or the type's dicts): they still hold the sub-dicts recorded */
+    for (int i = 0; i < c->nsub; i++) {
+        if (c->sub[i]->ma_version_tag != c->sub_tag[i]) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 PyObject *
 cdyn_source_attr_cached(PyObject *base, PyObject *name, cdyn_attr_cache *c)
 {
-    PyTypeObject *tp = Py_TYPE(base);
-    if (c->value != NULL && tp == c->type && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) &&
-        tp->tp_version_tag == c->type_tag) {
-        PyObject **dictptr = _PyObject_GetDictPtr(base);
-        PyDictObject *d = dictptr ? (PyDictObject *)*dictptr : NULL;
-        if (d == c->dict && d->ma_version_tag == c->dict_tag) {
-            /* d unchanged: it still holds the sub-dicts recorded, so they are alive */
-            int i = 0;
-            while (i < c->nsub && c->sub[i]->ma_version_tag == c->sub_tag[i]) {
-                i++;
-            }
-            if (i == c->nsub) {
-                return Py_NewRef(c->value);
-            }
+    if ((c->value != NULL || c->absent) && attr_cache_valid(base, c)) {
+        if (c->absent) {
+            PyErr_SetObject(PyExc_AttributeError, name);
+            return NULL;
         }
+        return Py_NewRef(c->value);
     }
-    c->value = NULL;
-    return attr_get_rec(base, name, c);
+    memset(c, 0, sizeof(*c));
+    return attr_lookup(base, name, c, NULL);
+}
+
+int
+cdyn_source_hasattr_cached(PyObject *base, PyObject *name, cdyn_attr_cache *c)
+{
+    int absent = 0;
+    PyObject *v;
+    if ((c->value != NULL || c->absent) && attr_cache_valid(base, c)) {
+        return !c->absent;
+    }
+    memset(c, 0, sizeof(*c));
+    v = attr_lookup(base, name, c, &absent);
+    if (v == NULL) {
+        return absent ? 0 : -1;
+    }
+    Py_DECREF(v);
+    return 1;
 }
 
 /* An attribute-chain loader: loader(obj) is getattr(getattr(obj, names[0]), names[1])...,
@@ -627,6 +972,19 @@ cdyn_source_init(PyObject *module)
             return -1;
         }
     }
+    if ((str_getattribute = PyUnicode_InternFromString("__getattribute__")) == NULL ||
+        (str_getattr = PyUnicode_InternFromString("__getattr__")) == NULL ||
+        (str_dict_attr = PyUnicode_InternFromString("__dict__")) == NULL ||
+        (str_attribute_map = PyUnicode_InternFromString("attribute_map")) == NULL ||
+        (str_hetero_spec = PyUnicode_InternFromString("_heterogeneity_spec")) == NULL ||
+        (str_class_attr = PyUnicode_InternFromString("__class__")) == NULL) {
+        return -1;
+    }
+    object_getattribute = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_getattribute);
+    object_class_descr = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_class_attr);
+    if (object_getattribute == NULL || object_class_descr == NULL) {
+        return -1;
+    }
     nn = PyImport_ImportModule("torch.nn");
     if (nn == NULL) {
         return -1;
@@ -636,6 +994,12 @@ cdyn_source_init(PyObject *module)
     if (nn_module_type == NULL) {
         return -1;
     }
+    nn_module_getattr = PyDict_GetItemWithError(((PyTypeObject *)nn_module_type)->tp_dict,
+                                                str_getattr);
+    if (nn_module_getattr == NULL) {
+        return -1;
+    }
+    Py_INCREF(nn_module_getattr);
     Py_INCREF(&cdyn_SourceType);
     if (PyModule_AddObject(module, "Source", (PyObject *)&cdyn_SourceType) < 0) {
         Py_DECREF(&cdyn_SourceType);
