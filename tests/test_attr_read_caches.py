@@ -208,3 +208,77 @@ def test_config_attribute_map_changed_in_place_is_seen():
     assert torch.equal(c(x), x * 2)
     MyConfig.attribute_map["width"] = "n_embd"
     assert torch.equal(c(x), x * 8)
+
+
+class Forwarding:
+    def __init__(self):
+        self._flag = True
+
+    @property
+    def flag(self):             # `return self._flag`: read as the read of _flag
+        return self._flag
+
+
+def test_forwarding_property_sees_its_attribute_and_a_replaced_property():
+    o = Forwarding()
+    x = torch.randn(3)
+
+    def f(x):
+        return x + 1 if o.flag else x - 1
+
+    c, counter = _compile(f)
+    _warm(c, x)
+    o._flag = False
+    assert torch.equal(c(x), x - 1)
+    o._flag = True
+    assert torch.equal(c(x), x + 1)
+    Forwarding.flag = property(lambda self: not self._flag)   # no longer forwarding
+    try:
+        assert torch.equal(c(x), x - 1)
+    finally:
+        Forwarding.flag = property(lambda self: self._flag)
+
+
+def test_function_defaults_and_closure_cells_are_read_each_call():
+    x = torch.randn(3)
+
+    def make(k):
+        def g(x, s=2):
+            return x * s + k
+        return g
+
+    g = make(1)
+
+    def f(x):
+        return g(x)
+
+    c, counter = _compile(f)
+    _warm(c, x)
+    g.__defaults__ = (5,)
+    assert torch.equal(c(x), x * 5 + 1)
+    g.__closure__[0].cell_contents = 4
+    assert torch.equal(c(x), x * 5 + 4)
+
+
+def test_class_mro_change_is_seen():
+    class A:
+        def act(self, x):
+            return x + 1
+
+    class B:
+        def act(self, x):
+            return x * 3
+
+    class C(A):
+        pass
+
+    o = C()
+    x = torch.randn(3)
+
+    def f(x):
+        return o.act(x)
+
+    c, counter = _compile(f)
+    _warm(c, x)
+    C.__bases__ = (B,)
+    assert torch.equal(c(x), x * 3)

@@ -6,6 +6,8 @@
  */
 #include "source.h"
 
+#include <opcode.h>
+
 /* ---- the type ---------------------------------------------------------------------- */
 
 /* Release the fields of an unreachable source. Sources cannot form cycles (the base
@@ -389,6 +391,7 @@ static PyObject *str_getattribute, *str_getattr, *str_dict_attr, *str_attribute_
 static PyObject *object_getattribute;   /* object.__getattribute__ (borrowed from its dict) */
 static PyObject *object_class_descr;    /* object.__class__ (borrowed from its dict) */
 static PyObject *nn_module_getattr;     /* nn.Module.__getattr__, strong */
+static PyObject *type_mro_descr;        /* type.__mro__ (borrowed from its dict) */
 
 /* Which known __getattribute__ f is (GA_*), by identity for object's, else by module,
  * qualified name and the names its code uses (a changed implementation is not recognised). */
@@ -474,9 +477,48 @@ getattr_steps(PyTypeObject *tp)
     return -1;
 }
 
+/* The attribute name a property forwards to, when descr is an exact property with no
+ * setter-independent behaviour on reads but `return self.<name>` (a Python function of one
+ * argument, no cells, whose code is exactly that): borrowed str, else NULL (no exception).
+ * Its read is then the read of <name> on the same object, by object's generic lookup. */
+static PyObject *
+forwarded_name(PyObject *descr)
+{
+    static PyObject *getter;   /* "fget" */
+    PyObject *fget = NULL, *code = NULL, *res = NULL;
+    if (Py_TYPE(descr) != &PyProperty_Type ||
+        (getter == NULL && (getter = PyUnicode_InternFromString("fget")) == NULL)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    fget = PyObject_GetAttr(descr, getter);
+    if (fget != NULL && PyFunction_Check(fget)) {
+        PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(fget);
+        code = co->co_argcount == 1 && co->co_kwonlyargcount == 0 && co->co_nlocalsplus == 1 &&
+               (co->co_flags & CO_OPTIMIZED) &&
+               !(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR |
+                                 CO_ITERABLE_COROUTINE | CO_VARARGS | CO_VARKEYWORDS)) &&
+               PyTuple_GET_SIZE(co->co_names) == 1
+                   ? PyCode_GetCode(co) : NULL;
+        /* RESUME 0; LOAD_FAST 0; LOAD_ATTR 0 (+ 4 cache units); RETURN_VALUE */
+        const unsigned char want[] = {RESUME, 0, LOAD_FAST, 0, LOAD_ATTR, 0, 0, 0, 0, 0, 0, 0,
+                                      0, 0, RETURN_VALUE, 0};
+        if (code != NULL && PyBytes_GET_SIZE(code) == (Py_ssize_t)sizeof(want) &&
+            memcmp(PyBytes_AS_STRING(code), want, sizeof(want)) == 0 &&
+            PyUnicode_CheckExact(PyTuple_GET_ITEM(co->co_names, 0))) {
+            res = PyTuple_GET_ITEM(co->co_names, 0);   /* the code object holds it */
+        }
+    }
+    PyErr_Clear();
+    Py_XDECREF(code);
+    Py_XDECREF(fget);
+    return res;
+}
+
 /* object.__getattribute__(base, name) over the instance dict d (borrowed, may be NULL)
- * without running code: 1 with *out borrowed, 0 absent, -2 not modelled (a data descriptor,
- * or a non-data descriptor that would bind), -1 error. */
+ * without running code: 1 with *out borrowed, 0 absent, -3 with *out the name a forwarding
+ * property reads instead (forwarded_name), -2 not modelled (another data descriptor, or a
+ * non-data descriptor that would bind), -1 error. */
 static int
 generic_lookup(PyObject *base, PyObject *d, PyObject *name, PyObject **out)
 {
@@ -486,6 +528,9 @@ generic_lookup(PyObject *base, PyObject *d, PyObject *name, PyObject **out)
         return 1;
     }
     if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+        if ((*out = forwarded_name(descr)) != NULL) {
+            return -3;
+        }
         return -2;
     }
     if (d != NULL && (v = PyDict_GetItemWithError(d, name)) != NULL) {
@@ -531,23 +576,32 @@ plain_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
             return -1;
         }
     }
-    if ((steps & GA_ALIAS) != 0 && PyUnicode_Compare(name, str_attribute_map) != 0) {
-        PyObject *alias = NULL;
-        r = generic_lookup(base, d, str_attribute_map, &am);
-        if (r != 1 || !PyDict_CheckExact(am)) {
-            return r < 0 ? r : -2;
-        }
-        if ((alias = PyDict_GetItemWithError(am, name)) != NULL) {
-            if (!PyUnicode_CheckExact(alias)) {
-                return -2;
+    for (int hops = 0;; hops++) {   /* a forwarding property reads another name, once */
+        if ((steps & GA_ALIAS) != 0 && PyUnicode_Compare(name, str_attribute_map) != 0) {
+            PyObject *alias = NULL;
+            r = am != NULL ? 1 : generic_lookup(base, d, str_attribute_map, &am);
+            if (r != 1 || !PyDict_CheckExact(am)) {
+                return r == -1 ? -1 : -2;
             }
-            name = alias;
+            if ((alias = PyDict_GetItemWithError(am, name)) != NULL) {
+                if (!PyUnicode_CheckExact(alias)) {
+                    return -2;
+                }
+                name = alias;
+            }
+            else if (PyErr_Occurred()) {
+                return -1;
+            }
         }
-        else if (PyErr_Occurred()) {
-            return -1;
+        r = generic_lookup(base, d, name, out);
+        if (r != -3) {
+            break;
         }
+        if (hops > 0) {
+            return -2;
+        }
+        name = *out;
     }
-    r = generic_lookup(base, d, name, out);
     if (r >= 0 && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
         /* the lookups ran no Python code (str keys): the tags read now describe them */
         rec->type = tp;
@@ -608,7 +662,7 @@ nn_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
         }
         r = generic_lookup(base, d, name, &v);
         if (r != 1) {
-            return r == 0 ? -2 : r;
+            return r == -1 ? -1 : -2;
         }
     }
     else if ((v = PyDict_GetItemWithError(d, name)) == NULL) {
@@ -652,13 +706,22 @@ type_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
         return -2;
     }
     meta_attr = _PyType_Lookup(meta, name);
+    if (meta_attr != NULL && meta_attr == type_mro_descr && cls->tp_mro != NULL) {
+        attr = cls->tp_mro;   /* cls.__mro__ (a new MRO changes cls's version tag) */
+        *out = attr;
+        goto record;
+    }
     if (meta_attr != NULL && Py_TYPE(meta_attr)->tp_descr_set != NULL) {
         return -2;
     }
     attr = _PyType_Lookup(cls, name);
     if (attr != NULL) {
-        if (Py_TYPE(attr)->tp_descr_get != NULL && !PyFunction_Check(attr)) {
-            return -2;   /* classmethod, staticmethod, property...: made per read */
+        /* read through a class, a function, a property and a method or slot descriptor
+           give themselves; classmethod, staticmethod and others make or unwrap objects */
+        PyTypeObject *at = Py_TYPE(attr);
+        if (at->tp_descr_get != NULL && at != &PyFunction_Type && at != &PyProperty_Type &&
+            at != &PyMethodDescr_Type && at != &PyWrapperDescr_Type) {
+            return -2;
         }
         *out = attr;
     }
@@ -672,7 +735,9 @@ type_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
         *out = NULL;
         r = 0;
     }
-    if (!(cls->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
+record:
+    if (_PyType_Lookup(cls, str_class_attr) == NULL ||   /* gives cls a version tag */
+        !(cls->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
         record_base(rec, meta, cls->tp_dict) < 0) {
         return -2;
     }
@@ -692,12 +757,50 @@ type_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
  * what the result depended on (cdyn_attr_cache). New reference; NULL + exception, or NULL
  * without one and *absent = 1 when absent is not NULL and the attribute is missing (an
  * AttributeError of the real read is then suppressed too). */
+static PyObject *str_func_fields[5];   /* __code__ __defaults__ __kwdefaults__ __globals__
+                                          __closure__ */
+static PyObject *str_cell_contents;
+
+/* 1 when the str name is the interned str s. */
+static inline int
+name_is(PyObject *name, PyObject *s)
+{
+    return name == s || (!PyUnicode_CHECK_INTERNED(name) && PyUnicode_Compare(name, s) == 0);
+}
+
+/* A field of a function or a cell read as its (read-only to lookup: data) descriptor reads
+ * it, without the descriptor call: borrowed, or NULL (no exception) when name is not one
+ * of them or a cell is empty. The types cannot be changed or subclassed. */
+static PyObject *
+c_field(PyObject *base, PyObject *name)
+{
+    if (PyFunction_Check(base)) {
+        PyFunctionObject *f = (PyFunctionObject *)base;
+        PyObject *vals[5] = {f->func_code, f->func_defaults, f->func_kwdefaults,
+                             f->func_globals, f->func_closure};
+        for (int i = 0; i < 5; i++) {
+            if (name_is(name, str_func_fields[i])) {
+                return vals[i] != NULL ? vals[i] : Py_None;
+            }
+        }
+        return NULL;
+    }
+    if (PyCell_Check(base) && name_is(name, str_cell_contents)) {
+        return PyCell_GET(base);
+    }
+    return NULL;
+}
+
 static PyObject *
 attr_lookup(PyObject *base, PyObject *name, cdyn_attr_cache *c, int *absent)
 {
     cdyn_attr_cache rec = {0};
     PyObject *v = NULL;
     int r;
+    if ((PyFunction_Check(base) || PyCell_Check(base)) && PyUnicode_CheckExact(name) &&
+        (v = c_field(base, name)) != NULL) {
+        return Py_NewRef(v);
+    }
     if (nn_module_type != NULL && PyObject_TypeCheck(base, (PyTypeObject *)nn_module_type)) {
         r = nn_attr(base, name, &rec, &v);
     }
@@ -982,7 +1085,18 @@ cdyn_source_init(PyObject *module)
     }
     object_getattribute = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_getattribute);
     object_class_descr = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_class_attr);
-    if (object_getattribute == NULL || object_class_descr == NULL) {
+    static const char *fields[5] = {"__code__", "__defaults__", "__kwdefaults__", "__globals__",
+                                    "__closure__"};
+    for (int i = 0; i < 5; i++) {
+        if ((str_func_fields[i] = PyUnicode_InternFromString(fields[i])) == NULL) {
+            return -1;
+        }
+    }
+    if ((str_cell_contents = PyUnicode_InternFromString("cell_contents")) == NULL) {
+        return -1;
+    }
+    type_mro_descr = PyDict_GetItemString(PyType_Type.tp_dict, "__mro__");
+    if (object_getattribute == NULL || object_class_descr == NULL || type_mro_descr == NULL) {
         return -1;
     }
     nn = PyImport_ImportModule("torch.nn");
