@@ -166,3 +166,33 @@ def test_compiling_a_torch_module_forces_only_its_own_frame():
     again = CountingBackend()
     cs2 = cdynamo.compile(seq, backend=again)   # still compiled as its own top frame
     assert torch.equal(cs2(x2), seq(x2)) and again.frame_count == 1
+
+
+class Tree(nn.Module):
+    """Parameters of several submodules, read by one bulk loader (shared prefixes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(2)])
+        self.head = nn.Linear(4, 4)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def test_bulk_loader_reads_a_replaced_submodule_and_parameter():
+    torch.manual_seed(0)
+    m, x = Tree(), torch.randn(2, 4)
+    counter = CountingBackend()
+    c, _ = _run(m, x, counter)
+    for _ in range(3):
+        assert torch.equal(c(x), m(x))
+    m.blocks[1] = Block()                           # same types and shapes: no recompile
+    assert torch.equal(c(x), m(x))
+    m.blocks[0].ln.bias = nn.Parameter(torch.full((4,), 3.0))
+    assert torch.equal(c(x), m(x))
+    m.head.weight.data = torch.randn(4, 4)          # swapped storage, same object
+    assert torch.equal(c(x), m(x))
+    assert counter.frame_count == 1

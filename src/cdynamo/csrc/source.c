@@ -977,6 +977,174 @@ cdyn_source_attr_loader(PyObject *names)
     return (PyObject *)l;
 }
 
+/* A bulk loader: loader(obj) reads several attribute chains of obj (the parameters and
+ * buffers of a module tree) in one call, each distinct prefix once (a trie of steps, each
+ * with its own version-tagged cache, read as attr_loader reads a step), and returns their
+ * values in a tuple in reverse path order, so that UNPACK_SEQUENCE leaves the first path's
+ * value deepest on the stack, as one load per path would. */
+typedef struct {
+    PyObject *name;             /* borrowed from the loader's paths */
+    int parent;                 /* the node read before (a parent precedes its children);
+                                   -1: the argument */
+    cdyn_attr_cache cache;
+} bulk_node;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *paths;            /* strong tuple of tuples of str, outermost name first */
+    int nnodes;
+    bulk_node *nodes;           /* PyMem */
+    int *leaf;                  /* PyMem: the node of each path */
+} bulk_loader;
+
+#define BULK_STACK_NODES 256
+
+static PyObject *
+bulk_loader_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    bulk_loader *l = (bulk_loader *)self;
+    PyObject *stack_vals[BULK_STACK_NODES], **vals = stack_vals, *res = NULL;
+    Py_ssize_t npaths = PyTuple_GET_SIZE(l->paths);
+    int done = 0;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "attribute loader takes one object");
+        return NULL;
+    }
+    if (l->nnodes > BULK_STACK_NODES &&
+        (vals = PyMem_Malloc(sizeof(PyObject *) * (size_t)l->nnodes)) == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (; done < l->nnodes; done++) {
+        bulk_node *n = &l->nodes[done];
+        PyObject *base = n->parent < 0 ? args[0] : vals[n->parent];
+        if ((vals[done] = cdyn_source_attr_cached(base, n->name, &n->cache)) == NULL) {
+            goto done;
+        }
+    }
+    if ((res = PyTuple_New(npaths)) != NULL) {
+        for (Py_ssize_t k = 0; k < npaths; k++) {
+            PyTuple_SET_ITEM(res, npaths - 1 - k, Py_NewRef(vals[l->leaf[k]]));
+        }
+    }
+done:
+    for (int i = 0; i < done; i++) {
+        Py_DECREF(vals[i]);
+    }
+    if (vals != stack_vals) {
+        PyMem_Free(vals);
+    }
+    return res;
+}
+
+static void
+bulk_loader_dealloc(PyObject *self)
+{
+    bulk_loader *l = (bulk_loader *)self;
+    Py_XDECREF(l->paths);
+    PyMem_Free(l->nodes);
+    PyMem_Free(l->leaf);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *
+bulk_loader_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("<cdynamo attribute loader of %zd paths>",
+                                PyTuple_GET_SIZE(((bulk_loader *)self)->paths));
+}
+
+static PyTypeObject bulk_loader_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cdynamo._C.BulkAttrLoader",
+    .tp_basicsize = sizeof(bulk_loader),
+    .tp_dealloc = bulk_loader_dealloc,
+    .tp_repr = bulk_loader_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(bulk_loader, vectorcall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+};
+
+/* Build l's trie from l->paths. 0, or -1 with an exception. */
+static int
+bulk_build(bulk_loader *l)
+{
+    Py_ssize_t npaths = PyTuple_GET_SIZE(l->paths), total = 0;
+    PyObject *index = PyDict_New();   /* (parent, name) -> node */
+    int rc = -1;
+    for (Py_ssize_t k = 0; k < npaths; k++) {
+        total += PyTuple_GET_SIZE(PyTuple_GET_ITEM(l->paths, k));
+    }
+    l->nodes = PyMem_Calloc((size_t)(total > 0 ? total : 1), sizeof(bulk_node));
+    l->leaf = PyMem_Calloc((size_t)(npaths > 0 ? npaths : 1), sizeof(int));
+    if (index == NULL || l->nodes == NULL || l->leaf == NULL) {
+        if (index != NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < npaths; k++) {
+        PyObject *path = PyTuple_GET_ITEM(l->paths, k);
+        int at = -1;
+        if (PyTuple_GET_SIZE(path) == 0) {
+            PyErr_SetString(PyExc_ValueError, "attribute loader: empty path");
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(path); j++) {
+            PyObject *name = PyTuple_GET_ITEM(path, j);
+            PyObject *key = Py_BuildValue("(iO)", at, name), *found = NULL;
+            if (key == NULL) {
+                goto done;
+            }
+            found = PyDict_GetItemWithError(index, key);
+            if (found != NULL) {
+                at = (int)PyLong_AsLong(found);
+            }
+            else if (!PyErr_Occurred()) {
+                PyObject *num = PyLong_FromLong(l->nnodes);
+                if (num == NULL || PyDict_SetItem(index, key, num) < 0) {
+                    Py_XDECREF(num);
+                    Py_DECREF(key);
+                    goto done;
+                }
+                Py_DECREF(num);
+                l->nodes[l->nnodes].name = name;
+                l->nodes[l->nnodes].parent = at;
+                at = l->nnodes++;
+            }
+            Py_DECREF(key);
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+        }
+        l->leaf[k] = at;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(index);
+    return rc;
+}
+
+PyObject *
+cdyn_source_attr_bulk_loader(PyObject *paths)
+{
+    bulk_loader *l = NULL;
+    if (PyType_Ready(&bulk_loader_type) < 0 ||
+        (l = PyObject_New(bulk_loader, &bulk_loader_type)) == NULL) {
+        return NULL;
+    }
+    l->vectorcall = bulk_loader_call;
+    l->paths = Py_NewRef(paths);
+    l->nnodes = 0;
+    l->nodes = NULL;
+    l->leaf = NULL;
+    if (bulk_build(l) < 0) {
+        Py_DECREF(l);
+        return NULL;
+    }
+    return (PyObject *)l;
+}
+
 PyObject *
 cdyn_source_step(cdyn_source *s, PyObject *base)
 {

@@ -71,6 +71,12 @@ PyObject *cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus,
  * version-tagged cache of its own while the module dicts are unchanged; NULL + exception. */
 PyObject *cdyn_source_attr_loader(PyObject *names);
 
+/* New reference: a callable loader(obj) reading every attribute chain of `paths` (a tuple
+ * of tuples of str, borrowed, each outermost first) as cdyn_source_attr_loader's loaders
+ * do, each distinct prefix once per call; returns the values in a tuple in REVERSE path
+ * order (UNPACK_SEQUENCE then stacks them in path order). NULL + exception. */
+PyObject *cdyn_source_attr_bulk_loader(PyObject *paths);
+
 /* Apply an ATTR or ITEM source's last step to base (borrowed): getattr(base, name) or
  * base[key], as cdyn_source_eval does. New reference or NULL + exception. */
 PyObject *cdyn_source_step(cdyn_source *s, PyObject *base);
