@@ -167,3 +167,112 @@ def test_compiling_a_torch_module_forces_only_its_own_frame():
     again = CountingBackend()
     cs2 = cdynamo.compile(seq, backend=again)   # still compiled as its own top frame
     assert torch.equal(cs2(x2), seq(x2)) and again.frame_count == 1
+
+
+class Tree(nn.Module):
+    """Parameters of several submodules, read by one bulk loader (shared prefixes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(2)])
+        self.head = nn.Linear(4, 4)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def test_bulk_loader_reads_a_replaced_submodule_and_parameter():
+    torch.manual_seed(0)
+    m, x = Tree(), torch.randn(2, 4)
+    counter = CountingBackend()
+    c, _ = _run(m, x, counter)
+    for _ in range(3):
+        assert torch.equal(c(x), m(x))
+    m.blocks[1] = Block()                           # same types and shapes: no recompile
+    assert torch.equal(c(x), m(x))
+    m.blocks[0].ln.bias = nn.Parameter(torch.full((4,), 3.0))
+    assert torch.equal(c(x), m(x))
+    m.head.weight.data = torch.randn(4, 4)          # swapped storage, same object
+    assert torch.equal(c(x), m(x))
+    assert counter.frame_count == 1
+
+
+class TwoLin(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4, bias=False)
+        self.b = nn.Linear(4, 4, bias=False)
+
+    def forward(self, x):
+        self.a.weight.add_(1.0)                     # aliasing decides what b sees
+        return self.b(x) + self.a.weight.sum()
+
+
+def test_parameter_aliasing_after_compile_is_seen():
+    """NO_TENSOR_ALIASING skips only parameter pairs read by the same cache fills as at its
+    last pass: tying two parameters, or passing a parameter as the input, is checked."""
+    torch.manual_seed(0)
+    m, x = TwoLin(), torch.randn(4, 4)
+    ref = TwoLin()
+    ref.load_state_dict(m.state_dict())
+    counter = CountingBackend()
+    c = cdynamo.compile(m, backend=counter)
+    with torch.no_grad():
+        for _ in range(3):
+            assert torch.equal(c(x), ref(x))
+        m.b.weight = m.a.weight                     # tied after compile
+        ref.b.weight = ref.a.weight
+        assert torch.allclose(c(x), ref(x))
+        assert counter.frame_count == 2
+        w, rw = m.a.weight, ref.a.weight
+        assert torch.allclose(c(w), ref(rw))      # the input is a parameter too
+    assert counter.frame_count == 3
+
+
+def test_container_length_change_is_seen():
+    torch.manual_seed(0)
+    m, x = Tree(), torch.randn(2, 4)
+    counter = CountingBackend()
+    c, _ = _run(m, x, counter)
+    for _ in range(3):
+        c(x)
+    m.blocks.append(Block())
+    assert torch.equal(c(x), m(x))
+    del m.blocks[0]
+    del m.blocks[0]
+    assert torch.equal(c(x), m(x))
+    assert counter.frame_count == 3
+
+
+class Capped(nn.ModuleList):
+    cap = 2
+
+    def __len__(self):                              # not torch's own: called as it is
+        return min(Capped.cap, len(self._modules))
+
+
+class CappedNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = Capped([Block() for _ in range(3)])
+
+    def forward(self, x):
+        for i in range(len(self.blocks)):
+            x = self.blocks[i](x)
+        return x
+
+
+def test_container_with_its_own_len_is_called():
+    torch.manual_seed(0)
+    m, x = CappedNet(), torch.randn(2, 4)
+    counter = CountingBackend()
+    c, _ = _run(m, x, counter)
+    for _ in range(3):
+        assert torch.equal(c(x), m(x))
+    Capped.cap = 3
+    try:
+        assert torch.equal(c(x), m(x))
+    finally:
+        Capped.cap = 2

@@ -181,27 +181,24 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
     return -1;
 }
 
-/* Load a graph input through its source. A chain of attribute reads on an nn.Module (a
- * parameter or buffer: L['self'].layers.0.weight) is one call of an attribute loader of this
- * load site (cdyn_source_attr_loader), which reads
- * the module registries directly, as the guards do, instead of running nn.Module.__getattr__
- * in Python at every step. 0 / -1. */
+/* The attribute chain of a graph input read from an nn.Module (a parameter or buffer:
+ * L['self'].layers.0.weight): 1 with *names (new tuple of str, outermost first) and *head
+ * (borrowed: the source the chain starts from), 0 when the input is not one, -1 error. */
 static int
-load_input(cdyn_tx *tx, cdyn_cg *cg, PyObject *source)
+input_chain(cdyn_tx *tx, PyObject *source, PyObject **names, cdyn_source **head)
 {
-    cdyn_source *s = (cdyn_source *)source, *head = s;
-    PyObject *fn = NULL, *base;
-    int n = 0, rc;
-    while (head->kind == CDYN_SRC_ATTR) {
-        head = head->base;
+    cdyn_source *s = (cdyn_source *)source, *h = s;
+    PyObject *base;
+    int n = 0;
+    while (h->kind == CDYN_SRC_ATTR) {
+        h = h->base;
         n++;
     }
     base = n > 0 ? PyDict_GetItemWithError(tx->by_source, s->base->repr) : NULL;
     if (base == NULL || V(base)->kind != VK_NNMODULE) {
-        return PyErr_Occurred() ? -1 : cdyn_cg_source(cg, source);
+        return PyErr_Occurred() ? -1 : 0;
     }
-    PyObject *names = PyTuple_New(n);
-    if (names == NULL) {
+    if ((*names = PyTuple_New(n)) == NULL) {
         return -1;
     }
     for (int k = n - 1; k >= 0; k--) {   /* names outermost first */
@@ -209,14 +206,73 @@ load_input(cdyn_tx *tx, cdyn_cg *cg, PyObject *source)
         for (int j = 0; j < k; j++) {
             step = step->base;
         }
-        PyTuple_SET_ITEM(names, n - 1 - k, Py_NewRef(step->name));
+        PyTuple_SET_ITEM(*names, n - 1 - k, Py_NewRef(step->name));
     }
-    fn = cdyn_source_attr_loader(names);
-    Py_DECREF(names);
-    rc = fn == NULL || cdyn_cg_push_callable(cg, fn) < 0 ||
-                 cdyn_cg_source(cg, (PyObject *)head) < 0 ? -1 : cdyn_cg_call(cg, 1);
+    *head = h;
+    return 1;
+}
+
+/* Load the graph inputs keep[k0..k1) (indices into tx->input_sources) onto the stack in
+ * order; returns the next k to load, or -1. An input read from an nn.Module's registries
+ * reads them directly, as the guards do, instead of running nn.Module.__getattr__ in Python
+ * at every step: alone, one call of an attribute loader of this load site
+ * (cdyn_source_attr_loader); with the inputs after it read from the same object (the
+ * parameters of a model), one call of a bulk loader for all of them
+ * (cdyn_source_attr_bulk_loader), unpacked. */
+static Py_ssize_t
+load_inputs(cdyn_tx *tx, cdyn_cg *cg, PyObject *keep, Py_ssize_t k0)
+{
+    PyObject *names = NULL, *paths = NULL, *fn = NULL;
+    cdyn_source *head = NULL, *h2 = NULL;
+    Py_ssize_t k = k0, n = PyList_GET_SIZE(keep), res = -1;
+    int r = input_chain(tx, PyList_GET_ITEM(tx->input_sources,
+                                            PyLong_AsSsize_t(PyList_GET_ITEM(keep, k))),
+                        &names, &head);
+    if (r <= 0) {
+        return r < 0 || cdyn_cg_source(cg, PyList_GET_ITEM(tx->input_sources,
+                                        PyLong_AsSsize_t(PyList_GET_ITEM(keep, k)))) < 0
+                   ? -1 : k + 1;
+    }
+    if ((paths = PyList_New(0)) == NULL || PyList_Append(paths, names) < 0) {
+        goto done;
+    }
+    Py_CLEAR(names);
+    for (k = k0 + 1; k < n; k++) {
+        r = input_chain(tx, PyList_GET_ITEM(tx->input_sources,
+                                            PyLong_AsSsize_t(PyList_GET_ITEM(keep, k))),
+                        &names, &h2);
+        if (r < 0) {
+            goto done;
+        }
+        if (r == 0 || !cdyn_source_equal((PyObject *)h2, (PyObject *)head)) {
+            Py_CLEAR(names);
+            break;
+        }
+        if (PyList_Append(paths, names) < 0) {
+            goto done;
+        }
+        Py_CLEAR(names);
+    }
+    if (PyList_GET_SIZE(paths) == 1) {
+        fn = cdyn_source_attr_loader(PyList_GET_ITEM(paths, 0));
+    }
+    else {
+        PyObject *t = PyList_AsTuple(paths);
+        fn = t != NULL ? cdyn_source_attr_bulk_loader(t) : NULL;
+        Py_XDECREF(t);
+    }
+    if (fn == NULL || cdyn_cg_push_callable(cg, fn) < 0 ||
+        cdyn_cg_source(cg, (PyObject *)head) < 0 || cdyn_cg_call(cg, 1) < 0 ||
+        (PyList_GET_SIZE(paths) > 1 &&
+         cdyn_cg_emit(cg, UNPACK_SEQUENCE, (int)PyList_GET_SIZE(paths)) < 0)) {
+        goto done;
+    }
+    res = k;
+done:
+    Py_XDECREF(names);
+    Py_XDECREF(paths);
     Py_XDECREF(fn);
-    return rc;
+    return res;
 }
 
 /* A value loaded through a source that side effects may change (an attribute, an item, a
@@ -559,7 +615,9 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
             }
             goto fail;
         }
-        if (load_input(tx, cg, PyList_GET_ITEM(tx->input_sources, i)) < 0) {
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(keep);) {
+        if ((k = load_inputs(tx, cg, keep, k)) < 0) {
             goto fail;
         }
     }

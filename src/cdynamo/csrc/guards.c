@@ -85,11 +85,14 @@ typedef struct {
     int node;              /* the node of the object checked (HASATTR: of the base); -1 none */
     int node2;             /* SAME: the node of the other source */
     int *dnodes;           /* DISTINCT: PyMem, the node of each source of value */
+    uint64_t *dstamps;     /* DISTINCT: PyMem (from its first pass), per source the stamp of
+                              the attribute-cache fill whose object last passed, or 0 */
     int batched;           /* TENSOR: checked by the set's TensorGuards (see tg_build);
                               DISTINCT: implied by it (its tensors are all batched) */
     int implied;           /* HASATTR present: another guard reads the attribute itself
                               (mark_implied), and a missing attribute fails that one */
     nn_state_cache ms;     /* NN_MODULE: the dicts of the instance that last passed */
+    cdyn_attr_cache hc;    /* HASATTR: the last read of the attribute (source.h) */
     uint64_t verified;     /* TENSOR read from an nn.Module's dicts: the stamp of the
                               attribute-cache fill whose object last passed (see
                               tensor_unchanged); 0 none */
@@ -178,6 +181,8 @@ guard_clear(guard *gd)
     gd->prog = NULL;
     PyMem_Free(gd->dnodes);
     gd->dnodes = NULL;
+    PyMem_Free(gd->dstamps);
+    gd->dstamps = NULL;
 }
 
 void
@@ -1565,31 +1570,51 @@ node_value(cdyn_guards *g, int i, eval_ctx *cx)
 }
 
 /* NO_TENSOR_ALIASING: v (the first source's object) and the objects of the other sources of
- * gd->value are pairwise different. 1 pass, 0 fail. */
+ * gd->value are pairwise different. A source read from an nn.Module's registries by the
+ * same attribute-cache fill as at the guard's last pass (its stamp, dstamps) is the same
+ * object as then: two such sources were distinct then and still are, so only the pairs
+ * with another source are compared (parameters of a model against its inputs), as
+ * torch._dynamo leaves parameters out of this guard, but exact. 1 pass, 0 fail. */
 static int
 check_distinct(cdyn_guards *g, const guard *gd, PyObject *v, why_t why, eval_ctx *cx)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(gd->value);
     PyObject *objs[64];
+    unsigned char stable[64];
     if (n > 64) {
         n = 64;
     }
-    objs[0] = v;
-    for (Py_ssize_t i = 1; i < n; i++) {
-        PyObject *o = node_value(g, gd->dnodes[i], cx);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = i == 0 ? v : node_value(g, gd->dnodes[i], cx);
         if (o == NULL) {
             PyErr_Clear();
             return fail_with(why, "cannot evaluate %U",
                              cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)));
         }
+        const cdyn_attr_cache *c = &g->nodes[gd->dnodes[i]].cache;
         objs[i] = o;
-        for (Py_ssize_t j = 0; j < i; j++) {
-            if (objs[j] == o) {
+        stable[i] = why == NULL && gd->dstamps != NULL && gd->dstamps[i] != 0 &&
+                    c->stamp == gd->dstamps[i] && c->value == o;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (stable[i]) {
+            continue;
+        }
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (j != i && objs[j] == objs[i]) {
+                Py_ssize_t a = i > j ? i : j, b = i > j ? j : i;
                 return fail_with(why, "%U is the same object as %U",
-                                 cdyn_source_repr(PyTuple_GET_ITEM(gd->value, i)),
-                                 cdyn_source_repr(PyTuple_GET_ITEM(gd->value, j)));
+                                 cdyn_source_repr(PyTuple_GET_ITEM(gd->value, a)),
+                                 cdyn_source_repr(PyTuple_GET_ITEM(gd->value, b)));
             }
         }
+    }
+    if (why == NULL && gd->dstamps == NULL) {
+        ((guard *)gd)->dstamps = PyMem_Calloc((size_t)n, sizeof(uint64_t));
+    }
+    for (Py_ssize_t i = 0; why == NULL && gd->dstamps != NULL && i < n; i++) {
+        const cdyn_attr_cache *c = &g->nodes[gd->dnodes[i]].cache;
+        gd->dstamps[i] = c->value == objs[i] ? c->stamp : 0;
     }
     return 1;
 }
@@ -1860,6 +1885,35 @@ tensor_unchanged(const cdyn_guards *g, const guard *gd, PyObject *v)
     return same;
 }
 
+static PyObject *module_len_fns[3];   /* ModuleList / Sequential / ModuleDict.__len__ */
+static PyObject *str_len, *str_modules, *str_getattribute_name;
+static PyObject *object_getattribute_fn;   /* object.__getattribute__, borrowed */
+
+/* len(v) of a torch container module (ModuleList, Sequential, ModuleDict) whose __len__ is
+ * torch's own `len(self._modules)`, read from its instance dict without the Python call;
+ * -2 when v is not one (or its _modules is not read that way). */
+static Py_ssize_t
+container_module_len(PyObject *v)
+{
+    PyTypeObject *tp = Py_TYPE(v);
+    PyObject *f, **dp, *mods;
+    if (module_len_fns[0] == NULL || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+        (f = _PyType_Lookup(tp, str_len)) == NULL ||
+        (f != module_len_fns[0] && f != module_len_fns[1] && f != module_len_fns[2]) ||
+        _PyType_Lookup(tp, str_modules) != NULL ||
+        _PyType_Lookup(tp, str_getattribute_name) != object_getattribute_fn ||
+        (dp = _PyObject_GetDictPtr(v)) == NULL ||
+        *dp == NULL || !PyDict_CheckExact(*dp)) {
+        return -2;
+    }
+    mods = PyDict_GetItemWithError(*dp, str_modules);
+    if (mods == NULL || !PyDict_CheckExact(mods)) {
+        PyErr_Clear();
+        return -2;
+    }
+    return PyDict_GET_SIZE(mods);
+}
+
 /* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
  * the values TENSOR_MATCH / TYPE_MATCH store for the SHAPE guards that follow them. */
 static int
@@ -1961,6 +2015,8 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         else if (PyDict_CheckExact(v)) {
             n = PyDict_GET_SIZE(v);
         }
+        else if ((n = container_module_len(v)) >= 0) {
+        }
         else {
             n = PyObject_Size(v);
             if (n < 0) {
@@ -1989,7 +2045,12 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         rc = check_same(g, gd, v, why, cx);
         break;
     case G_HASATTR:
-        rc = PyObject_HasAttr(v, ((cdyn_source *)gd->source)->name);
+        rc = cdyn_source_hasattr_cached(v, ((cdyn_source *)gd->source)->name,
+                                        &((guard *)gd)->hc);
+        if (rc < 0) {
+            PyErr_Clear();   /* as hasattr: an error reads as absent */
+            rc = 0;
+        }
         if (rc != gd->flag) {
             rc = fail_with(why, "expected the attribute to be %s", gd->flag ? "present" : "absent");
         }
@@ -2297,6 +2358,28 @@ cdyn_guards_init(void)
     }
     if (tg_init() < 0) {
         goto done;
+    }
+    {
+        static const char *const classes[3] = {"ModuleList", "Sequential", "ModuleDict"};
+        PyObject *nn = PyImport_ImportModule("torch.nn");
+        str_len = PyUnicode_InternFromString("__len__");
+        str_modules = PyUnicode_InternFromString("_modules");
+        str_getattribute_name = PyUnicode_InternFromString("__getattribute__");
+        object_getattribute_fn = str_getattribute_name == NULL ? NULL
+            : PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_getattribute_name);
+        for (int i = 0; nn != NULL && str_len != NULL && i < 3; i++) {
+            PyObject *cls = PyObject_GetAttrString(nn, classes[i]);
+            PyObject *f = cls != NULL && PyType_Check(cls)
+                              ? PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict, str_len)
+                              : NULL;
+            module_len_fns[i] = f != NULL && PyFunction_Check(f) ? Py_NewRef(f) : NULL;
+            Py_XDECREF(cls);
+        }
+        Py_XDECREF(nn);
+        PyErr_Clear();   /* without them LENGTH_CHECK calls __len__ */
+        if (str_len == NULL || str_modules == NULL || object_getattribute_fn == NULL) {
+            goto done;
+        }
     }
     rc = 0;
 done:

@@ -71,17 +71,24 @@ PyObject *cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus,
  * version-tagged cache of its own while the module dicts are unchanged; NULL + exception. */
 PyObject *cdyn_source_attr_loader(PyObject *names);
 
+/* New reference: a callable loader(obj) reading every attribute chain of `paths` (a tuple
+ * of tuples of str, borrowed, each outermost first) as cdyn_source_attr_loader's loaders
+ * do, each distinct prefix once per call; returns the values in a tuple in REVERSE path
+ * order (UNPACK_SEQUENCE then stacks them in path order). NULL + exception. */
+PyObject *cdyn_source_attr_bulk_loader(PyObject *paths);
+
 /* Apply an ATTR or ITEM source's last step to base (borrowed): getattr(base, name) or
  * base[key], as cdyn_source_eval does. New reference or NULL + exception. */
 PyObject *cdyn_source_step(cdyn_source *s, PyObject *base);
 
-/* What an nn.Module attribute read found by its fast path depended on: the exact type
- * (with its version tag: no class attribute of that name), the instance dict and the
- * _parameters / _buffers / _modules dicts consulted, each with its PEP 509 version tag
- * (CPython 3.11 gives every dict state a process-unique tag). While all tags are unchanged
- * the read gives the same object. All pointers borrowed, compared by address; value is
+/* What an attribute read found by a fast path depended on: the exact type (with its version
+ * tag: the class attributes and methods of its MRO), the instance dict (NULL: none) and
+ * the sub-dicts consulted (nn.Module: _parameters / _buffers / _modules; a transformers
+ * config: its attribute_map), each with its PEP 509 version tag (CPython 3.11 gives every
+ * dict state a process-unique tag). While all tags are unchanged the read gives the same
+ * object, or is absent again. All pointers borrowed, compared by address; value is
  * borrowed, valid only while the tags match (the dicts then still hold it). Zero-filled =
- * empty. Owned by its caller (a guard set's node). */
+ * empty. Owned by its caller (a guard set's node, a guard, a loader). */
 typedef struct {
     PyObject *value;            /* NULL: nothing cached */
     PyTypeObject *type;
@@ -91,14 +98,24 @@ typedef struct {
     uint64_t dict_tag;
     PyDictObject *sub[3];
     uint64_t sub_tag[3];
-    uint64_t stamp;             /* process-unique number of this fill (nonzero when filled):
-                                   equal stamps mean the same read of the same object */
+    uint64_t stamp;             /* process-unique number of an nn.Module registry fill (0
+                                   otherwise): equal stamps mean the same read of the same
+                                   object */
+    int absent;                 /* the read found no attribute (value NULL) */
+    PyTypeObject *cls;          /* a class read from (base itself), with its version tag;
+                                   NULL otherwise */
+    unsigned int cls_tag;
 } cdyn_attr_cache;
 
 /* getattr(base, name) (base borrowed) as an ATTR source reads it, answered from *c when its
  * tags still match, else read again (refilling *c when the fast path found it). New
  * reference or NULL + exception. */
 PyObject *cdyn_source_attr_cached(PyObject *base, PyObject *name, cdyn_attr_cache *c);
+
+/* hasattr(base, name) (base borrowed) answered from *c while its tags match, else read
+ * again (refilling *c, absence included, when a fast path answered): 1 / 0, or -1 with an
+ * exception (an error other than AttributeError). */
+int cdyn_source_hasattr_cached(PyObject *base, PyObject *name, cdyn_attr_cache *c);
 
 
 /* Borrowed: the cached readable form of a source. */
