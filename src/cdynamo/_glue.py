@@ -11,6 +11,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import operator
 
 import torch
 import torch.fx
@@ -417,8 +418,8 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
 
     Dead symbolic computations and unused inputs are removed first (as torch._dynamo); the
     backend is called inside the trace's TracingContext (as torch.compile calls it).
-    Returns (name, compiled_callable, graph_module, kept input indices), or None when no
-    operation is left. The callable is wrapped by cdynamo._C.disable so that frames the
+    Returns (name, compiled_callable, graph_module, kept input indices, device types), or
+    None when no operation is left; device types is graph_device_types(gm). The callable is wrapped by cdynamo._C.disable so that frames the
     compiled graph runs are never traced; the transformed code holds it as a constant (it
     reads as `name`), and it is also installed as the global `name` for inspection.
     """
@@ -443,7 +444,38 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
             "expected a callable")
     wrapped = _C.disable(compiled)
     wrapped._cdynamo_name = name
-    return name, wrapped, gm, keep
+    return name, wrapped, gm, keep, graph_device_types(gm)
+
+
+def graph_device_types(gm):
+    """frozenset of the device types (str, e.g. "cpu") of every tensor a node of gm or of
+    its graph submodules (higher-order op bodies) produces, from the nodes' example values;
+    None when a call node has no example value or enters/exits autocast, so the set is not
+    known. The GRAD_MODE guard leaves its autocast test to TensorGuards when the tensors it
+    checks cover these types (autocast of another device type cannot change these ops)."""
+    types = set()
+    for mod in gm.modules():
+        if not isinstance(mod, torch.fx.GraphModule):
+            continue
+        for node in mod.graph.nodes:
+            if node.op == "output":
+                continue
+            ev = node.meta.get("example_value", node.meta.get("val"))
+            if node.op == "get_attr":
+                try:
+                    ev = operator.attrgetter(node.target)(mod)
+                except AttributeError:
+                    return None
+                if isinstance(ev, torch.nn.Module):
+                    continue    # a body, walked as a module of its own
+            if node.op == "call_function" and "autocast" in getattr(node.target, "__name__", ""):
+                return None
+            if ev is None and node.op in _CALL_OPS:
+                return None
+            for leaf in torch.utils._pytree.tree_leaves(ev):
+                if isinstance(leaf, torch.Tensor):
+                    types.add(leaf.device.type)
+    return frozenset(types)
 
 
 def report(name, gm, orig_code, new_code, guards, resume_codes=()):

@@ -1049,3 +1049,85 @@ cleanup:
     Py_XDECREF(freevars);
     return result;
 }
+
+/* ---- direct plans ------------------------------------------------------------------- */
+
+/* Match the instructions of l from *i on: the STORE_FASTs after UNPACK_SEQUENCE and the
+ * LOAD_FASTs of the return into out; 1 when they match, else 0. */
+static int
+plan_tail(const cdyn_instr_list *l, Py_ssize_t i, cdyn_direct_plan *out)
+{
+    int stored[CDYN_PLAN_MAX];
+    const cdyn_instr *it = l->items;
+    if (i >= l->len || it[i].opcode != UNPACK_SEQUENCE || it[i].oparg > CDYN_PLAN_MAX) {
+        return 0;
+    }
+    out->nunpack = it[i++].oparg;
+    for (int k = 0; k < out->nunpack; k++, i++) {
+        if (i >= l->len || it[i].opcode != STORE_FAST) {
+            return 0;
+        }
+        stored[k] = it[i].oparg;
+        for (int j = 0; j < k; j++) {
+            if (stored[j] == stored[k]) {
+                return 0;
+            }
+        }
+    }
+    out->nret = 0;
+    for (; i < l->len && it[i].opcode == LOAD_FAST && out->nret < CDYN_PLAN_MAX; i++) {
+        int pos = -1;
+        for (int k = 0; k < out->nunpack; k++) {
+            pos = stored[k] == it[i].oparg ? k : pos;
+        }
+        if (pos < 0) {
+            return 0;
+        }
+        out->ret[out->nret++] = pos;
+    }
+    out->ret_tuple = i < l->len && it[i].opcode == BUILD_TUPLE;
+    if (out->ret_tuple ? it[i].oparg != out->nret : out->nret != 1) {
+        return 0;
+    }
+    i += out->ret_tuple;
+    return i == l->len - 1 && it[i].opcode == RETURN_VALUE;
+}
+
+int
+cdyn_direct_plan_of(PyCodeObject *co, cdyn_direct_plan *out)
+{
+    cdyn_instr_list l;
+    const cdyn_instr *it = NULL;
+    Py_ssize_t i = 3;
+    int ok = 0;
+    if (co->co_ncellvars != 0 || co->co_nfreevars != 0 || cdyn_decode(co, &l) < 0) {
+        return co->co_ncellvars != 0 || co->co_nfreevars != 0 ? 0 : -1;
+    }
+    it = l.items;
+    for (Py_ssize_t k = 0; k < l.len; k++) {
+        if (it[k].exc_handler >= 0) {
+            goto done;
+        }
+    }
+    if (l.len < 7 || it[0].opcode != RESUME || it[0].oparg != 0 || it[1].opcode != PUSH_NULL ||
+        it[2].opcode != LOAD_CONST) {
+        goto done;
+    }
+    out->callee = PyTuple_GET_ITEM(co->co_consts, it[2].oparg);
+    out->nin = 0;
+    for (; i < l.len && it[i].opcode == LOAD_FAST && out->nin < CDYN_PLAN_MAX; i++) {
+        if (it[i].oparg >= co->co_argcount) {
+            goto done;
+        }
+        out->in[out->nin++] = it[i].oparg;
+    }
+    if (i + 1 >= l.len || it[i].opcode != PRECALL || it[i].oparg != out->nin ||
+        it[i + 1].opcode != CALL || it[i + 1].oparg != out->nin) {
+        goto done;
+    }
+    out->lineno = it[i + 1].lineno;
+    ok = plan_tail(&l, i + 2, out);
+done:
+    cdyn_instrs_clear(&l);
+    return ok;
+}

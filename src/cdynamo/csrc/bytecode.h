@@ -93,6 +93,28 @@ int cdyn_is_terminator(int opcode);
  * - Opcode names, cache sizes and the known-opcode test come from opcodes.h
  *   (cdyn_opname, cdyn_opcode_known, cdyn_opcode_deopt). */
 
+/* A code whose whole body calls one constant with some of its positional arguments and
+ * returns items of the result (the transformed code of a frame that is one graph over its
+ * tensor arguments):
+ *     RESUME 0; PUSH_NULL; LOAD_CONST callee; LOAD_FAST a_0 .. a_{nin-1}; PRECALL nin;
+ *     CALL nin; UNPACK_SEQUENCE nunpack; STORE_FAST t_0 .. t_{nunpack-1};
+ *     LOAD_FAST t_k ... (nret of them); [BUILD_TUPLE nret]; RETURN_VALUE
+ * with every a_i < co_argcount, distinct t_j, no cells, no handlers. The hook then runs it
+ * without a frame (hook.c direct_call). */
+#define CDYN_PLAN_MAX 32
+typedef struct {
+    PyObject *callee;          /* borrowed from co_consts (the code holds it) */
+    int nin, in[CDYN_PLAN_MAX];      /* argument slots passed, in order */
+    int nunpack;               /* items the result must unpack into */
+    int nret, ret[CDYN_PLAN_MAX];    /* positions (in the result) of the values returned */
+    int ret_tuple;             /* 1: return a new tuple of them; 0: return ret[0] itself */
+    int lineno;                /* the call's line (for a traceback entry on error) */
+} cdyn_direct_plan;
+
+/* Match co (borrowed) against the shape above: 1 and *out filled, 0 when it does not
+ * match, -1 with an exception (decoding failed). */
+int cdyn_direct_plan_of(PyCodeObject *co, cdyn_direct_plan *out);
+
 /* Python-facing test helpers (bytecode_py.c), NULL-terminated; module.c adds them to
  * cdynamo._C with PyModule_AddFunctions. All take borrowed arguments and return new
  * references:
@@ -113,7 +135,9 @@ int cdyn_is_terminator(int opcode);
  *   _live_locals(code, index) -> tuple       cdyn_live_locals (analysis.h) at instruction
  *                                            index of the decoded list, nlocals =
  *                                            co_nlocalsplus: the live slot numbers
- *   _has_backward_jump(code, index) -> bool  cdyn_has_backward_jump (analysis.h) */
+ *   _has_backward_jump(code, index) -> bool  cdyn_has_backward_jump (analysis.h)
+ *   _direct_plan(code) -> (callee, in_slots, nunpack, ret_positions, ret_tuple) or None
+ *                                            cdyn_direct_plan_of */
 extern PyMethodDef cdyn_bytecode_methods[];
 
 #endif

@@ -361,7 +361,47 @@ cleanup:
     return res;
 }
 
+/* New tuple of the n ints of a. */
+static PyObject *
+ints_tuple(const int *a, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t != NULL && i < n; i++) {
+        PyObject *v = PyLong_FromLong(a[i]);
+        if (v == NULL) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+/* _direct_plan(code) -> (callee, in_slots, nunpack, ret_positions, ret_tuple) or None. */
+static PyObject *py_direct_plan(PyObject *self, PyObject *codeobj)
+{
+    (void)self;
+    cdyn_direct_plan p;
+    PyObject *in = NULL, *ret = NULL, *res = NULL;
+    PyCodeObject *co = as_code(codeobj, "_direct_plan");
+    int r = co != NULL ? cdyn_direct_plan_of(co, &p) : -1;
+    if (r <= 0) {
+        return r < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    in = ints_tuple(p.in, p.nin);
+    ret = ints_tuple(p.ret, p.nret);
+    if (in != NULL && ret != NULL) {
+        res = Py_BuildValue("(OOiOO)", p.callee, in, p.nunpack, ret, p.ret_tuple ? Py_True : Py_False);
+    }
+    Py_XDECREF(in);
+    Py_XDECREF(ret);
+    return res;
+}
+
 PyMethodDef cdyn_bytecode_methods[] = {
+    {"_direct_plan", py_direct_plan, METH_O,
+     "_direct_plan(code) -> (callee, in_slots, nunpack, ret_positions, ret_tuple) when the hook "
+     "runs code without a frame (bytecode.h cdyn_direct_plan_of), else None."},
     {"_bytecode_roundtrip", py_roundtrip, METH_O,
      "_bytecode_roundtrip(code) -> code: decode and re-assemble with nothing changed."},
     {"_bytecode_decode", py_decode, METH_O,

@@ -10,6 +10,7 @@
 #ifndef CDYN_CACHE_H
 #define CDYN_CACHE_H
 #include "cdynamo.h"
+#include "bytecode.h"
 #include "guards.h"
 
 typedef struct cdyn_cache_entry {
@@ -20,6 +21,8 @@ typedef struct cdyn_cache_entry {
     Py_ssize_t hits;
     PyObject *reason;           /* strong str or NULL: the guard failure that made this entry
                                    (set by the hook for an entry made by a recompile) */
+    int plan_state;             /* 0 not looked at, 1 `plan` runs the code, -1 it cannot */
+    cdyn_direct_plan plan;      /* valid when plan_state == 1 (bytecode.h) */
 } cdyn_cache_entry;
 
 typedef struct cdyn_extra {

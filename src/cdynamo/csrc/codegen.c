@@ -598,6 +598,7 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
     *gname = Py_NewRef(PyTuple_GET_ITEM(res, 0));
     *gm = Py_NewRef(PyTuple_GET_ITEM(res, 2));
     keep = Py_NewRef(PyTuple_GET_ITEM(res, 3));   /* indices of the inputs kept, in order */
+    cdyn_guards_set_graph_devices(tx->guards, PyTuple_GET_ITEM(res, 4));
     if (install_global(tx, *gname, PyTuple_GET_ITEM(res, 1), 1) < 0) {
         goto fail;
     }

@@ -121,6 +121,12 @@ struct cdyn_guards {
     int tg_n;              /* tensors it checks */
     int *tg_locals;        /* PyMem: their local slots, in guard order */
     Py_ssize_t tg_first;   /* the first batched guard: it runs tg for all of them */
+    PyObject *graph_devices; /* strong frozenset of the device types (str) the graph's
+                                tensors are on, or NULL when not known */
+    int tg_autocast;       /* tg's tensors cover graph_devices: TensorGuards compares their
+                              dispatch keys with the thread's excluded set applied, which
+                              holds the autocast key of their device type when autocast is
+                              off, so it fails when autocast of those types changes */
 };
 
 /* Most tensors one TensorGuards call checks (their arguments are on the C stack). */
@@ -205,6 +211,7 @@ cdyn_guards_free(cdyn_guards *g)
     PyMem_Free(g->nodes);
     Py_XDECREF(g->node_index);
     Py_XDECREF(g->tg);
+    Py_XDECREF(g->graph_devices);
     PyMem_Free(g->tg_locals);
     Py_XDECREF(g->slot_names);
     PyMem_Free(g);
@@ -780,6 +787,12 @@ cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys)
     gd->value = Py_NewRef(keys);
     gd->len = PyTuple_GET_SIZE(keys);
     return 0;
+}
+
+void
+cdyn_guards_set_graph_devices(cdyn_guards *g, PyObject *types)
+{
+    Py_XSETREF(g->graph_devices, PyFrozenSet_Check(types) ? Py_NewRef(types) : NULL);
 }
 
 int
@@ -1453,14 +1466,19 @@ check_autocast_state(const guard *gd, why_t why)
     return ok;
 }
 
-/* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. tg_covers:
+/* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. ac_covered:
+ * tg_covers, and the set's TensorGuards also covers the autocast state of every device
+ * type the graph's tensors are on (tg_autocast): the GRAD_MODE traced without autocast
+ * then reads only the grad mode (torch's any-autocast test reads a thread-local per device
+ * type, the larger part of this guard's cost; a change on those devices fails
+ * TensorGuards, and autocast of other device types cannot change the graph). tg_covers:
  * the set's TensorGuards runs in this check (over at least one tensor), which implies the
  * functorch test: while a torch.func transform runs, functorch keeps its DynamicLayer
  * dispatch keys in the thread's included set, and TensorGuards compares each tensor's
  * dispatch keys with that set applied (its inputs are also wrapped tensors, with other
  * keys), so it fails there. */
 static int
-check_global(const guard *gd, why_t why, int tg_covers)
+check_global(const guard *gd, why_t why, int tg_covers, int ac_covered)
 {
     PyObject *r;
     int on, eq;
@@ -1471,7 +1489,7 @@ check_global(const guard *gd, why_t why, int tg_covers)
         if (on != 0) {
             return on < 0 ? -1 : fail_with(why, "a torch.func transform (vmap/grad) is running");
         }
-        on = global_state();
+        on = ac_covered && !(gd->flag & 2) ? grad_mode_enabled() : global_state();
         if (on < 0) {
             return -1;
         }
@@ -1713,6 +1731,36 @@ tg_mark_distinct(cdyn_guards *g)
     }
 }
 
+/* 1 when every device type in g->graph_devices is that of one of the tensors of args (a
+ * tuple), 0 when not or not known (never fails). */
+static int
+tg_covers_devices(const cdyn_guards *g, PyObject *args)
+{
+    static PyObject *str_type;
+    PyObject *types = NULL;
+    int ok = 0;
+    if (g->graph_devices == NULL ||
+        (str_type == NULL && (str_type = PyUnicode_InternFromString("type")) == NULL) ||
+        (types = PySet_New(NULL)) == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+        PyObject *dev = PyObject_GetAttrString(PyTuple_GET_ITEM(args, i), "device");
+        PyObject *t = dev != NULL ? PyObject_GetAttr(dev, str_type) : NULL;
+        int r = t != NULL ? PySet_Add(types, t) : -1;
+        Py_XDECREF(t);
+        Py_XDECREF(dev);
+        if (r < 0) {
+            goto done;
+        }
+    }
+    ok = PyObject_RichCompareBool(g->graph_devices, types, Py_LE) == 1;
+done:
+    PyErr_Clear();
+    Py_XDECREF(types);
+    return ok;
+}
+
 /* Build the TensorGuards over the static TENSOR_MATCHes of plain locals (no symbolic dim,
  * no slot), from the frame whose check just passed (its tensors then agree with every
  * recorded property; the dispatch keys TensorGuards adds are theirs, as torch._dynamo
@@ -1770,6 +1818,7 @@ tg_build(cdyn_guards *g, PyObject *const *localsplus)
         }
     }
     tg_mark_distinct(g);
+    g->tg_autocast = tg_covers_devices(g, args);
     g->tg_state = 1;
 done:
     PyErr_Clear();
@@ -1925,7 +1974,8 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         return 1;
     }
     if (gd->kind == G_GRAD_MODE || gd->kind == G_CALL) {
-        return check_global(gd, why, why == NULL && cx->use_tg && g->tg_n > 0);
+        int tg_covers = why == NULL && cx->use_tg && g->tg_n > 0;
+        return check_global(gd, why, tg_covers, tg_covers && g->tg_autocast);
     }
     if (gd->kind == G_SHAPE) {
         return check_shape(g, gd, why, slots);

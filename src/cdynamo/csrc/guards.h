@@ -51,6 +51,10 @@ int cdyn_guards_add_nn_module(cdyn_guards *g, PyObject *source, PyObject *mod);
 /* GRAD_MODE: the global state of cdyn_guards_global_state() (bit 0 grad mode, bit 1 any
  * autocast enabled) as at trace time. */
 int cdyn_guards_add_grad_mode(cdyn_guards *g, int state);
+/* The device types (a frozenset of str, borrowed; anything else: not known) of every
+ * tensor the compiled graph makes: GRAD_MODE then leaves its autocast test to the set's
+ * TensorGuards when that checks tensors of each of these types. */
+void cdyn_guards_set_graph_devices(cdyn_guards *g, PyObject *types);
 /* The current global state for GRAD_MODE; -1 with an exception. */
 int cdyn_guards_global_state(void);
 /* GLOBAL_STATE: fn(*args) == expected (fn, args: borrowed; a tuple of constants), e.g.

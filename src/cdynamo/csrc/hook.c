@@ -733,6 +733,85 @@ typedef struct {
     vectorcallfunc vectorcall;
 } cdyn_wrapper;
 
+/* New reference to item pos of res unpacked into n values as UNPACK_SEQUENCE n would (an
+ * exact tuple or list of n items; anything else through a tuple of its items, with
+ * CPython's messages when the count differs), or NULL with an exception. */
+static PyObject *
+plan_item(PyObject *res, int n, int pos, PyObject **seq)
+{
+    if (*seq == NULL) {
+        if ((PyTuple_CheckExact(res) || PyList_CheckExact(res)) && Py_SIZE(res) == n) {
+            *seq = Py_NewRef(res);
+        }
+        else if ((*seq = PySequence_Tuple(res)) == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError) && Py_TYPE(res)->tp_iter == NULL &&
+                !PySequence_Check(res)) {
+                PyErr_Format(PyExc_TypeError, "cannot unpack non-iterable %.200s object",
+                             Py_TYPE(res)->tp_name);
+            }
+            return NULL;
+        }
+        else if (PyTuple_GET_SIZE(*seq) != n) {
+            if (PyTuple_GET_SIZE(*seq) < n) {
+                PyErr_Format(PyExc_ValueError, "not enough values to unpack (expected %d, got %zd)",
+                             n, PyTuple_GET_SIZE(*seq));
+            }
+            else {
+                PyErr_Format(PyExc_ValueError, "too many values to unpack (expected %d)", n);
+            }
+            Py_CLEAR(*seq);
+            return NULL;
+        }
+    }
+    return Py_NewRef(PyTuple_Check(*seq) ? PyTuple_GET_ITEM(*seq, pos) : PyList_GET_ITEM(*seq, pos));
+}
+
+/* Run the transformed code of entry e whose plan matched (plan_state 1) on the argument
+ * slots, without a frame: call the plan's callee on its arguments and return the items
+ * picked from its result. An error gets a traceback entry for the compiled function's
+ * line, where the frame would have been. New reference, or NULL with an exception. The
+ * plan is copied first: the call may free e (a reset). */
+static PyObject *
+run_plan(const cdyn_cache_entry *e, PyObject *const *slots)
+{
+    cdyn_direct_plan p = e->plan;
+    PyCodeObject *co = (PyCodeObject *)e->code;
+    PyObject *in[CDYN_PLAN_MAX], *res = NULL, *seq = NULL, *out = NULL, *item = NULL;
+    for (int i = 0; i < p.nin; i++) {
+        in[i] = slots[p.in[i]];
+    }
+    Py_INCREF(co);    /* holds the callee (its constant) and the names for the traceback */
+    res = PyObject_Vectorcall(p.callee, in, (size_t)p.nin, NULL);
+    if (res == NULL) {
+        goto done;
+    }
+    if (p.ret_tuple && (out = PyTuple_New(p.nret)) == NULL) {
+        goto done;
+    }
+    for (int k = 0; k < p.nret; k++) {
+        if ((item = plan_item(res, p.nunpack, p.ret[k], &seq)) == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        if (!p.ret_tuple) {
+            out = item;
+            break;
+        }
+        PyTuple_SET_ITEM(out, k, item);
+    }
+done:
+    if (out == NULL) {
+        const char *name = PyUnicode_AsUTF8(co->co_name), *file = PyUnicode_AsUTF8(co->co_filename);
+        if (name != NULL && file != NULL) {
+            _PyTraceback_Add(name, file, p.lineno > 0 ? p.lineno : co->co_firstlineno);
+        }
+    }
+    Py_XDECREF(seq);
+    Py_XDECREF(res);
+    Py_DECREF(co);
+    return out;
+}
+
 /* The per-call fast path of a compiled call of a plain Python function given positional
  * arguments only (the common case: cdynamo.compile(fn)(x, y)): the most recent entry of
  * fn's code is checked on the arguments as they are and, when its guards pass, its
@@ -787,6 +866,16 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
     cdyn_counts.frames++;
     cdyn_counts.cache_hits++;
     e->hits++;
+    if (e->plan_state == 0) {
+        int m = cdyn_direct_plan_of((PyCodeObject *)e->code, &e->plan);
+        if (m < 0) {
+            return NULL;
+        }
+        e->plan_state = m ? 1 : -1;
+    }
+    if (e->plan_state == 1) {
+        return run_plan(e, slots);
+    }
     PyObject *entry_fn = cdyn_cache_entry_func(e, func->func_globals, func->func_closure);
     if (entry_fn == NULL) {
         return NULL;
