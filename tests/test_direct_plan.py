@@ -206,3 +206,25 @@ def test_autocast_check_kept_when_the_graph_makes_tensors_without_tensor_inputs(
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert f().dtype == make().dtype == torch.bfloat16
     assert counter.frame_count == 2
+
+
+def test_marking_a_later_tensor_after_tensorguards_built_recompiles():
+    # Only the first batched TENSOR_MATCH runs per call (the others are implied by its
+    # TensorGuards call); it must still see a dimension marking on every other tensor.
+    cdynamo.reset()
+    counter = CountingBackend()
+
+    def f(a, b, c):
+        return (a * b).sum() + c
+
+    cf = cdynamo.compile(f, backend=counter)
+    a, b, c = torch.randn(4), torch.randn(4), torch.randn(4)
+    for _ in range(3):
+        cf(a, b, c)
+    assert counter.frame_count == 1
+    torch._dynamo.mark_dynamic(c, 0)
+    assert torch.equal(cf(a, b, c), f(a, b, c))
+    assert counter.frame_count == 2
+    c5 = torch.randn(5)
+    assert torch.equal(cf(a, b, c5), f(a, b, c5))      # the symbolic graph serves size 5
+    assert counter.frame_count == 2

@@ -90,7 +90,9 @@ typedef struct {
     int batched;           /* TENSOR: checked by the set's TensorGuards (see tg_build);
                               DISTINCT: implied by it (its tensors are all batched) */
     int implied;           /* HASATTR present: another guard reads the attribute itself
-                              (mark_implied), and a missing attribute fails that one */
+                              (mark_implied), and a missing attribute fails that one;
+                              TENSOR batched but not the first, when tg_unmarked (the first
+                              one's TensorGuards call checks it) */
     nn_state_cache ms;     /* NN_MODULE: the dicts of the instance that last passed */
     cdyn_attr_cache hc;    /* HASATTR: the last read of the attribute (source.h) */
     uint64_t verified;     /* TENSOR read from an nn.Module's dicts: the stamp of the
@@ -123,6 +125,9 @@ struct cdyn_guards {
     Py_ssize_t tg_first;   /* the first batched guard: it runs tg for all of them */
     PyObject *graph_devices; /* strong frozenset of the device types (str) the graph's
                                 tensors are on, or NULL when not known */
+    int tg_unmarked;       /* no batched tensor had dimension markings when traced: the
+                              first batched guard tests every tg tensor for markings added
+                              since, and the other batched guards are implied */
     int tg_autocast;       /* tg's tensors cover graph_devices: TensorGuards compares their
                               dispatch keys with the thread's excluded set applied, which
                               holds the autocast key of their device type when autocast is
@@ -1673,7 +1678,7 @@ static int
 check_batched(cdyn_guards *g, const guard *gd, PyObject *v, eval_ctx *cx)
 {
     PyObject *stack[1 + TG_MAX], *r = NULL;
-    if (!gd->marked && tensor_marked(v)) {
+    if (!g->tg_unmarked && !gd->marked && tensor_marked(v)) {
         return 0;
     }
     if (gd != &g->items[g->tg_first]) {
@@ -1681,6 +1686,11 @@ check_batched(cdyn_guards *g, const guard *gd, PyObject *v, eval_ctx *cx)
     }
     if (!tg_args(g, cx->localsplus, stack)) {
         return 0;
+    }
+    for (int i = 0; g->tg_unmarked && i < g->tg_n; i++) {
+        if (tensor_marked(stack[i + 1])) {
+            return 0;
+        }
     }
     r = PyObject_Vectorcall(tg_check_fn, stack, (size_t)g->tg_n + 1, NULL);
     if (r == NULL) {
@@ -1818,6 +1828,14 @@ tg_build(cdyn_guards *g, PyObject *const *localsplus)
         }
     }
     tg_mark_distinct(g);
+    g->tg_unmarked = 1;
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        g->tg_unmarked &= !(g->items[i].batched && g->items[i].marked);
+    }
+    for (Py_ssize_t i = 0; g->tg_unmarked && i < g->len; i++) {
+        guard *gd = &g->items[i];
+        gd->implied |= gd->kind == G_TENSOR && gd->batched && i != g->tg_first;
+    }
     g->tg_autocast = tg_covers_devices(g, args);
     g->tg_state = 1;
 done:
