@@ -101,7 +101,7 @@ int cdyn_is_terminator(int opcode);
  *     LOAD_FAST t_k ... (nret of them); [BUILD_TUPLE nret]; RETURN_VALUE
  * with every a_i < co_argcount, distinct t_j, no cells, no handlers. The hook then runs it
  * without a frame (hook.c direct_call). */
-#define CDYN_PLAN_MAX 32
+#define CDYN_PLAN_MAX 64
 typedef struct {
     PyObject *callee;          /* borrowed from co_consts (the code holds it) */
     int nin, in[CDYN_PLAN_MAX];      /* argument slots passed, in order */
