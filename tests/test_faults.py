@@ -619,3 +619,39 @@ def test_exc_info_and_chaining_after_a_break_in_a_handler():
     assert isinstance(info.value.__context__, ValueError)
     explained = cdynamo.explain(exc_info_after_break)(X)
     assert [b.code for b in explained.unmodified_frames] == ["CDB0020"]
+
+
+# ---- found while building the module call fast path (session of 2026-11-27) ------------
+
+def _scaled(k, x):
+    return x * k
+
+
+def _star_call(k, *a):
+    # BUILD_LIST [k], LIST_EXTEND a, LIST_TO_TUPLE, CALL_FUNCTION_EX
+    return _scaled(k, *a)
+
+
+def test_list_to_tuple_of_a_list_handed_to_a_resume_function():
+    # under torch.jit.trace no fake tensor can be made of a traced tensor, so LIST_EXTEND of
+    # `a` is a graph break and the resume function starts at LIST_TO_TUPLE with the list on
+    # its stack (an input list, wrapped lazily): it crashed (NULL items)
+    cdynamo.reset()
+    compiled = cdynamo.compile(_star_call, backend="eager")
+    x = torch.randn(3)
+    traced = torch.jit.trace(lambda t: compiled(2, t), (x,), check_trace=False)
+    assert torch.equal(traced(x), _star_call(2, x))
+
+
+def _named_self(self, *a, **k):
+    return _scaled(self, *a, **k)
+
+
+def test_tensor_argument_named_self():
+    # a frame's tensor named `self` became a placeholder `self`, the generated forward's own
+    # first parameter: "forward() takes 1 positional argument but 2 were given"
+    x = torch.randn(3)
+    counter = run(_named_self, x, 3)
+    assert counter.frame_count == 1
+    counter = run(_named_self, x, x)
+    assert counter.frame_count == 1

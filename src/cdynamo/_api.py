@@ -23,6 +23,8 @@ _engine_error = None    # why it is not
 def _set_engine(module, error) -> None:
     global _engine, _engine_error
     _engine, _engine_error = module, error
+    if module is not None:
+        CompiledModule.__call__ = module.compiled_module_call
 
 
 def _C():
@@ -129,6 +131,8 @@ class CompiledModule(torch.nn.Module):
         object.__setattr__(self, "_cdynamo_call", _C().wrap(mod, options))
 
     def __call__(self, *args, **kwargs):
+        # replaced by cdynamo._C.compiled_module_call once the engine is loaded
+        # (_set_engine): the same call without a Python frame of its own
         return self._cdynamo_call(*args, **kwargs)
 
     def forward(self, *args, **kwargs):

@@ -321,8 +321,9 @@ def fake_call_method(mode, name, args, kwargs):
 
 def placeholder(graph, name):
     """Add a graph input named `name` (made unique: it is the parameter name of the generated
-    forward) after the existing inputs (FX wants them first)."""
-    taken = {n.target for n in graph.nodes if n.op == "placeholder"}
+    forward) after the existing inputs (FX wants them first). "self" is the generated
+    forward's own first parameter: a frame's tensor named self becomes self_1."""
+    taken = {n.target for n in graph.nodes if n.op == "placeholder"} | {"self"}
     if name in taken:
         name = next(f"{name}_{i}" for i in itertools.count(1) if f"{name}_{i}" not in taken)
     first = next((n for n in graph.nodes if n.op != "placeholder"), None)

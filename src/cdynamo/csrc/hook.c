@@ -41,6 +41,7 @@
  */
 #include "hook.h"
 #include "cache.h"
+#include "modcall.h"
 #include "trace_rules.h"
 #include "translate.h"
 
@@ -731,6 +732,7 @@ typedef struct {
     PyObject *dict;        /* strong or NULL */
     PyObject *weakreflist;
     vectorcallfunc vectorcall;
+    cdyn_modcall_cache modcall;   /* CompiledFunction over an nn.Module: modcall.h */
 } cdyn_wrapper;
 
 /* New reference to item pos of res unpacked into n values as UNPACK_SEQUENCE n would (an
@@ -845,7 +847,10 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
     }
     cdyn_extra *x = cdyn_cache_get(code);
     cdyn_cache_entry *e = x != NULL && x->decided && !x->skip ? x->entries : NULL;
-    if (e == NULL) {
+    /* a force-compiled code (torch's module classes) is compiled only as the compiled
+     * module's own forward (eval_frame's rule) */
+    int force_hit = e != NULL && x->force && (PyObject *)code == t->force_code;
+    if (e == NULL || (x->force && !force_hit && cdyn_rule_skips_frame((cdyn_rule)x->rule))) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < code->co_nlocalsplus; i++) {
@@ -863,6 +868,9 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
         return NULL;     /* a miss, or entries freed meanwhile: the usual path decides */
     }
     *handled = 1;
+    if (force_hit) {
+        t->force_code = NULL;
+    }
     cdyn_counts.frames++;
     cdyn_counts.cache_hits++;
     e->hits++;
@@ -905,6 +913,46 @@ module_forward_code(PyObject *fn)
     return fwd != NULL && PyFunction_Check(fwd) ? PyFunction_GET_CODE(fwd) : NULL;
 }
 
+/* A compiled call of an nn.Module whose nn.Module.__call__ would only call its forward
+ * (modcall.h): that forward called here, through direct_call when it can, *done = 1 (a
+ * new reference, or NULL with an exception); *done = 0 when the module must be called as
+ * usual (also past 16 arguments). Called with the hook installed. */
+static PyObject *
+call_module_forward(cdyn_wrapper *self, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                    int *done)
+{
+    enum { MODCALL_MAX_ARGS = 16 };
+    PyObject *stack[1 + MODCALL_MAX_ARGS], *fwd = NULL, *mod = self->fn, *res = NULL;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    int prepend = 0, handled = 0;
+    *done = 0;
+    if (nargs + nkw > MODCALL_MAX_ARGS) {
+        return NULL;
+    }
+    int r = cdyn_modcall_forward(&self->modcall, mod, &fwd, &prepend);
+    if (r <= 0) {
+        *done = r < 0;
+        return NULL;
+    }
+    *done = 1;
+    Py_INCREF(mod);
+    Py_INCREF(fwd);    /* the call may change the instance dict that holds it */
+    if (prepend) {
+        stack[0] = mod;
+        memcpy(stack + 1, args, (size_t)(nargs + nkw) * sizeof(PyObject *));
+        args = stack;
+        nargs++;
+    }
+    res = direct_call(fwd, args, (size_t)nargs, kwnames, &handled);
+    if (!handled) {
+        res = PyObject_Vectorcall(fwd, args, (size_t)nargs, kwnames);
+    }
+    Py_DECREF(fwd);
+    Py_DECREF(mod);
+    return res;
+}
+
 /* CompiledFunction.__call__: run fn with this wrapper's options active on this thread. */
 static PyObject *
 compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -926,7 +974,9 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     t->disabled = 0;
     hook_enter(&layer);
     int handled = 0;
-    PyObject *res = direct_call(self->fn, args, nargsf, kwnames, &handled);
+    PyObject *res = PyFunction_Check(self->fn)
+                        ? direct_call(self->fn, args, nargsf, kwnames, &handled)
+                        : call_module_forward(self, args, nargsf, kwnames, &handled);
     if (!handled) {
         res = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
     }
@@ -961,6 +1011,8 @@ wrapper_traverse(cdyn_wrapper *self, visitproc visit, void *arg)
     Py_VISIT(self->fn);
     Py_VISIT(self->options);
     Py_VISIT(self->dict);
+    Py_VISIT(self->modcall.type);
+    Py_VISIT(self->modcall.forward);
     return 0;
 }
 
@@ -971,6 +1023,7 @@ wrapper_clear(cdyn_wrapper *self)
     Py_CLEAR(self->fn);
     Py_CLEAR(self->options);
     Py_CLEAR(self->dict);
+    cdyn_modcall_clear(&self->modcall);
     return 0;
 }
 
@@ -1064,6 +1117,7 @@ wrapper_new(PyTypeObject *type, PyObject *fn, PyObject *options, vectorcallfunc 
     w->dict = NULL;
     w->weakreflist = NULL;
     w->vectorcall = vc;
+    memset(&w->modcall, 0, sizeof(w->modcall));
     PyObject_GC_Track(w);
     return (PyObject *)w;
 }

@@ -16,6 +16,7 @@
 #include "cache.h"
 #include "guards.h"
 #include "hook.h"
+#include "modcall.h"
 #include "resume.h"
 #include "source.h"
 #include "trace_rules.h"
@@ -277,7 +278,7 @@ PyInit__C(void)
         return NULL;
     }
     if (cdyn_source_init(m) < 0 || cdyn_guards_init() < 0 || cdyn_hook_init(m) < 0 ||
-        cdyn_translate_init(m) < 0 || PyModule_AddFunctions(m, cdyn_bytecode_methods) < 0 ||
+        cdyn_modcall_init(m) < 0 || cdyn_translate_init(m) < 0 || PyModule_AddFunctions(m, cdyn_bytecode_methods) < 0 ||
         PyModule_AddFunctions(m, cdyn_translate_methods) < 0 ||
         PyModule_AddFunctions(m, cdyn_resume_methods) < 0) {
         Py_DECREF(m);

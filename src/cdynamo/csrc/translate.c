@@ -471,6 +471,12 @@ OP(list_to_tuple)
     if (V(l)->kind != VK_LIST) {
         return cdyn_tx_unsupported(tx, "LIST_TO_TUPLE of %S", l);
     }
+    /* a list handed to a resume function on its stack (a break between LIST_EXTEND and
+     * LIST_TO_TUPLE) is an input list, wrapped lazily */
+    tr_status st = cdyn_tx_materialize(tx, l);
+    if (st != TR_OK) {
+        return st;
+    }
     items = PyList_GetSlice(V(l)->u.seq.items, 0, PY_SSIZE_T_MAX);
     if (items == NULL) {
         return TR_ERROR;

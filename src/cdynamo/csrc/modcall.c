@@ -1,0 +1,298 @@
+/* modcall.c: the nn.Module call fast path of a compiled module (see modcall.h).
+ *
+ * nn.Module.__call__ is `_wrapped_call_impl(self, *args, **kwargs)`: it calls
+ * `self._compiled_call_impl` when that is set, else `self._call_impl`, which picks
+ * `self._slow_forward` under a JIT trace (torch._C._get_tracing_state()) and otherwise,
+ * when neither the module (`_backward_hooks`, `_backward_pre_hooks`, `_forward_hooks`,
+ * `_forward_pre_hooks`) nor the process (the four `_global_*_hooks` dicts of
+ * torch.nn.modules.module) has a hook, returns `self.forward(*args, **kwargs)`. We call
+ * that forward directly when exactly that no-hook path would be taken:
+ *   - type part (cached per wrapper on the type's version tag, which changes with any
+ *     change to the type or its bases): `__call__` and `_call_impl` resolve to nn.Module's
+ *     own functions, `__getattribute__` to object's (so `self.<name>` reads the instance
+ *     dict first), `forward` to a plain Python function, `_compiled_call_impl` to the class
+ *     attribute None, and none of the hook dicts read below is shadowed by a data
+ *     descriptor of the type;
+ *   - instance part (every call): `_compiled_call_impl` is None or not set on the
+ *     instance (`module.compile()` sets it there), the four hook dicts are
+ *     empty, `_call_impl` is not overridden in the instance dict; a `forward` set on the
+ *     instance is the one called (as `self.forward` finds it);
+ *   - process part (every call): the global hook dicts are empty (the dicts themselves
+ *     re-read when the module's globals change, PEP 509 tag) and no JIT trace runs.
+ * Anything else answers 0 and the module is called as usual.
+ */
+#include "modcall.h"
+
+enum { N_HOOKS = 4 };
+
+static const char *const hook_names[N_HOOKS] = {
+    "_backward_hooks", "_backward_pre_hooks", "_forward_hooks", "_forward_pre_hooks"};
+static const char *const global_hook_names[N_HOOKS] = {
+    "_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_hooks",
+    "_global_forward_pre_hooks"};
+
+/* torch objects read once (strong, GIL-protected). ready: 0 not yet, 1 read, -1 not
+ * available (the fast path is then never taken). */
+static struct {
+    int ready;
+    PyObject *call;           /* nn.Module.__dict__['__call__'] (_wrapped_call_impl) */
+    PyObject *call_impl;      /* nn.Module.__dict__['_call_impl'] */
+    PyObject *getattribute;   /* object.__dict__['__getattribute__'] */
+    PyObject *globals;        /* torch.nn.modules.module.__dict__ */
+    PyObject *tracing_state;  /* torch._C._get_tracing_state */
+    uint64_t globals_tag;     /* globals' ma_version_tag when hooks[] were read; 0: not read */
+    PyObject *hooks[N_HOOKS]; /* borrowed from globals while globals_tag matches */
+    PyObject *str_hooks[N_HOOKS];
+    PyObject *str_call, *str_call_impl, *str_getattribute, *str_forward, *str_compiled;
+    PyObject *str_cdynamo_call;
+} M;
+
+static PyObject *
+intern(const char *s)
+{
+    return PyUnicode_InternFromString(s);
+}
+
+/* Read the torch objects; M.ready becomes 1, or -1 when they cannot be read (no
+ * exception is left either way). */
+static void
+modcall_ready(void)
+{
+    PyObject *modmod = NULL, *module_cls = NULL, *torch_c = NULL;
+    M.ready = -1;
+    if ((M.str_call = intern("__call__")) == NULL ||
+        (M.str_call_impl = intern("_call_impl")) == NULL ||
+        (M.str_getattribute = intern("__getattribute__")) == NULL ||
+        (M.str_forward = intern("forward")) == NULL ||
+        (M.str_compiled = intern("_compiled_call_impl")) == NULL) {
+        goto done;
+    }
+    for (int i = 0; i < N_HOOKS; i++) {
+        if ((M.str_hooks[i] = intern(hook_names[i])) == NULL) {
+            goto done;
+        }
+    }
+    if ((modmod = PyImport_ImportModule("torch.nn.modules.module")) == NULL ||
+        (module_cls = PyObject_GetAttrString(modmod, "Module")) == NULL ||
+        !PyType_Check(module_cls) ||
+        (torch_c = PyImport_ImportModule("torch._C")) == NULL ||
+        (M.tracing_state = PyObject_GetAttrString(torch_c, "_get_tracing_state")) == NULL) {
+        goto done;
+    }
+    PyObject *cdict = ((PyTypeObject *)module_cls)->tp_dict;
+    M.call = Py_XNewRef(PyDict_GetItemWithError(cdict, M.str_call));
+    M.call_impl = Py_XNewRef(PyDict_GetItemWithError(cdict, M.str_call_impl));
+    M.getattribute = Py_XNewRef(PyDict_GetItemWithError(PyBaseObject_Type.tp_dict,
+                                                        M.str_getattribute));
+    M.globals = Py_XNewRef(PyModule_GetDict(modmod));
+    if (M.call == NULL || M.call_impl == NULL || M.getattribute == NULL || M.globals == NULL) {
+        goto done;
+    }
+    M.ready = 1;
+done:
+    PyErr_Clear();
+    Py_XDECREF(modmod);
+    Py_XDECREF(module_cls);
+    Py_XDECREF(torch_c);
+}
+
+/* 1 when name (str) resolves on tp to nothing or to a non-data descriptor (the instance
+ * dict then wins), else 0. */
+static int
+not_shadowed(PyTypeObject *tp, PyObject *name)
+{
+    PyObject *d = _PyType_Lookup(tp, name);
+    return d == NULL || Py_TYPE(d)->tp_descr_set == NULL;
+}
+
+/* Fill c for tp (see the file comment, type part). Never fails. */
+static void
+check_type(cdyn_modcall_cache *c, PyTypeObject *tp)
+{
+    Py_CLEAR(c->type);
+    Py_CLEAR(c->forward);
+    PyObject *fwd = _PyType_Lookup(tp, M.str_forward);
+    int plain = _PyType_Lookup(tp, M.str_call) == M.call &&
+                _PyType_Lookup(tp, M.str_call_impl) == M.call_impl &&
+                _PyType_Lookup(tp, M.str_getattribute) == M.getattribute &&
+                fwd != NULL && Py_IS_TYPE(fwd, &PyFunction_Type) &&
+                _PyType_Lookup(tp, M.str_compiled) == Py_None;
+    for (int i = 0; plain && i < N_HOOKS; i++) {
+        plain = not_shadowed(tp, M.str_hooks[i]);
+    }
+    c->type = (PyTypeObject *)Py_NewRef(tp);
+    c->tag = (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+    c->forward = plain ? Py_NewRef(fwd) : NULL;
+}
+
+/* 1 when the process has no global module hook (re-reading the dicts when the module's
+ * globals changed), else 0. Never fails. */
+static int
+no_global_hooks(void)
+{
+    PyDictObject *g = (PyDictObject *)M.globals;
+    if (M.globals_tag == 0 || g->ma_version_tag != M.globals_tag) {
+        for (int i = 0; i < N_HOOKS; i++) {
+            PyObject *h = PyDict_GetItemString(M.globals, global_hook_names[i]);
+            if (h == NULL || !PyDict_Check(h)) {
+                M.globals_tag = 0;
+                return 0;
+            }
+            M.hooks[i] = h;
+        }
+        M.globals_tag = g->ma_version_tag;
+    }
+    for (int i = 0; i < N_HOOKS; i++) {
+        if (PyDict_GET_SIZE(M.hooks[i]) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* 1 when mod's instance dict says nn.Module.__call__ would only call forward (instance
+ * part of the file comment), with *inst_fwd set to a forward from the instance dict
+ * (borrowed) or NULL; else 0. Never fails. */
+static int
+instance_plain(PyObject *mod, PyObject **inst_fwd)
+{
+    PyObject **dp = _PyObject_GetDictPtr(mod);
+    PyObject *d = dp != NULL ? *dp : NULL, *v;
+    if (d == NULL || !PyDict_CheckExact(d)) {
+        return 0;
+    }
+    if (((v = PyDict_GetItemWithError(d, M.str_compiled)) != NULL && v != Py_None) ||
+        PyErr_Occurred() || PyDict_GetItemWithError(d, M.str_call_impl) != NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (int i = 0; i < N_HOOKS; i++) {
+        v = PyDict_GetItemWithError(d, M.str_hooks[i]);
+        if (v == NULL || !PyDict_Check(v) || PyDict_GET_SIZE(v) != 0) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    *inst_fwd = PyDict_GetItemWithError(d, M.str_forward);
+    if (*inst_fwd == NULL && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+int
+cdyn_modcall_forward(cdyn_modcall_cache *c, PyObject *mod, PyObject **fwd, int *prepend)
+{
+    PyTypeObject *tp = Py_TYPE(mod);
+    PyObject *inst_fwd = NULL;
+    if (M.ready == 0) {
+        modcall_ready();
+    }
+    if (M.ready != 1) {
+        return 0;
+    }
+    if (c->type != tp || c->tag == 0 || !(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
+        tp->tp_version_tag != c->tag) {
+        check_type(c, tp);
+    }
+    if (c->forward == NULL || !instance_plain(mod, &inst_fwd) || !no_global_hooks()) {
+        return 0;
+    }
+    PyObject *tracing = PyObject_CallNoArgs(M.tracing_state);
+    if (tracing == NULL) {
+        return -1;
+    }
+    Py_DECREF(tracing);
+    if (tracing != Py_None) {
+        return 0;
+    }
+    *fwd = inst_fwd != NULL ? inst_fwd : c->forward;
+    *prepend = inst_fwd == NULL;
+    return 1;
+}
+
+void
+cdyn_modcall_clear(cdyn_modcall_cache *c)
+{
+    Py_CLEAR(c->type);
+    Py_CLEAR(c->forward);
+    c->tag = 0;
+}
+
+/* ---- CompiledModule.__call__ ------------------------------------------------------- */
+
+/* A method descriptor: `compiled_module(*args, **kw)` calls the CompiledModule's own
+ * `_cdynamo_call` (its CompiledFunction over the original module) with the arguments, as
+ * the Python `return self._cdynamo_call(*args, **kwargs)` did, without a Python frame. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+} cdyn_modcall_obj;
+
+static PyObject *
+modcall_vectorcall(PyObject *Py_UNUSED(callable), PyObject *const *args, size_t nargsf,
+                   PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *call = NULL, *res = NULL;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "CompiledModule.__call__ needs the module");
+        return NULL;
+    }
+    if (M.str_cdynamo_call == NULL && (M.str_cdynamo_call = intern("_cdynamo_call")) == NULL) {
+        return NULL;
+    }
+    PyObject **dp = _PyObject_GetDictPtr(args[0]);
+    if (dp != NULL && *dp != NULL && PyDict_CheckExact(*dp)) {
+        call = Py_XNewRef(PyDict_GetItemWithError(*dp, M.str_cdynamo_call));
+    }
+    if (call == NULL && !PyErr_Occurred()) {
+        call = PyObject_GetAttr(args[0], M.str_cdynamo_call);
+    }
+    if (call == NULL) {
+        return NULL;
+    }
+    res = PyObject_Vectorcall(call, args + 1, (size_t)(nargs - 1), kwnames);
+    Py_DECREF(call);
+    return res;
+}
+
+static PyObject *
+modcall_descr_get(PyObject *self, PyObject *obj, PyObject *Py_UNUSED(type))
+{
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(self);
+    }
+    return PyMethod_New(self, obj);
+}
+
+static PyTypeObject ModuleCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cdynamo._C.CompiledModuleCall",
+    .tp_basicsize = sizeof(cdyn_modcall_obj),
+    .tp_vectorcall_offset = offsetof(cdyn_modcall_obj, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR |
+                Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = "CompiledModule.__call__: calls the module's _cdynamo_call with the arguments.",
+    .tp_descr_get = modcall_descr_get,
+};
+
+int
+cdyn_modcall_init(PyObject *module)
+{
+    if (PyType_Ready(&ModuleCallType) < 0) {
+        return -1;
+    }
+    cdyn_modcall_obj *o = PyObject_New(cdyn_modcall_obj, &ModuleCallType);
+    if (o == NULL) {
+        return -1;
+    }
+    o->vectorcall = modcall_vectorcall;
+    if (PyModule_AddObject(module, "compiled_module_call", (PyObject *)o) < 0) {
+        Py_DECREF(o);
+        return -1;
+    }
+    return 0;
+}
