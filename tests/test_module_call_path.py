@@ -171,12 +171,23 @@ def test_forward_redefined_on_class_is_followed():
     assert torch.equal(c(x), x - 1)
 
 
-def test_jit_trace_of_compiled_module_still_uses_slow_forward():
-    # under torch.jit.trace nn.Module.__call__ picks _slow_forward: the fast path is not taken
+def test_jit_trace_of_a_module_still_records_scopes():
+    # under torch.jit.trace of a module, nn.Module.__call__ calls _slow_forward, which
+    # records scope names while torch.jit._trace._trace_module_map is set: the fast path is
+    # not taken then (under a trace of a plain function _slow_forward only calls forward)
     m = Net()
     c, _ = _compiled(m)
     x = torch.randn(2, 4)
     c(x)
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = m
+
+        def forward(self, t):
+            return c(t)
+
     seen = []
     orig = nn.Module._slow_forward
 
@@ -187,12 +198,13 @@ def test_jit_trace_of_compiled_module_still_uses_slow_forward():
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # eager's trace refuses too: the module's parameters are not inputs of the lambda
-            with pytest.raises(RuntimeError, match="Cannot insert a Tensor that requires grad"):
-                torch.jit.trace(lambda t: c(t), (x,), check_trace=False)
+            traced = torch.jit.trace(Outer(), (x,), check_trace=False)
     finally:
         nn.Module._slow_forward = orig
     assert m in seen
+    assert torch.equal(traced(x), m(x))
+    frames, out = _module_call_frames(c, x)    # the trace is over: the fast path again
+    assert frames == 0 and torch.equal(out, m(x))
 
 
 def test_getattr_and_state_dict_still_reach_the_module():

@@ -1093,6 +1093,35 @@ plan_tail(const cdyn_instr_list *l, Py_ssize_t i, cdyn_direct_plan *out)
     return i == l->len - 1 && it[i].opcode == RETURN_VALUE;
 }
 
+/* One <arg> of the plan's call at instruction i (see bytecode.h): appended to out, and the
+ * number of instructions it takes returned; 0 when none starts there. */
+static int
+plan_arg(PyCodeObject *co, const cdyn_instr_list *l, Py_ssize_t i, cdyn_direct_plan *out)
+{
+    const cdyn_instr *it = l->items;
+    if (i < l->len && it[i].opcode == LOAD_FAST && it[i].oparg < co->co_argcount &&
+        out->nargs < CDYN_PLAN_ARGS) {
+        out->in[out->nin++] = it[i].oparg;
+        out->nargs++;
+        return 1;
+    }
+    if (i + 5 >= l->len || out->nload >= CDYN_PLAN_LOADS || it[i].opcode != PUSH_NULL ||
+        it[i + 1].opcode != LOAD_CONST || it[i + 2].opcode != LOAD_FAST ||
+        it[i + 2].oparg >= co->co_argcount || it[i + 3].opcode != PRECALL ||
+        it[i + 3].oparg != 1 || it[i + 4].opcode != CALL || it[i + 4].oparg != 1 ||
+        it[i + 5].opcode != UNPACK_SEQUENCE || it[i + 5].oparg < 1 ||
+        out->nargs + it[i + 5].oparg > CDYN_PLAN_ARGS) {
+        return 0;
+    }
+    out->load[out->nload].fn = PyTuple_GET_ITEM(co->co_consts, it[i + 1].oparg);
+    out->load[out->nload].slot = it[i + 2].oparg;
+    out->load[out->nload].n = it[i + 5].oparg;
+    out->in[out->nin++] = -1 - out->nload;
+    out->nargs += it[i + 5].oparg;
+    out->nload++;
+    return 6;
+}
+
 int
 cdyn_direct_plan_of(PyCodeObject *co, cdyn_direct_plan *out)
 {
@@ -1114,15 +1143,16 @@ cdyn_direct_plan_of(PyCodeObject *co, cdyn_direct_plan *out)
         goto done;
     }
     out->callee = PyTuple_GET_ITEM(co->co_consts, it[2].oparg);
-    out->nin = 0;
-    for (; i < l.len && it[i].opcode == LOAD_FAST && out->nin < CDYN_PLAN_MAX; i++) {
-        if (it[i].oparg >= co->co_argcount) {
-            goto done;
+    out->nin = out->nload = out->nargs = 0;
+    while (out->nin < CDYN_PLAN_MAX) {
+        int step = plan_arg(co, &l, i, out);
+        if (step <= 0) {
+            break;
         }
-        out->in[out->nin++] = it[i].oparg;
+        i += step;
     }
-    if (i + 1 >= l.len || it[i].opcode != PRECALL || it[i].oparg != out->nin ||
-        it[i + 1].opcode != CALL || it[i + 1].oparg != out->nin) {
+    if (i + 1 >= l.len || it[i].opcode != PRECALL || it[i].oparg != out->nargs ||
+        it[i + 1].opcode != CALL || it[i + 1].oparg != out->nargs) {
         goto done;
     }
     out->lineno = it[i + 1].lineno;

@@ -93,18 +93,31 @@ int cdyn_is_terminator(int opcode);
  * - Opcode names, cache sizes and the known-opcode test come from opcodes.h
  *   (cdyn_opname, cdyn_opcode_known, cdyn_opcode_deopt). */
 
-/* A code whose whole body calls one constant with some of its positional arguments and
- * returns items of the result (the transformed code of a frame that is one graph over its
- * tensor arguments):
- *     RESUME 0; PUSH_NULL; LOAD_CONST callee; LOAD_FAST a_0 .. a_{nin-1}; PRECALL nin;
- *     CALL nin; UNPACK_SEQUENCE nunpack; STORE_FAST t_0 .. t_{nunpack-1};
+/* A code whose whole body calls one constant with some of its positional arguments (and
+ * the attributes of some of them, loaded by a constant loader) and returns items of the
+ * result (the transformed code of a frame that is one graph over its tensor arguments, or
+ * over a module's parameters):
+ *     RESUME 0; PUSH_NULL; LOAD_CONST callee; <arg>...; PRECALL nargs; CALL nargs;
+ *     UNPACK_SEQUENCE nunpack; STORE_FAST t_0 .. t_{nunpack-1};
  *     LOAD_FAST t_k ... (nret of them); [BUILD_TUPLE nret]; RETURN_VALUE
- * with every a_i < co_argcount, distinct t_j, no cells, no handlers. The hook then runs it
- * without a frame (hook.c direct_call). */
-#define CDYN_PLAN_MAX 64
+ * where each <arg> is LOAD_FAST a (a < co_argcount), or a loader call
+ *     PUSH_NULL; LOAD_CONST loader; LOAD_FAST a; PRECALL 1; CALL 1; UNPACK_SEQUENCE n
+ * (n arguments: the loader's result unpacked), with distinct t_j, no cells, no handlers.
+ * The hook then runs it without a frame (hook.c direct_call). */
+#define CDYN_PLAN_MAX 64          /* argument segments, result items */
+#define CDYN_PLAN_LOADS 8         /* loader calls */
+#define CDYN_PLAN_ARGS 512        /* arguments of the call, loaders' items included */
 typedef struct {
     PyObject *callee;          /* borrowed from co_consts (the code holds it) */
-    int nin, in[CDYN_PLAN_MAX];      /* argument slots passed, in order */
+    int nin, in[CDYN_PLAN_MAX];      /* argument segments in order: an argument slot (>= 0),
+                                        or -1 - j: the items of loader j */
+    int nload;
+    struct {
+        PyObject *fn;          /* borrowed from co_consts */
+        int slot;              /* the argument slot it is called on */
+        int n;                 /* items its result unpacks into */
+    } load[CDYN_PLAN_LOADS];
+    int nargs;                 /* arguments of the call in all */
     int nunpack;               /* items the result must unpack into */
     int nret, ret[CDYN_PLAN_MAX];    /* positions (in the result) of the values returned */
     int ret_tuple;             /* 1: return a new tuple of them; 0: return ret[0] itself */

@@ -377,7 +377,8 @@ ints_tuple(const int *a, int n)
     return t;
 }
 
-/* _direct_plan(code) -> (callee, in_slots, nunpack, ret_positions, ret_tuple) or None. */
+/* _direct_plan(code) -> (callee, in_slots, nunpack, ret_positions, ret_tuple) or None; a
+ * loader segment of in_slots is (loader, slot, n). */
 static PyObject *py_direct_plan(PyObject *self, PyObject *codeobj)
 {
     (void)self;
@@ -389,6 +390,17 @@ static PyObject *py_direct_plan(PyObject *self, PyObject *codeobj)
         return r < 0 ? NULL : Py_NewRef(Py_None);
     }
     in = ints_tuple(p.in, p.nin);
+    for (int i = 0; in != NULL && i < p.nin; i++) {
+        if (p.in[i] < 0) {    /* a loader segment: (loader, slot, n) */
+            int j = -1 - p.in[i];
+            PyObject *seg = Py_BuildValue("(Oii)", p.load[j].fn, p.load[j].slot, p.load[j].n);
+            if (seg == NULL) {
+                Py_CLEAR(in);
+                break;
+            }
+            Py_SETREF(PyTuple_GET_ITEM(in, i), seg);
+        }
+    }
     ret = ints_tuple(p.ret, p.nret);
     if (in != NULL && ret != NULL) {
         res = Py_BuildValue("(OOiOO)", p.callee, in, p.nunpack, ret, p.ret_tuple ? Py_True : Py_False);

@@ -260,8 +260,7 @@ source_node(cdyn_guards *g, PyObject *source)
     if (num != NULL || PyErr_Occurred()) {
         return num != NULL ? (int)PyLong_AsLong(num) : -1;
     }
-    if ((s->kind == CDYN_SRC_ATTR || s->kind == CDYN_SRC_ITEM) &&
-        (base = source_node(g, (PyObject *)s->base)) < 0) {
+    if (s->base != NULL && (base = source_node(g, (PyObject *)s->base)) < 0) {
         return -1;
     }
     if (g->nnodes == g->ncap) {

@@ -768,22 +768,66 @@ plan_item(PyObject *res, int n, int pos, PyObject **seq)
     return Py_NewRef(PyTuple_Check(*seq) ? PyTuple_GET_ITEM(*seq, pos) : PyList_GET_ITEM(*seq, pos));
 }
 
+/* The items of loader result r (n >= 1) in the order UNPACK_SEQUENCE n leaves them on the
+ * stack (the last item deepest), borrowed from *seq (set to a new reference holding them)
+ * into argv. 0, or -1 with CPython's exception when r does not unpack into n values. */
+static int
+plan_unpack_args(PyObject *r, int n, PyObject **seq, PyObject **argv)
+{
+    for (int k = 0; k < n; k++) {
+        PyObject *item = plan_item(r, n, n - 1 - k, seq);
+        if (item == NULL) {
+            return -1;
+        }
+        argv[k] = item;
+        Py_DECREF(item);    /* *seq holds it */
+    }
+    return 0;
+}
+
+/* Call the plan's callee on its arguments: the argument slots and the loaders' items, in
+ * order. New reference, or NULL with an exception. */
+static PyObject *
+plan_call(const cdyn_direct_plan *p, PyObject *const *slots)
+{
+    PyObject *argv[CDYN_PLAN_ARGS], *held[CDYN_PLAN_LOADS] = {NULL}, *res = NULL;
+    int na = 0, j = 0;
+    for (int i = 0; i < p->nin; i++) {
+        if (p->in[i] >= 0) {
+            argv[na++] = slots[p->in[i]];
+            continue;
+        }
+        j = -1 - p->in[i];
+        PyObject *r = PyObject_Vectorcall(p->load[j].fn, &slots[p->load[j].slot], 1, NULL);
+        int st = r != NULL ? plan_unpack_args(r, p->load[j].n, &held[j], argv + na) : -1;
+        Py_XDECREF(r);
+        if (st < 0) {
+            goto done;
+        }
+        na += p->load[j].n;
+    }
+    assert(na == p->nargs);
+    res = PyObject_Vectorcall(p->callee, argv, (size_t)na, NULL);
+done:
+    for (int k = 0; k < p->nload; k++) {
+        Py_XDECREF(held[k]);
+    }
+    return res;
+}
+
 /* Run the transformed code of entry e whose plan matched (plan_state 1) on the argument
- * slots, without a frame: call the plan's callee on its arguments and return the items
- * picked from its result. An error gets a traceback entry for the compiled function's
- * line, where the frame would have been. New reference, or NULL with an exception. The
- * plan is copied first: the call may free e (a reset). */
+ * slots, without a frame: call the plan's callee on its arguments (plan_call) and return
+ * the items picked from its result. An error gets a traceback entry for the compiled
+ * function's line, where the frame would have had one. New reference, or NULL with an
+ * exception. The plan is copied first: the call may free e (a reset). */
 static PyObject *
 run_plan(const cdyn_cache_entry *e, PyObject *const *slots)
 {
     cdyn_direct_plan p = e->plan;
     PyCodeObject *co = (PyCodeObject *)e->code;
-    PyObject *in[CDYN_PLAN_MAX], *res = NULL, *seq = NULL, *out = NULL, *item = NULL;
-    for (int i = 0; i < p.nin; i++) {
-        in[i] = slots[p.in[i]];
-    }
-    Py_INCREF(co);    /* holds the callee (its constant) and the names for the traceback */
-    res = PyObject_Vectorcall(p.callee, in, (size_t)p.nin, NULL);
+    PyObject *res = NULL, *seq = NULL, *out = NULL, *item = NULL;
+    Py_INCREF(co);    /* holds the callee, the loaders (its constants) and the names */
+    res = plan_call(&p, slots);
     if (res == NULL) {
         goto done;
     }
@@ -930,9 +974,7 @@ call_module_forward(cdyn_wrapper *self, PyObject *const *args, size_t nargsf, Py
     if (nargs + nkw > MODCALL_MAX_ARGS) {
         return NULL;
     }
-    int r = cdyn_modcall_forward(&self->modcall, mod, &fwd, &prepend);
-    if (r <= 0) {
-        *done = r < 0;
+    if (!cdyn_modcall_forward(&self->modcall, mod, &fwd, &prepend)) {
         return NULL;
     }
     *done = 1;

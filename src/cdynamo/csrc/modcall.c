@@ -17,8 +17,13 @@
  *     instance (`module.compile()` sets it there), the four hook dicts are
  *     empty, `_call_impl` is not overridden in the instance dict; a `forward` set on the
  *     instance is the one called (as `self.forward` finds it);
+ *     The instance dict's entries are re-read only when its PEP 509 version tag changed
+ *     (the hook dicts' sizes are read on every call);
  *   - process part (every call): the global hook dicts are empty (the dicts themselves
- *     re-read when the module's globals change, PEP 509 tag) and no JIT trace runs.
+ *     re-read when the module's globals change, PEP 509 tag), and no torch.jit.trace of a
+ *     module runs (`torch.jit._trace._trace_module_map` is None: under a JIT trace
+ *     _call_impl calls `_slow_forward`, which differs from `self.forward` only when that map
+ *     is set, to record scope names).
  * Anything else answers 0 and the module is called as usual.
  */
 #include "modcall.h"
@@ -39,11 +44,14 @@ static struct {
     PyObject *call_impl;      /* nn.Module.__dict__['_call_impl'] */
     PyObject *getattribute;   /* object.__dict__['__getattribute__'] */
     PyObject *globals;        /* torch.nn.modules.module.__dict__ */
-    PyObject *tracing_state;  /* torch._C._get_tracing_state */
+    PyObject *slow_forward;   /* nn.Module.__dict__['_slow_forward'] */
+    PyObject *jit_globals;    /* torch.jit._trace.__dict__ */
+    uint64_t jit_tag;         /* its ma_version_tag when _trace_module_map was None; 0 not */
     uint64_t globals_tag;     /* globals' ma_version_tag when hooks[] were read; 0: not read */
     PyObject *hooks[N_HOOKS]; /* borrowed from globals while globals_tag matches */
     PyObject *str_hooks[N_HOOKS];
     PyObject *str_call, *str_call_impl, *str_getattribute, *str_forward, *str_compiled;
+    PyObject *str_slow_forward, *str_map;
     PyObject *str_cdynamo_call;
 } M;
 
@@ -58,9 +66,11 @@ intern(const char *s)
 static void
 modcall_ready(void)
 {
-    PyObject *modmod = NULL, *module_cls = NULL, *torch_c = NULL;
+    PyObject *modmod = NULL, *module_cls = NULL, *jit = NULL;
     M.ready = -1;
-    if ((M.str_call = intern("__call__")) == NULL ||
+    if ((M.str_slow_forward = intern("_slow_forward")) == NULL ||
+        (M.str_map = intern("_trace_module_map")) == NULL ||
+        (M.str_call = intern("__call__")) == NULL ||
         (M.str_call_impl = intern("_call_impl")) == NULL ||
         (M.str_getattribute = intern("__getattribute__")) == NULL ||
         (M.str_forward = intern("forward")) == NULL ||
@@ -75,17 +85,19 @@ modcall_ready(void)
     if ((modmod = PyImport_ImportModule("torch.nn.modules.module")) == NULL ||
         (module_cls = PyObject_GetAttrString(modmod, "Module")) == NULL ||
         !PyType_Check(module_cls) ||
-        (torch_c = PyImport_ImportModule("torch._C")) == NULL ||
-        (M.tracing_state = PyObject_GetAttrString(torch_c, "_get_tracing_state")) == NULL) {
+        (jit = PyImport_ImportModule("torch.jit._trace")) == NULL) {
         goto done;
     }
     PyObject *cdict = ((PyTypeObject *)module_cls)->tp_dict;
     M.call = Py_XNewRef(PyDict_GetItemWithError(cdict, M.str_call));
     M.call_impl = Py_XNewRef(PyDict_GetItemWithError(cdict, M.str_call_impl));
+    M.slow_forward = Py_XNewRef(PyDict_GetItemWithError(cdict, M.str_slow_forward));
+    M.jit_globals = Py_XNewRef(PyModule_GetDict(jit));
     M.getattribute = Py_XNewRef(PyDict_GetItemWithError(PyBaseObject_Type.tp_dict,
                                                         M.str_getattribute));
     M.globals = Py_XNewRef(PyModule_GetDict(modmod));
-    if (M.call == NULL || M.call_impl == NULL || M.getattribute == NULL || M.globals == NULL) {
+    if (M.call == NULL || M.call_impl == NULL || M.getattribute == NULL || M.globals == NULL ||
+        M.slow_forward == NULL || M.jit_globals == NULL) {
         goto done;
     }
     M.ready = 1;
@@ -93,7 +105,7 @@ done:
     PyErr_Clear();
     Py_XDECREF(modmod);
     Py_XDECREF(module_cls);
-    Py_XDECREF(torch_c);
+    Py_XDECREF(jit);
 }
 
 /* 1 when name (str) resolves on tp to nothing or to a non-data descriptor (the instance
@@ -114,12 +126,14 @@ check_type(cdyn_modcall_cache *c, PyTypeObject *tp)
     PyObject *fwd = _PyType_Lookup(tp, M.str_forward);
     int plain = _PyType_Lookup(tp, M.str_call) == M.call &&
                 _PyType_Lookup(tp, M.str_call_impl) == M.call_impl &&
+                _PyType_Lookup(tp, M.str_slow_forward) == M.slow_forward &&
                 _PyType_Lookup(tp, M.str_getattribute) == M.getattribute &&
                 fwd != NULL && Py_IS_TYPE(fwd, &PyFunction_Type) &&
                 _PyType_Lookup(tp, M.str_compiled) == Py_None;
     for (int i = 0; plain && i < N_HOOKS; i++) {
         plain = not_shadowed(tp, M.str_hooks[i]);
     }
+    c->idict = NULL;    /* the instance part is re-read under the new type */
     c->type = (PyTypeObject *)Py_NewRef(tp);
     c->tag = (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
     c->forward = plain ? Py_NewRef(fwd) : NULL;
@@ -150,17 +164,30 @@ no_global_hooks(void)
     return 1;
 }
 
-/* 1 when mod's instance dict says nn.Module.__call__ would only call forward (instance
- * part of the file comment), with *inst_fwd set to a forward from the instance dict
- * (borrowed) or NULL; else 0. Never fails. */
+/* 1 when no torch.jit.trace of a module is running (see the file comment). Never fails. */
 static int
-instance_plain(PyObject *mod, PyObject **inst_fwd)
+no_jit_module_trace(void)
 {
-    PyObject **dp = _PyObject_GetDictPtr(mod);
-    PyObject *d = dp != NULL ? *dp : NULL, *v;
-    if (d == NULL || !PyDict_CheckExact(d)) {
+    PyDictObject *g = (PyDictObject *)M.jit_globals;
+    if (M.jit_tag != 0 && g->ma_version_tag == M.jit_tag) {
+        return 1;
+    }
+    if (PyDict_GetItemWithError(M.jit_globals, M.str_map) != Py_None) {
+        PyErr_Clear();
+        M.jit_tag = 0;
         return 0;
     }
+    M.jit_tag = g->ma_version_tag;
+    return 1;
+}
+
+/* Re-read mod's instance dict d into c (instance part of the file comment): 1 when plain,
+ * else 0 (c->idict left NULL). Never fails. */
+static int
+read_instance(cdyn_modcall_cache *c, PyObject *d)
+{
+    PyObject *v;
+    c->idict = NULL;
     if (((v = PyDict_GetItemWithError(d, M.str_compiled)) != NULL && v != Py_None) ||
         PyErr_Occurred() || PyDict_GetItemWithError(d, M.str_call_impl) != NULL) {
         PyErr_Clear();
@@ -168,15 +195,41 @@ instance_plain(PyObject *mod, PyObject **inst_fwd)
     }
     for (int i = 0; i < N_HOOKS; i++) {
         v = PyDict_GetItemWithError(d, M.str_hooks[i]);
-        if (v == NULL || !PyDict_Check(v) || PyDict_GET_SIZE(v) != 0) {
+        if (v == NULL || !PyDict_Check(v)) {
             PyErr_Clear();
             return 0;
         }
+        c->hooks[i] = v;
     }
-    *inst_fwd = PyDict_GetItemWithError(d, M.str_forward);
-    if (*inst_fwd == NULL && PyErr_Occurred()) {
+    c->inst_forward = PyDict_GetItemWithError(d, M.str_forward);
+    if (c->inst_forward == NULL && PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
+    }
+    c->idict = d;
+    c->idict_tag = ((PyDictObject *)d)->ma_version_tag;
+    return 1;
+}
+
+/* 1 when mod's instance dict says nn.Module.__call__ would only call forward (instance
+ * part of the file comment), else 0; c->inst_forward is then the forward set on the
+ * instance or NULL. Never fails. */
+static int
+instance_plain(cdyn_modcall_cache *c, PyObject *mod)
+{
+    PyObject **dp = _PyObject_GetDictPtr(mod);
+    PyObject *d = dp != NULL ? *dp : NULL;
+    if (d == NULL || !PyDict_CheckExact(d)) {
+        return 0;
+    }
+    if ((d != c->idict || ((PyDictObject *)d)->ma_version_tag != c->idict_tag) &&
+        !read_instance(c, d)) {
+        return 0;
+    }
+    for (int i = 0; i < N_HOOKS; i++) {
+        if (PyDict_GET_SIZE(c->hooks[i]) != 0) {
+            return 0;
+        }
     }
     return 1;
 }
@@ -185,7 +238,6 @@ int
 cdyn_modcall_forward(cdyn_modcall_cache *c, PyObject *mod, PyObject **fwd, int *prepend)
 {
     PyTypeObject *tp = Py_TYPE(mod);
-    PyObject *inst_fwd = NULL;
     if (M.ready == 0) {
         modcall_ready();
     }
@@ -196,19 +248,12 @@ cdyn_modcall_forward(cdyn_modcall_cache *c, PyObject *mod, PyObject **fwd, int *
         tp->tp_version_tag != c->tag) {
         check_type(c, tp);
     }
-    if (c->forward == NULL || !instance_plain(mod, &inst_fwd) || !no_global_hooks()) {
+    if (c->forward == NULL || !instance_plain(c, mod) || !no_global_hooks() ||
+        !no_jit_module_trace()) {
         return 0;
     }
-    PyObject *tracing = PyObject_CallNoArgs(M.tracing_state);
-    if (tracing == NULL) {
-        return -1;
-    }
-    Py_DECREF(tracing);
-    if (tracing != Py_None) {
-        return 0;
-    }
-    *fwd = inst_fwd != NULL ? inst_fwd : c->forward;
-    *prepend = inst_fwd == NULL;
+    *fwd = c->inst_forward != NULL ? c->inst_forward : c->forward;
+    *prepend = c->inst_forward == NULL;
     return 1;
 }
 
@@ -218,6 +263,7 @@ cdyn_modcall_clear(cdyn_modcall_cache *c)
     Py_CLEAR(c->type);
     Py_CLEAR(c->forward);
     c->tag = 0;
+    c->idict = NULL;
 }
 
 /* ---- CompiledModule.__call__ ------------------------------------------------------- */

@@ -1148,8 +1148,22 @@ cdyn_source_attr_bulk_loader(PyObject *paths)
 PyObject *
 cdyn_source_step(cdyn_source *s, PyObject *base)
 {
-    assert(s->kind == CDYN_SRC_ATTR || s->kind == CDYN_SRC_ITEM);
-    return s->kind == CDYN_SRC_ATTR ? attr_get(base, s->name) : item_get(base, s->name);
+    switch (s->kind) {
+    case CDYN_SRC_ATTR:
+        return attr_get(base, s->name);
+    case CDYN_SRC_ITEM:
+        return item_get(base, s->name);
+    case CDYN_SRC_TPROP:
+        return s->index >= 0 ? PyObject_CallMethod(base, PyUnicode_AsUTF8(s->name), "i", s->index)
+                             : PyObject_CallMethodNoArgs(base, s->name);
+    case CDYN_SRC_CALL:
+        return PyObject_CallOneArg(s->name, base);
+    case CDYN_SRC_ENTRY:
+        return entry_get(base, s->index, s->name == Py_True || PyLong_AsLong(s->name) == 1);
+    default:
+        PyErr_SetString(PyExc_SystemError, "cdyn_source_step: a source without a base");
+        return NULL;
+    }
 }
 
 PyObject *
@@ -1200,26 +1214,13 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
     case CDYN_SRC_CONST:
         return Py_NewRef(s->name);
     case CDYN_SRC_TPROP:
-        base = cdyn_source_eval(s->base, localsplus, func, globals, builtins);
-        if (base == NULL) {
-            return NULL;
-        }
-        v = s->index >= 0 ? PyObject_CallMethod(base, PyUnicode_AsUTF8(s->name), "i", s->index)
-                          : PyObject_CallMethodNoArgs(base, s->name);
-        Py_DECREF(base);
-        return v;
     case CDYN_SRC_CALL:
     case CDYN_SRC_ENTRY:
         base = cdyn_source_eval(s->base, localsplus, func, globals, builtins);
         if (base == NULL) {
             return NULL;
         }
-        if (s->kind == CDYN_SRC_CALL) {
-            v = PyObject_CallOneArg(s->name, base);
-        }
-        else {
-            v = entry_get(base, s->index, s->name == Py_True || PyLong_AsLong(s->name) == 1);
-        }
+        v = cdyn_source_step(s, base);
         Py_DECREF(base);
         return v;
     }

@@ -77,8 +77,9 @@ PyObject *cdyn_source_attr_loader(PyObject *names);
  * order (UNPACK_SEQUENCE then stacks them in path order). NULL + exception. */
 PyObject *cdyn_source_attr_bulk_loader(PyObject *paths);
 
-/* Apply an ATTR or ITEM source's last step to base (borrowed): getattr(base, name) or
- * base[key], as cdyn_source_eval does. New reference or NULL + exception. */
+/* Apply the last step of a source with a base (ATTR, ITEM, TPROP, CALL, ENTRY) to base
+ * (borrowed): getattr(base, name), base[key], the tensor property, fn(base), the dict
+ * entry, as cdyn_source_eval does. New reference or NULL + exception. */
 PyObject *cdyn_source_step(cdyn_source *s, PyObject *base);
 
 /* What an attribute read found by a fast path depended on: the exact type (with its version

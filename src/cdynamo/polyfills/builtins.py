@@ -245,20 +245,3 @@ def sum(iterable, /, start=0):
     for x in iterable:
         total = total + x
     return total
-
-
-# ---- guard helpers (not polyfills): sources the engine evaluates on every call -----------
-
-_MISSING = object()
-
-
-def dict_entry(key, d, /):
-    """dict.get(d, key) bypassing d's type's overrides, or a private sentinel when key is
-    absent: the source of an entry of a dict subclass instance read while tracing
-    (values/builtin.c, cdyn_builtin_dict_read)."""
-    return dict.get(d, key, _MISSING)
-
-
-def dict_has(key, d, /):
-    """dict.__contains__(d, key) bypassing d's type's overrides (values/builtin.c)."""
-    return dict.__contains__(d, key)

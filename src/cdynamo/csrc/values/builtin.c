@@ -1436,28 +1436,76 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
 
 /* ---- reads of dict subclass instances from the frame ------------------------------------ */
 
-/* Source `helper(key)(<base>)` (new ref): helper is dict_entry or dict_has of
- * cdynamo.polyfills.builtins, bound to key with functools.partial. */
+/* A reader of one key of a dict (subclass instances included) bypassing the type's
+ * overrides: `dict.get(d, key, <missing>)` (entry) or `dict.__contains__(d, key)` (has),
+ * evaluated in C by the guard of a CALL source on every check (no Python frame). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *key;         /* strong */
+    int has;               /* 1: __contains__, 0: get */
+    vectorcallfunc vectorcall;
+} dict_reader;
+
+static PyObject *dict_missing;   /* strong: what an entry reader returns for a missing key */
+
+static PyObject *
+dict_reader_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    dict_reader *r = (dict_reader *)self;
+    PyObject *d = PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL ? args[0] : NULL;
+    if (d == NULL || !PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "dict reader: expected one dict, got %.100s",
+                     d != NULL ? Py_TYPE(d)->tp_name : "other arguments");
+        return NULL;
+    }
+    if (r->has) {
+        int c = PyDict_Contains(d, r->key);
+        return c < 0 ? NULL : Py_NewRef(c ? Py_True : Py_False);
+    }
+    PyObject *v = PyDict_GetItemWithError(d, r->key);
+    return v != NULL ? Py_NewRef(v) : PyErr_Occurred() ? NULL : Py_NewRef(dict_missing);
+}
+
+static void
+dict_reader_dealloc(PyObject *self)
+{
+    Py_XDECREF(((dict_reader *)self)->key);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject DictReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cdynamo._C.DictReader",
+    .tp_basicsize = sizeof(dict_reader),
+    .tp_dealloc = dict_reader_dealloc,
+    .tp_vectorcall_offset = offsetof(dict_reader, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
+                Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = "dict.get(d, key, <missing>) / dict.__contains__(d, key) of one key (guards).",
+};
+
+/* Source `helper(<base>)` (new ref) reading key of the dict at base, helper being
+ * "dict_entry" or "dict_has" (a dict_reader; the name labels the source). */
 static PyObject *
 dict_read_source(const char *helper, PyObject *key, PyObject *base)
 {
-    static PyObject *mod, *partial;
-    PyObject *h = NULL, *fn = NULL, *src = NULL;
-    if (mod == NULL) {
-        PyObject *ft = PyImport_ImportModule("functools");
-        mod = PyImport_ImportModule("cdynamo.polyfills.builtins");
-        partial = ft ? PyObject_GetAttrString(ft, "partial") : NULL;
-        Py_XDECREF(ft);
-        if (mod == NULL || partial == NULL) {
-            Py_CLEAR(mod);
+    dict_reader *r;
+    PyObject *src;
+    if (dict_missing == NULL) {
+        if (PyType_Ready(&DictReaderType) < 0 ||
+            (dict_missing = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) == NULL) {
             return NULL;
         }
     }
-    h = PyObject_GetAttrString(mod, helper);
-    fn = h ? PyObject_CallFunctionObjArgs(partial, h, key, NULL) : NULL;
-    src = fn ? cdyn_source_call(fn, base, helper) : NULL;
-    Py_XDECREF(h);
-    Py_XDECREF(fn);
+    if ((r = PyObject_New(dict_reader, &DictReaderType)) == NULL) {
+        return NULL;
+    }
+    r->key = Py_NewRef(key);
+    r->has = strcmp(helper, "dict_has") == 0;
+    r->vectorcall = dict_reader_call;
+    src = cdyn_source_call((PyObject *)r, base, helper);
+    Py_DECREF(r);
     return src;
 }
 
