@@ -655,3 +655,30 @@ def test_tensor_argument_named_self():
     assert counter.frame_count == 1
     counter = run(_named_self, x, x)
     assert counter.frame_count == 1
+
+
+class _Registry(dict):
+    def get(self, k):
+        return super().get(k) or 0
+
+
+_REG = _Registry(a=1, b=2)
+
+
+def _two_registry_reads(x):
+    return x + _REG.get("a") * 10 + _REG.get("b")
+
+
+def test_two_keys_of_a_dict_subclass_are_two_guards():
+    # the sources of two entries of one dict subclass shared their readable form
+    # (dict_entry(G['REG'])): the second read returned the first one's value (11, eager 12)
+    # and a change of the second entry was not seen
+    cdynamo.reset()
+    compiled = cdynamo.compile(_two_registry_reads, backend="eager")
+    x = torch.zeros(1)
+    assert compiled(x).item() == _two_registry_reads(x).item() == 12
+    dict.__setitem__(_REG, "b", 5)
+    try:
+        assert compiled(x).item() == _two_registry_reads(x).item() == 15
+    finally:
+        dict.__setitem__(_REG, "b", 2)

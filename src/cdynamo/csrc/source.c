@@ -477,6 +477,13 @@ getattr_steps(PyTypeObject *tp)
     return -1;
 }
 
+int
+cdyn_source_getattr_steps(PyTypeObject *tp)
+{
+    int steps = getattr_steps(tp);
+    return steps < 0 ? -1 : steps;
+}
+
 /* The attribute name a property forwards to, when descr is an exact property with no
  * setter-independent behaviour on reads but `return self.<name>` (a Python function of one
  * argument, no cells, whose code is exactly that): borrowed str, else NULL (no exception).

@@ -77,6 +77,16 @@ PyObject *cdyn_source_attr_loader(PyObject *names);
  * order (UNPACK_SEQUENCE then stacks them in path order). NULL + exception. */
 PyObject *cdyn_source_attr_bulk_loader(PyObject *paths);
 
+/* How objects of tp read attributes besides object's generic lookup: 0 (generic), a mask
+ * of CDYN_GA_ALIAS (transformers' PreTrainedConfig.__getattribute__: the name is mapped
+ * through the `attribute_map` found generically, "attribute_map" itself excepted) and
+ * CDYN_GA_HETERO (HeterogeneousConfigMixin.__getattribute__: plain while the instance dict
+ * has no `_heterogeneity_spec`), or -1 when anything else runs (an unknown
+ * __getattribute__, a __getattr__, a custom tp_getattro). Never fails. */
+#define CDYN_GA_ALIAS 1
+#define CDYN_GA_HETERO 2
+int cdyn_source_getattr_steps(PyTypeObject *tp);
+
 /* Apply the last step of a source with a base (ATTR, ITEM, TPROP, CALL, ENTRY) to base
  * (borrowed): getattr(base, name), base[key], the tensor property, fn(base), the dict
  * entry, as cdyn_source_eval does. New reference or NULL + exception. */

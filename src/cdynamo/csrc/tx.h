@@ -414,6 +414,9 @@ int cdyn_is_builtin(PyObject *obj);
  * changed) when it does not apply. *out new. */
 tr_status cdyn_builtin_dict_read(cdyn_tx *tx, PyObject *fn, PyObject *const *args,
                                  Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+/* Guard that `key in dict.__contains__(<dict_source>)` stays `present` (the dict read
+ * with dict's own method, in C, on every check; values/builtin.c). */
+tr_status cdyn_guard_dict_has(cdyn_tx *tx, PyObject *dict_source, PyObject *key, int present);
 /* 1 when obj is a torch callable recorded in the graph (values/torch.c). */
 int cdyn_is_graph_function(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */

@@ -1485,7 +1485,7 @@ static PyTypeObject DictReaderType = {
     .tp_doc = "dict.get(d, key, <missing>) / dict.__contains__(d, key) of one key (guards).",
 };
 
-/* Source `helper(<base>)` (new ref) reading key of the dict at base, helper being
+/* Source `helper[key](<base>)` (new ref) reading key of the dict at base, helper being
  * "dict_entry" or "dict_has" (a dict_reader; the name labels the source). */
 static PyObject *
 dict_read_source(const char *helper, PyObject *key, PyObject *base)
@@ -1504,9 +1504,22 @@ dict_read_source(const char *helper, PyObject *key, PyObject *base)
     r->key = Py_NewRef(key);
     r->has = strcmp(helper, "dict_has") == 0;
     r->vectorcall = dict_reader_call;
-    src = cdyn_source_call((PyObject *)r, base, helper);
+    /* the key is part of the readable form: guards are deduplicated by it */
+    PyObject *label = PyUnicode_FromFormat("%s[%R]", helper, key);
+    const char *text = label != NULL ? PyUnicode_AsUTF8(label) : NULL;
+    src = text != NULL ? cdyn_source_call((PyObject *)r, base, text) : NULL;
+    Py_XDECREF(label);
     Py_DECREF(r);
     return src;
+}
+
+tr_status
+cdyn_guard_dict_has(cdyn_tx *tx, PyObject *dict_source, PyObject *key, int present)
+{
+    PyObject *src = dict_read_source("dict_has", key, dict_source);
+    int r = src == NULL || cdyn_guards_add_equals(tx->guards, src, present ? Py_True : Py_False) < 0;
+    Py_XDECREF(src);
+    return r ? TR_ERROR : TR_OK;
 }
 
 tr_status

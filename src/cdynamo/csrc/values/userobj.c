@@ -314,6 +314,63 @@ getter_is_library_code(PyObject *prop)
 
 static tr_status inline_getattribute(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
 
+/* A property read on an object of the frame whose type's __getattribute__ is a known
+ * delegation to object's (transformers' configs; source.h cdyn_source_getattr_steps) that
+ * reaches the property plainly for this object: the delegation pinned by guards (the
+ * instance has no `_heterogeneity_spec`: HASATTR absent; name not in its `attribute_map`),
+ * the overrides and the property pinned through the class, and the getter inlined as on a
+ * type with object's lookup (no Python __getattribute__ or getter in the guards).
+ * TR_NOTIMPL (nothing changed) when the delegation does not reach it plainly. */
+static tr_status
+delegated_property(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *descr, PyObject **out)
+{
+    PyObject *obj = V(v)->u.obj.obj, *am = NULL, *src = NULL, *f = NULL;
+    int steps = cdyn_source_getattr_steps(Py_TYPE(obj)), has = 0;
+    tr_status st = TR_NOTIMPL;
+    if (steps <= 0 || V(v)->source == NULL || getter_is_library_code(descr) ||
+        PyUnicode_CompareWithASCIIString(name, "attribute_map") == 0) {
+        return TR_NOTIMPL;
+    }
+    if (steps & CDYN_GA_HETERO) {
+        if ((has = PyObject_HasAttrString(obj, "_heterogeneity_spec")) != 0) {
+            return TR_NOTIMPL;
+        }
+    }
+    if (steps & CDYN_GA_ALIAS) {
+        am = PyObject_GetAttrString(obj, "attribute_map");
+        has = am != NULL && PyDict_Check(am) ? PyDict_Contains(am, name) : -1;
+        Py_XDECREF(am);
+        if (has != 0) {
+            PyErr_Clear();
+            return TR_NOTIMPL;
+        }
+    }
+    st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_getattribute);
+    if (st == TR_OK && (steps & CDYN_GA_HETERO)) {
+        src = PyUnicode_FromString("_heterogeneity_spec");
+        PyObject *asrc = src ? cdyn_source_attr(V(v)->source, src) : NULL;
+        st = asrc != NULL && cdyn_guards_add_hasattr(tx->guards, asrc, 0) == 0 ? TR_OK : TR_ERROR;
+        Py_XDECREF(asrc);
+        Py_CLEAR(src);
+    }
+    if (st == TR_OK && (steps & CDYN_GA_ALIAS)) {
+        PyObject *key = PyUnicode_FromString("attribute_map");
+        src = key ? cdyn_source_attr(V(v)->source, key) : NULL;
+        st = src != NULL ? cdyn_guard_dict_has(tx, src, name, 0) : TR_ERROR;
+        Py_XDECREF(key);
+    }
+    if (st == TR_OK) {
+        st = cdyn_uobj_guard_type_member(tx, v, name);
+    }
+    if (st == TR_OK) {
+        f = property_part(descr, "fget");
+        st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
+    }
+    Py_XDECREF(f);
+    Py_XDECREF(src);
+    return st;
+}
+
 /* ---- the generic protocol on objects of the frame ---------------------------------------------
  * object.__setattr__ / object.__delattr__ on an object of the frame (an OBJECT with a source)
  * are side effects replayed after the graph by those same slot functions (EFF_CALL), so no
@@ -737,6 +794,11 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         f = property_part(descr, "fget");
         st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
         Py_XDECREF(f);
+        return st;
+    }
+    if (descr != NULL && Py_TYPE(descr) == &PyProperty_Type &&
+        (st = delegated_property(tx, v, name, descr, out)) != TR_NOTIMPL) {
+        Py_XDECREF(src);
         return st;
     }
     if (descr != NULL && (PyObject *)Py_TYPE(descr) == cdyn_U.cached_property) {
