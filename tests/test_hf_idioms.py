@@ -1,5 +1,9 @@
 """Python as Hugging Face models write it (issue 7), found on models as they ship:
 
+- torch._dynamo.assume_constant_result (transformers 5.23 marks its install probes,
+  is_torch_distributed_available, ..., under @lru_cache; wav2vec2/hubert/mamba call them from
+  forward): the marked function is called while tracing and its result is a constant, not
+  guarded, as torch._dynamo does; cdynamo.assume_constant_result sets the same marker.
 - Python's scalar types as torch dtypes (`torch.zeros(n, dtype=int)`, transformers'
   masking_utils.create_chunked_causal_mask in Llama4): eager torch takes int, float, bool and
   complex wherever a dtype goes (int64, float64, bool, complex128).
@@ -7,6 +11,8 @@
 Each program runs eagerly and under cdynamo (twice: the second call hits the cache); results
 must equal eager's, and graphs / graph breaks are compared with torch._dynamo's on the same
 function."""
+import functools
+import importlib.util
 import sys
 
 import pytest
@@ -115,3 +121,173 @@ def test_python_scalar_type_refused_by_eager_raises_as_in_eager():
     cdynamo.reset()
     with pytest.raises(ValueError, match="invalid type"):
         cdynamo.compile(f, backend="eager")(X)
+
+
+# ================================================================ assume_constant_result
+
+PROBE_CALLS = []
+
+
+@functools.lru_cache
+@torch._dynamo.assume_constant_result          # as transformers' _make_compile_constant
+def torch_installed() -> bool:
+    PROBE_CALLS.append("torch_installed")
+    return importlib.util.find_spec("torch") is not None
+
+
+@torch._dynamo.assume_constant_result          # the mark on the lru_cache wrapper itself
+@functools.lru_cache
+def numpy_installed() -> bool:
+    return importlib.util.find_spec("numpy") is not None
+
+
+def copying_decorator(fn):
+    @functools.wraps(fn)                       # copies fn.__dict__, the mark included
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@copying_decorator
+@cdynamo.assume_constant_result
+def scale_of(n, factor=1.0):
+    PROBE_CALLS.append("scale_of")
+    return importlib.util.find_spec("torch") is not None and float(n) * factor
+
+
+def probes_under_lru_cache(x):
+    x = x + 1
+    if torch_installed():
+        x = x * 2
+    if numpy_installed():
+        x = x - 3
+    return x
+
+
+def probe_value_in_the_graph(x):
+    return torch.full((2,), scale_of(3, factor=2.0)) + x[:2]
+
+
+@pytest.mark.parametrize("fn", [probes_under_lru_cache, probe_value_in_the_graph],
+                         ids=lambda f: f.__name__)
+def test_assume_constant_result(fn):
+    # before: inlined down to importlib.util.find_spec, a graph break per probe
+    counter = check(fn, X)
+    assert counts(cdynamo.explain, fn, X) == (1, 0)
+    assert counter.frame_count == 1
+
+
+def test_assume_constant_result_is_a_literal_of_the_graph_and_not_guarded():
+    PROBE_CALLS.clear()
+    counter = check(probe_value_in_the_graph, X, calls=3)
+    code = counter.graphs[0].code
+    assert "6.0" in code   # the folded result, printed as Python
+    rebuilt = torch.fx.GraphModule(counter.graphs[0], counter.graphs[0].graph)
+    assert_same(rebuilt(X)[0], probe_value_in_the_graph(X))
+    # called while tracing only (once per trace; the eager reference and torch._dynamo add
+    # theirs), never by the compiled code
+    cdynamo.reset()
+    compiled = cdynamo.compile(probe_value_in_the_graph, backend="eager")
+    n = len(PROBE_CALLS)
+    compiled(X)
+    assert PROBE_CALLS[n:] == ["scale_of"]   # the trace
+    for _ in range(3):
+        compiled(X)
+    assert PROBE_CALLS[n:] == ["scale_of"]
+    guards = cdynamo.cache_entries(probe_value_in_the_graph)[0].guards
+    assert not any("scale_of" in g and "EQUALS" in g for g in guards), guards
+
+
+FLAG = {"on": True}
+
+
+@torch._dynamo.assume_constant_result
+def flag_is_on():
+    return FLAG["on"]
+
+
+def uses_flag(x):
+    return x + 1 if flag_is_on() else x - 1
+
+
+def test_assume_constant_result_keeps_the_traced_answer_as_torch_dynamo():
+    # the mark promises the answer never changes: a change is not seen by either compiler
+    FLAG["on"] = True
+    cdynamo.reset()
+    torch._dynamo.reset()
+    ours = cdynamo.compile(uses_flag, backend="eager")
+    theirs = torch.compile(uses_flag, backend="eager")
+    assert_same(ours(X), X + 1)
+    assert_same(theirs(X), X + 1)
+    FLAG["on"] = False
+    try:
+        assert_same(ours(X), X + 1)
+        assert_same(theirs(X), X + 1)
+        assert len(cdynamo.cache_entries(uses_flag)) == 1
+    finally:
+        FLAG["on"] = True
+        torch._dynamo.reset()
+
+
+class ProbedBlock(torch.nn.Module):
+    @torch._dynamo.assume_constant_result
+    def fast_path(self):
+        return self.training
+
+    def forward(self, x):
+        return x + 1 if self.fast_path() else x - 1
+
+
+def test_assume_constant_result_method_pins_its_object():
+    # self is an argument: passed as the object itself, pinned by identity (ID_MATCH), so
+    # another instance of the class recompiles instead of reusing the first one's answer
+    def f(x, m):
+        return m(x)
+    a, b = ProbedBlock(), ProbedBlock().eval()
+    counter = check(f, X, a)
+    assert counts(cdynamo.explain, f, X, a) == (1, 0)
+    compiled = cdynamo.compile(f, backend=counter)
+    assert_same(compiled(X, a), X + 1)
+    assert_same(compiled(X, b), X - 1)
+    assert any("ID_MATCH" in g for g in cdynamo.cache_entries(f)[0].guards)
+
+
+@torch._dynamo.assume_constant_result
+def size_of(t):
+    return 2
+
+
+@torch._dynamo.assume_constant_result
+def fails():
+    raise RuntimeError("probe failed")
+
+
+def test_assume_constant_result_on_a_tensor_or_raising_is_a_graph_break():
+    # a tensor argument has no value while tracing (torch._dynamo runs the graph so far for
+    # it): the call runs in Python; a probe that raises raises from the compiled code
+    def f(x):
+        return x * size_of(x)
+
+    def g(x):
+        return x + fails()
+    cdynamo.reset()
+    e = cdynamo.explain(f)(X)
+    assert e.graph_break_count == 1
+    assert "assume_constant_result" in e.break_reasons[0].reason
+    assert_same(cdynamo.compile(f, backend="eager")(X), f(X))
+    cdynamo.reset()
+    with pytest.raises(RuntimeError, match="probe failed"):
+        cdynamo.compile(g, backend="eager")(X)
+
+
+def test_transformers_install_probes():
+    transformers = pytest.importorskip("transformers")
+    from transformers.utils import import_utils as iu
+
+    def f(x):
+        if iu.is_torch_greater_or_equal("2.5") and iu.is_torch_distributed_available():
+            x = x * 2
+        return x + iu.is_torch_available()
+    del transformers
+    check(f, X)
+    assert counts(cdynamo.explain, f, X) == (1, 0)

@@ -535,6 +535,15 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     PyObject *pf = cdyn_polyfill_of(func);
     tr_status st;
     assert(PyFunction_Check(func));
+    if (cdyn_is_marked_constant(func)) {
+        /* torch._dynamo.assume_constant_result: called now, its result a constant
+           (values/function.c), whatever the trace rule of its module; a closure guarded by
+           its code only is pinned by identity (its cells were not read by a trace) */
+        if (guarded && fn_source != NULL && cdyn_guards_add_id(tx->guards, fn_source, func, 1) < 0) {
+            return TR_ERROR;
+        }
+        return cdyn_marked_constant_call(tx, func, self, args, nargs, kwnames, out);
+    }
     if (pf != NULL && pf != func && PyFunction_Check(pf)) {
         /* a Python function with a polyfill, called directly or reached through a slot
            (contextlib's _GeneratorContextManager.__enter__, os.environ[k], iteration of a
