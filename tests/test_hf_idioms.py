@@ -7,10 +7,14 @@
 - Python's scalar types as torch dtypes (`torch.zeros(n, dtype=int)`, transformers'
   masking_utils.create_chunked_causal_mask in Llama4): eager torch takes int, float, bool and
   complex wherever a dtype goes (int64, float64, bool, complex128).
+- transformers' ACT2FN, a ClassInstantier (an OrderedDict subclass whose __getitem__ reads
+  `super().__getitem__(key)` and builds the class found): two keys read in one frame are two
+  entries (they were one source, so the second read returned the first's class).
 
 Each program runs eagerly and under cdynamo (twice: the second call hits the cache); results
 must equal eager's, and graphs / graph breaks are compared with torch._dynamo's on the same
 function."""
+import collections
 import functools
 import importlib.util
 import sys
@@ -291,3 +295,49 @@ def test_transformers_install_probes():
     del transformers
     check(f, X)
     assert counts(cdynamo.explain, f, X) == (1, 0)
+
+
+# ================================================================ dict subclass registries
+
+
+class AddOne:
+    def __call__(self, x):
+        return x + 1
+
+
+class Double:
+    def __init__(self, k=2):
+        self.k = k
+
+    def __call__(self, x):
+        return x * self.k
+
+
+class ClassInstantier(collections.OrderedDict):   # transformers.activations.ClassInstantier
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+REGISTRY = ClassInstantier({"one": AddOne, "double": (Double, {"k": 3})})
+
+
+def two_registry_entries(x):
+    return REGISTRY["one"](x) + REGISTRY["double"](x)
+
+
+def test_two_entries_of_a_dict_subclass_registry_are_two_values():
+    check(two_registry_entries, X)
+    assert counts(cdynamo.explain, two_registry_entries, X) == (1, 0)
+
+
+def test_dict_subclass_registry_entries_are_guarded_each():
+    compiled = cdynamo.compile(two_registry_entries, backend="eager")
+    assert_same(compiled(X), (X + 1) + X * 3)
+    REGISTRY["double"] = (Double, {"k": 5})
+    try:
+        assert_same(compiled(X), (X + 1) + X * 5)
+    finally:
+        REGISTRY["double"] = (Double, {"k": 3})
+    assert_same(compiled(X), (X + 1) + X * 3)

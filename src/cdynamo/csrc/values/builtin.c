@@ -1485,13 +1485,15 @@ static PyTypeObject DictReaderType = {
     .tp_doc = "dict.get(d, key, <missing>) / dict.__contains__(d, key) of one key (guards).",
 };
 
-/* Source `helper(<base>)` (new ref) reading key of the dict at base, helper being
- * "dict_entry" or "dict_has" (a dict_reader; the name labels the source). */
+/* Source `helper(key)(<base>)` (new ref) reading key of the dict at base, helper being
+ * "dict_entry" or "dict_has" (a dict_reader). Its readable form names the key (a constant),
+ * so reads of two keys are two sources (guards and values are told apart by it). */
 static PyObject *
 dict_read_source(const char *helper, PyObject *key, PyObject *base)
 {
     dict_reader *r;
-    PyObject *src;
+    PyObject *src, *label;
+    const char *lab;
     if (dict_missing == NULL) {
         if (PyType_Ready(&DictReaderType) < 0 ||
             (dict_missing = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) == NULL) {
@@ -1504,7 +1506,10 @@ dict_read_source(const char *helper, PyObject *key, PyObject *base)
     r->key = Py_NewRef(key);
     r->has = strcmp(helper, "dict_has") == 0;
     r->vectorcall = dict_reader_call;
-    src = cdyn_source_call((PyObject *)r, base, helper);
+    label = PyUnicode_FromFormat("%s(%R)", helper, key);
+    lab = label ? PyUnicode_AsUTF8(label) : NULL;
+    src = lab ? cdyn_source_call((PyObject *)r, base, lab) : NULL;
+    Py_XDECREF(label);
     Py_DECREF(r);
     return src;
 }
