@@ -649,36 +649,31 @@ cdyn_is_marked_constant(PyObject *callable)
     return r > 0;
 }
 
-/* The real object passed for value v to a marked function (new reference), with the guard
- * that fixes it; NULL + unsupported (or an error) when v has none. */
+/* The real object passed for value v to a marked function (new reference), pinned by an
+ * identity guard when it was read from the frame; NULL + unsupported (or an error) when v has
+ * no real object (a tensor, a value made while tracing) or the trace stored into it. */
 static PyObject *
 marked_arg(cdyn_tx *tx, PyObject *v, tr_status *st)
 {
-    PyObject *c = cdyn_v_as_constant(v), *real;
+    PyObject *c = cdyn_v_as_constant(v), *real = cdyn_v_real(v);
+    int mutated = (V(v)->kind == VK_OBJECT || V(v)->kind == VK_NNMODULE) &&
+                  (V(v)->bits & OBJ_MUTATED);
     *st = TR_OK;
     if (c != NULL) {
         return c;   /* a constant, or a container of constants */
     }
-    real = cdyn_v_real(v);
-    switch (V(v)->kind) {
-    case VK_CLASS: case VK_USERFN: case VK_BUILTIN: case VK_TORCHFN: case VK_PYMODULE:
-    case VK_EXCTYPE: case VK_WRAPPER:
-        *st = cdyn_v_pin_identity(tx, v);   /* a function guarded by its code: by identity */
-        return *st == TR_OK ? Py_NewRef(real) : NULL;
-    case VK_OBJECT: case VK_NNMODULE:
-        if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
-            break;   /* no guard can fix it, or stores of the trace are not in it yet */
-        }
-        *st = V(v)->kind == VK_NNMODULE
-                  ? cdyn_v_pin_identity(tx, v)
-                  : (cdyn_guards_add_id(tx->guards, V(v)->source, real, 0) < 0 ? TR_ERROR : TR_OK);
-        return *st == TR_OK ? Py_NewRef(real) : NULL;
-    default:
-        break;
+    if (real == NULL || mutated) {
+        *st = cdyn_tx_unsupported(tx, "%S as an argument of a function marked "
+                                  "assume_constant_result (not a constant)", v);
+        return NULL;
     }
-    *st = cdyn_tx_unsupported(tx, "%S as an argument of a function marked "
-                              "assume_constant_result (not a constant)", v);
-    return NULL;
+    if (V(v)->source != NULL &&
+        ((*st = cdyn_v_pin_identity(tx, v)) != TR_OK ||
+         cdyn_guards_add_id(tx->guards, V(v)->source, real, PyFunction_Check(real)) < 0)) {
+        *st = TR_ERROR;
+        return NULL;
+    }
+    return Py_NewRef(real);
 }
 
 tr_status
