@@ -7,6 +7,10 @@
 - Python's scalar types as torch dtypes (`torch.zeros(n, dtype=int)`, transformers'
   masking_utils.create_chunked_causal_mask in Llama4): eager torch takes int, float, bool and
   complex wherever a dtype goes (int64, float64, bool, complex128).
+- nn.Modules constructed inside the compiled code (transformers' ACT2FN["silu"] builds a
+  SiLUActivation on every lookup; mamba calls it per forward; nn.Softmax(dim=-1)(x)): their
+  __init__ (nn.Module's too) is traced, calling them inlines forward, a module that escapes is
+  rebuilt (a new one per call, as eager), one creating parameters is a graph break.
 - transformers' ACT2FN, a ClassInstantier (an OrderedDict subclass whose __getitem__ reads
   `super().__getitem__(key)` and builds the class found): two keys read in one frame are two
   entries (they were one source, so the second read returned the first's class).
@@ -21,6 +25,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn as nn
 
 import cdynamo
 from helpers import CountingBackend, assert_same
@@ -341,3 +346,233 @@ def test_dict_subclass_registry_entries_are_guarded_each():
     finally:
         REGISTRY["double"] = (Double, {"k": 3})
     assert_same(compiled(X), (X + 1) + X * 3)
+
+
+# ================================================================ nn.Modules made in the frame
+
+
+class SiLUActivation(nn.Module):                 # transformers.activations.SiLUActivation
+    def forward(self, x):
+        return nn.functional.silu(x)
+
+
+class Scale(nn.Module):
+    def __init__(self, s, bias=0.0):
+        super().__init__()
+        self.s = s
+        self.bias = bias
+
+    def forward(self, x):
+        return x * self.s + self.bias
+
+
+class WithBuffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.arange(4.0))
+
+    def forward(self, x):
+        return x + self.offset
+
+
+class WithParameter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        return x * self.w
+
+
+class PrintsInForward(nn.Module):
+    def forward(self, x):
+        print("forward")
+        return x + 1
+
+
+def silu_made_in_forward(x):
+    act = SiLUActivation()
+    return act(x + 1) * 2
+
+
+def torch_nn_modules_made_in_forward(x):
+    y = nn.Softmax(dim=-1)(x) + nn.GELU(approximate="tanh")(x) + nn.Identity()(x)
+    return nn.Dropout(p=0.0)(y) + nn.Flatten(0)(x).view(x.shape)
+
+
+def user_module_with_traced_arguments(x):
+    return Scale(x.shape[0], bias=x.sum())(x)
+
+
+def modules_in_a_loop(x):
+    mods = [Scale(k) for k in range(1, 4)]
+    for m in mods:
+        x = m(x)
+    return x, isinstance(mods[0], nn.Module), mods[1].training
+
+
+def sequential_made_in_forward(x):
+    return nn.Sequential(nn.ReLU(), Scale(2), SiLUActivation())(x)
+
+
+def module_with_a_buffer(x):
+    return WithBuffer()(x)
+
+
+def eval_mode_set_in_forward(x):
+    m = nn.Dropout(p=0.5)
+    m.eval()
+    return m(x), m.training
+
+
+@pytest.mark.parametrize("fn", [silu_made_in_forward, torch_nn_modules_made_in_forward,
+                                user_module_with_traced_arguments, modules_in_a_loop,
+                                sequential_made_in_forward, module_with_a_buffer,
+                                eval_mode_set_in_forward], ids=lambda f: f.__name__)
+def test_module_made_in_forward(fn):
+    # before: "construction of SiLUActivation (a torch class)", a graph break
+    counter = check(fn, X)
+    assert counts(cdynamo.explain, fn, X) == (1, 0)
+    assert counter.frame_count == 1
+
+
+def test_module_made_in_forward_under_torch_dynamos_patched_init():
+    # torch.compile patches nn.Module.__init__ (generation tagging); the function it wraps
+    # is traced in its place
+    from torch._dynamo import mutation_guard
+    mutation_guard.install_generation_tagging_init()
+    assert nn.Module.__init__.__qualname__.endswith("patched_init")
+    check(silu_made_in_forward, X)
+    assert counts(cdynamo.explain, silu_made_in_forward, X) == (1, 0)
+
+
+def test_activations_of_transformers_act2fn():
+    pytest.importorskip("transformers")
+    from transformers.activations import ACT2FN
+
+    def f(x):
+        return ACT2FN["silu"](x) + ACT2FN["gelu"](x) + ACT2FN["relu"](x)
+    check(f, X)
+    assert counts(cdynamo.explain, f, X) == (1, 0)
+
+
+def returns_module(x):
+    m = Scale(2.0)
+    return m(x), m
+
+
+def returns_torch_nn_module(x):
+    m = nn.Sequential(nn.Softmax(dim=-1), Scale(3))
+    return m(x), m
+
+
+@pytest.mark.parametrize("fn", [returns_module, returns_torch_nn_module],
+                         ids=lambda f: f.__name__)
+def test_module_made_in_forward_that_escapes_is_rebuilt_per_call(fn):
+    expected_out, expected_mod = fn(X)
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend="eager")
+    out1, mod1 = compiled(X)
+    out2, mod2 = compiled(X)
+    assert_same(out1, expected_out)
+    assert mod1 is not mod2   # a new module per call (the same object before: built once)
+    for mod in (mod1, mod2):
+        assert type(mod) is type(expected_mod)
+        assert list(mod.__dict__) == list(expected_mod.__dict__)
+        assert [n for n, _ in mod.named_modules()] == [n for n, _ in expected_mod.named_modules()]
+        assert_same(mod(X), expected_mod(X))
+    # the rebuilt module is a working module: hooks, mode, state
+    seen = []
+    mod1.register_forward_hook(lambda m, i, o: seen.append(o))
+    mod1(X)
+    assert len(seen) == 1 and mod1.eval() is mod1 and not mod1.training
+    assert mod2.training and mod2.state_dict().keys() == expected_mod.state_dict().keys()
+    assert_same(compiled(X)[0], expected_out)
+    assert counts(cdynamo.explain, fn, X) == counts(torch._dynamo.explain, fn, X)
+
+
+def module_live_at_a_break(x):
+    m = Scale(2)
+    y = m(x)
+    torch._dynamo.graph_break()
+    return m(y), m.s
+
+
+def module_whose_forward_breaks(x):
+    return PrintsInForward()(x) * 2
+
+
+@pytest.mark.parametrize("fn", [module_live_at_a_break, module_whose_forward_breaks],
+                         ids=lambda f: f.__name__)
+def test_module_made_in_forward_across_graph_breaks(fn, capsys):
+    expected = fn(X)
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend="eager")
+    for i in range(2):
+        assert_same(compiled(X), expected, f"call {i}")
+    graphs, breaks = counts(cdynamo.explain, fn, X)
+    dyn_graphs, dyn_breaks = counts(torch._dynamo.explain, fn, X)
+    assert breaks == dyn_breaks and graphs <= dyn_graphs
+
+
+def module_with_parameters(x):
+    return WithParameter()(x) + nn.Linear(4, 4)(x)
+
+
+def test_module_creating_parameters_is_a_graph_break():
+    # nn.Parameter is not made while tracing: the construction runs in Python (eager's RNG
+    # stream, eager's parameters); the __init__ compiled as a frame of its own says why
+    torch.manual_seed(0)
+    expected = [module_with_parameters(X) for _ in range(3)]   # new parameters per call
+    cdynamo.reset()
+    compiled = cdynamo.compile(module_with_parameters, backend="eager")
+    torch.manual_seed(0)
+    for i in range(3):
+        assert_same(compiled(X), expected[i], f"call {i}")
+    cdynamo.reset()
+    e = cdynamo.explain(module_with_parameters)(X)
+    reasons = [b.reason for b in e.break_reasons]
+    assert reasons[0].endswith("construction of Parameter (a tensor subclass)"), reasons
+    assert not any(r.endswith("None") for r in reasons), reasons
+
+
+def test_module_made_in_forward_with_a_hook_registered_runs_the_hook():
+    def f(x):
+        m = nn.ReLU()
+        m.register_forward_hook(lambda mod, inp, out: out * 10)
+        return m(x)
+    expected = f(X)
+    cdynamo.reset()
+    compiled = cdynamo.compile(f, backend="eager")
+    for i in range(2):
+        assert_same(compiled(X), expected, f"call {i}")
+
+
+def test_module_made_in_forward_under_a_global_hook_runs_the_hook():
+    handle = nn.modules.module.register_module_forward_hook(lambda m, i, o: o + 100)
+    try:
+        expected = silu_made_in_forward(X)
+        cdynamo.reset()
+        compiled = cdynamo.compile(silu_made_in_forward, backend="eager")
+        assert_same(compiled(X), expected)
+        e = cdynamo.explain(silu_made_in_forward)(X)
+        assert any("global module hooks" in b.reason for b in e.break_reasons)
+    finally:
+        handle.remove()
+
+
+def test_no_symbolic_value_outlives_these_translations():
+    # modules made, escaping, live at breaks, a Parameter refused; constants called
+    import gc
+    cdynamo.reset()
+    gc.collect()
+    for fn in (silu_made_in_forward, returns_torch_nn_module, module_live_at_a_break,
+               module_with_parameters, probe_value_in_the_graph, two_registry_entries,
+               every_scalar_type):
+        compiled = cdynamo.compile(fn, backend="eager")
+        for _ in range(2):
+            compiled(X)
+            assert cdynamo._C.live_counts()["values"] == 0, fn
+    cdynamo.reset()
+    gc.collect()
+    assert cdynamo._C.live_counts() == {"values": 0, "guard_sets": 0, "cache_entries": 0}

@@ -554,8 +554,12 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* a per-callable INLINE entry of trace_rules overrides its file's rule
            (torch.backends.mha.get_fastpath_enabled) */
-        PyObject *value = NULL;
-        int crule = cdyn_rules_for_callable(func, &value);
+        PyObject *value = NULL, *unpatched = cdyn_newmod_unpatched_init(func);
+        int crule;
+        if (unpatched != NULL) {   /* torch._dynamo's nn.Module.__init__: what it wraps */
+            return inline_real(tx, unpatched, NULL, 0, self, args, nargs, kwnames, out);
+        }
+        crule = cdyn_rules_for_callable(func, &value);
         if (crule == CDYN_RULE_CONSTANT) {   /* torch.compiler.is_exporting(): folded */
             *out = cdyn_value_const(value);
             Py_DECREF(value);

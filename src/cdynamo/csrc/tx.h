@@ -522,6 +522,11 @@ int cdyn_is_enum_member(PyObject *obj);
 PyTypeObject *cdyn_namedtuple_type_of(PyObject *obj);
 /* Attributes of a named-tuple value other than its fields (seq.c): TR_NOTIMPL when none. */
 tr_status cdyn_namedtuple_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
+/* torch._dynamo's patch of nn.Module.__init__ (mutation_guard's `patched_init`, which calls
+ * the __init__ it replaced and then tags the module for torch._dynamo's own bookkeeping):
+ * the function it wraps (borrowed), traced in its place (values/newmodule.c); NULL (no
+ * exception) for any other function. */
+PyObject *cdyn_newmod_unpatched_init(PyObject *func);
 /* Resolve the family's cached objects; 0 / -1. */
 int cdyn_user_init(void);
 /* ---- dynamic shapes (values/symint.c) ------------------------------------------------- */
