@@ -5,7 +5,8 @@
     y = opt(x)   # first call: trace + compile; later calls: guard check in C, compiled code
 
 Public: compile, reset, config, cache_entries, explain, graph_break, counters, reset_counters,
-mark_dynamic, maybe_mark_dynamic, mark_static, CompiledModule, CacheEntry, CompileOptions;
+mark_dynamic, maybe_mark_dynamic, mark_static, assume_constant_result, CompiledModule,
+CacheEntry, CompileOptions;
 trace_rules (what is never traced).
 """
 import importlib as _importlib
@@ -15,14 +16,14 @@ import torch as _torch  # first: the engine's module init looks torch up
 from . import config
 from . import trace_rules
 from . import _api
-from ._api import (CacheEntry, CompiledModule, CompileOptions, cache_entries, compile, counters,
-                   explain, graph_break, mark_dynamic, mark_static, maybe_mark_dynamic, reset,
-                   reset_counters)
+from ._api import (CacheEntry, CompiledModule, CompileOptions, assume_constant_result,
+                   cache_entries, compile, counters, explain, graph_break, mark_dynamic,
+                   mark_static, maybe_mark_dynamic, reset, reset_counters)
 
 __version__ = "0.1.0"
 __all__ = ["compile", "reset", "config", "cache_entries", "explain", "graph_break", "counters",
-           "reset_counters", "mark_dynamic", "maybe_mark_dynamic", "mark_static", "CompiledModule",
-           "CacheEntry", "CompileOptions"]
+           "reset_counters", "mark_dynamic", "maybe_mark_dynamic", "mark_static",
+           "assume_constant_result", "CompiledModule", "CacheEntry", "CompileOptions"]
 
 
 try:

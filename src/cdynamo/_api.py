@@ -340,6 +340,18 @@ def graph_break() -> None:
     return None
 
 
+def assume_constant_result(fn):
+    """Mark fn so that a compiled function calling it calls it once, while tracing, and uses
+    its result as a constant (not guarded): for helpers whose answer is fixed for the
+    process, such as an install probe. The same marker as torch._dynamo's
+    assume_constant_result (the attribute ``_dynamo_marked_constant``), so either compiler
+    honours either spelling; it also holds through functools.lru_cache and functools.wraps
+    wrappers, which copy the attribute. The arguments of such a call must be constants (or
+    objects, then guarded by identity); otherwise the call is a graph break. Returns fn."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
 class ExplainOutput:
     """What explain() saw (as torch._dynamo.explain):
 

@@ -535,6 +535,15 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     PyObject *pf = cdyn_polyfill_of(func);
     tr_status st;
     assert(PyFunction_Check(func));
+    if (cdyn_is_marked_constant(func)) {
+        /* torch._dynamo.assume_constant_result: called now, its result a constant
+           (values/function.c), whatever the trace rule of its module; a closure guarded by
+           its code only is pinned by identity (its cells were not read by a trace) */
+        if (guarded && fn_source != NULL && cdyn_guards_add_id(tx->guards, fn_source, func, 1) < 0) {
+            return TR_ERROR;
+        }
+        return cdyn_marked_constant_call(tx, func, self, args, nargs, kwnames, out);
+    }
     if (pf != NULL && pf != func && PyFunction_Check(pf)) {
         /* a Python function with a polyfill, called directly or reached through a slot
            (contextlib's _GeneratorContextManager.__enter__, os.environ[k], iteration of a
@@ -545,8 +554,12 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* a per-callable INLINE entry of trace_rules overrides its file's rule
            (torch.backends.mha.get_fastpath_enabled) */
-        PyObject *value = NULL;
-        int crule = cdyn_rules_for_callable(func, &value);
+        PyObject *value = NULL, *unpatched = cdyn_newmod_unpatched_init(func);
+        int crule;
+        if (unpatched != NULL) {   /* torch._dynamo's nn.Module.__init__: what it wraps */
+            return inline_real(tx, unpatched, NULL, 0, self, args, nargs, kwnames, out);
+        }
+        crule = cdyn_rules_for_callable(func, &value);
         if (crule == CDYN_RULE_CONSTANT) {   /* torch.compiler.is_exporting(): folded */
             *out = cdyn_value_const(value);
             Py_DECREF(value);

@@ -257,6 +257,32 @@ cdyn_modcall_forward(cdyn_modcall_cache *c, PyObject *mod, PyObject **fwd, int *
     return 1;
 }
 
+int
+cdyn_modcall_type_plain(PyTypeObject *tp)
+{
+    cdyn_modcall_cache c = {0};
+    int plain;
+    if (M.ready == 0) {
+        modcall_ready();
+    }
+    if (M.ready != 1) {
+        return 0;
+    }
+    check_type(&c, tp);
+    plain = c.forward != NULL;
+    cdyn_modcall_clear(&c);
+    return plain;
+}
+
+int
+cdyn_modcall_process_plain(void)
+{
+    if (M.ready == 0) {
+        modcall_ready();
+    }
+    return M.ready == 1 && no_global_hooks() && no_jit_module_trace();
+}
+
 void
 cdyn_modcall_clear(cdyn_modcall_cache *c)
 {

@@ -35,6 +35,16 @@ typedef struct {
  * a module, anything else). Never fails. */
 int cdyn_modcall_forward(cdyn_modcall_cache *c, PyObject *mod, PyObject **fwd, int *prepend);
 
+/* The parts of that check that do not depend on an instance, for a module made while
+ * tracing (values/newmodule.c checks its instance part symbolically):
+ * cdyn_modcall_type_plain: 1 when tp's call protocol is nn.Module's own (`__call__`,
+ * `_call_impl`, `_slow_forward`, generic attribute reads, a Python forward,
+ * `_compiled_call_impl` None, the hook dicts not shadowed), else 0;
+ * cdyn_modcall_process_plain: 1 when no global module hook is registered and no JIT trace
+ * of a module runs, else 0. Neither fails. */
+int cdyn_modcall_type_plain(PyTypeObject *tp);
+int cdyn_modcall_process_plain(void);
+
 /* Release the cache's references (GC clear and dealloc). */
 void cdyn_modcall_clear(cdyn_modcall_cache *c);
 

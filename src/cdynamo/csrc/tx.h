@@ -380,6 +380,20 @@ int cdyn_is_cache_wrapper(PyObject *obj);
  * its __code__ by identity (closures built anew on each call), or FUNCTION_MATCH for a
  * global without a closure. Sets FUNC_CODE_GUARDED on v when guarded by code. */
 tr_status cdyn_guard_function(cdyn_tx *tx, PyObject *func, PyObject *source, PyObject *v);
+/* torch._dynamo.assume_constant_result / cdynamo.assume_constant_result: 1 when callable
+ * (borrowed: a function, an lru_cache wrapper, anything with an instance __dict__) carries a
+ * true `_dynamo_marked_constant` in its own __dict__ (a functools.wraps / lru_cache wrapper
+ * copies it there), else 0; no exception. */
+int cdyn_is_marked_constant(PyObject *callable);
+/* Call the marked callable (borrowed) now, at trace time, on the real objects of self (a
+ * value or NULL, borrowed) and args (borrowed values, kwnames as CALL): constants, and
+ * objects whose identity is guarded (ID_MATCH added for objects and modules of the frame).
+ * *out (new): the result as a constant (no guard), or any other object wrapped through a
+ * constant source. Unsupported (a graph break: the call runs in Python) when an argument is
+ * a tensor or another value with no real object, or when the call raises. */
+tr_status cdyn_marked_constant_call(cdyn_tx *tx, PyObject *callable, PyObject *self,
+                                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                                    PyObject **out);
 
 /* ---- values: shared helpers between families --------------------------------------------- */
 
@@ -511,6 +525,11 @@ int cdyn_is_enum_member(PyObject *obj);
 PyTypeObject *cdyn_namedtuple_type_of(PyObject *obj);
 /* Attributes of a named-tuple value other than its fields (seq.c): TR_NOTIMPL when none. */
 tr_status cdyn_namedtuple_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
+/* torch._dynamo's patch of nn.Module.__init__ (mutation_guard's `patched_init`, which calls
+ * the __init__ it replaced and then tags the module for torch._dynamo's own bookkeeping):
+ * the function it wraps (borrowed), traced in its place (values/newmodule.c); NULL (no
+ * exception) for any other function. */
+PyObject *cdyn_newmod_unpatched_init(PyObject *func);
 /* Resolve the family's cached objects; 0 / -1. */
 int cdyn_user_init(void);
 /* ---- dynamic shapes (values/symint.c) ------------------------------------------------- */

@@ -124,7 +124,17 @@ cdyn_value_repr(PyObject *self)
                                     ((PyCodeObject *)v->u.func.code)->co_qualname);
     default:
         if (v->u.ref[0] != NULL) {
-            return PyUnicode_FromFormat("%sVariable(%.60R)", k, v->u.ref[0]);
+            /* a repr that raises (an nn.Module whose __init__ has not run yet) names the
+               type instead: a reason must not be lost to its formatting */
+            PyObject *r = PyObject_Repr(v->u.ref[0]), *res;
+            if (r == NULL) {
+                PyErr_Clear();
+                return PyUnicode_FromFormat("%sVariable(<%s object at %p>)", k,
+                                            Py_TYPE(v->u.ref[0])->tp_name, (void *)v->u.ref[0]);
+            }
+            res = PyUnicode_FromFormat("%sVariable(%.60U)", k, r);
+            Py_DECREF(r);
+            return res;
         }
         return PyUnicode_FromFormat("%sVariable()", k);
     }

@@ -1485,13 +1485,15 @@ static PyTypeObject DictReaderType = {
     .tp_doc = "dict.get(d, key, <missing>) / dict.__contains__(d, key) of one key (guards).",
 };
 
-/* Source `helper[key](<base>)` (new ref) reading key of the dict at base, helper being
- * "dict_entry" or "dict_has" (a dict_reader; the name labels the source). */
+/* Source `helper(key)(<base>)` (new ref) reading key of the dict at base, helper being
+ * "dict_entry" or "dict_has" (a dict_reader). Its readable form names the key (a constant),
+ * so reads of two keys are two sources (guards and values are told apart by it). */
 static PyObject *
 dict_read_source(const char *helper, PyObject *key, PyObject *base)
 {
     dict_reader *r;
-    PyObject *src;
+    PyObject *src, *label;
+    const char *lab;
     if (dict_missing == NULL) {
         if (PyType_Ready(&DictReaderType) < 0 ||
             (dict_missing = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) == NULL) {
@@ -1504,10 +1506,9 @@ dict_read_source(const char *helper, PyObject *key, PyObject *base)
     r->key = Py_NewRef(key);
     r->has = strcmp(helper, "dict_has") == 0;
     r->vectorcall = dict_reader_call;
-    /* the key is part of the readable form: guards are deduplicated by it */
-    PyObject *label = PyUnicode_FromFormat("%s[%R]", helper, key);
-    const char *text = label != NULL ? PyUnicode_AsUTF8(label) : NULL;
-    src = text != NULL ? cdyn_source_call((PyObject *)r, base, text) : NULL;
+    label = PyUnicode_FromFormat("%s(%R)", helper, key);
+    lab = label ? PyUnicode_AsUTF8(label) : NULL;
+    src = lab ? cdyn_source_call((PyObject *)r, base, lab) : NULL;
     Py_XDECREF(label);
     Py_DECREF(r);
     return src;
@@ -1613,11 +1614,39 @@ builtin_truth(cdyn_tx *tx, PyObject *v, int *out)
     return TR_OK;
 }
 
+/* The Python scalar types torch's argument parser takes as a dtype (`torch.zeros(n,
+ * dtype=int)`, `x.to(float)`) and the dtype each stands for there: int -> torch.int64,
+ * float -> torch.float64 (not the default dtype), bool -> torch.bool, complex ->
+ * torch.complex128. Resolved by cdyn_builtin_init. */
+static struct { PyTypeObject *type; const char *dtype; PyObject *obj; } scalar_dtypes[] = {
+    {&PyLong_Type, "int64", NULL}, {&PyFloat_Type, "float64", NULL},
+    {&PyBool_Type, "bool", NULL}, {&PyComplex_Type, "complex128", NULL},
+};
+
+/* A builtin as an argument of a torch operation: one of the scalar types above. The fake
+ * run gets the type itself (so an operation that refuses it in eager, `x.type(float)`,
+ * fails there too and stays a graph break); the FX node gets the dtype, which prints as
+ * valid Python (`dtype = torch.int64`) and means the same to the operation. */
+static tr_status
+builtin_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
+{
+    PyObject *obj = V(v)->u.obj.obj;
+    for (size_t i = 0; i < sizeof(scalar_dtypes) / sizeof(scalar_dtypes[0]); i++) {
+        if (obj == (PyObject *)scalar_dtypes[i].type && scalar_dtypes[i].obj != NULL) {
+            *fake = Py_NewRef(obj);
+            *node = Py_NewRef(scalar_dtypes[i].obj);
+            return TR_OK;
+        }
+    }
+    return cdyn_tx_unsupported(tx, "%S as an argument to a torch operation", v);
+}
+
 const cdyn_vtable cdyn_builtin_vt = {
     .name = "BuiltinVariable",
     .getattr = builtin_getattr,
     .call = builtin_call,
     .truth = builtin_truth,
+    .graph_arg = builtin_graph_arg,
     .python_type = cdyn_python_type_obj,
     .collect = cdyn_collect_nothing,
     .reconstruct = cdyn_reconstruct_obj,
@@ -1635,6 +1664,12 @@ cdyn_builtin_init(void)
     handler_index = PyDict_New();
     if (handler_index == NULL) {
         return -1;
+    }
+    for (size_t i = 0; i < sizeof(scalar_dtypes) / sizeof(scalar_dtypes[0]); i++) {
+        scalar_dtypes[i].obj = PyObject_GetAttrString(cdyn_G.torch, scalar_dtypes[i].dtype);
+        if (scalar_dtypes[i].obj == NULL) {
+            return -1;
+        }
     }
     for (Py_ssize_t i = 0; handlers[i].name != NULL; i++) {
         PyObject *mod = PyImport_ImportModule(handlers[i].module), *obj = NULL, *idx = NULL;

@@ -16,6 +16,8 @@
  *             .func/.args/.keywords); rebuilt as functools.partial(func, *args, **kw).
  *   WRAPPER   a functools.lru_cache / functools.cache wrapper: calls inline __wrapped__
  *             (the cache is bypassed while tracing, as torch._dynamo does).
+ * A function or wrapper marked by assume_constant_result is called while tracing instead
+ * (see "assume_constant_result" below).
  */
 #include "../tx.h"
 #include "../codegen.h"
@@ -617,6 +619,109 @@ cdyn_guard_function(cdyn_tx *tx, PyObject *func, PyObject *source, PyObject *v)
     return TR_OK;
 }
 
+/* ---- assume_constant_result ---------------------------------------------------------------
+ * A function marked by torch._dynamo.assume_constant_result (the attribute
+ * `_dynamo_marked_constant`, which cdynamo.assume_constant_result sets too) is called at trace
+ * time and its result used as a constant, as torch._dynamo does: transformers marks its
+ * install probes (is_torch_available, is_torch_distributed_available, ...) this way, under
+ * @lru_cache, whose wrapper carries the mark as well (functools.update_wrapper copies the
+ * __dict__). The result is not guarded: that is the promise the mark makes. */
+
+int
+cdyn_is_marked_constant(PyObject *callable)
+{
+    static PyObject *s_marked;
+    PyObject **dp = _PyObject_GetDictPtr(callable), *flag;
+    int r;
+    if (dp == NULL || *dp == NULL || !PyDict_Check(*dp) || PyDict_GET_SIZE(*dp) == 0) {
+        return 0;
+    }
+    if (s_marked == NULL && (s_marked = PyUnicode_InternFromString("_dynamo_marked_constant")) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    flag = PyDict_GetItemWithError(*dp, s_marked);
+    if (flag == NULL || !(PyBool_Check(flag) || PyLong_CheckExact(flag))) {
+        PyErr_Clear();
+        return 0;   /* only a bool or int flag: reading it runs no user code */
+    }
+    r = PyObject_IsTrue(flag);
+    return r > 0;
+}
+
+/* The real object passed for value v to a marked function (new reference), pinned by an
+ * identity guard when it was read from the frame; NULL + unsupported (or an error) when v has
+ * no real object (a tensor, a value made while tracing) or the trace stored into it. */
+static PyObject *
+marked_arg(cdyn_tx *tx, PyObject *v, tr_status *st)
+{
+    PyObject *c = cdyn_v_as_constant(v), *real = cdyn_v_real(v);
+    int mutated = (V(v)->kind == VK_OBJECT || V(v)->kind == VK_NNMODULE) &&
+                  (V(v)->bits & OBJ_MUTATED);
+    *st = TR_OK;
+    if (c != NULL) {
+        return c;   /* a constant, or a container of constants */
+    }
+    if (real == NULL || mutated) {
+        *st = cdyn_tx_unsupported(tx, "%S as an argument of a function marked "
+                                  "assume_constant_result (not a constant)", v);
+        return NULL;
+    }
+    if (V(v)->source != NULL &&
+        ((*st = cdyn_v_pin_identity(tx, v)) != TR_OK ||
+         cdyn_guards_add_id(tx->guards, V(v)->source, real, PyFunction_Check(real)) < 0)) {
+        *st = TR_ERROR;
+        return NULL;
+    }
+    return Py_NewRef(real);
+}
+
+tr_status
+cdyn_marked_constant_call(cdyn_tx *tx, PyObject *callable, PyObject *self,
+                          PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                          PyObject **out)
+{
+    PyObject *objs[32] = {NULL}, *res = NULL, *label = NULL;
+    Py_ssize_t n = 0, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    tr_status st = TR_OK;
+    if (nargs + 1 > 32) {
+        return cdyn_tx_unsupported(tx, "too many arguments to %R", callable);
+    }
+    for (Py_ssize_t i = -1; st == TR_OK && i < nargs; i++) {
+        PyObject *v = i < 0 ? self : args[i];
+        if (v != NULL && (objs[n] = marked_arg(tx, v, &st)) != NULL) {
+            n++;
+        }
+    }
+    if (st == TR_OK) {
+        res = PyObject_Vectorcall(callable, objs, (size_t)(n - nkw), kwnames);
+        if (res == NULL) {
+            PyErr_Clear();
+            st = cdyn_tx_unsupported(tx, "%R (assume_constant_result) raised at trace time "
+                                     "(raised in Python)", callable);
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_DECREF(objs[i]);
+    }
+    if (st != TR_OK) {
+        return st;
+    }
+    if (cdyn_is_constant(res)) {
+        *out = cdyn_value_const_steal(res);   /* no source: no guard */
+        return *out ? TR_OK : TR_ERROR;
+    }
+    label = PyObject_GetAttrString(callable, "__qualname__");
+    if (label == NULL || !PyUnicode_Check(label)) {
+        PyErr_Clear();
+        Py_XSETREF(label, Py_NewRef(Py_None));
+    }
+    st = cdyn_tx_wrap_fixed(tx, res, label, out);
+    Py_DECREF(label);
+    Py_DECREF(res);
+    return st;
+}
+
 /* ---- the family table ------------------------------------------------------------------ */
 
 /* A lru_cache wrapper: call what it wraps, read (and guarded) through .__wrapped__. */
@@ -624,8 +729,13 @@ static tr_status
 wrapper_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
              PyObject *kwnames, PyObject **out)
 {
-    PyObject *name = PyUnicode_InternFromString("__wrapped__"), *w = NULL;
-    tr_status st = name ? cdyn_getattr_real(tx, fn, name, 0, &w) : TR_ERROR;
+    PyObject *name = NULL, *w = NULL;
+    tr_status st;
+    if (cdyn_is_marked_constant(V(fn)->u.obj.obj)) {   /* the mark on the wrapper itself */
+        return cdyn_marked_constant_call(tx, V(fn)->u.obj.obj, NULL, args, nargs, kwnames, out);
+    }
+    name = PyUnicode_InternFromString("__wrapped__");
+    st = name ? cdyn_getattr_real(tx, fn, name, 0, &w) : TR_ERROR;
     Py_XDECREF(name);
     if (st != TR_OK) {
         return st;

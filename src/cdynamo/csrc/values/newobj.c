@@ -16,7 +16,8 @@
  * class is guarded where it was read (ID_MATCH); the object itself needs no guard.
  *
  * Classes that are not modelled (their construction is unsupported, a graph break): torch
- * classes, nn.Modules, exceptions, extension types, abstract classes, classes with
+ * classes other than torch.nn's modules (nn.Modules: values/newmodule.c), exceptions,
+ * extension types, abstract classes, classes with
  * __del__ or a metaclass __call__, and subclasses of builtins other than dict/OrderedDict
  * (tuple subclasses: named tuples, in dataclass.c). */
 #include "user.h"
@@ -54,10 +55,11 @@ check_class(cdyn_tx *tx, PyTypeObject *cls)
     else if (PyType_IsSubtype(cls, (PyTypeObject *)PyExc_BaseException)) {
         why = "an exception class";
     }
-    else if (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.nn_module_type) ||
-             PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type) ||
-             cdyn_module_startswith((PyObject *)cls, "torch")) {
-        why = "a torch class";
+    else if (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.nn_module_type)
+                 ? !cdyn_newmod_class_ok(cls)
+                 : (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type) ||
+                    cdyn_module_startswith((PyObject *)cls, "torch"))) {
+        why = "a torch class";   /* nn.Modules: values/newmodule.c */
     }
     else if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {
         why = "a class whose metaclass defines __call__";
@@ -289,6 +291,10 @@ cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const 
     PyObject *newfn = _PyType_Lookup(cls, cdyn_U.s_new), *obj = NULL, *fn = NULL;
     tr_status st;
     (void)fs;
+    if (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type)) {
+        /* nn.Parameter(t), nn.Buffer(t): a module creating parameters is built in Python */
+        return cdyn_tx_unsupported(tx, "construction of %s (a tensor subclass)", cls->tp_name);
+    }
     if (newfn != NULL && Py_TYPE(newfn) == &PyStaticMethod_Type) {
         fn = PyObject_GetAttrString(newfn, "__func__");
         if (fn == NULL) {

@@ -10,6 +10,7 @@
  *                slot functions of object/dict/tuple (OBJFN)
  *   dataclass.c  dataclasses.fields/replace/is_dataclass, named tuples (construction,
  *                _replace/_asdict/_fields, inputs), Enum members
+ *   newmodule.c  nn.Modules made while tracing: which classes, their call (forward inlined)
  *
  * Ownership as everywhere in the engine: value arguments are borrowed, *out is a new
  * reference on TR_OK. */
@@ -139,6 +140,18 @@ tr_status cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const
                           Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
 tr_status cdyn_objfn_collect(cdyn_tx *tx, struct cdyn_cg *cg, PyObject *v);
 int cdyn_objfn_reconstruct(struct cdyn_cg *cg, PyObject *v);
+
+/* ---- newmodule.c ------------------------------------------------------------------------- */
+
+/* 1 when instances of cls, an nn.Module subclass, may be made while tracing (a user's or
+ * library's class, or torch.nn's own). */
+int cdyn_newmod_class_ok(PyTypeObject *cls);
+/* 1 when v is a NEWOBJ of an nn.Module subclass whose __call__ is nn.Module's. */
+int cdyn_newmod_is_module(PyObject *v);
+/* module(*args, **kwargs) of such a NEWOBJ v: its forward (instance attribute or class
+ * method) called when nn.Module.__call__ would only call it; unsupported otherwise. */
+tr_status cdyn_newmod_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
 
 /* ---- dataclass.c ------------------------------------------------------------------------- */
 

@@ -1663,7 +1663,9 @@ cdyn_uobj_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_
 {
     PyObject *f = _PyType_Lookup(cdyn_user_type(v), cdyn_U.s_call);
     tr_status st;
-    (void)fs;
+    if (cdyn_newmod_is_module(v)) {
+        return cdyn_newmod_call(tx, fs, v, args, nargs, kwnames, out);   /* newmodule.c */
+    }
     if (f == NULL || !PyFunction_Check(f)) {
         return cdyn_tx_unsupported(tx, "call to %S", v);
     }
