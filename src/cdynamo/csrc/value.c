@@ -157,6 +157,7 @@ cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
     v->bits = 0;
     v->pos = 0;
     v->serial = cdyn_value_serial++;
+    v->undo_epoch = 0;
     v->source = Py_XNewRef(source);
     memset(&v->u, 0, sizeof(v->u));
     PyObject_GC_Track((PyObject *)v);

@@ -121,6 +121,7 @@ typedef struct cdyn_value {
     unsigned int bits;              /* family flags (see each family's header section) */
     Py_ssize_t pos;                 /* ITER: next position */
     long long serial;               /* creation order, for rollback checks */
+    long long undo_epoch;           /* the checkpoint whose undo log holds its state (undo.c) */
     PyObject *source;               /* strong cdyn_source or NULL */
     union {
         PyObject *ref[CDYN_VREFS];  /* generic view of the payload (dealloc) */
@@ -268,6 +269,13 @@ typedef struct cdyn_vtable {
     /* a new real object equal to v when v is made of constants only (a list, set, dict of
        constants), to fold a pure builtin on it; NULL (no exception) otherwise */
     PyObject *(*as_constant)(PyObject *v);
+    /* undo of a failed step (undo.c): the family's mutable state of v beyond its payload
+       references, bits and pos (which the log keeps anyway) as a new object made of fresh
+       tuples/lists/dicts/sets whose leaves are the references it keeps (NULL + exception
+       on error), and putting it back (0 / -1); NULL handlers: the references are the
+       whole state */
+    PyObject *(*save)(PyObject *v);
+    int (*restore)(PyObject *v, PyObject *saved);
 } cdyn_vtable;
 
 /* The families' tables (values/<family>.c). */

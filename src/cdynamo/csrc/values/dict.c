@@ -240,13 +240,13 @@ cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, PyObject *n
 tr_status
 cdyn_container_mutating(cdyn_tx *tx, PyObject *v)
 {
+    cdyn_tx_mutated(tx, v);   /* first: the undo log keeps its state before */
     if (V(v)->source != NULL && !(V(v)->bits & SEQ_SYNCED)) {
         if (cdyn_tx_effect(tx, EFF_SYNC, v, NULL, Py_None) != TR_OK) {
             return TR_ERROR;
         }
         V(v)->bits |= SEQ_SYNCED;
     }
-    cdyn_tx_mutated(tx, v);
     return TR_OK;
 }
 
@@ -2073,6 +2073,28 @@ dict_as_constant(PyObject *v)
     return r;
 }
 
+/* Undo (undo.c): the entries of a dict (keys, values, key values); the input dict a lazy
+ * one stands for is the program's, never written while tracing. A view has no state of its
+ * own. */
+static PyObject *
+dict_save(PyObject *v)
+{
+    if (V(v)->kind != VK_DICT) {
+        return Py_NewRef(Py_None);
+    }
+    return Py_BuildValue("(NNN)", cdyn_undo_copy(V(v)->u.dict.keys),
+                         cdyn_undo_copy(V(v)->u.dict.vals), cdyn_undo_copy(V(v)->u.dict.keyvals));
+}
+
+static int
+dict_restore(PyObject *v, PyObject *saved)
+{
+    return cdyn_undo_refill(V(v)->u.dict.keys, PyTuple_GET_ITEM(saved, 0)) < 0 ||
+                   cdyn_undo_refill(V(v)->u.dict.vals, PyTuple_GET_ITEM(saved, 1)) < 0 ||
+                   cdyn_undo_refill(V(v)->u.dict.keyvals, PyTuple_GET_ITEM(saved, 2)) < 0
+               ? -1 : 0;
+}
+
 const cdyn_vtable cdyn_dict_vt = {
     .name = "ConstDictVariable",
     .getattr = dict_getattr,
@@ -2093,6 +2115,8 @@ const cdyn_vtable cdyn_dict_vt = {
     .reconstruct = dict_reconstruct,
     .writeback = dict_writeback,
     .as_constant = dict_as_constant,
+    .save = dict_save,
+    .restore = dict_restore,
 };
 
 /* 1 when type is one of the dict types this family models (exactly). */

@@ -392,35 +392,55 @@ materialized_dict(cdyn_tx *tx, PyObject *v)
     return d;
 }
 
-/* The list of attribute names stored into or deleted from OBJECT v while tracing (kept in
- * tx->by_source under "stored:" + its source; borrowed), made when create; NULL with an
- * exception, or (create = 0) without one when there is none. */
+/* The key of tx->by_source under which the names of the attributes stored into or deleted
+ * from OBJECT v while tracing are kept (a tuple of str): "stored:" + its source. New str. */
 static PyObject *
-stored_names(cdyn_tx *tx, PyObject *v, int create)
+stored_key(PyObject *v)
 {
-    PyObject *key = PyUnicode_FromFormat("stored:%U", cdyn_source_repr(V(v)->source)), *l;
+    return PyUnicode_FromFormat("stored:%U", cdyn_source_repr(V(v)->source));
+}
+
+/* The names stored into or deleted from OBJECT v while tracing (a tuple; borrowed), an
+ * empty tuple when none, or NULL + exception. */
+static PyObject *
+stored_names(cdyn_tx *tx, PyObject *v)
+{
+    PyObject *key = stored_key(v), *l;
     if (key == NULL) {
         return NULL;
     }
     l = PyDict_GetItemWithError(tx->by_source, key);
-    if (l == NULL && !PyErr_Occurred() && create) {
-        l = PyList_New(0);
-        if (l != NULL && PyDict_SetItem(tx->by_source, key, l) < 0) {
-            Py_CLEAR(l);
-        }
-        Py_XDECREF(l);   /* (the dict holds it) */
-    }
     Py_DECREF(key);
+    if (l == NULL && !PyErr_Occurred()) {
+        static PyObject *empty;
+        if (empty == NULL) {
+            empty = PyTuple_New(0);
+        }
+        l = empty;
+    }
     return l;
 }
 
-/* Note that attribute name of OBJECT v was stored or deleted. 0 / -1. */
+/* Note that attribute name of OBJECT v was stored or deleted (a new tuple written through
+ * the undo log: a rollback forgets it). 0 / -1. */
 static int
 note_stored(cdyn_tx *tx, PyObject *v, PyObject *name)
 {
-    PyObject *l = stored_names(tx, v, 1);
-    int has = l ? PySequence_Contains(l, name) : -1;
-    return has < 0 ? -1 : has ? 0 : PyList_Append(l, name);
+    PyObject *l = stored_names(tx, v), *key = NULL, *more = NULL, *one = NULL;
+    int has = l ? PySequence_Contains(l, name) : -1, r = -1;
+    if (has != 0) {
+        return has < 0 ? -1 : 0;
+    }
+    key = stored_key(v);
+    one = PyTuple_Pack(1, name);
+    more = one ? PySequence_Concat(l, one) : NULL;
+    if (key != NULL && more != NULL) {
+        r = cdyn_tx_memo_write(tx, key, more);
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(one);
+    Py_XDECREF(more);
+    return r;
 }
 
 /* obj.__dict__ (generic: object.__getattribute__(obj, "__dict__")) of OBJECT v after the trace
@@ -431,10 +451,10 @@ dict_after_stores(cdyn_tx *tx, PyObject *v, int generic, PyObject **out)
 {
     PyObject *src = generic ? generic_attr_source(v, cdyn_U.s_dict)
                             : cdyn_source_attr(V(v)->source, cdyn_U.s_dict);
-    PyObject *real = NULL, *names, *d = NULL;
+    PyObject *real = NULL, *names = NULL, *d = NULL;
     tr_status st = TR_ERROR;
     if (src == NULL || (real = PyObject_GenericGetAttr(V(v)->u.obj.obj, cdyn_U.s_dict)) == NULL ||
-        (names = stored_names(tx, v, 1)) == NULL) {
+        (names = Py_XNewRef(stored_names(tx, v))) == NULL) {
         goto done;
     }
     if (!PyDict_CheckExact(real)) {
@@ -442,8 +462,8 @@ dict_after_stores(cdyn_tx *tx, PyObject *v, int generic, PyObject **out)
         goto done;
     }
     st = cdyn_tx_wrap_real(tx, real, src, &d);
-    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(names); i++) {
-        PyObject *name = PyList_GET_ITEM(names, i), *asrc = generic_attr_source(v, name);
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i), *asrc = generic_attr_source(v, name);
         PyObject *hit = asrc ? PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(asrc)) : NULL;
         PyObject *nv = asrc && !PyErr_Occurred() ? cdyn_value_const(name) : NULL;
         int has = 0;
@@ -462,6 +482,7 @@ dict_after_stores(cdyn_tx *tx, PyObject *v, int generic, PyObject **out)
 done:
     Py_XDECREF(src);
     Py_XDECREF(real);
+    Py_XDECREF(names);
     Py_XDECREF(d);
     return st;
 }
@@ -526,6 +547,7 @@ store_into_dict(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
     st = value ? cdyn_v_store_subscr(tx, d, nv, value) : cdyn_v_delete_subscr(tx, d, nv);
     Py_DECREF(nv);
     if (st == TR_OK) {
+        cdyn_tx_mutated(tx, v);
         V(v)->bits |= OBJ_ATTRS_STORED;
     }
     return st;
@@ -591,22 +613,12 @@ generic_store_replayed(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value
     if (cdyn_tx_effect(tx, EFF_CALL, v, ekey, value ? value : Py_None) != TR_OK) {
         goto done;
     }
-    if (value != NULL) {
-        e = PyDict_SetItem(tx->by_source, cdyn_source_repr(src), value) < 0 ||
-            (PyDict_DelItem(tx->by_source, dkey) < 0 &&
-             (PyErr_ExceptionMatches(PyExc_KeyError) ? (PyErr_Clear(), 0) : 1));
-    }
-    else {
-        e = PyDict_SetItem(tx->by_source, dkey, v) < 0 ||
-            (PyDict_DelItem(tx->by_source, cdyn_source_repr(src)) < 0 &&
-             (PyErr_ExceptionMatches(PyExc_KeyError) ? (PyErr_Clear(), 0) : 1));
-    }
-    if (!e && note_stored(tx, v, name) < 0) {
-        e = 1;
-    }
+    cdyn_tx_mutated(tx, v);   /* first: the undo log keeps its state before */
+    e = cdyn_tx_memo_write(tx, value ? cdyn_source_repr(src) : dkey, value ? value : v) < 0 ||
+        cdyn_tx_memo_write(tx, value ? dkey : cdyn_source_repr(src), NULL) < 0 ||
+        note_stored(tx, v, name) < 0;
     if (!e) {
         V(v)->bits |= OBJ_ATTRS_STORED;
-        cdyn_tx_mutated(tx, v);
         st = TR_OK;
     }
 done:
@@ -797,11 +809,11 @@ cdyn_setattr_replayed(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
     if (src == NULL) {
         return TR_ERROR;
     }
+    cdyn_tx_mutated(tx, v);
     st = cdyn_tx_effect(tx, EFF_STORE_ATTR, v, name, value);
-    if (st == TR_OK && PyDict_SetItem(tx->by_source, cdyn_source_repr(src), value) < 0) {
+    if (st == TR_OK && cdyn_tx_memo_write(tx, cdyn_source_repr(src), value) < 0) {
         st = TR_ERROR;
     }
-    cdyn_tx_mutated(tx, v);
     Py_DECREF(src);
     return st;
 }
@@ -814,11 +826,11 @@ cdyn_store_subscr_replayed(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *va
     if (V(v)->source == NULL || V(key)->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "STORE_SUBSCR into %S", v);
     }
+    cdyn_tx_mutated(tx, v);
     if (cdyn_tx_effect(tx, EFF_STORE_SUBSCR, v, V(key)->u.cnst.value, value) != TR_OK) {
         return TR_ERROR;
     }
     V(v)->bits |= OBJ_MUTATED;
-    cdyn_tx_mutated(tx, v);
     return TR_OK;
 }
 
@@ -1038,11 +1050,11 @@ cdyn_uobj_item_call_replayed(cdyn_tx *tx, PyObject *v, PyObject *fn, PyObject *k
     if ((ekey = Py_BuildValue("(OO)", fn, V(key)->u.cnst.value)) == NULL) {
         return TR_ERROR;
     }
+    cdyn_tx_mutated(tx, v);
     st = cdyn_tx_effect(tx, EFF_CALL, v, ekey, value ? value : Py_None);
     Py_DECREF(ekey);
     if (st == TR_OK) {
         V(v)->bits |= OBJ_ITEMS_MUTATED;
-        cdyn_tx_mutated(tx, v);
     }
     return st;
 }
