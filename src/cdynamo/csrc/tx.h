@@ -535,6 +535,11 @@ int cdyn_is_enum_member(PyObject *obj);
 PyTypeObject *cdyn_namedtuple_type_of(PyObject *obj);
 /* Attributes of a named-tuple value other than its fields (seq.c): TR_NOTIMPL when none. */
 tr_status cdyn_namedtuple_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
+/* A real keys/values/items view (obj, borrowed) of a ModelOutput, read through source (a
+ * view live at a graph break): the same view of the mirror of that object's items, the
+ * object wrapped through ___view_owner(<source>) (one value with the object under any other
+ * name). TR_NOTIMPL for any other object. */
+tr_status cdyn_mo_wrap_view(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
 /* Resolve the family's cached objects; 0 / -1. */
 int cdyn_user_init(void);
 /* ---- dynamic shapes (values/symint.c) ------------------------------------------------- */

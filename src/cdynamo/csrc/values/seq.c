@@ -930,6 +930,16 @@ seq_reconstruct(cdyn_cg *cg, PyObject *v)
         }
         return cdyn_cg_memo_store(cg, v, "obj");
     }
+    if ((r = cdyn_cg_is_shared(cg, v)) != 0) {
+        /* stored by side effects (an item and an attribute): one object, as in eager */
+        if (r < 0 || (r = cdyn_cg_memo_load(cg, v)) != 0) {
+            return r < 0 ? -1 : 0;
+        }
+        if (emit_items(cg, v) < 0 || cdyn_cg_emit(cg, BUILD_TUPLE, (int)n) < 0) {
+            return -1;
+        }
+        return cdyn_cg_memo_store(cg, v, "obj");
+    }
     if (emit_items(cg, v) < 0) {
         return -1;
     }

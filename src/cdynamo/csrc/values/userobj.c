@@ -61,6 +61,23 @@ builtin_base(PyObject *v, PyObject *name)
     return d != NULL && !PyFunction_Check(d) ? V(v)->u.uobj.base : NULL;
 }
 
+/* The mirror of the items of an OBJECT of the frame (a ModelOutput: cdyn_mo_items), to
+ * read them with dict's own `name` (its type does not override it with a Python function):
+ * *out new; TR_NOTIMPL for any other value. */
+static tr_status
+mirror_for(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *d;
+    if (V(v)->kind != VK_OBJECT) {
+        return TR_NOTIMPL;
+    }
+    d = _PyType_Lookup(cdyn_user_type(v), name);
+    if (d == NULL || PyFunction_Check(d)) {
+        return TR_NOTIMPL;
+    }
+    return cdyn_mo_items(tx, v, out);
+}
+
 /* fn(self, *args) for a Python function fn found on self's type: modelled natively when
  * the family knows it (cdyn_user_native_method), else inlined. */
 static tr_status
@@ -1038,24 +1055,48 @@ cdyn_user_hasattr_stored(cdyn_tx *tx, PyObject *v, PyObject *name)
     return r;
 }
 
+/* The mirror of the items of OBJECT v (a ModelOutput of the frame: cdyn_mo_items) in *out
+ * (new), or NULL when it has none or they cannot be known (no failure: the caller goes on
+ * without). TR_OK / TR_ERROR. */
+static tr_status
+items_mirror(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *saved = tx->reason;
+    tr_status st;
+    *out = NULL;
+    tx->reason = NULL;
+    st = cdyn_mo_items(tx, v, out);
+    Py_XSETREF(tx->reason, saved);
+    return st == TR_ERROR ? TR_ERROR : TR_OK;
+}
+
 tr_status
 cdyn_uobj_item_call_replayed(cdyn_tx *tx, PyObject *v, PyObject *fn, PyObject *key,
                              PyObject *value)
 {
-    PyObject *ekey;
+    PyObject *ekey = NULL, *items = NULL;
     tr_status st;
     if (V(v)->kind != VK_OBJECT || V(v)->source == NULL || V(key)->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "%R on %S", fn, v);
     }
-    if ((ekey = Py_BuildValue("(OO)", fn, V(key)->u.cnst.value)) == NULL) {
+    if (items_mirror(tx, v, &items) != TR_OK ||
+        (ekey = Py_BuildValue("(OO)", fn, V(key)->u.cnst.value)) == NULL) {
+        Py_XDECREF(items);
         return TR_ERROR;
     }
     cdyn_tx_mutated(tx, v);
-    st = cdyn_tx_effect(tx, EFF_CALL, v, ekey, value ? value : Py_None);
-    Py_DECREF(ekey);
+    /* the mirror first: a missing key raises KeyError as the real call would */
+    st = items == NULL ? TR_OK
+         : value != NULL ? cdyn_v_store_subscr(tx, items, key, value)
+                         : cdyn_v_delete_subscr(tx, items, key);
     if (st == TR_OK) {
-        V(v)->bits |= OBJ_ITEMS_MUTATED;
+        st = cdyn_tx_effect(tx, EFF_CALL, v, ekey, value ? value : Py_None);
     }
+    if (st == TR_OK && items == NULL) {
+        V(v)->bits |= OBJ_ITEMS_MUTATED;   /* its items are not known any more */
+    }
+    Py_DECREF(ekey);
+    Py_XDECREF(items);
     return st;
 }
 
@@ -1326,9 +1367,19 @@ cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
                       PyObject **out)
 {
     static const char *const views[] = {"keys", "values", "items", NULL};
+    static const char *const reads[] = {"keys", "values", "items", "get", "__getitem__",
+                                        "__contains__", "__len__", "__iter__", NULL};
+    PyObject *m = NULL;
     int has = 0;
     tr_status st;
-    (void)fs;
+    if (cdyn_name_in(name, reads) && (st = mirror_for(tx, v, name, &m)) != TR_NOTIMPL) {
+        /* a read of a ModelOutput of the frame (its dict's own method): from the mirror */
+        if (st == TR_OK) {
+            st = cdyn_v_call_method(tx, fs, m, name, args, nargs, kwnames, out);
+            Py_DECREF(m);
+        }
+        return st;
+    }
     if (!is_mappingproxy(v) || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
         return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, v);
     }
@@ -1462,6 +1513,13 @@ cdyn_uobj_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
     if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
         return cdyn_v_len(tx, b, out);
     }
+    if ((st = mirror_for(tx, v, cdyn_U.s_len, &b)) != TR_NOTIMPL) {
+        if (st == TR_OK) {
+            st = cdyn_v_len(tx, b, out);
+            Py_DECREF(b);
+        }
+        return st;
+    }
     if (is_mappingproxy(v)) {
         /* its length, checked on every call (LENGTH_CHECK) */
         *out = PyObject_Size(V(v)->u.obj.obj);
@@ -1498,6 +1556,13 @@ cdyn_uobj_truth(cdyn_tx *tx, PyObject *v, int *out)
     if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
         return cdyn_v_truth(tx, b, out);
     }
+    if (kb != DUNDER_PYTHON && (st = mirror_for(tx, v, cdyn_U.s_len, &b)) != TR_NOTIMPL) {
+        if (st == TR_OK) {
+            st = cdyn_v_truth(tx, b, out);
+            Py_DECREF(b);
+        }
+        return st;
+    }
     if (kb == DUNDER_DEFAULT && dunder_kind(t, cdyn_U.s_len, &d) == DUNDER_DEFAULT &&
         (t->tp_as_number == NULL || t->tp_as_number->nb_bool == NULL) &&
         (t->tp_as_mapping == NULL || t->tp_as_mapping->mp_length == NULL) &&
@@ -1526,6 +1591,13 @@ cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     if ((b = builtin_base(v, cdyn_U.s_iter)) != NULL) {
         return cdyn_v_unpack(tx, b, out_list);
     }
+    if ((st = mirror_for(tx, v, cdyn_U.s_iter, &b)) != TR_NOTIMPL) {
+        if (st == TR_OK) {
+            st = cdyn_v_unpack(tx, b, out_list);
+            Py_DECREF(b);
+        }
+        return st;
+    }
     if (is_mappingproxy(v)) {   /* its keys, guarded */
         st = mappingproxy_list(tx, v, 0, &r);
         if (st == TR_OK) {
@@ -1552,6 +1624,13 @@ cdyn_uobj_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     }
     if ((b = builtin_base(v, cdyn_U.s_contains)) != NULL) {
         return cdyn_v_contains(tx, b, item, out);
+    }
+    if ((st = mirror_for(tx, v, cdyn_U.s_contains, &b)) != TR_NOTIMPL) {
+        if (st == TR_OK) {
+            st = cdyn_v_contains(tx, b, item, out);
+            Py_DECREF(b);
+        }
+        return st;
     }
     if (is_mappingproxy(v)) {
         return mappingproxy_contains(tx, v, item, out);
