@@ -536,12 +536,19 @@ def record_break(reason, qualname, filename, lineno):
 unmodified_log: list = []
 
 
-def record_unmodified(reason, qualname, filename, lineno):
+def record_unmodified(reason, qualname, filename, lineno, inner_file=None, inner_line=0):
     """Called by the translator when a whole frame runs unmodified: logs it (INFO, with its
-    catalogue code) and keeps it for explain() (the last 10,000)."""
+    catalogue code) and keeps it for explain() (the last 10,000).
+
+    (filename, lineno) is the frame's own line where the trace stopped (the call site when
+    an inlined call failed); (inner_file, inner_line), when given and different, is where
+    the reason arose inside the inlined call (logged)."""
     b = GraphBreak(str(reason), qualname, filename, lineno)
-    log.info("running %s (%s:%s) unmodified: [%s] %s", qualname, filename, lineno, b.code,
-             b.reason)
+    inner = ""
+    if inner_file is not None and (inner_file, inner_line) != (filename, lineno):
+        inner = f" (inside a call, at {inner_file}:{inner_line})"
+    log.info("running %s (%s:%s) unmodified: [%s] %s%s", qualname, filename, lineno, b.code,
+             b.reason, inner)
     unmodified_log.append(b)
     if len(unmodified_log) > 10000:
         del unmodified_log[:5000]

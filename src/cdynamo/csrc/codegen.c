@@ -379,6 +379,15 @@ cdyn_cg_load_output(cdyn_cg *cg, PyObject *node)
 }
 
 int
+cdyn_cg_is_shared(cdyn_cg *cg, PyObject *v)
+{
+    PyObject *key = PyLong_FromVoidPtr(v);
+    int r = key == NULL ? -1 : PySet_Contains(cg->shared, key);
+    Py_XDECREF(key);
+    return r;
+}
+
+int
 cdyn_cg_memo_load(cdyn_cg *cg, PyObject *v)
 {
     PyObject *key = PyLong_FromVoidPtr(v), *slot = NULL;
@@ -413,8 +422,13 @@ collect_effects(cdyn_tx *tx, cdyn_cg *cg)
 {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->effects); i++) {
         PyObject *e = PyList_GET_ITEM(tx->effects, i), *target = PyTuple_GET_ITEM(e, 1);
-        PyObject *value = PyTuple_GET_ITEM(e, 3);
+        PyObject *value = PyTuple_GET_ITEM(e, 3), *key = NULL;
         tr_status st = cdyn_Value_Check(value) ? cdyn_cg_collect(tx, cg, value) : TR_OK;
+        if (st == TR_OK && cdyn_Value_Check(value) &&
+            ((key = PyLong_FromVoidPtr(value)) == NULL || PySet_Add(cg->shared, key) < 0)) {
+            st = TR_ERROR;
+        }
+        Py_XDECREF(key);
         if (st == TR_OK && target != Py_None) {
             st = cdyn_cg_collect(tx, cg, target);
         }
@@ -504,6 +518,7 @@ cg_clear(cdyn_cg *cg)
     Py_CLEAR(cg->varnames);
     Py_CLEAR(cg->free_fixups);
     Py_CLEAR(cg->preload);
+    Py_CLEAR(cg->shared);
 }
 
 /* Start the transformed code: state, varnames, prefix. 0 / -1. */
@@ -521,9 +536,10 @@ cg_open(cdyn_cg *cg, PyCodeObject *co)
     cg->memo = PyDict_New();
     cg->free_fixups = PyList_New(0);
     cg->preload = PyList_New(0);
+    cg->shared = PySet_New(NULL);
     orig = PyCode_GetVarnames(co);
     if (!cg->consts || !cg->names || !cg->outputs || !cg->out_nodes || !cg->memo ||
-        !cg->free_fixups || !cg->preload || !orig) {
+        !cg->free_fixups || !cg->preload || !cg->shared || !orig) {
         Py_XDECREF(orig);
         return -1;
     }

@@ -28,6 +28,9 @@ typedef struct cdyn_cg {
                              number, fixed up once all temporaries exist */
     PyObject *preload;    /* list of values with a source loaded into temporaries before
                              the side effects are replayed (codegen.c note_preload) */
+    PyObject *shared;     /* set of id(value) of the values side effects store: each is
+                             built once, so one stored under two names (a ModelOutput's item
+                             and attribute) is one object, as in eager */
     int first_tmp;        /* slot of the first graph output temporary */
     int amp_tmps[8];      /* at a break inside autocast blocks: temporaries holding their
                              AutocastExit objects, outer first (codegen.c) */
@@ -60,6 +63,9 @@ int cdyn_cg_add_output(cdyn_cg *cg, PyObject *node);
 /* Emit LOAD_FAST of the temporary holding graph output `node`. 0 / -1 (SystemError when
  * it is not an output). */
 int cdyn_cg_load_output(cdyn_cg *cg, PyObject *node);
+/* 1 when v (an immutable value, a tuple) must still be built once: a side effect stores
+ * it (cg->shared); 0 when not; -1 on error. */
+int cdyn_cg_is_shared(cdyn_cg *cg, PyObject *v);
 /* When v was already built: emit its load and return 1; 0 when it must be built; -1. */
 int cdyn_cg_memo_load(cdyn_cg *cg, PyObject *v);
 /* v was just built on the stack: keep it there and in a new temporary. 0 / -1. */

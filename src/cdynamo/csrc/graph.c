@@ -420,7 +420,7 @@ void
 cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
 {
     ck->last_node = Py_XNewRef(tx->last_node);
-    ck->mutations = tx->mutations;
+    ck->lost = tx->lost;
     ck->n_call_nodes = tx->n_call_nodes;
     ck->grad_enabled = tx->grad_enabled;
     ck->n_open_modes = tx->open_modes ? PyList_GET_SIZE(tx->open_modes) : 0;
@@ -428,6 +428,7 @@ cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
     ck->n_effects = tx->effects ? PyList_GET_SIZE(tx->effects) : 0;
     ck->n_exc_info = tx->exc_info ? PyList_GET_SIZE(tx->exc_info) : 0;
     tx->ckpt_serial = cdyn_value_serial;
+    cdyn_undo_new_epoch(tx);
 }
 
 tr_status
@@ -435,18 +436,13 @@ cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
 {
     PyObject *r;
     cdyn_generator_forget_since(tx, tx->ckpt_serial);
-    if (tx->mutations != ck->mutations) {
-        return TR_UNSUPPORTED;   /* the failed step changed traced state: give up */
+    if (tx->lost != ck->lost) {
+        return TR_UNSUPPORTED;   /* the failed step changed traced state for good: give up */
     }
-    if (tx->undo != NULL && PyList_GET_SIZE(tx->undo) > ck->n_undo) {
-        /* iterators and generators advanced by the failed step: back to where they were,
-           newest first */
-        for (Py_ssize_t i = PyList_GET_SIZE(tx->undo) - 1; i >= ck->n_undo; i--) {
-            cdyn_undo_apply(PyList_GET_ITEM(tx->undo, i));
-        }
-        if (PyList_SetSlice(tx->undo, ck->n_undo, PyList_GET_SIZE(tx->undo), NULL) < 0) {
-            return TR_ERROR;
-        }
+    /* values it changed, iterators and generators it advanced, memos it wrote: back to
+       where they were, newest first */
+    if (cdyn_undo_rollback(tx, ck->n_undo) < 0) {
+        return TR_ERROR;
     }
     if (tx->last_node != ck->last_node) {
         r = PyObject_CallMethod(tx->glue, "rollback", "OO", tx->graph,

@@ -441,12 +441,12 @@ OP(store_global)
         return TR_ERROR;
     }
     st = cdyn_tx_effect(tx, EFF_STORE_GLOBAL, NULL, name, peek(fs, 0));
-    if (st == TR_OK && PyDict_SetItem(tx->by_source, cdyn_source_repr(src), peek(fs, 0)) < 0) {
+    if (st == TR_OK && cdyn_tx_memo_write(tx, cdyn_source_repr(src), peek(fs, 0)) < 0) {
         st = TR_ERROR;
     }
     Py_DECREF(src);
     if (st == TR_OK) {
-        tx->mutations++;
+        tx->mutations++;   /* a side effect (undone with the memo by a rollback) */
         drop(fs, 1);
     }
     return st;
@@ -1626,15 +1626,21 @@ fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
     return 1;
 }
 
-/* Record for explain() that the frame runs unmodified (the glue logs it at INFO). */
+/* Record for explain() that the frame runs unmodified (the glue logs it at INFO): named by
+ * the frame's own location, the line of the instruction it stopped at (a call whose
+ * inlining failed: the call site), with where the reason arose when that is elsewhere (inside
+ * an inlined call). */
 static void
-note_unmodified(cdyn_tx *tx)
+note_unmodified(cdyn_tx *tx, cdyn_fs *fs)
 {
     PyCodeObject *co = tx->code;
+    Py_ssize_t pc = tx->break_kind != BRK_NONE ? tx->break_pc : fs->pc - 1;
+    int line = fs->instrs.len > 0 && pc >= 0 && pc < fs->instrs.len ? instr_line(fs, pc)
+                                                                      : co->co_firstlineno;
     PyObject *r;
-    r = PyObject_CallMethod(tx->glue, "record_unmodified", "OOOi",
+    r = PyObject_CallMethod(tx->glue, "record_unmodified", "OOOiOi",
                             tx->reason ? tx->reason : Py_None, co->co_qualname, co->co_filename,
-                            tx->reason_line ? tx->reason_line : co->co_firstlineno);
+                            line, tx->reason_file ? tx->reason_file : Py_None, tx->reason_line);
     Py_XDECREF(r);
     PyErr_Clear();
 }
@@ -1644,7 +1650,7 @@ note_unmodified(cdyn_tx *tx)
  * WARNING and cleared, and the frame runs unmodified (returns 0), unless
  * cdynamo.config.raise_internal_errors is set. */
 static int
-internal_error(cdyn_tx *tx, int user_error)
+internal_error(cdyn_tx *tx, cdyn_fs *fs, int user_error)
 {
     PyObject *et, *ev, *tb;
     if (user_error || cdyn_raise_internal_errors ||
@@ -1663,7 +1669,7 @@ internal_error(cdyn_tx *tx, int user_error)
     Py_XDECREF(tb);
     Py_XSETREF(tx->reason, PyUnicode_FromString("internal error (see the WARNING log)"));
     PyErr_Clear();
-    note_unmodified(tx);
+    note_unmodified(tx, fs);
     return 0;
 }
 
@@ -1715,6 +1721,11 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
         st = cdyn_tx_finish(&tx, fs.retval, &code_out);
     }
     else if (st == TR_BREAK) {
+        /* the break is recorded: what makes the frame run unmodified now, if anything, is
+           the reason of its code generation */
+        Py_CLEAR(tx.reason);
+        tx.reason_file = NULL;
+        tx.reason_line = 0;
         st = cdyn_tx_finish_break(&tx, &fs, &code_out);
     }
     if (st == TR_ERROR) {
@@ -1722,7 +1733,7 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
     }
     rc = 0;
     if (st == TR_UNSUPPORTED) {
-        note_unmodified(&tx);
+        note_unmodified(&tx, &fs);
         goto done;
     }
     out->code = code_out;
@@ -1732,7 +1743,7 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
 done:
     if (rc < 0) {
         assert(PyErr_Occurred());
-        rc = internal_error(&tx, user_error);
+        rc = internal_error(&tx, &fs, user_error);
     }
     restore_grad_mode(tx.grad_enabled_at_start);
     cdyn_fs_clear(&fs);

@@ -4,6 +4,7 @@
  *   wrap.c        real objects -> values, with the guards they need (VariableBuilder)
  *   graph.c       the FX graph: torch calls on fake tensors, parameters, checkpoints
  *   inline.c      inlined calls: argument binding and nested frame states
+ *   undo.c        the undo log of a top-level step (what a failed step changed, put back)
  *   codegen.c     graph output and the transformed code (codegen.h)
  *   values/       one C file per family of values (value.h)
  * Internal to the engine; not part of any Python-facing API.
@@ -47,8 +48,11 @@ typedef struct cdyn_tx {
     int grad_enabled;       /* symbolic grad mode at the current instruction */
     int grad_enabled_at_start;
     long steps;             /* instructions interpreted, all frames */
-    long mutations;         /* mutations of values older than ckpt_serial (rollback check) */
+    long mutations;         /* mutations of values older than ckpt_serial (side-effect checks
+                               of higher-order op bodies and generators drained ahead) */
+    long lost;              /* ... of them, those the undo log cannot undo (rollback check) */
     long long ckpt_serial;  /* values created before this serial predate the checkpoint */
+    long long epoch;        /* number of the current top-level checkpoint (undo.c) */
     brk_kind break_kind;    /* set with TR_BREAK */
     Py_ssize_t break_pc;    /* index of the instruction the top frame breaks at */
     int break_arg;          /* its oparg */
@@ -58,8 +62,8 @@ typedef struct cdyn_tx {
     PyObject *effects;      /* list of side effects to replay, in program order: tuples
                                (kind, target value or None, key/name, value); see EFF_* */
     int depth;              /* inlining depth */
-    PyObject *undo;         /* list of (ITER value, its previous pos): iterators made before
-                               the checkpoint and advanced since; a rollback restores them */
+    PyObject *undo;         /* the undo log of the current top-level step (undo.c): what
+                               it changed in older traced state; a rollback restores it */
     PyObject *cyclic;       /* list of CELL and GENERATOR values made in the trace: they can
                                reach themselves (a recursive closure), so their contents are
                                cleared when the trace ends */
@@ -130,19 +134,45 @@ enum { EFF_STORE_SUBSCR = 0, EFF_STORE_ATTR = 1, EFF_STORE_GLOBAL = 2, EFF_APPEN
 /* EFF_SYNC (target, None, None): the input container target was mutated; its final contents
    are written back (values/dict.c cdyn_container_mutating, vtable writeback). */
 
-/* Note a mutation of value v (list/dict store, iterator advance, cell store). */
-static inline void
-cdyn_tx_mutated(cdyn_tx *tx, PyObject *v)
-{
-    /* a value made after the checkpoint is new state, unless it stands for an object from
-       the frame (it has a source); iterators are restored by the checkpoint instead
-       (tx->undo, values/iter.c), but not inside a higher-order op's body: advancing one
-       from outside is a side effect */
-    if ((V(v)->serial < tx->ckpt_serial || V(v)->source != NULL) &&
-        (V(v)->kind != VK_ITER || tx->sub != NULL)) {
-        tx->mutations++;
-    }
-}
+/* ---- the undo log of a top-level step (undo.c) ----------------------------------------
+ * A checkpoint is taken before each top-frame instruction; what the step changes in traced
+ * state that existed before it is logged in tx->undo and a rollback applies it newest first:
+ * iterator positions, generator resets, value snapshots (bits, pos, payload references and
+ * the family's vt->save state, taken before a value's first mutation in the step) and
+ * writes into tx->by_source. A mutation it cannot log counts in tx->lost, which makes the
+ * rollback impossible (the frame runs unmodified). */
+
+/* Before a mutation of value v (borrowed: a list/dict/set store, a cell store, a generator
+ * advanced, an attribute or item stored on an object of the frame): counts it in
+ * tx->mutations when v predates the checkpoint or stands for an object of the frame, and
+ * logs v's state the first time in the step. Never fails (an unlogged one is lost). */
+void cdyn_tx_mutated(cdyn_tx *tx, PyObject *v);
+/* A mutation of older traced state that cannot be undone (a generator's handlers run). */
+void cdyn_tx_mutation_lost(cdyn_tx *tx);
+/* tx->by_source[key] = value (value NULL: the entry deleted; absent, nothing), the entry
+ * before logged for a rollback (key, value borrowed). 0 / -1. */
+int cdyn_tx_memo_write(cdyn_tx *tx, PyObject *key, PyObject *value);
+/* An ITER value (borrowed) about to advance: its position logged when it predates the
+ * checkpoint. 0 / -1. */
+int cdyn_undo_pos(cdyn_tx *tx, PyObject *v);
+/* A GENERATOR value (borrowed) not started yet, about to start: a rollback resets it. 0/-1. */
+int cdyn_undo_reset(cdyn_tx *tx, PyObject *v);
+/* 1 when v (borrowed) has a reset or snapshot entry in the log of this step. */
+int cdyn_undo_noted(cdyn_tx *tx, PyObject *v);
+/* Start the numbering of a new checkpoint (graph.c). */
+void cdyn_undo_new_epoch(cdyn_tx *tx);
+/* Apply the entries logged after the first n, newest first, and drop them. 0 / -1. */
+int cdyn_undo_rollback(cdyn_tx *tx, Py_ssize_t n);
+/* Start a new top-level step: the log of the previous one (it succeeded) is dropped. */
+void cdyn_undo_step(cdyn_tx *tx);
+/* References to value v held by the log (v NULL: to any value, an upper bound for one):
+ * the generators' drop detection discounts them (values/generator.c). */
+Py_ssize_t cdyn_undo_refs(cdyn_tx *tx, PyObject *v);
+/* For families' vt->save / vt->restore: a new shallow copy of an exact list, dict or set
+ * (None for NULL or anything else), and putting such a copy's contents back into c (in
+ * place; c borrowed, may be NULL). */
+PyObject *cdyn_undo_copy(PyObject *c);
+int cdyn_undo_refill(PyObject *c, PyObject *copy);
 
 /* ---- codegen.c -------------------------------------------------------------------------- */
 
@@ -229,7 +259,7 @@ PyObject *cdyn_sanitized_name(PyObject *source);
  * nodes added since are erased. */
 typedef struct {
     PyObject *last_node; /* strong or NULL: the newest node at the checkpoint */
-    long mutations;
+    long lost;           /* tx->lost at the checkpoint */
     int n_call_nodes;
     int grad_enabled;
     Py_ssize_t n_effects; /* side effects recorded before the step (later ones are undone) */
@@ -238,7 +268,9 @@ typedef struct {
     Py_ssize_t n_exc_info;  /* exceptions being handled (tx->exc_info) */
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
-/* Undo to ck: TR_OK, TR_UNSUPPORTED when traced state was mutated since, TR_ERROR. */
+/* Undo to ck (the graph nodes, side effects and the undo log of the step): TR_OK,
+ * TR_UNSUPPORTED when traced state was changed since in a way the log cannot undo,
+ * TR_ERROR. */
 tr_status cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck);
 /* NO_TENSOR_ALIASING over the trace's distinct tensor inputs (2 or more; numpy arrays seen
  * as tensors excepted): an entry traced for f(x, y) is not reused for f(x, x); the same
@@ -322,11 +354,6 @@ cdyn_fs *cdyn_generator_frame_alloc(void);
 void cdyn_fs_free(cdyn_fs *fs);
 /* Put a generator value (borrowed) back in its state at creation (a rollback). */
 void cdyn_generator_reset(PyObject *v);
-/* Undo one tx->undo entry (value, pos) (values/iter.c): an iterator's position restored,
- * or (pos -1) a generator reset. */
-void cdyn_undo_apply(PyObject *entry);
-/* Start a new top-level step: the undo log of the previous one (it succeeded) is dropped. */
-void cdyn_undo_step(cdyn_tx *tx);
 /* The value a generator returned (yield from), borrowed; None for other iterators. */
 PyObject *cdyn_generator_retval(PyObject *v);
 /* Report the real type `type` (borrowed) for a generator value made by a polyfill of that
@@ -530,6 +557,11 @@ tr_status cdyn_namedtuple_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyOb
  * the function it wraps (borrowed), traced in its place (values/newmodule.c); NULL (no
  * exception) for any other function. */
 PyObject *cdyn_newmod_unpatched_init(PyObject *func);
+/* A real keys/values/items view (obj, borrowed) of a ModelOutput, read through source (a
+ * view live at a graph break): the same view of the mirror of that object's items, the
+ * object wrapped through ___view_owner(<source>) (one value with the object under any other
+ * name). TR_NOTIMPL for any other object. */
+tr_status cdyn_mo_wrap_view(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
 /* Resolve the family's cached objects; 0 / -1. */
 int cdyn_user_init(void);
 /* ---- dynamic shapes (values/symint.c) ------------------------------------------------- */

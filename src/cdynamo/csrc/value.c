@@ -167,6 +167,7 @@ cdyn_value_alloc(cdyn_vkind kind, PyObject *source)
     v->bits = 0;
     v->pos = 0;
     v->serial = cdyn_value_serial++;
+    v->undo_epoch = 0;
     v->source = Py_XNewRef(source);
     memset(&v->u, 0, sizeof(v->u));
     PyObject_GC_Track((PyObject *)v);
@@ -387,14 +388,34 @@ cdyn_v_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 static PyTypeObject *
 iterator_type_of(PyObject *v)
 {
+    static const char *const views[] = {"keys", "values", "items"};
     PyObject *real = V(v)->kind == VK_CONST ? V(v)->u.cnst.value : NULL, *probe = NULL, *it;
-    PyTypeObject *t = cdyn_v_python_type(v), *r = NULL;
+    PyTypeObject *t = cdyn_v_python_type(v), *r = NULL, *b = t;
+    while (b != NULL && (b->tp_flags & Py_TPFLAGS_HEAPTYPE) && b->tp_iter == b->tp_base->tp_iter) {
+        b = b->tp_base;   /* a subclass iterating as its builtin base (a ModelOutput) */
+    }
     if (real != NULL) {
         probe = Py_NewRef(real);
     }
-    else if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
-             t == &PyFrozenSet_Type || t == &PyUnicode_Type) {
-        probe = PyObject_CallNoArgs((PyObject *)t);
+    else if (b == &PyList_Type || b == &PyTuple_Type || b == &PyDict_Type || b == &PySet_Type ||
+             b == &PyFrozenSet_Type || b == &PyUnicode_Type || b == &PyODict_Type) {
+        probe = PyObject_CallNoArgs((PyObject *)b);
+    }
+    for (int base = 0; probe == NULL && t != NULL && base < 2 &&
+                       (PyType_IsSubtype(t, &PyDictKeys_Type) ||
+                        PyType_IsSubtype(t, &PyDictValues_Type) ||
+                        PyType_IsSubtype(t, &PyDictItems_Type)); base++) {
+        /* a view of a dict / OrderedDict: dict_keyiterator, odict_iterator, ... */
+        PyObject *d = PyObject_CallNoArgs(base ? (PyObject *)&PyODict_Type
+                                               : (PyObject *)&PyDict_Type);
+        for (int i = 0; d != NULL && probe == NULL && i < 3; i++) {
+            PyObject *view = PyObject_CallMethod(d, views[i], NULL);
+            if (view != NULL && Py_TYPE(view) == t) {
+                probe = Py_NewRef(view);
+            }
+            Py_XDECREF(view);
+        }
+        Py_XDECREF(d);
     }
     it = probe ? PyObject_GetIter(probe) : NULL;
     if (it != NULL) {

@@ -36,7 +36,8 @@
  *                                                                     builtin types (handler table by identity)
  *   torch         values/torch.c      TORCHFN      u.obj.obj          torch callables put into the graph
  *   user objects  values/user.c       CLASS        u.obj.obj          a class (not a builtin type)
- *                                     OBJECT       u.obj.obj          any other object (opaque, type-guarded)
+ *                                     OBJECT       u.obj.obj          any other object (opaque, type-guarded);
+ *                                                  (u.dobj)           a ModelOutput's items mirrored
  *                                     SUPER        u.super            super(cls, self): the class and self value
  *                                     NEWOBJ       u.uobj             an object made while tracing (values/newobj.c)
  *                                     OBJFN        u.ofn              a builtin slot function of object/dict/tuple
@@ -121,6 +122,7 @@ typedef struct cdyn_value {
     unsigned int bits;              /* family flags (see each family's header section) */
     Py_ssize_t pos;                 /* ITER: next position */
     long long serial;               /* creation order, for rollback checks */
+    long long undo_epoch;           /* the checkpoint whose undo log holds its state (undo.c) */
     PyObject *source;               /* strong cdyn_source or NULL */
     union {
         PyObject *ref[CDYN_VREFS];  /* generic view of the payload (dealloc) */
@@ -138,6 +140,10 @@ typedef struct cdyn_value {
            order; map: dict hash key -> item value; real: the input set while lazy */
         struct { PyObject *order, *map, *real; } set;
         struct { PyObject *obj; } obj;
+        /* OBJECT of a dict subclass read from the frame (transformers' ModelOutput): obj as
+           u.obj.obj; items: a DICT value mirroring its items once the trace read them
+           (DICT_MIRROR), kept in step with the item stores replayed on it, or NULL */
+        struct { PyObject *obj, *items; } dobj;
         struct { PyObject *obj, *self; } super;   /* the class (real type), self value */
         /* func: the real function to inline with self (or NULL: call self's method name);
            name: the method name (str); self: the value bound */
@@ -190,6 +196,10 @@ typedef struct cdyn_value {
                                   contents are written back (EFF_SYNC, vtable writeback) */
 #define SET_INEXACT     0x8u   /* SET/FROZENSET: derived from an input set, so the mirror of
                                   hash keys may iterate in another order than the real set */
+#define DICT_MIRROR     0x10u  /* DICT with a source: the items of the dict-subclass object at
+                                  that source (u.dobj.items of its OBJECT), changed only with
+                                  the slot calls replayed on the object (never written back);
+                                  rebuilt as the object itself (its views are the object's) */
 #define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
 #define OBJ_TRUSTED     0x2u   /* OBJECT without source whose attributes are fixed metadata
                                   (dataclass fields): read unguarded */
@@ -268,6 +278,13 @@ typedef struct cdyn_vtable {
     /* a new real object equal to v when v is made of constants only (a list, set, dict of
        constants), to fold a pure builtin on it; NULL (no exception) otherwise */
     PyObject *(*as_constant)(PyObject *v);
+    /* undo of a failed step (undo.c): the family's mutable state of v beyond its payload
+       references, bits and pos (which the log keeps anyway) as a new object made of fresh
+       tuples/lists/dicts/sets whose leaves are the references it keeps (NULL + exception
+       on error), and putting it back (0 / -1); NULL handlers: the references are the
+       whole state */
+    PyObject *(*save)(PyObject *v);
+    int (*restore)(PyObject *v, PyObject *saved);
 } cdyn_vtable;
 
 /* The families' tables (values/<family>.c). */

@@ -735,6 +735,12 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
             return st;
         }
     }
+    if (source != NULL && !PyDict_Check(obj)) {   /* a view of a ModelOutput (user family) */
+        tr_status st = cdyn_mo_wrap_view(tx, obj, source, out);
+        if (st != TR_NOTIMPL) {
+            return st;
+        }
+    }
     return wrap_plain_object(tx, obj, source, out);
 }
 

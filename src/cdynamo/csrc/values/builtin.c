@@ -1532,8 +1532,8 @@ cdyn_builtin_dict_read(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssiz
     tr_status st = TR_ERROR;
     if (!PyObject_TypeCheck(fn, &PyMethodDescr_Type) || kwnames != NULL || nargs < 2 ||
         V(args[0])->kind != VK_OBJECT || V(args[0])->source == NULL ||
-        (V(args[0])->bits & OBJ_MUTATED) || V(args[1])->kind != VK_CONST) {
-        return TR_NOTIMPL;
+        (V(args[0])->bits & (OBJ_MUTATED | OBJ_ITEMS_MUTATED)) || V(args[1])->kind != VK_CONST) {
+        return TR_NOTIMPL;   /* (items stored while tracing: the real entry is stale) */
     }
     name = ((PyDescrObject *)fn)->d_name;
     self = V(args[0])->u.obj.obj;

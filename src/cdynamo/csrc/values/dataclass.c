@@ -403,9 +403,13 @@ done:
  *   to_tuple()                the items' values
  *   __post_init__()           the fields that are not None become items, in order (the form
  *                             whose first field is an iterator of pairs is not modelled)
- * On a ModelOutput read from the frame, o[k] and o.to_tuple() read its fields as guarded
- * attributes (its items must be exactly its fields that are not None; their number is
- * guarded).
+ * On a ModelOutput read from the frame (one reaching a resume function), its items are
+ * mirrored in a DICT value (u.dobj.items, DICT_MIRROR) made on first use from its fields read
+ * as guarded attributes (its items must be exactly its fields that are not None; their
+ * number is guarded): o[k], to_tuple(), keys()/values()/items(), iteration, len, `in` and
+ * get read the mirror, and item stores change it along with the slot call replayed on the
+ * object (userobj.c cdyn_uobj_item_call_replayed). Its views read from the frame are views
+ * of the mirror (cdyn_mo_wrap_view).
  * Found by identity once transformers.utils.generic is imported (never imported here). */
 
 enum { MO_SETATTR, MO_SETITEM, MO_GETITEM, MO_TO_TUPLE, MO_POST_INIT, MO_COUNT };
@@ -598,7 +602,7 @@ mo_post_init(cdyn_tx *tx, PyObject *self)
  * At trace time the object must hold exactly those items, each the attribute itself (as
  * transformers keeps it); its number of items is guarded (LENGTH_CHECK). */
 static tr_status
-mo_input_items(cdyn_tx *tx, PyObject *self, PyObject **out)
+mo_read_items(cdyn_tx *tx, PyObject *self, PyObject **out)
 {
     PyObject *obj = V(self)->u.obj.obj, *names = NULL, *keys = NULL, *vals = NULL;
     Py_ssize_t n;
@@ -607,6 +611,7 @@ mo_input_items(cdyn_tx *tx, PyObject *self, PyObject **out)
         return cdyn_tx_unsupported(tx, "items of a ModelOutput without a source");
     }
     if (V(self)->bits & (OBJ_ITEMS_MUTATED | OBJ_ATTRS_STORED | OBJ_MUTATED)) {
+        /* changed before its items were read: they are not known any more */
         return cdyn_tx_unsupported(tx, "items of a ModelOutput changed while tracing");
     }
     st = field_names(tx, Py_TYPE(obj), &names);
@@ -650,12 +655,112 @@ mo_input_items(cdyn_tx *tx, PyObject *self, PyObject **out)
     return st;
 }
 
+/* 1 when v is a ModelOutput read from the frame whose items can be mirrored. */
+static int
+mo_of_frame(PyObject *v)
+{
+    return V(v)->kind == VK_OBJECT && V(v)->source != NULL && PyDict_Check(V(v)->u.obj.obj) &&
+           model_output_method(_PyType_Lookup(Py_TYPE(V(v)->u.obj.obj), cdyn_U.s_getitem)) ==
+               MO_GETITEM;
+}
+
+tr_status
+cdyn_mo_items(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *d = NULL;
+    tr_status st;
+    if (!mo_of_frame(v)) {
+        return TR_NOTIMPL;
+    }
+    if (V(v)->u.dobj.items != NULL) {
+        *out = Py_NewRef(V(v)->u.dobj.items);
+        return TR_OK;
+    }
+    st = mo_read_items(tx, v, &d);
+    if (st != TR_OK) {
+        return st;
+    }
+    /* the mirror: rebuilt as the object itself, changed only along with the slot calls
+       replayed on it (a cache of what the object holds: reading it changes nothing, so it
+       is no mutation, and a rollback may keep it) */
+    V(d)->source = Py_NewRef(V(v)->source);
+    V(d)->u.dict.type = PyODict_Check(V(v)->u.obj.obj) ? Py_NewRef(cdyn_U.odict_type) : NULL;
+    V(d)->bits |= DICT_MIRROR;
+    V(v)->u.dobj.items = Py_NewRef(d);
+    *out = d;
+    return TR_OK;
+}
+
+/* ___view_owner(view): the dict a dict view (keys/values/items, of a dict or an
+ * OrderedDict) looks at, or None for anything else (it reads a guard's source). */
+static PyObject *
+view_owner(PyObject *Py_UNUSED(self), PyObject *view)
+{
+    if (PyObject_TypeCheck(view, &PyDictKeys_Type) || PyObject_TypeCheck(view, &PyDictValues_Type) ||
+        PyObject_TypeCheck(view, &PyDictItems_Type)) {
+        PyObject *d = (PyObject *)((_PyDictViewObject *)view)->dv_dict;
+        return Py_NewRef(d != NULL ? d : Py_None);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef view_owner_def = {"___view_owner", view_owner, METH_O, NULL};
+
+tr_status
+cdyn_mo_wrap_view(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    static const char *const methods[] = {"keys", "values", "items"};
+    static PyObject *owner_fn;
+    PyObject *owner = NULL, *osrc = NULL, *ov = NULL, *items = NULL, *name = NULL, *probe;
+    int which = PyObject_TypeCheck(obj, &PyDictKeys_Type) ? 0
+                : PyObject_TypeCheck(obj, &PyDictValues_Type) ? 1
+                : PyObject_TypeCheck(obj, &PyDictItems_Type) ? 2 : -1;
+    tr_status st = TR_NOTIMPL;
+    if (which >= 0) {
+        owner = (PyObject *)((_PyDictViewObject *)obj)->dv_dict;
+    }
+    if (owner == NULL || !PyDict_Check(owner) ||
+        model_output_method(_PyType_Lookup(Py_TYPE(owner), cdyn_U.s_getitem)) != MO_GETITEM) {
+        return TR_NOTIMPL;
+    }
+    /* only the view the object's own method makes (not dict.keys(o) of an OrderedDict) */
+    probe = PyObject_CallMethod(owner, methods[which], NULL);
+    if (probe == NULL || Py_TYPE(probe) != Py_TYPE(obj)) {
+        Py_XDECREF(probe);
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    Py_DECREF(probe);
+    if (owner_fn == NULL && (owner_fn = PyCFunction_New(&view_owner_def, NULL)) == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0 ? TR_ERROR : TR_OK;
+    osrc = st == TR_OK ? cdyn_source_call(owner_fn, source, "___view_owner") : NULL;
+    st = osrc != NULL ? cdyn_tx_wrap_real(tx, owner, osrc, &ov) : TR_ERROR;   /* its object */
+    if (st == TR_OK) {
+        st = cdyn_mo_items(tx, ov, &items);
+        st = st == TR_NOTIMPL ? cdyn_tx_unsupported(tx, "a view of %S", ov) : st;
+    }
+    if (st == TR_OK) {
+        name = PyUnicode_FromString(methods[which]);
+        st = name ? cdyn_v_call_method(tx, NULL, items, name, NULL, 0, NULL, out) : TR_ERROR;
+    }
+    Py_XDECREF(osrc);
+    Py_XDECREF(ov);
+    Py_XDECREF(items);
+    Py_XDECREF(name);
+    return st;
+}
+
 /* o[k] and o.to_tuple() on a ModelOutput read from the frame. */
 static tr_status
 mo_input_read(cdyn_tx *tx, cdyn_fs *fs, int which, PyObject *self, PyObject *key, PyObject **out)
 {
     PyObject *items = NULL, *name = NULL, *view = NULL, *lst = NULL, *t = NULL;
-    tr_status st = mo_input_items(tx, self, &items);
+    tr_status st = cdyn_mo_items(tx, self, &items);
+    if (st == TR_NOTIMPL) {
+        st = mo_read_items(tx, self, &items);   /* (reports why it is not supported) */
+    }
     if (st != TR_OK) {
         return st;
     }

@@ -240,13 +240,13 @@ cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, PyObject *n
 tr_status
 cdyn_container_mutating(cdyn_tx *tx, PyObject *v)
 {
-    if (V(v)->source != NULL && !(V(v)->bits & SEQ_SYNCED)) {
+    cdyn_tx_mutated(tx, v);   /* first: the undo log keeps its state before */
+    if (V(v)->source != NULL && !(V(v)->bits & (SEQ_SYNCED | DICT_MIRROR))) {
         if (cdyn_tx_effect(tx, EFF_SYNC, v, NULL, Py_None) != TR_OK) {
             return TR_ERROR;
         }
         V(v)->bits |= SEQ_SYNCED;
     }
-    cdyn_tx_mutated(tx, v);
     return TR_OK;
 }
 
@@ -393,16 +393,61 @@ cdyn_dict_set(cdyn_tx *tx, PyObject *d, PyObject *key, PyObject *val)
     return st;
 }
 
-/* The entries of v (a dict-family value, or an iterable of pairs) as new lists of key
- * values and values. */
+/* The entries of v, an object of a dict subclass that does not iterate as dict (an
+ * OrderedDict subclass such as transformers' ModelOutput), as dict(v) reads them: v.keys(),
+ * then v[k] for each key. New lists in *kl / *vl. */
+static tr_status
+mapping_entries(cdyn_tx *tx, PyObject *v, PyObject **kl, PyObject **vl)
+{
+    PyObject *name = PyUnicode_FromString("keys"), *m = NULL, *ks = NULL;
+    tr_status st = name ? cdyn_v_getattr(tx, v, name, &m) : TR_ERROR;
+    if (st == TR_OK) {
+        PyObject *view = NULL;
+        st = cdyn_v_call(tx, NULL, m, NULL, 0, NULL, &view);
+        if (st == TR_OK) {
+            st = cdyn_v_unpack(tx, view, &ks);
+        }
+        Py_XDECREF(view);
+    }
+    *vl = st == TR_OK ? PyList_New(0) : NULL;
+    if (st == TR_OK && *vl == NULL) {
+        st = TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(ks); i++) {
+        PyObject *val = NULL;
+        st = cdyn_v_subscr(tx, v, PyList_GET_ITEM(ks, i), &val);
+        if (st == TR_OK && PyList_Append(*vl, val) < 0) {
+            st = TR_ERROR;
+        }
+        Py_XDECREF(val);
+    }
+    if (st == TR_OK) {
+        *kl = Py_NewRef(ks);
+    }
+    else {
+        Py_CLEAR(*vl);
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(m);
+    Py_XDECREF(ks);
+    return st;
+}
+
+/* The entries of v (a dict-family value, a dict subclass's object, or an iterable of pairs)
+ * as new lists of key values and values. */
 static tr_status
 entries_of(cdyn_tx *tx, PyObject *v, PyObject **kl, PyObject **vl)
 {
     PyObject *items = NULL;
+    PyTypeObject *t = V(v)->kind != VK_DICT ? cdyn_v_python_type(v) : NULL;
     tr_status st = cdyn_tx_materialize(tx, v);
     *kl = *vl = NULL;
     if (st != TR_OK) {
         return st;
+    }
+    if (t != NULL && V(v)->kind != VK_DICTVIEW && PyType_IsSubtype(t, &PyDict_Type) &&
+        t->tp_iter != PyDict_Type.tp_iter) {
+        return mapping_entries(tx, v, kl, vl);
     }
     if (V(v)->kind == VK_DICT) {
         Py_ssize_t n = dlen(v);
@@ -1028,9 +1073,26 @@ make_view(PyObject *d, unsigned which, PyObject **out)
     return TR_OK;
 }
 
+static const char *const view_methods[] = {"keys", "values", "items"};
+
+/* The type of a view: odict_keys / odict_values / odict_items for an OrderedDict. */
 static PyTypeObject *
 view_type(PyObject *view)
 {
+    static PyTypeObject *odict_views[3];
+    if (IS_ODICT(vdict(view)) && odict_views[0] == NULL) {
+        PyObject *od = PyObject_CallNoArgs(odict_type);
+        for (int i = 0; od != NULL && i < 3; i++) {
+            PyObject *r = PyObject_CallMethod(od, view_methods[i], NULL);
+            odict_views[i] = r ? Py_TYPE(r) : NULL;   /* builtin types live for the process */
+            Py_XDECREF(r);
+        }
+        Py_XDECREF(od);
+        PyErr_Clear();
+    }
+    if (IS_ODICT(vdict(view)) && odict_views[V(view)->bits] != NULL) {
+        return odict_views[V(view)->bits];
+    }
     switch (V(view)->bits) {
     case VIEW_VALUES:
         return &PyDictValues_Type;
@@ -1040,8 +1102,6 @@ view_type(PyObject *view)
         return &PyDictKeys_Type;
     }
 }
-
-static const char *const view_methods[] = {"keys", "values", "items"};
 
 /* A view used as a set (keys / items views): a new SET value of its entries. */
 static tr_status
@@ -2073,6 +2133,28 @@ dict_as_constant(PyObject *v)
     return r;
 }
 
+/* Undo (undo.c): the entries of a dict (keys, values, key values); the input dict a lazy
+ * one stands for is the program's, never written while tracing. A view has no state of its
+ * own. */
+static PyObject *
+dict_save(PyObject *v)
+{
+    if (V(v)->kind != VK_DICT) {
+        return Py_NewRef(Py_None);
+    }
+    return Py_BuildValue("(NNN)", cdyn_undo_copy(V(v)->u.dict.keys),
+                         cdyn_undo_copy(V(v)->u.dict.vals), cdyn_undo_copy(V(v)->u.dict.keyvals));
+}
+
+static int
+dict_restore(PyObject *v, PyObject *saved)
+{
+    return cdyn_undo_refill(V(v)->u.dict.keys, PyTuple_GET_ITEM(saved, 0)) < 0 ||
+                   cdyn_undo_refill(V(v)->u.dict.vals, PyTuple_GET_ITEM(saved, 1)) < 0 ||
+                   cdyn_undo_refill(V(v)->u.dict.keyvals, PyTuple_GET_ITEM(saved, 2)) < 0
+               ? -1 : 0;
+}
+
 const cdyn_vtable cdyn_dict_vt = {
     .name = "ConstDictVariable",
     .getattr = dict_getattr,
@@ -2093,6 +2175,8 @@ const cdyn_vtable cdyn_dict_vt = {
     .reconstruct = dict_reconstruct,
     .writeback = dict_writeback,
     .as_constant = dict_as_constant,
+    .save = dict_save,
+    .restore = dict_restore,
 };
 
 /* 1 when type is one of the dict types this family models (exactly). */

@@ -11,9 +11,10 @@
  * A failure while the frame runs fails the instruction that resumed it (the consumer);
  * the generator is then unusable (GEN_BROKEN). When the failing top-level instruction is
  * rolled back (it becomes a graph break), a generator it started is reset to its state at
- * creation (a snapshot of its bound locals, through tx->undo); advancing a generator that
- * had been started before counts as a mutation, so the trace cannot roll back past it: the
- * frame runs unmodified, as torch._dynamo skips a frame whose generator breaks.
+ * creation (a snapshot of its bound locals, through the undo log); one that had been started
+ * before is put back from a snapshot of its frame state taken before the step advanced it
+ * (gen_save / gen_restore, undo.c). Closing a generator suspended in a try block runs its
+ * handlers: that cannot be undone (the frame runs unmodified).
  *
  * A yield inside try/finally, try/except or with is inlined too. Such a generator, dropped
  * while suspended there, runs its handlers as CPython does when the last reference goes:
@@ -423,31 +424,21 @@ cdyn_generator_reset(PyObject *v)
 }
 
 /* v is about to advance: a generator made before the checkpoint that had not started is
- * noted in tx->undo (a rollback resets it); one that had started counts as a mutation.
- * 0 / -1. */
+ * noted in the undo log (a rollback resets it); one that had started is snapshotted (its
+ * frame state: gen_save). 0 / -1. */
 static int
 note_advance(cdyn_tx *tx, PyObject *v)
 {
     cdyn_fs *fs = frame_of(v);
-    PyObject *e = NULL;
-    int r;
-    if (V(v)->serial >= tx->ckpt_serial) {
-        return 0;
-    }
-    for (Py_ssize_t i = 0; tx->undo != NULL && i < PyList_GET_SIZE(tx->undo); i++) {
-        if (PyTuple_GET_ITEM(PyList_GET_ITEM(tx->undo, i), 0) == v) {
-            return 0;   /* reset by this step's rollback already */
-        }
+    if (V(v)->serial >= tx->ckpt_serial || cdyn_undo_noted(tx, v)) {
+        return 0;   /* new, or put back by this step's rollback already */
     }
     if (fs == NULL || ((gen_frame *)fs)->started || ((gen_frame *)fs)->pristine == NULL ||
         V(v)->u.gen.buffer != NULL || tx->undo == NULL) {
         cdyn_tx_mutated(tx, v);
         return 0;
     }
-    e = Py_BuildValue("(On)", v, (Py_ssize_t)-1);
-    r = e == NULL ? -1 : PyList_Append(tx->undo, e);
-    Py_XDECREF(e);
-    return r;
+    return cdyn_undo_reset(tx, v);
 }
 
 /* 1 when advancing v changes its state. */
@@ -828,7 +819,7 @@ cdyn_generator_pop_moved_args(void)
 }
 
 /* References to v that the trace's bookkeeping holds and the real program would not: its
- * entries in tx->cyclic and tx->undo, creation snapshots of generators, the caller's stack
+ * entries in tx->cyclic and the undo log (tx->undo: snapshots of values), creation snapshots of generators, the caller's stack
  * slots of the arguments of inlined Python calls under way, and (dying, or NULL) the locals
  * and stack of a frame that has returned. */
 static Py_ssize_t
@@ -844,9 +835,7 @@ internal_refs(cdyn_tx *tx, PyObject *v, cdyn_fs *dying)
             n += ((gen_frame *)wfs)->pristine[k] == v;
         }
     }
-    for (Py_ssize_t i = 0; tx->undo != NULL && i < PyList_GET_SIZE(tx->undo); i++) {
-        n += PyTuple_GET_ITEM(PyList_GET_ITEM(tx->undo, i), 0) == v;
-    }
+    n += cdyn_undo_refs(tx, v);
     for (int c = 0; c < n_moved; c++) {
         for (Py_ssize_t k = 0; k < moved[c].n; k++) {
             n += moved[c].args[k] == v;
@@ -861,12 +850,12 @@ internal_refs(cdyn_tx *tx, PyObject *v, cdyn_fs *dying)
     return n;
 }
 
-/* An upper bound of internal_refs over every generator: 1 (tx->cyclic) + tx->undo entries +
+/* An upper bound of internal_refs over every generator: 1 (tx->cyclic) + the undo log's +
  * the generators in creation snapshots and in dying's slots. */
 static Py_ssize_t
 internal_bound(cdyn_tx *tx, cdyn_fs *dying)
 {
-    Py_ssize_t n = 1 + (tx->undo != NULL ? PyList_GET_SIZE(tx->undo) : 0);
+    Py_ssize_t n = 1 + cdyn_undo_refs(tx, NULL);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->cyclic); i++) {
         PyObject *w = PyList_GET_ITEM(tx->cyclic, i);
         gen_frame *gf = V(w)->kind == VK_GENERATOR ? (gen_frame *)frame_of(w) : NULL;
@@ -925,7 +914,7 @@ cdyn_generator_release_dropped(cdyn_tx *tx, cdyn_fs *fs)
            a rollback (one made in the step goes with it) */
         if ((V(v)->bits & GEN_IN_TRY) && ((gen_frame *)frame_of(v))->started &&
             V(v)->serial < tx->ckpt_serial) {
-            tx->mutations++;
+            cdyn_tx_mutation_lost(tx);
         }
         st = close_gen(tx, v, 1);
         Py_DECREF(v);
@@ -935,11 +924,11 @@ cdyn_generator_release_dropped(cdyn_tx *tx, cdyn_fs *fs)
         tx->n_gen_in_try = n_in_try;
     }
     if (st == TR_OK && dying != NULL && n_in_try > 0) {
-        tx->mutations++;
+        cdyn_tx_mutation_lost(tx);
         st = cdyn_tx_unsupported(tx, "generator suspended inside try/with outlives the frame");
     }
     if (st != TR_OK) {
-        tx->mutations++;
+        cdyn_tx_mutation_lost(tx);
     }
     return st;
 }
@@ -955,6 +944,83 @@ cdyn_generator_forget_since(cdyn_tx *tx, long long serial)
     }
 }
 
+/* NULL as None (the slots of a frame state hold values or NULL). */
+static PyObject *
+or_none(PyObject *o)
+{
+    return Py_NewRef(o != NULL ? o : Py_None);
+}
+
+static PyObject *
+none_as_null(PyObject *o)
+{
+    return o == Py_None ? NULL : Py_NewRef(o);
+}
+
+/* Undo (undo.c): the buffer's items and the frame state of a started generator (locals,
+ * stack, position, the flags of its suspension), for a step that resumed it and failed. */
+static PyObject *
+gen_save(PyObject *v)
+{
+    cdyn_fs *fs = frame_of(v);
+    PyObject *buf = cdyn_undo_copy(V(v)->u.gen.buffer), *locals = NULL, *stack = NULL;
+    if (buf == NULL) {
+        return NULL;
+    }
+    if (fs == NULL) {
+        return Py_BuildValue("(NO)", buf, Py_None);
+    }
+    locals = PyTuple_New(fs->nlocals);
+    stack = PyTuple_New(fs->sp);
+    if (locals == NULL || stack == NULL) {
+        Py_DECREF(buf);
+        Py_XDECREF(locals);
+        Py_XDECREF(stack);
+        return NULL;
+    }
+    for (int i = 0; i < fs->nlocals; i++) {
+        PyTuple_SET_ITEM(locals, i, or_none(fs->locals[i]));
+    }
+    for (int i = 0; i < fs->sp; i++) {
+        PyTuple_SET_ITEM(stack, i, or_none(fs->stack[i]));
+    }
+    return Py_BuildValue("(N(NNnNNiii))", buf, locals, stack, fs->pc, or_none(fs->retval),
+                         or_none(fs->kw_names), fs->yielded, fs->call_n,
+                         ((gen_frame *)fs)->started);
+}
+
+static int
+gen_restore(PyObject *v, PyObject *saved)
+{
+    cdyn_fs *fs = frame_of(v);
+    PyObject *f = PyTuple_GET_ITEM(saved, 1), *locals, *stack;
+    if (cdyn_undo_refill(V(v)->u.gen.buffer, PyTuple_GET_ITEM(saved, 0)) < 0) {
+        return -1;
+    }
+    if (fs == NULL || f == Py_None) {
+        return 0;
+    }
+    locals = PyTuple_GET_ITEM(f, 0);
+    stack = PyTuple_GET_ITEM(f, 1);
+    for (int i = 0; i < fs->nlocals; i++) {
+        Py_XSETREF(fs->locals[i], none_as_null(PyTuple_GET_ITEM(locals, i)));
+    }
+    while (fs->sp > 0) {
+        fs->sp--;
+        Py_CLEAR(fs->stack[fs->sp]);
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(stack); i++) {
+        fs->stack[fs->sp++] = none_as_null(PyTuple_GET_ITEM(stack, i));
+    }
+    fs->pc = PyLong_AsSsize_t(PyTuple_GET_ITEM(f, 2));
+    Py_XSETREF(fs->retval, none_as_null(PyTuple_GET_ITEM(f, 3)));
+    Py_XSETREF(fs->kw_names, none_as_null(PyTuple_GET_ITEM(f, 4)));
+    fs->yielded = (int)PyLong_AsLong(PyTuple_GET_ITEM(f, 5));
+    fs->call_n = (int)PyLong_AsLong(PyTuple_GET_ITEM(f, 6));
+    ((gen_frame *)fs)->started = (int)PyLong_AsLong(PyTuple_GET_ITEM(f, 7));
+    return 0;
+}
+
 const cdyn_vtable cdyn_generator_vt = {
     .name = "LocalGeneratorObjectVariable",
     .getattr = gen_getattr,
@@ -966,4 +1032,6 @@ const cdyn_vtable cdyn_generator_vt = {
     .python_type = gen_python_type,
     .collect = gen_collect,
     .reconstruct = gen_reconstruct,
+    .save = gen_save,
+    .restore = gen_restore,
 };

@@ -10,49 +10,11 @@ items(PyObject *v)
     return V(v)->u.iter.items;
 }
 
-/* v is about to advance: an iterator made before the checkpoint records its position in
- * tx->undo, so a rollback of the step restores it. 0 / -1. */
-static int
-note_advance(cdyn_tx *tx, PyObject *v)
-{
-    PyObject *e;
-    int r;
-    if (V(v)->serial >= tx->ckpt_serial || tx->undo == NULL) {
-        return 0;
-    }
-    e = Py_BuildValue("(On)", v, V(v)->pos);
-    r = e == NULL ? -1 : PyList_Append(tx->undo, e);
-    Py_XDECREF(e);
-    return r;
-}
-
-void
-cdyn_undo_apply(PyObject *entry)
-{
-    PyObject *v = PyTuple_GET_ITEM(entry, 0);
-    Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 1));
-    if (V(v)->kind == VK_GENERATOR) {
-        cdyn_generator_reset(v);
-    }
-    else {
-        V(v)->pos = pos;
-    }
-}
-
-void
-cdyn_undo_step(cdyn_tx *tx)
-{
-    if (tx->undo != NULL && PyList_GET_SIZE(tx->undo) > 0 &&
-        PyList_SetSlice(tx->undo, 0, PyList_GET_SIZE(tx->undo), NULL) < 0) {
-        PyErr_Clear();   /* cannot fail for a list; keeping the entries is harmless */
-    }
-}
-
 static tr_status
 iter_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 {
     Py_ssize_t n = PyList_GET_SIZE(items(v));
-    if (note_advance(tx, v) < 0) {
+    if (cdyn_undo_pos(tx, v) < 0) {
         return TR_ERROR;
     }
     *out_list = PyList_GetSlice(items(v), V(v)->pos, n);
@@ -67,7 +29,7 @@ iter_next(cdyn_tx *tx, PyObject *v, PyObject **out)
         *out = NULL;
         return TR_OK;
     }
-    if (note_advance(tx, v) < 0) {
+    if (cdyn_undo_pos(tx, v) < 0) {
         return TR_ERROR;
     }
     *out = Py_NewRef(PyList_GET_ITEM(items(v), V(v)->pos));

@@ -568,6 +568,17 @@ object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
     return st == TR_OK && *out == NULL ? TR_ERROR : st;
 }
 
+/* 1 when fn, a dict slot function, only reads the items of OBJECT v (keys(), get(), len(),
+ * ...) and is what v's type has for that name. */
+static int
+mirror_read(PyObject *v, PyObject *fn)
+{
+    static const char *const reads[] = {"keys", "values", "items", "get", "__getitem__",
+                                        "__contains__", "__len__", "__iter__", NULL};
+    PyObject *name = ((PyDescrObject *)fn)->d_name;
+    return cdyn_name_in(name, reads) && _PyType_Lookup(cdyn_user_type(v), name) == fn;
+}
+
 tr_status
 cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
                 PyObject *kwnames, PyObject **out)
@@ -601,6 +612,17 @@ cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py
         return st;
     }
     if (is_dict_slot(fn)) {
+        if (n >= 1 && V(all[0])->kind == VK_OBJECT && mirror_read(all[0], fn)) {
+            /* a read of a ModelOutput of the frame: from the mirror of its items */
+            st = cdyn_mo_items(tx, all[0], &d);
+            if (st == TR_OK) {
+                st = dict_slot_call(tx, fs, fn, d, all + 1, n - 1, kwnames, out);
+                Py_DECREF(d);
+            }
+            if (st != TR_NOTIMPL) {
+                return st;
+            }
+        }
         if (n >= 1 && V(all[0])->kind == VK_OBJECT && kwnames == NULL &&
             ((n == 3 && cdyn_name_is(((PyDescrObject *)fn)->d_name, "__setitem__")) ||
              (n == 2 && cdyn_name_is(((PyDescrObject *)fn)->d_name, "__delitem__"))) &&

@@ -378,6 +378,7 @@ seq_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
         cdyn_name_is(name, "append") && nargs == 1 && kwnames == NULL) {
         /* append to an input list whose items were never read: replay it, and keep the
            list unread; the values appended wait in items until it is read */
+        cdyn_tx_mutated(tx, v);   /* first: the undo log keeps its state before */
         if (x->u.seq.items == NULL && (x->u.seq.items = PyList_New(0)) == NULL) {
             return TR_ERROR;
         }
@@ -386,7 +387,6 @@ seq_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
             return TR_ERROR;
         }
         x->bits |= SEQ_APPENDED;
-        cdyn_tx_mutated(tx, v);
         *out = cdyn_value_const(Py_None);
         return *out ? TR_OK : TR_ERROR;
     }
@@ -930,6 +930,16 @@ seq_reconstruct(cdyn_cg *cg, PyObject *v)
         }
         return cdyn_cg_memo_store(cg, v, "obj");
     }
+    if ((r = cdyn_cg_is_shared(cg, v)) != 0) {
+        /* stored by side effects (an item and an attribute): one object, as in eager */
+        if (r < 0 || (r = cdyn_cg_memo_load(cg, v)) != 0) {
+            return r < 0 ? -1 : 0;
+        }
+        if (emit_items(cg, v) < 0 || cdyn_cg_emit(cg, BUILD_TUPLE, (int)n) < 0) {
+            return -1;
+        }
+        return cdyn_cg_memo_store(cg, v, "obj");
+    }
     if (emit_items(cg, v) < 0) {
         return -1;
     }
@@ -947,6 +957,20 @@ seq_writeback(cdyn_cg *cg, PyObject *v)
             cdyn_cg_emit(cg, STORE_SUBSCR, 0) < 0;
     Py_XDECREF(all);
     return e ? -1 : 0;
+}
+
+/* Undo (undo.c): the items of a list (a tuple's never change; the input list a lazy one
+ * stands for is the program's, never written while tracing). */
+static PyObject *
+seq_save(PyObject *v)
+{
+    return cdyn_undo_copy(V(v)->u.seq.items);
+}
+
+static int
+seq_restore(PyObject *v, PyObject *saved)
+{
+    return cdyn_undo_refill(V(v)->u.seq.items, saved);
 }
 
 const cdyn_vtable cdyn_seq_vt = {
@@ -968,4 +992,6 @@ const cdyn_vtable cdyn_seq_vt = {
     .reconstruct = seq_reconstruct,
     .writeback = seq_writeback,
     .as_constant = seq_as_constant,
+    .save = seq_save,
+    .restore = seq_restore,
 };

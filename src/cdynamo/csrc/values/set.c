@@ -893,6 +893,22 @@ set_writeback(cdyn_cg *cg, PyObject *v)
     return cdyn_cg_emit(cg, POP_TOP, 0);
 }
 
+/* Undo (undo.c): the mirror and the map of a set (the input set a lazy one stands for is
+ * the program's, never written while tracing). */
+static PyObject *
+set_save(PyObject *v)
+{
+    return Py_BuildValue("(NN)", cdyn_undo_copy(order(v)), cdyn_undo_copy(smap(v)));
+}
+
+static int
+set_restore(PyObject *v, PyObject *saved)
+{
+    return cdyn_undo_refill(order(v), PyTuple_GET_ITEM(saved, 0)) < 0 ||
+                   cdyn_undo_refill(smap(v), PyTuple_GET_ITEM(saved, 1)) < 0
+               ? -1 : 0;
+}
+
 const cdyn_vtable cdyn_set_vt = {
     .name = "SetVariable",
     .getattr = set_getattr,
@@ -908,4 +924,6 @@ const cdyn_vtable cdyn_set_vt = {
     .reconstruct = set_reconstruct,
     .writeback = set_writeback,
     .as_constant = set_as_constant,
+    .save = set_save,
+    .restore = set_restore,
 };

@@ -62,8 +62,9 @@ tr_status cdyn_uobj_generic_setattr(cdyn_tx *tx, PyObject *v, PyObject *name,
  * of the frame a side effect replayed by object.__delattr__ itself). */
 tr_status cdyn_uobj_delattr(cdyn_tx *tx, PyObject *v, PyObject *name, int generic);
 /* fn(v, key[, value]) (fn: a dict slot function such as OrderedDict.__setitem__, value NULL
- * for __delitem__) on an OBJECT of the frame: a side effect replayed by fn itself; the
- * object's items are not read back in this trace (OBJ_ITEMS_MUTATED). */
+ * for __delitem__) on an OBJECT of the frame: a side effect replayed by fn itself; a
+ * ModelOutput's mirror of its items (cdyn_mo_items) is changed alike, any other object's
+ * items are not read back in this trace (OBJ_ITEMS_MUTATED). */
 tr_status cdyn_uobj_item_call_replayed(cdyn_tx *tx, PyObject *v, PyObject *fn, PyObject *key,
                                        PyObject *value);
 /* The source of the class of value v (borrowed CLASS / NEWOBJ / OBJECT value), a new
@@ -107,7 +108,8 @@ tr_status cdyn_uobj_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out);
 tr_status cdyn_uobj_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out);
 /* Methods called on an instance by name (its type's Python methods are bound by getattr
  * instead): those of a mappingproxy of the frame (a class __dict__: get, keys, values,
- * items, __contains__, __getitem__), answered from its guarded keys. */
+ * items, __contains__, __getitem__), answered from its guarded keys, and the dict methods
+ * that read a ModelOutput of the frame (keys(), items(), get(), ...), from its mirror. */
 tr_status cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
                                 PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                                 PyObject **out);
@@ -163,6 +165,11 @@ tr_status cdyn_dataclass_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *
 /* 1 when fn (a function found on an object's type) is modelled natively on objects made
  * while tracing (transformers' ModelOutput methods): call it through an OBJFN. */
 int cdyn_user_native_method(PyObject *fn);
+/* The DICT value mirroring the items of v, a transformers ModelOutput read from the frame
+ * (DICT_MIRROR, u.dobj.items; made on first use from its fields, guarded): *out new.
+ * TR_NOTIMPL when v is not one; TR_UNSUPPORTED when its items cannot be known (changed
+ * before they were read, or not its fields). */
+tr_status cdyn_mo_items(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* tuple.__new__(cls, iterable) for a named-tuple class value (or tuple itself). */
 tr_status cdyn_namedtuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args,
                               Py_ssize_t nargs, PyObject **out);

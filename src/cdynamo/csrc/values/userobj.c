@@ -61,6 +61,23 @@ builtin_base(PyObject *v, PyObject *name)
     return d != NULL && !PyFunction_Check(d) ? V(v)->u.uobj.base : NULL;
 }
 
+/* The mirror of the items of an OBJECT of the frame (a ModelOutput: cdyn_mo_items), to
+ * read them with dict's own `name` (its type does not override it with a Python function):
+ * *out new; TR_NOTIMPL for any other value. */
+static tr_status
+mirror_for(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *d;
+    if (V(v)->kind != VK_OBJECT) {
+        return TR_NOTIMPL;
+    }
+    d = _PyType_Lookup(cdyn_user_type(v), name);
+    if (d == NULL || PyFunction_Check(d)) {
+        return TR_NOTIMPL;
+    }
+    return cdyn_mo_items(tx, v, out);
+}
+
 /* fn(self, *args) for a Python function fn found on self's type: modelled natively when
  * the family knows it (cdyn_user_native_method), else inlined. */
 static tr_status
@@ -449,35 +466,55 @@ materialized_dict(cdyn_tx *tx, PyObject *v)
     return d;
 }
 
-/* The list of attribute names stored into or deleted from OBJECT v while tracing (kept in
- * tx->by_source under "stored:" + its source; borrowed), made when create; NULL with an
- * exception, or (create = 0) without one when there is none. */
+/* The key of tx->by_source under which the names of the attributes stored into or deleted
+ * from OBJECT v while tracing are kept (a tuple of str): "stored:" + its source. New str. */
 static PyObject *
-stored_names(cdyn_tx *tx, PyObject *v, int create)
+stored_key(PyObject *v)
 {
-    PyObject *key = PyUnicode_FromFormat("stored:%U", cdyn_source_repr(V(v)->source)), *l;
+    return PyUnicode_FromFormat("stored:%U", cdyn_source_repr(V(v)->source));
+}
+
+/* The names stored into or deleted from OBJECT v while tracing (a tuple; borrowed), an
+ * empty tuple when none, or NULL + exception. */
+static PyObject *
+stored_names(cdyn_tx *tx, PyObject *v)
+{
+    PyObject *key = stored_key(v), *l;
     if (key == NULL) {
         return NULL;
     }
     l = PyDict_GetItemWithError(tx->by_source, key);
-    if (l == NULL && !PyErr_Occurred() && create) {
-        l = PyList_New(0);
-        if (l != NULL && PyDict_SetItem(tx->by_source, key, l) < 0) {
-            Py_CLEAR(l);
-        }
-        Py_XDECREF(l);   /* (the dict holds it) */
-    }
     Py_DECREF(key);
+    if (l == NULL && !PyErr_Occurred()) {
+        static PyObject *empty;
+        if (empty == NULL) {
+            empty = PyTuple_New(0);
+        }
+        l = empty;
+    }
     return l;
 }
 
-/* Note that attribute name of OBJECT v was stored or deleted. 0 / -1. */
+/* Note that attribute name of OBJECT v was stored or deleted (a new tuple written through
+ * the undo log: a rollback forgets it). 0 / -1. */
 static int
 note_stored(cdyn_tx *tx, PyObject *v, PyObject *name)
 {
-    PyObject *l = stored_names(tx, v, 1);
-    int has = l ? PySequence_Contains(l, name) : -1;
-    return has < 0 ? -1 : has ? 0 : PyList_Append(l, name);
+    PyObject *l = stored_names(tx, v), *key = NULL, *more = NULL, *one = NULL;
+    int has = l ? PySequence_Contains(l, name) : -1, r = -1;
+    if (has != 0) {
+        return has < 0 ? -1 : 0;
+    }
+    key = stored_key(v);
+    one = PyTuple_Pack(1, name);
+    more = one ? PySequence_Concat(l, one) : NULL;
+    if (key != NULL && more != NULL) {
+        r = cdyn_tx_memo_write(tx, key, more);
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(one);
+    Py_XDECREF(more);
+    return r;
 }
 
 /* obj.__dict__ (generic: object.__getattribute__(obj, "__dict__")) of OBJECT v after the trace
@@ -488,10 +525,10 @@ dict_after_stores(cdyn_tx *tx, PyObject *v, int generic, PyObject **out)
 {
     PyObject *src = generic ? generic_attr_source(v, cdyn_U.s_dict)
                             : cdyn_source_attr(V(v)->source, cdyn_U.s_dict);
-    PyObject *real = NULL, *names, *d = NULL;
+    PyObject *real = NULL, *names = NULL, *d = NULL;
     tr_status st = TR_ERROR;
     if (src == NULL || (real = PyObject_GenericGetAttr(V(v)->u.obj.obj, cdyn_U.s_dict)) == NULL ||
-        (names = stored_names(tx, v, 1)) == NULL) {
+        (names = Py_XNewRef(stored_names(tx, v))) == NULL) {
         goto done;
     }
     if (!PyDict_CheckExact(real)) {
@@ -499,8 +536,8 @@ dict_after_stores(cdyn_tx *tx, PyObject *v, int generic, PyObject **out)
         goto done;
     }
     st = cdyn_tx_wrap_real(tx, real, src, &d);
-    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(names); i++) {
-        PyObject *name = PyList_GET_ITEM(names, i), *asrc = generic_attr_source(v, name);
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i), *asrc = generic_attr_source(v, name);
         PyObject *hit = asrc ? PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(asrc)) : NULL;
         PyObject *nv = asrc && !PyErr_Occurred() ? cdyn_value_const(name) : NULL;
         int has = 0;
@@ -519,6 +556,7 @@ dict_after_stores(cdyn_tx *tx, PyObject *v, int generic, PyObject **out)
 done:
     Py_XDECREF(src);
     Py_XDECREF(real);
+    Py_XDECREF(names);
     Py_XDECREF(d);
     return st;
 }
@@ -583,6 +621,7 @@ store_into_dict(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
     st = value ? cdyn_v_store_subscr(tx, d, nv, value) : cdyn_v_delete_subscr(tx, d, nv);
     Py_DECREF(nv);
     if (st == TR_OK) {
+        cdyn_tx_mutated(tx, v);
         V(v)->bits |= OBJ_ATTRS_STORED;
     }
     return st;
@@ -648,22 +687,12 @@ generic_store_replayed(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value
     if (cdyn_tx_effect(tx, EFF_CALL, v, ekey, value ? value : Py_None) != TR_OK) {
         goto done;
     }
-    if (value != NULL) {
-        e = PyDict_SetItem(tx->by_source, cdyn_source_repr(src), value) < 0 ||
-            (PyDict_DelItem(tx->by_source, dkey) < 0 &&
-             (PyErr_ExceptionMatches(PyExc_KeyError) ? (PyErr_Clear(), 0) : 1));
-    }
-    else {
-        e = PyDict_SetItem(tx->by_source, dkey, v) < 0 ||
-            (PyDict_DelItem(tx->by_source, cdyn_source_repr(src)) < 0 &&
-             (PyErr_ExceptionMatches(PyExc_KeyError) ? (PyErr_Clear(), 0) : 1));
-    }
-    if (!e && note_stored(tx, v, name) < 0) {
-        e = 1;
-    }
+    cdyn_tx_mutated(tx, v);   /* first: the undo log keeps its state before */
+    e = cdyn_tx_memo_write(tx, value ? cdyn_source_repr(src) : dkey, value ? value : v) < 0 ||
+        cdyn_tx_memo_write(tx, value ? dkey : cdyn_source_repr(src), NULL) < 0 ||
+        note_stored(tx, v, name) < 0;
     if (!e) {
         V(v)->bits |= OBJ_ATTRS_STORED;
-        cdyn_tx_mutated(tx, v);
         st = TR_OK;
     }
 done:
@@ -859,11 +888,11 @@ cdyn_setattr_replayed(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
     if (src == NULL) {
         return TR_ERROR;
     }
+    cdyn_tx_mutated(tx, v);
     st = cdyn_tx_effect(tx, EFF_STORE_ATTR, v, name, value);
-    if (st == TR_OK && PyDict_SetItem(tx->by_source, cdyn_source_repr(src), value) < 0) {
+    if (st == TR_OK && cdyn_tx_memo_write(tx, cdyn_source_repr(src), value) < 0) {
         st = TR_ERROR;
     }
-    cdyn_tx_mutated(tx, v);
     Py_DECREF(src);
     return st;
 }
@@ -876,11 +905,11 @@ cdyn_store_subscr_replayed(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *va
     if (V(v)->source == NULL || V(key)->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "STORE_SUBSCR into %S", v);
     }
+    cdyn_tx_mutated(tx, v);
     if (cdyn_tx_effect(tx, EFF_STORE_SUBSCR, v, V(key)->u.cnst.value, value) != TR_OK) {
         return TR_ERROR;
     }
     V(v)->bits |= OBJ_MUTATED;
-    cdyn_tx_mutated(tx, v);
     return TR_OK;
 }
 
@@ -1088,24 +1117,48 @@ cdyn_user_hasattr_stored(cdyn_tx *tx, PyObject *v, PyObject *name)
     return r;
 }
 
+/* The mirror of the items of OBJECT v (a ModelOutput of the frame: cdyn_mo_items) in *out
+ * (new), or NULL when it has none or they cannot be known (no failure: the caller goes on
+ * without). TR_OK / TR_ERROR. */
+static tr_status
+items_mirror(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *saved = tx->reason;
+    tr_status st;
+    *out = NULL;
+    tx->reason = NULL;
+    st = cdyn_mo_items(tx, v, out);
+    Py_XSETREF(tx->reason, saved);
+    return st == TR_ERROR ? TR_ERROR : TR_OK;
+}
+
 tr_status
 cdyn_uobj_item_call_replayed(cdyn_tx *tx, PyObject *v, PyObject *fn, PyObject *key,
                              PyObject *value)
 {
-    PyObject *ekey;
+    PyObject *ekey = NULL, *items = NULL;
     tr_status st;
     if (V(v)->kind != VK_OBJECT || V(v)->source == NULL || V(key)->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "%R on %S", fn, v);
     }
-    if ((ekey = Py_BuildValue("(OO)", fn, V(key)->u.cnst.value)) == NULL) {
+    if (items_mirror(tx, v, &items) != TR_OK ||
+        (ekey = Py_BuildValue("(OO)", fn, V(key)->u.cnst.value)) == NULL) {
+        Py_XDECREF(items);
         return TR_ERROR;
     }
-    st = cdyn_tx_effect(tx, EFF_CALL, v, ekey, value ? value : Py_None);
-    Py_DECREF(ekey);
+    cdyn_tx_mutated(tx, v);
+    /* the mirror first: a missing key raises KeyError as the real call would */
+    st = items == NULL ? TR_OK
+         : value != NULL ? cdyn_v_store_subscr(tx, items, key, value)
+                         : cdyn_v_delete_subscr(tx, items, key);
     if (st == TR_OK) {
-        V(v)->bits |= OBJ_ITEMS_MUTATED;
-        cdyn_tx_mutated(tx, v);
+        st = cdyn_tx_effect(tx, EFF_CALL, v, ekey, value ? value : Py_None);
     }
+    if (st == TR_OK && items == NULL) {
+        V(v)->bits |= OBJ_ITEMS_MUTATED;   /* its items are not known any more */
+    }
+    Py_DECREF(ekey);
+    Py_XDECREF(items);
     return st;
 }
 
@@ -1376,9 +1429,19 @@ cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
                       PyObject **out)
 {
     static const char *const views[] = {"keys", "values", "items", NULL};
+    static const char *const reads[] = {"keys", "values", "items", "get", "__getitem__",
+                                        "__contains__", "__len__", "__iter__", NULL};
+    PyObject *m = NULL;
     int has = 0;
     tr_status st;
-    (void)fs;
+    if (cdyn_name_in(name, reads) && (st = mirror_for(tx, v, name, &m)) != TR_NOTIMPL) {
+        /* a read of a ModelOutput of the frame (its dict's own method): from the mirror */
+        if (st == TR_OK) {
+            st = cdyn_v_call_method(tx, fs, m, name, args, nargs, kwnames, out);
+            Py_DECREF(m);
+        }
+        return st;
+    }
     if (!is_mappingproxy(v) || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
         return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, v);
     }
@@ -1512,6 +1575,13 @@ cdyn_uobj_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
     if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
         return cdyn_v_len(tx, b, out);
     }
+    if ((st = mirror_for(tx, v, cdyn_U.s_len, &b)) != TR_NOTIMPL) {
+        if (st == TR_OK) {
+            st = cdyn_v_len(tx, b, out);
+            Py_DECREF(b);
+        }
+        return st;
+    }
     if (is_mappingproxy(v)) {
         /* its length, checked on every call (LENGTH_CHECK) */
         *out = PyObject_Size(V(v)->u.obj.obj);
@@ -1548,6 +1618,13 @@ cdyn_uobj_truth(cdyn_tx *tx, PyObject *v, int *out)
     if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
         return cdyn_v_truth(tx, b, out);
     }
+    if (kb != DUNDER_PYTHON && (st = mirror_for(tx, v, cdyn_U.s_len, &b)) != TR_NOTIMPL) {
+        if (st == TR_OK) {
+            st = cdyn_v_truth(tx, b, out);
+            Py_DECREF(b);
+        }
+        return st;
+    }
     if (kb == DUNDER_DEFAULT && dunder_kind(t, cdyn_U.s_len, &d) == DUNDER_DEFAULT &&
         (t->tp_as_number == NULL || t->tp_as_number->nb_bool == NULL) &&
         (t->tp_as_mapping == NULL || t->tp_as_mapping->mp_length == NULL) &&
@@ -1576,6 +1653,13 @@ cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     if ((b = builtin_base(v, cdyn_U.s_iter)) != NULL) {
         return cdyn_v_unpack(tx, b, out_list);
     }
+    if ((st = mirror_for(tx, v, cdyn_U.s_iter, &b)) != TR_NOTIMPL) {
+        if (st == TR_OK) {
+            st = cdyn_v_unpack(tx, b, out_list);
+            Py_DECREF(b);
+        }
+        return st;
+    }
     if (is_mappingproxy(v)) {   /* its keys, guarded */
         st = mappingproxy_list(tx, v, 0, &r);
         if (st == TR_OK) {
@@ -1602,6 +1686,13 @@ cdyn_uobj_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     }
     if ((b = builtin_base(v, cdyn_U.s_contains)) != NULL) {
         return cdyn_v_contains(tx, b, item, out);
+    }
+    if ((st = mirror_for(tx, v, cdyn_U.s_contains, &b)) != TR_NOTIMPL) {
+        if (st == TR_OK) {
+            st = cdyn_v_contains(tx, b, item, out);
+            Py_DECREF(b);
+        }
+        return st;
     }
     if (is_mappingproxy(v)) {
         return mappingproxy_contains(tx, v, item, out);
