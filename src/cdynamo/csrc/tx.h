@@ -327,6 +327,15 @@ void cdyn_generator_reset(PyObject *v);
 void cdyn_undo_apply(PyObject *entry);
 /* Start a new top-level step: the undo log of the previous one (it succeeded) is dropped. */
 void cdyn_undo_step(cdyn_tx *tx);
+/* The type of iter(()) (borrowed; a builtin type, alive for the process). */
+PyTypeObject *cdyn_tuple_iter_type(void);
+/* New ITER value standing for the tuple iterator obj of the frame (borrowed; exactly a tuple
+ * iterator) read through source (borrowed, not NULL): it takes the items obj has left
+ * lazily, each through the source ___tuple_iter_rest(<source>)[k] (TYPE_MATCHed, so a
+ * shorter iterator fails the guards; its exhaustion is a LENGTH_CHECK); advancing it
+ * records an EFF_SYNC that advances the real iterator as far (values/iter.c). The caller
+ * guards its type. NULL + exception. */
+PyObject *cdyn_iter_input(PyObject *obj, PyObject *source);
 /* The value a generator returned (yield from), borrowed; None for other iterators. */
 PyObject *cdyn_generator_retval(PyObject *v);
 /* Report the real type `type` (borrowed) for a generator value made by a polyfill of that

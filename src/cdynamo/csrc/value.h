@@ -143,8 +143,10 @@ typedef struct cdyn_value {
            name: the method name (str); self: the value bound */
         struct { PyObject *func, *name, *self; } method;
         /* items: list of values; type: the type of the real iterator it stands for (NULL:
-           a tuple iterator), for isinstance/type() */
-        struct { PyObject *items, *type; } iter;
+           a tuple iterator), for isinstance/type(); rest: for a tuple iterator of the frame
+           (it has a source), the real tuple of the items it had left at trace time, which
+           `items` takes lazily, each guarded when taken (values/iter.c); else NULL */
+        struct { PyObject *items, *type, *rest; } iter;
         struct { PyObject *dict; } view;           /* the DICT value; bits: VIEW_* */
         /* args: (device_type, dtype, enabled, cache_enabled); node: the _enter_autocast
            node; mode: the real autocast entered at trace time (fake runs see it) */
