@@ -582,7 +582,8 @@ tr_status cdyn_values_equal(cdyn_tx *tx, PyObject *a, PyObject *b, int *out);
 tr_status cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, PyObject *name,
                                  PyObject **out);
 /* Before a mutation of container v (all checks done): an input container (with a source)
- * gets its EFF_SYNC side effect once (SEQ_SYNCED); notes the mutation. */
+ * gets its EFF_SYNC side effect once (SEQ_SYNCED); notes the mutation. TR_UNSUPPORTED (nothing
+ * changed) for a DICT_BY_POSITION dict. */
 tr_status cdyn_container_mutating(cdyn_tx *tx, PyObject *v);
 /* New empty DICT of real type `type` (borrowed; NULL: dict). */
 PyObject *cdyn_dict_new(PyTypeObject *type);

@@ -192,6 +192,9 @@ typedef struct cdyn_value {
                                   contents are written back (EFF_SYNC, vtable writeback) */
 #define SET_INEXACT     0x8u   /* SET/FROZENSET: derived from an input set, so the mirror of
                                   hash keys may iterate in another order than the real set */
+#define DICT_BY_POSITION 0x10u /* DICT with a source whose keys are not guarded (an nn.Module
+                                  hook registry read by position, values/nnmodule.c): the
+                                  trace may not change it (cdyn_container_mutating refuses) */
 #define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
 #define OBJ_TRUSTED     0x2u   /* OBJECT without source whose attributes are fixed metadata
                                   (dataclass fields): read unguarded */

@@ -240,6 +240,9 @@ cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, PyObject *n
 tr_status
 cdyn_container_mutating(cdyn_tx *tx, PyObject *v)
 {
+    if (V(v)->bits & DICT_BY_POSITION) {   /* its keys are another instance's: no write-back */
+        return cdyn_tx_unsupported(tx, "a change of an nn.Module hook registry");
+    }
     if (V(v)->source != NULL && !(V(v)->bits & SEQ_SYNCED)) {
         if (cdyn_tx_effect(tx, EFF_SYNC, v, NULL, Py_None) != TR_OK) {
             return TR_ERROR;
