@@ -233,6 +233,79 @@ def test_item_in_loop():
     loop_case(item_in_loop, A)
 
 
+# ---- the loop's iterator crossing a break: traced by the resume functions ------------------
+
+class PrintingStack(nn.Module):
+    def __init__(self, n=4, d=8):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(d, d) for _ in range(n))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+            print(end="")            # a graph break in every iteration
+        return x
+
+
+def test_loop_iterator_handed_to_a_resume_function_is_traced():
+    """The for loop's iterator reaches the resume function as a tuple iterator of the items
+    left; the resume function's trace takes its next item (no break at its FOR_ITER, which
+    made a graph-less resume function per iteration, CDB0013), and one entry serves every
+    iteration but the last (the loop's end is another trace)."""
+    torch.manual_seed(0)
+    model, x = PrintingStack(), torch.randn(2, 8)
+    out = cdynamo.explain(model)(x)
+    assert {b.code for b in out.break_reasons} == {"CDB0003"}, out.break_reasons
+    # traces: the frame (layer 0) and one resume function for layers 1-3 (then the loop's
+    # end, a trace without ops): two graphs, each breaking at its print
+    assert out.graph_break_count == 2 and out.graph_count == 2
+    cdynamo.reset_counters()
+    cdy, _ = loop_case(model, x)
+    assert cdy.frame_count == 2 and cdynamo.counters()["compiles"] == 3
+
+
+def takes_two(it, x):
+    a = next(it)
+    b = next(it)
+    return x * a + b
+
+
+def test_tuple_iterator_argument_is_advanced_as_in_eager():
+    """A tuple iterator passed in is traced (its items guarded as taken) and left advanced as
+    far as eager leaves it; the same entry serves another iterator with other items left."""
+    cnt = CountingBackend()
+    compiled = cdynamo.compile(takes_two, backend=cnt)
+    for items in [(1.0, 2.0, 3.0), (1.0, 2.0, 3.0, 4.0)]:
+        it_e, it_c = iter(items), iter(items)
+        assert_same(compiled(it_c, A), takes_two(it_e, A))
+        assert list(it_c) == list(it_e)
+    assert cnt.frame_count == 1 and cdynamo.counters()["compiles"] == 1
+    exhausted = iter((1.0,))
+    with pytest.raises(StopIteration):
+        compiled(exhausted, A)
+    out = cdynamo.explain(takes_two)(iter((5, 6)), A)
+    assert out.graph_break_count == 0
+
+
+def iterator_local_and_loop(t, x):
+    it = iter(t)
+    for a in it:                  # the loop's iterator is also the local `it`
+        x = x + a
+        print(end="")
+        if a > 1:
+            break
+    return x, list(it), next(it, None)
+
+
+def test_loop_iterator_that_is_also_a_local_stays_one_object():
+    expected = iterator_local_and_loop((0, 1, 2, 3, 4), A)
+    compiled = cdynamo.compile(iterator_local_and_loop, backend="eager")
+    for _ in range(2):
+        assert_same(compiled((0, 1, 2, 3, 4), A), expected)
+    out = cdynamo.explain(iterator_local_and_loop)((0, 1, 2, 3, 4), A)
+    assert {b.code for b in out.break_reasons} == {"CDB0003"}, out.break_reasons
+
+
 # ---- iterators the trace cannot advance: FOR_ITER run in Python ---------------------------
 
 def over_iterator_argument(it, x):
@@ -242,6 +315,7 @@ def over_iterator_argument(it, x):
 
 
 def test_for_over_an_iterator_argument():
+    """A tuple iterator handed in: traced (see above)."""
     expected = over_iterator_argument(iter((1, 2, 3)), A)
     cdy = CountingBackend()
     compiled = cdynamo.compile(over_iterator_argument, backend=cdy)

@@ -119,6 +119,18 @@ def test_constant_rule(fn, value):
     assert _C.trace_rule(fn) == (tr.CONSTANT, value)
 
 
+def _tracing_state_branch(x):
+    if torch._C._get_tracing_state():   # a builtin (pybind11), read by nn.Module._call_impl
+        return x - 1
+    return x + 1
+
+
+def test_constant_rule_folds_a_builtin_call():
+    """The call of a builtin with a CONSTANT rule folds to its value (no graph break)."""
+    out = cdynamo.explain(_tracing_state_branch)(torch.ones(2))
+    assert out.graph_count == 1 and out.graph_break_count == 0, out.break_reasons
+
+
 @pytest.mark.parametrize("fn", [print, torch.Tensor.item, torch.Tensor.tolist,
                                 cdynamo.graph_break, torch._dynamo.graph_break])
 def test_break_rule(fn):

@@ -980,13 +980,20 @@ done:
 }
 
 /* The resume functions of one graph break share one frame state (automatic dynamic
- * shapes), keyed by the original function and the line of the break. 0 / -1. */
+ * shapes), keyed by the original function and the line of the break (a break of a resume
+ * function counts as one of its original: the break of a loop body, reached again by every
+ * iteration, keeps one state). 0 / -1. */
 static int
 share_frame_state(cdyn_tx *tx, cdyn_fs *fs, PyObject *code)
 {
     const cdyn_instr *ins = &fs->instrs.items[tx->break_pc];
-    PyObject *key = Py_BuildValue("(OOsi)", tx->code->co_filename, tx->code->co_qualname,
-                                  "resume", ins->lineno);
+    PyCodeObject *orig = tx->code;
+    int plen = 0;
+    PyObject *key;
+    if (!cdyn_resume_origin(tx->code, &orig, &plen)) {
+        orig = tx->code;
+    }
+    key = Py_BuildValue("(OOsi)", orig->co_filename, orig->co_qualname, "resume", ins->lineno);
     int rc = key ? cdyn_cache_share_frame_state((PyCodeObject *)code, key) : -1;
     Py_XDECREF(key);
     return rc;

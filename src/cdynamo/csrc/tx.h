@@ -354,6 +354,15 @@ cdyn_fs *cdyn_generator_frame_alloc(void);
 void cdyn_fs_free(cdyn_fs *fs);
 /* Put a generator value (borrowed) back in its state at creation (a rollback). */
 void cdyn_generator_reset(PyObject *v);
+/* The type of iter(()) (borrowed; a builtin type, alive for the process). */
+PyTypeObject *cdyn_tuple_iter_type(void);
+/* New ITER value standing for the tuple iterator obj of the frame (borrowed; exactly a tuple
+ * iterator) read through source (borrowed, not NULL): it takes the items obj has left
+ * lazily, each through the source ___tuple_iter_rest(<source>)[k] (TYPE_MATCHed, so a
+ * shorter iterator fails the guards; its exhaustion is a LENGTH_CHECK); advancing it
+ * records an EFF_SYNC that advances the real iterator as far (values/iter.c). The caller
+ * guards its type. NULL + exception. */
+PyObject *cdyn_iter_input(PyObject *obj, PyObject *source);
 /* The value a generator returned (yield from), borrowed; None for other iterators. */
 PyObject *cdyn_generator_retval(PyObject *v);
 /* Report the real type `type` (borrowed) for a generator value made by a polyfill of that
@@ -627,7 +636,8 @@ tr_status cdyn_values_equal(cdyn_tx *tx, PyObject *a, PyObject *b, int *out);
 tr_status cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, PyObject *name,
                                  PyObject **out);
 /* Before a mutation of container v (all checks done): an input container (with a source)
- * gets its EFF_SYNC side effect once (SEQ_SYNCED); notes the mutation. */
+ * gets its EFF_SYNC side effect once (SEQ_SYNCED); notes the mutation. TR_UNSUPPORTED (nothing
+ * changed) for a DICT_BY_POSITION dict. */
 tr_status cdyn_container_mutating(cdyn_tx *tx, PyObject *v);
 /* New empty DICT of real type `type` (borrowed; NULL: dict). */
 PyObject *cdyn_dict_new(PyTypeObject *type);

@@ -149,8 +149,10 @@ typedef struct cdyn_value {
            name: the method name (str); self: the value bound */
         struct { PyObject *func, *name, *self; } method;
         /* items: list of values; type: the type of the real iterator it stands for (NULL:
-           a tuple iterator), for isinstance/type() */
-        struct { PyObject *items, *type; } iter;
+           a tuple iterator), for isinstance/type(); rest: for a tuple iterator of the frame
+           (it has a source), the real tuple of the items it had left at trace time, which
+           `items` takes lazily, each guarded when taken (values/iter.c); else NULL */
+        struct { PyObject *items, *type, *rest; } iter;
         struct { PyObject *dict; } view;           /* the DICT value; bits: VIEW_* */
         /* args: (device_type, dtype, enabled, cache_enabled); node: the _enter_autocast
            node; mode: the real autocast entered at trace time (fake runs see it) */
@@ -200,6 +202,9 @@ typedef struct cdyn_value {
                                   that source (u.dobj.items of its OBJECT), changed only with
                                   the slot calls replayed on the object (never written back);
                                   rebuilt as the object itself (its views are the object's) */
+#define DICT_BY_POSITION 0x20u /* DICT with a source whose keys are not guarded (an nn.Module
+                                  hook registry read by position, values/nnmodule.c): the
+                                  trace may not change it (cdyn_container_mutating refuses) */
 #define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
 #define OBJ_TRUSTED     0x2u   /* OBJECT without source whose attributes are fixed metadata
                                   (dataclass fields): read unguarded */

@@ -404,6 +404,26 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     return TR_OK;
 }
 
+/* A tuple iterator of the frame: an ITER value taking its items lazily (values/iter.c), one
+ * value per iterator object whatever name reaches it (advanced under one name, it is
+ * advanced under the other). */
+static tr_status
+wrap_input_iterator(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    int seen = seen_by_id(tx, obj, source, out);
+    if (seen != 0) {
+        return seen > 0 ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+        return TR_ERROR;
+    }
+    *out = cdyn_iter_input(obj, source);
+    if (*out != NULL && remember_by_id(tx, obj, *out) < 0) {
+        Py_CLEAR(*out);
+    }
+    return *out ? TR_OK : TR_ERROR;
+}
+
 tr_status
 cdyn_tx_materialize(cdyn_tx *tx, PyObject *v)
 {
@@ -728,6 +748,9 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         }
         *out = cdyn_value_obj(k, obj, source);   /* (OBJFN: u.ofn.fn is slot 0) */
         return *out ? TR_OK : TR_ERROR;
+    }
+    if (source != NULL && Py_TYPE(obj) == cdyn_tuple_iter_type()) {
+        return wrap_input_iterator(tx, obj, source, out);
     }
     if (source != NULL && cdyn_is_numpy_array(obj)) {   /* values/ndarray.c */
         tr_status st = cdyn_ndarray_wrap_input(tx, obj, source, out);

@@ -241,6 +241,9 @@ tr_status
 cdyn_container_mutating(cdyn_tx *tx, PyObject *v)
 {
     cdyn_tx_mutated(tx, v);   /* first: the undo log keeps its state before */
+    if (V(v)->bits & DICT_BY_POSITION) {   /* its keys are another instance's: no write-back */
+        return cdyn_tx_unsupported(tx, "a change of an nn.Module hook registry");
+    }
     if (V(v)->source != NULL && !(V(v)->bits & (SEQ_SYNCED | DICT_MIRROR))) {
         if (cdyn_tx_effect(tx, EFF_SYNC, v, NULL, Py_None) != TR_OK) {
             return TR_ERROR;

@@ -593,15 +593,18 @@ cdyn_guard_function(cdyn_tx *tx, PyObject *func, PyObject *source, PyObject *v)
         return TR_OK;
     }
     /* closures, and functions passed in (an argument, an item of an argument, the func of
-       a partial passed in: lambdas made per call); a global or an attribute without a
-       closure keeps its identity guard (one pointer compare) */
+       a partial passed in: lambdas made per call) or read by position (an nn.Module's hook,
+       values/nnmodule.c: a lambda registered on each layer); a global or an attribute
+       without a closure keeps its identity guard (one pointer compare) */
+    int entry = src->kind == CDYN_SRC_ENTRY;
     while ((src->kind == CDYN_SRC_ITEM ||
             (src->kind == CDYN_SRC_ATTR && cdyn_name_is(src->name, "func"))) &&
            src->base != NULL) {
         src = src->base;
     }
     by_code = PyFunction_Check(func) &&
-              (((PyFunctionObject *)func)->func_closure != NULL || src->kind == CDYN_SRC_LOCAL);
+              (((PyFunctionObject *)func)->func_closure != NULL || src->kind == CDYN_SRC_LOCAL ||
+               entry);
     if (!by_code) {
         return cdyn_guards_add_id(tx->guards, source, func, 1) < 0 ? TR_ERROR : TR_OK;
     }

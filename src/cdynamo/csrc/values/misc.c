@@ -3,6 +3,7 @@
  * (u.obj.obj): attribute reads through a source, rebuilding from a source or a constant. */
 #include "../tx.h"
 #include "../codegen.h"
+#include "../trace_rules.h"
 
 /* ---- shared by families of real objects ---------------------------------------------- */
 
@@ -109,9 +110,23 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     (void)args;
     (void)nargs;
     (void)kwnames;
-    (void)out;
     if (V(fn)->kind != VK_OPAQUE) {
         return cdyn_tx_unsupported(tx, "call of %S", fn);
+    }
+    {
+        /* a builtin with a CONSTANT trace rule (torch._C._get_tracing_state(), read by
+           nn.Module._call_impl): folded, as inline.c folds Python functions */
+        PyObject *value = NULL;
+        int rule = cdyn_rules_for_callable(obj, &value);
+        if (rule == CDYN_RULE_CONSTANT) {
+            *out = cdyn_value_const(value);
+            Py_DECREF(value);
+            return *out ? TR_OK : TR_ERROR;
+        }
+        Py_XDECREF(value);
+        if (rule < 0) {
+            return TR_ERROR;
+        }
     }
     if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "cdynamo")) {
         return cdyn_tx_unsupported(tx, "call to %R (an explicit graph break or a compiler "

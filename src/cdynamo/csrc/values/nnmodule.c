@@ -9,7 +9,17 @@
  * node, an identity test, a dict key) pins it by ID_MATCH (cdyn_v_pin_identity). Calling a module inlines its forward; a leaf module of torch.nn
  * (Linear, Conv2d, ...) is inlined too (functional calls on its parameters) and recorded
  * as one call_module node only when that fails. Sequential/ModuleList/ModuleDict iterate
- * over their children (the loop is unrolled; the number of children is guarded). */
+ * over their children (the loop is unrolled; the number of children is guarded).
+ *
+ * Hooks (as torch._dynamo 2.13): a module with forward hooks or forward pre-hooks, its own or
+ * global (register_module_forward_hook, ...), is called by inlining nn.Module._call_impl, so
+ * the hooks are inlined user functions and their results replace the arguments and the output
+ * exactly as in eager. Its hook registries are read by position (hook_registry: LENGTH_CHECK,
+ * each hook through its entry source; the hook ids are not guarded, so one trace serves
+ * every instance with hooks of the same code), the global registries through one
+ * GLOBAL_STATE guard that every traced module call adds (a global hook registered later
+ * recompiles). Backward hooks (module or global) keep the call a graph break: it runs in
+ * Python, where autograd sees torch's BackwardHook. */
 #include "../tx.h"
 #include "../codegen.h"
 
@@ -54,16 +64,121 @@ gen_method_index(PyObject *func)
     return -1;
 }
 
+/* ---- hook registries ------------------------------------------------------------------- */
+
+/* The registries nn.Module._call_impl reads: the hook dicts (0-3) and the id sets of the hooks
+ * registered with_kwargs / always_call (4-6). */
+static const char *const registry_names[] = {
+    "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_always_called", NULL};
+static PyObject *registry_strs[8];
+
+/* Borrowed: the interned name of registry i, or NULL (no exception) when it cannot be made. */
+static PyObject *
+registry_str(int i)
+{
+    if (registry_strs[i] == NULL &&
+        (registry_strs[i] = PyUnicode_InternFromString(registry_names[i])) == NULL) {
+        PyErr_Clear();
+    }
+    return registry_strs[i];
+}
+
+/* Index of name in registry_names, or -1. */
+static int
+registry_index(PyObject *name)
+{
+    for (int i = 0; registry_names[i] != NULL; i++) {
+        if (cdyn_name_is(name, registry_names[i])) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Registry `which` of a module with a source (real: the dict, src its source), read by
+ * position as torch._dynamo's NNModuleHooksDictVariable: a DICT value of its type whose keys
+ * are the hook ids as constants, not guarded (each registration makes a new id, so another
+ * instance with the same hooks has other keys), its length guarded and each hook read through
+ * its entry source (list(d.values())[i]), so the trace serves every instance whose hooks have
+ * the same code; it cannot be changed by the trace (DICT_BY_POSITION). The id sets (4-6) are
+ * read so only while empty: a non-empty one (*out NULL) is read as an input dict, whose keys
+ * are guarded, since membership of a hook id in it is what _call_impl asks. */
+static tr_status
+hook_registry(cdyn_tx *tx, int which, PyObject *real, PyObject *src, PyObject **out)
+{
+    PyObject *d = NULL, *items = NULL;
+    Py_ssize_t n = PyDict_GET_SIZE(real);
+    tr_status st = TR_ERROR;
+    *out = NULL;
+    if (which >= 4 && n > 0) {
+        return TR_OK;
+    }
+    if ((items = PyMapping_Items(real)) == NULL || (d = cdyn_dict_new(Py_TYPE(real))) == NULL) {
+        goto done;
+    }
+    V(d)->source = Py_NewRef(src);
+    V(d)->bits |= DICT_BY_POSITION;
+    if (cdyn_guards_add_type(tx->guards, src, Py_TYPE(real)) < 0 ||
+        cdyn_guards_add_len(tx->guards, src, n) < 0) {
+        goto done;
+    }
+    st = TR_OK;
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(items); i++) {
+        PyObject *kv = PyList_GET_ITEM(items, i), *key = NULL, *hook = NULL;
+        PyObject *esrc = cdyn_source_entry(src, i, 1);
+        if (esrc == NULL || !cdyn_is_constant(PyTuple_GET_ITEM(kv, 0))) {
+            st = esrc == NULL ? TR_ERROR : cdyn_tx_unsupported(tx, "a hook registry keyed by %R",
+                                                                PyTuple_GET_ITEM(kv, 0));
+            Py_XDECREF(esrc);
+            break;
+        }
+        key = cdyn_value_const(PyTuple_GET_ITEM(kv, 0));
+        st = key ? cdyn_tx_wrap_real(tx, PyTuple_GET_ITEM(kv, 1), esrc, &hook) : TR_ERROR;
+        if (st == TR_OK) {
+            st = cdyn_dict_set(tx, d, key, hook);
+        }
+        Py_XDECREF(key);
+        Py_XDECREF(hook);
+        Py_DECREF(esrc);
+    }
+    if (st == TR_OK && cdyn_tx_memo_source(tx, src, d) < 0) {
+        st = TR_ERROR;
+    }
+    if (st == TR_OK) {
+        *out = d;
+        d = NULL;
+    }
+done:
+    Py_XDECREF(d);
+    Py_XDECREF(items);
+    return st;
+}
+
 /* Look name up on the module: parameters, buffers, submodules, then plain attributes. */
 static tr_status
 module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     PyObject *mod = mobj(v), *src = NULL, *attr = NULL;
     PyObject *const dicts[3] = {cdyn_G.s_parameters, cdyn_G.s_buffers, cdyn_G.s_modules};
+    int which;
     tr_status st = cdyn_tx_memo_attr(tx, v, name, &src, out);
     if (st != TR_OK || *out != NULL) {
         Py_XDECREF(src);
         return st;
+    }
+    if (src != NULL && (which = registry_index(name)) >= 0) {
+        attr = PyObject_GetAttr(mod, name);
+        if (attr == NULL) {
+            PyErr_Clear();   /* read below as any other attribute */
+        }
+        st = attr != NULL && PyDict_Check(attr) ? hook_registry(tx, which, attr, src, out)
+                                                : TR_OK;
+        if (st != TR_OK || *out != NULL) {
+            goto done;
+        }
+        Py_CLEAR(attr);
     }
     st = TR_ERROR;
     for (int i = 0; i < 3; i++) {
@@ -303,37 +418,141 @@ is_torch_leaf_module(PyObject *mod)
     return r;
 }
 
-/* 1 when the module has forward or backward (pre-)hooks: its call runs them (not traced). */
+/* What a module call of mod runs besides forward, as bits: HOOK_FORWARD forward hooks or
+ * pre-hooks, HOOK_BACKWARD backward hooks or pre-hooks, HOOK_ALWAYS forward hooks registered
+ * with always_call (the module's own registries; -1 with an exception: no memory). */
+enum { HOOK_FORWARD = 1, HOOK_BACKWARD = 2, HOOK_ALWAYS = 4 };
+
 static int
-has_hooks(PyObject *mod)
+module_hooks(PyObject *mod)
 {
-    static PyObject *bw[2];   /* interned names, kept for the process */
-    PyObject *names[4] = {cdyn_G.s_forward_hooks, cdyn_G.s_forward_pre_hooks, NULL, NULL};
-    if (bw[0] == NULL) {
-        bw[0] = PyUnicode_InternFromString("_backward_hooks");
-        bw[1] = PyUnicode_InternFromString("_backward_pre_hooks");
-    }
-    names[2] = bw[0];
-    names[3] = bw[1];
-    for (int i = 0; i < 4; i++) {
-        if (names[i] == NULL) {
-            PyErr_Clear();
-            continue;
+    static const int bits[5] = {HOOK_FORWARD, HOOK_FORWARD, HOOK_BACKWARD, HOOK_BACKWARD,
+                                HOOK_ALWAYS};
+    static const int names[5] = {0, 1, 2, 3, 6};   /* registry_names */
+    int r = 0;
+    for (int i = 0; i < 5; i++) {
+        PyObject *name = registry_str(names[i]), *d;
+        if (name == NULL) {
+            return -1;
         }
-        PyObject *d = PyObject_GetAttr(mod, names[i]);
-        int r = 0;
+        d = PyObject_GetAttr(mod, name);
         if (d == NULL) {
             PyErr_Clear();
             continue;
         }
-        r = PyObject_Length(d) > 0;
+        if (PyObject_Length(d) > 0) {
+            r |= bits[i];
+        }
         PyErr_Clear();
         Py_DECREF(d);
-        if (r) {
-            return 1;
+    }
+    return r;
+}
+
+/* The global hook registries of torch.nn.modules.module, in the order of global_hook_bits. */
+static const char *const global_hook_names[] = {
+    "_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_pre_hooks",
+    "_global_forward_hooks", "_global_forward_hooks_with_kwargs",
+    "_global_forward_hooks_always_called", NULL};
+static const int global_hook_bits[] = {HOOK_BACKWARD, HOOK_BACKWARD, HOOK_FORWARD, HOOK_FORWARD,
+                                       0, HOOK_ALWAYS};
+#define N_GLOBAL_HOOKS 6
+
+/* The state of the global registries, kept while the module's globals and every registry
+ * are unchanged (their PEP 509 version tags): `state` is a tuple of one tuple of (id, hook)
+ * pairs per registry; all references strong. */
+static struct {
+    PyObject *globals;                     /* torch.nn.modules.module's dict */
+    uint64_t globals_tag;
+    PyObject *dicts[N_GLOBAL_HOOKS];
+    uint64_t tags[N_GLOBAL_HOOKS];
+    PyObject *state;
+} GH;
+
+/* Read the global registries anew into GH. 0 / -1. */
+static int
+global_hooks_read(void)
+{
+    PyObject *state = PyTuple_New(N_GLOBAL_HOOKS);
+    if (state == NULL) {
+        return -1;
+    }
+    if (GH.globals == NULL) {
+        PyObject *m = PyImport_ImportModule("torch.nn.modules.module");
+        GH.globals = m ? Py_NewRef(PyModule_GetDict(m)) : NULL;
+        Py_XDECREF(m);
+        if (GH.globals == NULL) {
+            Py_DECREF(state);
+            return -1;
         }
     }
+    for (int i = 0; i < N_GLOBAL_HOOKS; i++) {
+        PyObject *d = PyDict_GetItemString(GH.globals, global_hook_names[i]), *items, *t;
+        if (d == NULL || !PyDict_Check(d)) {
+            Py_DECREF(state);
+            PyErr_Format(PyExc_RuntimeError, "torch.nn.modules.module.%s is not a dict",
+                         global_hook_names[i]);
+            return -1;
+        }
+        items = PyMapping_Items(d);
+        t = items ? PyList_AsTuple(items) : NULL;
+        Py_XDECREF(items);
+        if (t == NULL) {
+            Py_DECREF(state);
+            return -1;
+        }
+        PyTuple_SET_ITEM(state, i, t);
+        Py_XSETREF(GH.dicts[i], Py_NewRef(d));
+        GH.tags[i] = ((PyDictObject *)d)->ma_version_tag;
+    }
+    GH.globals_tag = ((PyDictObject *)GH.globals)->ma_version_tag;
+    Py_XSETREF(GH.state, state);
     return 0;
+}
+
+/* ___global_module_hooks(): the state of the global hook registries (a new reference to the
+ * same tuple while nothing changed). The GLOBAL_STATE guard of every traced module call. */
+static PyObject *
+py_global_hooks(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
+{
+    int fresh = GH.state != NULL &&
+                ((PyDictObject *)GH.globals)->ma_version_tag == GH.globals_tag;
+    for (int i = 0; fresh && i < N_GLOBAL_HOOKS; i++) {
+        fresh = ((PyDictObject *)GH.dicts[i])->ma_version_tag == GH.tags[i];
+    }
+    if (!fresh && global_hooks_read() < 0) {
+        return NULL;
+    }
+    return Py_NewRef(GH.state);
+}
+
+static PyMethodDef global_hooks_def = {"___global_module_hooks", py_global_hooks, METH_NOARGS,
+                                       "the global nn.Module hook registries' contents"};
+
+/* Guard the global hook registries as they are now (GLOBAL_STATE; one per guard set) and
+ * say which kinds of hooks they hold (*bits). */
+static tr_status
+guard_global_hooks(cdyn_tx *tx, int *bits)
+{
+    static PyObject *fn, *noargs;
+    PyObject *state;
+    int r;
+    *bits = 0;
+    if (fn == NULL && (fn = PyCFunction_New(&global_hooks_def, NULL)) == NULL) {
+        return TR_ERROR;
+    }
+    if (noargs == NULL && (noargs = PyTuple_New(0)) == NULL) {
+        return TR_ERROR;
+    }
+    if ((state = py_global_hooks(NULL, NULL)) == NULL) {
+        return TR_ERROR;
+    }
+    for (int i = 0; i < N_GLOBAL_HOOKS; i++) {
+        *bits |= PyTuple_GET_SIZE(PyTuple_GET_ITEM(state, i)) ? global_hook_bits[i] : 0;
+    }
+    r = cdyn_guards_add_call(tx->guards, fn, noargs, state);
+    Py_DECREF(state);
+    return r < 0 ? TR_ERROR : TR_OK;
 }
 
 /* 1 when the instance dict of mod holds a `forward` (it shadows the class's). */
@@ -417,14 +636,65 @@ call_leaf(cdyn_tx *tx, PyObject *v, PyObject *fwd, PyObject *const *args, Py_ssi
     return st;
 }
 
+/* The nn.Module attribute `name` as the class of mod sees it is nn.Module's own (borrowed
+ * from nn.Module's dict: *attr), not overridden. */
+static int
+torch_protocol(PyObject *mod, const char *name, PyObject **attr)
+{
+    PyObject *s = PyUnicode_InternFromString(name);
+    int r = 0;
+    *attr = NULL;
+    if (s != NULL) {
+        *attr = _PyType_Lookup((PyTypeObject *)cdyn_G.nn_module_type, s);
+        r = *attr != NULL && _PyType_Lookup(Py_TYPE(mod), s) == *attr;
+        Py_DECREF(s);
+    }
+    PyErr_Clear();
+    return r;
+}
+
+/* A module with forward hooks or pre-hooks (its own or global; `hooks` the HOOK_* bits):
+ * nn.Module._call_impl inlined, as torch._dynamo inlines the call of such a module, so the
+ * hooks run as inlined functions in eager's order with eager's handling of their results.
+ * Under torch.compiler.is_compiling() _call_impl does not catch an exception of forward to
+ * run the always_call hooks, as eager does: such an exception makes the call a graph break
+ * instead (it runs in Python). */
+static tr_status
+call_with_hooks(cdyn_tx *tx, PyObject *v, int hooks, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames, PyObject **out)
+{
+    PyObject *mod = mobj(v), *impl = NULL, *call = NULL;
+    tr_status st;
+    if (!torch_protocol(mod, "__call__", &call) || !torch_protocol(mod, "_call_impl", &impl) ||
+        !PyFunction_Check(impl)) {
+        return cdyn_tx_unsupported(tx, "nn.Module with hooks whose class overrides __call__ or "
+                                       "_call_impl");
+    }
+    st = cdyn_tx_inline_function(tx, impl, NULL, v, args, nargs, kwnames, out);
+    if (st == TR_EXCEPTION && (hooks & HOOK_ALWAYS)) {
+        Py_CLEAR(tx->exc);
+        st = cdyn_tx_unsupported(tx, "an exception in the call of an nn.Module with always_call "
+                                     "hooks (run in Python)");
+    }
+    return st;
+}
+
 static tr_status
 module_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
             PyObject *kwnames, PyObject **out)
 {
     PyObject *mod = mobj(v), *fwd = NULL;
-    tr_status st;
-    if (has_hooks(mod)) {
-        return cdyn_tx_unsupported(tx, "nn.Module with forward or backward hooks");
+    int hooks = module_hooks(mod), global_hooks = 0;
+    tr_status st = hooks < 0 ? TR_ERROR : guard_global_hooks(tx, &global_hooks);
+    if (st != TR_OK) {
+        return st;
+    }
+    hooks |= global_hooks;
+    if (hooks & HOOK_BACKWARD) {
+        return cdyn_tx_unsupported(tx, "nn.Module with backward hooks (run in Python)");
+    }
+    if (hooks & HOOK_FORWARD) {
+        return call_with_hooks(tx, v, hooks, args, nargs, kwnames, out);
     }
     if (PyObject_TypeCheck(mod, (PyTypeObject *)cdyn_G.sequential_type) && nargs == 1 &&
         kwnames == NULL) {
