@@ -229,12 +229,28 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
     if disable:
         return model
     engine = _C()
+    _patch_torch_once()
     if isinstance(model, torch.nn.Module):
         forced = _forward_lives_in_torch(model)
         if forced is not None:
             engine.mark_force_compile(forced)
         return CompiledModule(model, opts)
     return _finish_function_wrapper(engine.wrap(model, opts), model)
+
+
+_torch_patched = False
+
+
+def _patch_torch_once() -> None:
+    """What torch.compile changes in torch on its first use and a trace relies on, done once
+    per process on the first cdynamo.compile: torch.distributions' argument validation is off
+    by default (``Distribution.set_default_validate_args(False)``, as torch._dynamo's
+    TorchPatcher), so constructing a distribution in compiled code checks no tensor values
+    (a data-dependent graph break per constraint); ``validate_args=True`` still validates."""
+    global _torch_patched
+    if not _torch_patched:
+        _torch_patched = True
+        torch.distributions.Distribution.set_default_validate_args(False)
 
 
 def reset() -> None:

@@ -16,7 +16,8 @@
  * class is guarded where it was read (ID_MATCH); the object itself needs no guard.
  *
  * Classes that are not modelled (their construction is unsupported, a graph break): torch
- * classes other than torch.nn's modules (nn.Modules: values/newmodule.c), exceptions,
+ * classes other than torch.nn's modules (nn.Modules: values/newmodule.c) and
+ * torch.distributions' plain-Python distributions and constraints, exceptions,
  * extension types, abstract classes, classes with
  * __del__ or a metaclass __call__, and subclasses of builtins other than dict/OrderedDict
  * (tuple subclasses: named tuples, in dataclass.c). */
@@ -58,7 +59,8 @@ check_class(cdyn_tx *tx, PyTypeObject *cls)
     else if (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.nn_module_type)
                  ? !cdyn_newmod_class_ok(cls)
                  : (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type) ||
-                    cdyn_module_startswith((PyObject *)cls, "torch"))) {
+                    (cdyn_module_startswith((PyObject *)cls, "torch") &&
+                     !cdyn_module_startswith((PyObject *)cls, "torch.distributions")))) {
         why = "a torch class";   /* nn.Modules: values/newmodule.c */
     }
     else if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {

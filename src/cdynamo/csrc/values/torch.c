@@ -20,8 +20,9 @@ cdyn_is_graph_function(PyObject *obj)
     }
     if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "torch.fx") ||
         cdyn_module_startswith(obj, "torch.compiler") ||
-        cdyn_module_startswith(obj, "torch.autograd")) {
-        return 0;
+        cdyn_module_startswith(obj, "torch.autograd") ||
+        (PyFunction_Check(obj) && cdyn_module_startswith(obj, "torch.distributions"))) {
+        return 0;   /* torch.distributions' Python is traced op by op, as torch._dynamo */
     }
     return cdyn_module_startswith(obj, "torch");
 }

@@ -542,7 +542,7 @@ cdyn_user_init(void)
         {&cdyn_U.s_asdict, "_asdict"}, {&cdyn_U.s_field_type, "_field_type"},
         {&cdyn_U.s_del, "__del__"}, {&cdyn_U.s_dict, "__dict__"}, {&cdyn_U.s_next, "__next__"},
         {&cdyn_U.s_hash, "__hash__"}, {&cdyn_U.s_func, "__func__"}, {&cdyn_U.s_mro, "__mro__"},
-        {&cdyn_U.s_delattr, "__delattr__"},
+        {&cdyn_U.s_delattr, "__delattr__"}, {&cdyn_U.s_dunder_get, "__get__"},
     };
     static const struct { PyObject **var; const char *mod, *attr, *sub; } objs[] = {
         {&cdyn_U.object_new, "builtins", "object", "__new__"},

@@ -28,7 +28,7 @@ typedef struct {
     PyObject *s_init, *s_new, *s_class, *s_call, *s_getattr, *s_getitem, *s_setitem,
         *s_delitem, *s_contains, *s_len, *s_iter, *s_bool, *s_enter, *s_exit, *s_setattr,
         *s_getattribute, *s_fields, *s_replace, *s_asdict, *s_field_type, *s_del, *s_dict,
-        *s_next, *s_hash, *s_func, *s_mro, *s_delattr;
+        *s_next, *s_hash, *s_func, *s_mro, *s_delattr, *s_dunder_get;
 } cdyn_user_globals;
 extern cdyn_user_globals cdyn_U;
 

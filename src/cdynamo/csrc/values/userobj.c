@@ -212,6 +212,42 @@ cdyn_uobj_guard_type_member(cdyn_tx *tx, PyObject *v, PyObject *name)
 
 /* ---- binding what the type defines ----------------------------------------------------------- */
 
+/* A non-data descriptor of a Python class (one defining __get__ in Python, e.g.
+ * torch.distributions' lazy_property) read on an instance self: its __get__(descr, self,
+ * type(self)) inlined; the descriptor object is read through a constant source (its
+ * attributes that __get__ reads are guarded). Any other
+ * descriptor is unsupported. */
+static tr_status
+user_descriptor_get(cdyn_tx *tx, PyObject *self, PyObject *descr, PyObject *name, int on_class,
+                    PyObject **out)
+{
+    PyTypeObject *dt = Py_TYPE(descr);
+    PyObject *get = NULL, *src = NULL, *dv = NULL, *cv = NULL, *args[2];
+    tr_status st;
+    if (!on_class && (dt->tp_flags & Py_TPFLAGS_HEAPTYPE) && dt->tp_descr_set == NULL) {
+        get = _PyType_Lookup(dt, cdyn_U.s_dunder_get);
+    }
+    if (get == NULL || !PyFunction_Check(get)) {
+        return cdyn_tx_unsupported(tx, "attribute %U: a %s descriptor", name, dt->tp_name);
+    }
+    Py_INCREF(get);   /* _PyType_Lookup's reference is borrowed from the type's cache */
+    src = cdyn_source_const(descr, name);   /* what __get__ reads of it is guarded */
+    st = src == NULL ? TR_ERROR : cdyn_tx_wrap_real(tx, descr, src, &dv);
+    if (st == TR_OK) {
+        st = cdyn_user_class_value(tx, self, &cv);
+    }
+    if (st == TR_OK) {
+        args[0] = self;
+        args[1] = cv;
+        st = cdyn_tx_inline_function(tx, get, NULL, dv, args, 2, NULL, out);
+    }
+    Py_XDECREF(cv);
+    Py_XDECREF(dv);
+    Py_XDECREF(src);
+    Py_DECREF(get);
+    return st;
+}
+
 tr_status
 cdyn_uobj_bind(cdyn_tx *tx, PyObject *self, PyObject *clsv, PyObject *descr, PyObject *name,
                PyObject **out)
@@ -279,7 +315,7 @@ cdyn_uobj_bind(cdyn_tx *tx, PyObject *self, PyObject *clsv, PyObject *descr, PyO
         return st;
     }
     if (dt->tp_descr_get != NULL) {
-        return cdyn_tx_unsupported(tx, "attribute %U: a %s descriptor", name, dt->tp_name);
+        return user_descriptor_get(tx, self, descr, name, on_class, out);
     }
     /* a plain class attribute: read through the class (guarded when it has a source) */
     if (clsv != NULL) {
