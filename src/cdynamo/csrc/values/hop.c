@@ -1,11 +1,11 @@
 /* values/hop.c: higher-order ops, traced the way torch._dynamo does. Each body (a torch.cond
- * branch, a checkpointed function, an autograd.Function's forward and backward) is traced
- * into a graph of its own (a sub-trace, graph.c) by the ordinary interpreter, registered on
- * the enclosing graph's root as a GraphModule, and the op becomes one call_function node of
- * torch.ops.higher_order.<op> taking the subgraphs (get_attr nodes), the operands, and the
- * tensors the bodies use from outside (closures, globals, module parameters), lifted as
- * extra inputs. A body that cannot be traced, or that has side effects, makes the call a
- * graph break (the op then runs in Python).
+ * branch, a checkpointed or wrap()-ed function, an autograd.Function's forward and backward)
+ * is traced into a graph of its own (a sub-trace, graph.c) by the ordinary interpreter,
+ * registered on the enclosing graph's root as a GraphModule, and the op becomes one
+ * call_function node of torch.ops.higher_order.<op> taking the subgraphs (get_attr nodes),
+ * the operands, and the tensors and symbolic ints the bodies use from outside (closures,
+ * globals, module parameters), lifted as extra inputs. A body that cannot be traced, or
+ * that has side effects, makes the call a graph break (the op then runs in Python).
  *
  *   HOP       u.obj.obj the real callable; bits: HOP_* (values/hop.h)
  *   SUBGRAPH  u.sub     a traced body (graph_arg: its get_attr node)
