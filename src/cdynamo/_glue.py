@@ -137,10 +137,12 @@ def new_graph():
 
 def sub_placeholder(graph, name, fake):
     """A placeholder of a body graph (placeholder()), with its example value and the version
-    counter of that value when the body starts using it (body_alias_or_mutation)."""
+    counter of that value when the body starts using it (body_alias_or_mutation); fake may
+    be a SymInt (a symbolic int of an enclosing level that the body uses)."""
     node = placeholder(graph, name)
     node.meta["example_value"] = fake
-    node.meta["cdynamo_version"] = fake._version
+    if isinstance(fake, torch.Tensor):
+        node.meta["cdynamo_version"] = fake._version
     return node
 
 
@@ -213,8 +215,8 @@ def is_functorch_wrapped(tensor):
 
 def higher_order_op(name):
     """torch.ops.higher_order.<name>: the operator a traced higher-order op is recorded as
-    (cond, tag_activation_checkpoint, autograd_function_apply), as torch._dynamo does."""
-    import torch._higher_order_ops  # noqa: F401  (defines cond, tag_activation_checkpoint)
+    (cond, tag_activation_checkpoint, autograd_function_apply, wrap), as torch._dynamo does."""
+    import torch._higher_order_ops  # noqa: F401  (defines cond, tag_activation_checkpoint, wrap)
     import torch._functorch.autograd_function  # noqa: F401  (autograd_function_apply)
     return getattr(torch.ops.higher_order, name)
 

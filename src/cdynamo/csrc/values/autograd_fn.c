@@ -675,7 +675,7 @@ apply_node(cdyn_tx *tx, apply_state *s, PyObject *const *args, Py_ssize_t nargs,
     sv = int_list_value(s->saved_idx);
     kw = Py_BuildValue("(ss)", "non_differentiable_idx", "saved_for_backward_idx");
     if (nd == NULL || sv == NULL || kw == NULL ||
-        cdyn_body_free_values(&s->fwd, node_args) != TR_OK ||
+        cdyn_body_free_values(tx, &s->fwd, node_args) != TR_OK ||
         PyList_Append(node_args, nd) < 0 || PyList_Append(node_args, sv) < 0) {
         goto done;
     }

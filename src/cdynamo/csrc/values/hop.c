@@ -1,11 +1,11 @@
 /* values/hop.c: higher-order ops, traced the way torch._dynamo does. Each body (a torch.cond
- * branch, a checkpointed function, an autograd.Function's forward and backward) is traced
- * into a graph of its own (a sub-trace, graph.c) by the ordinary interpreter, registered on
- * the enclosing graph's root as a GraphModule, and the op becomes one call_function node of
- * torch.ops.higher_order.<op> taking the subgraphs (get_attr nodes), the operands, and the
- * tensors the bodies use from outside (closures, globals, module parameters), lifted as
- * extra inputs. A body that cannot be traced, or that has side effects, makes the call a
- * graph break (the op then runs in Python).
+ * branch, a checkpointed or wrap()-ed function, an autograd.Function's forward and backward)
+ * is traced into a graph of its own (a sub-trace, graph.c) by the ordinary interpreter,
+ * registered on the enclosing graph's root as a GraphModule, and the op becomes one
+ * call_function node of torch.ops.higher_order.<op> taking the subgraphs (get_attr nodes),
+ * the operands, and the tensors and symbolic ints the bodies use from outside (closures,
+ * globals, module parameters), lifted as extra inputs. A body that cannot be traced, or
+ * that has side effects, makes the call a graph break (the op then runs in Python).
  *
  *   HOP       u.obj.obj the real callable; bits: HOP_* (values/hop.h)
  *   SUBGRAPH  u.sub     a traced body (graph_arg: its get_attr node)
@@ -16,6 +16,8 @@
 
 static PyObject *fn_cond;         /* torch.cond */
 static PyObject *fn_checkpoint;   /* torch.utils.checkpoint.checkpoint */
+static PyObject *fn_wrap;         /* torch._higher_order_ops.wrap.wrap
+                                     (torch.ops.higher_order.wrap) */
 static PyObject *fn_vmap;         /* torch.vmap (torch.func.vmap) */
 static PyObject *fn_grad, *fn_grad_and_value;   /* torch.func.grad / grad_and_value */
 static PyObject *op_cond;         /* torch.ops.higher_order.cond */
@@ -35,6 +37,9 @@ cdyn_hop_classify(PyObject *obj)
     }
     if (obj == fn_checkpoint) {
         return HOP_CHECKPOINT;
+    }
+    if (obj == fn_wrap) {
+        return HOP_WRAP;
     }
     if (obj == fn_vmap) {
         return HOP_VMAP;
@@ -169,6 +174,16 @@ cdyn_body_bind(cdyn_tx *tx, cdyn_body *b, PyObject *const *args, Py_ssize_t narg
     return TR_OK;
 }
 
+/* 1 when v (a DICT) is a plain dict with constant keys, made by the trace (not a lazy input):
+ * a body's result that the op's outputs can be put back into. */
+static int
+body_plain_dict(PyObject *v)
+{
+    return V(v)->u.dict.real == NULL && V(v)->u.dict.type == NULL &&
+           V(v)->u.dict.factory == NULL && V(v)->u.dict.keyvals == NULL &&
+           V(v)->u.dict.vals != NULL;
+}
+
 tr_status
 cdyn_body_flatten(cdyn_tx *tx, PyObject *v, int allow_const, PyObject *tensors)
 {
@@ -191,6 +206,18 @@ cdyn_body_flatten(cdyn_tx *tx, PyObject *v, int allow_const, PyObject *tensors)
         }
         Py_XDECREF(items);
         return st;
+    case VK_DICT:
+        if (!body_plain_dict(v)) {
+            return cdyn_tx_unsupported(tx, "a body returning %S", v);
+        }
+        items = V(v)->u.dict.vals;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+            st = cdyn_body_flatten(tx, PyList_GET_ITEM(items, i), allow_const, tensors);
+            if (st != TR_OK) {
+                return st;
+            }
+        }
+        return TR_OK;
     default:
         return cdyn_tx_unsupported(tx, "a body returning %S", v);
     }
@@ -353,6 +380,27 @@ cdyn_body_rebuild(cdyn_tx *tx, PyObject *v, PyObject *items, Py_ssize_t *pos, Py
         }
         Py_DECREF(list);
         return st;
+    case VK_DICT:   /* a plain dict (cdyn_body_flatten): a new one, same keys */
+        parts = V(v)->u.dict.vals;
+        list = PyList_New(PyList_GET_SIZE(parts));
+        for (Py_ssize_t i = 0; list != NULL && st == TR_OK && i < PyList_GET_SIZE(parts); i++) {
+            PyObject *r = NULL;
+            st = cdyn_body_rebuild(tx, PyList_GET_ITEM(parts, i), items, pos, &r);
+            if (st == TR_OK) {
+                PyList_SET_ITEM(list, i, r);
+            }
+        }
+        if (list == NULL) {
+            return TR_ERROR;
+        }
+        if (st == TR_OK) {
+            PyObject *keys = PyList_GetSlice(V(v)->u.dict.keys, 0, PY_SSIZE_T_MAX);
+            *out = keys ? cdyn_value_dict(keys, list) : NULL;
+            Py_XDECREF(keys);
+            st = *out ? TR_OK : TR_ERROR;
+        }
+        Py_DECREF(list);
+        return st;
     default:
         *out = Py_NewRef(v);   /* a constant */
         return TR_OK;
@@ -360,12 +408,22 @@ cdyn_body_rebuild(cdyn_tx *tx, PyObject *v, PyObject *items, Py_ssize_t *pos, Py
 }
 
 tr_status
-cdyn_body_free_values(cdyn_body *b, PyObject *list)
+cdyn_body_free_values(cdyn_tx *tx, cdyn_body *b, PyObject *list)
 {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(b->sub.free_nodes); i++) {
-        PyObject *t = cdyn_value_tensor(PyList_GET_ITEM(b->sub.free_fakes, i),
-                                        PyList_GET_ITEM(b->sub.free_nodes, i), NULL);
-        int e = t == NULL || PyList_Append(list, t) < 0;
+        PyObject *fake = PyList_GET_ITEM(b->sub.free_fakes, i), *t = NULL;
+        PyObject *node = PyList_GET_ITEM(b->sub.free_nodes, i);
+        int e;
+        if (cdyn_is_symbolic(fake)) {   /* a SymInt of an enclosing level the body used */
+            tr_status st = cdyn_sym_value(tx, fake, node, NULL, &t);
+            if (st != TR_OK) {
+                return st;
+            }
+        }
+        else {
+            t = cdyn_value_tensor(fake, node, NULL);
+        }
+        e = t == NULL || PyList_Append(list, t) < 0;
         Py_XDECREF(t);
         if (e) {
             return TR_ERROR;
@@ -398,19 +456,37 @@ cdyn_hop_call_node(cdyn_tx *tx, PyObject *op, PyObject *args, PyObject *kwnames,
     return *items ? TR_OK : TR_ERROR;
 }
 
-/* Trace fn(*args) as a body: *ret the body's result value (new), the body ended (its
- * output: the tuple of the result's tensors). */
+/* trace_body's flags */
+enum {
+    BODY_ALLOW_CONST = 1,   /* the result may hold constants besides tensors */
+    BODY_AUTO_INPUTS = 2,   /* args are not bound as placeholders: tensors (and symbolic
+                               ints) of args and kwargs are lifted when the body uses them,
+                               as its free variables (torch._dynamo's "automatic" inputs) */
+};
+
+/* Trace fn(*args) (kwnames: tuple naming the last args, or NULL) as a body: *ret the body's
+ * result value (new), the body ended (its output: the tuple of the result's tensors). */
 static tr_status
 trace_body(cdyn_tx *tx, cdyn_fs *fs, cdyn_body *b, const char *what, PyObject *fn,
-           PyObject *const *args, Py_ssize_t nargs, int allow_const, PyObject **ret)
+           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int flags,
+           PyObject **ret)
 {
     PyObject *bound = NULL, *tensors = NULL, *nodes = NULL;
     tr_status st = cdyn_body_begin(tx, b);
     if (st == TR_OK) {
-        st = cdyn_body_bind(tx, b, args, nargs, &bound);
+        if (flags & BODY_AUTO_INPUTS) {
+            bound = PyList_New(nargs);
+            for (Py_ssize_t i = 0; bound != NULL && i < nargs; i++) {
+                PyList_SET_ITEM(bound, i, Py_NewRef(args[i]));
+            }
+            st = bound ? TR_OK : TR_ERROR;
+        }
+        else {
+            st = cdyn_body_bind(tx, b, args, nargs, &bound);
+        }
     }
     if (st == TR_OK) {
-        st = cdyn_v_call(tx, fs, fn, PySequence_Fast_ITEMS(bound), nargs, NULL, ret);
+        st = cdyn_v_call(tx, fs, fn, PySequence_Fast_ITEMS(bound), nargs, kwnames, ret);
         if (st == TR_UNSUPPORTED) {
             cdyn_hop_reason(tx, what);
         }
@@ -419,7 +495,7 @@ trace_body(cdyn_tx *tx, cdyn_fs *fs, cdyn_body *b, const char *what, PyObject *f
         st = TR_ERROR;
     }
     if (st == TR_OK) {
-        st = cdyn_body_flatten(tx, *ret, allow_const, tensors);
+        st = cdyn_body_flatten(tx, *ret, (flags & BODY_ALLOW_CONST) != 0, tensors);
     }
     if (st == TR_OK) {
         st = cdyn_body_nodes(tx, tensors, &nodes);
@@ -579,7 +655,7 @@ hop_cond(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs,
     }
     for (int k = 0; k < 2 && st == TR_OK; k++) {
         st = trace_body(tx, fs, &br[k], what[k], a[1 + k], PySequence_Fast_ITEMS(ops),
-                        PyList_GET_SIZE(ops), 0, &ret[k]);
+                        PyList_GET_SIZE(ops), NULL, 0, &ret[k]);
     }
     for (int k = 0; k < 2 && st == TR_OK; k++) {
         /* eager's torch.cond refuses these (it raises): the call runs it in Python */
@@ -608,7 +684,7 @@ hop_cond(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs,
     }
     st = TR_ERROR;
     opnds = PyList_GetSlice(ops, 0, PyList_GET_SIZE(ops));
-    if (opnds == NULL || cdyn_body_free_values(&br[0], opnds) != TR_OK) {
+    if (opnds == NULL || cdyn_body_free_values(tx, &br[0], opnds) != TR_OK) {
         goto done;
     }
     tup = cdyn_value_seq_list(VK_TUPLE, opnds);
@@ -693,7 +769,8 @@ hop_checkpoint(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs
     if (nograd && (st = cdyn_hop_set_grad(tx, 0)) != TR_OK) {
         return st;
     }
-    st = trace_body(tx, fs, &b, "checkpoint", args[0], args + 1, npos - 1, 1, &ret);
+    st = trace_body(tx, fs, &b, "checkpoint", args[0], args + 1, npos - 1, NULL,
+                    BODY_ALLOW_CONST, &ret);
     if (st == TR_OK) {
         st = cdyn_body_module(tx, &b, "wrap_body", &sub);
     }
@@ -710,7 +787,7 @@ hop_checkpoint(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs
             goto done;
         }
     }
-    if (cdyn_body_free_values(&b, node_args) != TR_OK) {
+    if (cdyn_body_free_values(tx, &b, node_args) != TR_OK) {
         goto done;
     }
     for (Py_ssize_t k = 0; k < nkw; k++) {
@@ -740,6 +817,71 @@ done:
     return st;
 }
 
+/* ---- torch._higher_order_ops.wrap.wrap ------------------------------------------------------ */
+
+/* wrap(fn, *args, **kwargs): fn traced into wrap_body_<i> with automatic inputs (the tensors
+ * and symbolic ints it uses, from its arguments, closures, globals or modules, lifted in the
+ * order of first use; constants baked in), recorded as wrap(wrap_body_<i>, *lifted), the
+ * node torch._dynamo records. A side effect on a value from outside the body (a nonlocal
+ * rebinding, an append to an outer list) makes the call a graph break, as torch._dynamo's
+ * fallback: wrap then runs in Python. */
+static tr_status
+hop_wrap(cdyn_tx *tx, cdyn_fs *fs, PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+         PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, pos = 0;
+    PyObject *ret = NULL, *sub = NULL, *node_args = NULL, *items = NULL;
+    cdyn_body b;
+    tr_status st;
+    memset(&b, 0, sizeof(b));
+    if (nargs - nkw < 1) {
+        return cdyn_tx_unsupported(tx, "wrap without a function");
+    }
+    st = trace_body(tx, fs, &b, "wrap", args[0], args + 1, nargs - 1, kwnames,
+                    BODY_ALLOW_CONST | BODY_AUTO_INPUTS, &ret);
+    if (st == TR_OK && PyTuple_GET_SIZE(b.outputs) == 0 &&
+        PyList_GET_SIZE(b.sub.free_nodes) == 0) {
+        /* no tensor in or out: a body without operations is its (constant) result; one
+           with operations (on tensors it made) cannot be a node, wrap runs in Python */
+        PyObject *nodes = PyObject_GetAttrString(b.sub.graph, "nodes");
+        Py_ssize_t n = nodes ? PyObject_Length(nodes) : -1;
+        Py_XDECREF(nodes);
+        st = n < 0 ? TR_ERROR
+             : n > 0 ? cdyn_tx_unsupported(tx, "wrap: a body without tensor inputs or outputs")
+                     : TR_OK;
+        if (st == TR_OK) {
+            *out = Py_NewRef(ret);
+        }
+        goto done;
+    }
+    if (st == TR_OK) {
+        st = cdyn_body_module(tx, &b, "wrap_body", &sub);
+    }
+    if (st != TR_OK) {
+        goto done;
+    }
+    st = TR_ERROR;
+    node_args = PyList_New(0);
+    if (node_args == NULL || PyList_Append(node_args, sub) < 0 ||
+        cdyn_body_free_values(tx, &b, node_args) != TR_OK) {
+        goto done;
+    }
+    st = cdyn_hop_call_node(tx, op, node_args, NULL, &items);
+    if (st == TR_OK) {
+        st = cdyn_body_rebuild(tx, ret, items, &pos, out);
+    }
+done:
+    cdyn_body_clear(tx, &b);
+    if (st != TR_OK) {
+        cdyn_body_discard(tx, sub);
+    }
+    Py_XDECREF(ret);
+    Py_XDECREF(sub);
+    Py_XDECREF(node_args);
+    Py_XDECREF(items);
+    return st;
+}
+
 /* ---- the family table ------------------------------------------------------------------------ */
 
 static tr_status
@@ -754,6 +896,8 @@ hop_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
         return hop_cond(tx, fs, args, nargs, kwnames, out);
     case HOP_CHECKPOINT:
         return hop_checkpoint(tx, fs, args, nargs, kwnames, out);
+    case HOP_WRAP:
+        return hop_wrap(tx, fs, V(fn)->u.obj.obj, args, nargs, kwnames, out);
     case HOP_AUTOGRAD_APPLY:
         return cdyn_autograd_apply(tx, fs, fn, args, nargs, kwnames, out);
     case HOP_VMAP:
@@ -856,6 +1000,7 @@ cdyn_hop_init(void)
         (op_cond = PyObject_CallMethod(cdyn_G.glue, "higher_order_op", "s", "cond")) == NULL ||
         (op_checkpoint = PyObject_CallMethod(cdyn_G.glue, "higher_order_op", "s",
                                              "tag_activation_checkpoint")) == NULL ||
+        (fn_wrap = PyObject_CallMethod(cdyn_G.glue, "higher_order_op", "s", "wrap")) == NULL ||
         (hop_type = PyObject_CallMethod(cdyn_G.glue, "higher_order_op_type", NULL)) == NULL ||
         (unsupported_fns = PySet_New(NULL)) == NULL) {
         return -1;

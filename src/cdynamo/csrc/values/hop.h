@@ -19,6 +19,7 @@ enum {
     HOP_VMAPPED,         /* what torch.vmap(f, ...) returned (values/functorch.c) */
     HOP_GRAD,            /* torch.func.grad / grad_and_value (values/functorch.c) */
     HOP_GRADDED,         /* what they returned */
+    HOP_WRAP,            /* torch._higher_order_ops.wrap.wrap (torch.ops.higher_order.wrap) */
 };
 
 /* A body being traced into its own graph (a sub-trace, graph.c) and the state it must leave
@@ -40,8 +41,8 @@ tr_status cdyn_body_begin(cdyn_tx *tx, cdyn_body *b);
  * into the body; tensors inside containers are lifted when used). *out: new list. */
 tr_status cdyn_body_bind(cdyn_tx *tx, cdyn_body *b, PyObject *const *args, Py_ssize_t nargs,
                          PyObject **out);
-/* The tensors of a body's result v (a TENSOR, or TUPLE/LIST of them, nested; constants
- * allowed when allow_const), appended to the list `tensors` in order. */
+/* The tensors of a body's result v (a TENSOR, or TUPLE/LIST/plain DICT of them, nested;
+ * constants allowed when allow_const), appended to the list `tensors` in order. */
 tr_status cdyn_body_flatten(cdyn_tx *tx, PyObject *v, int allow_const, PyObject *tensors);
 /* The FX nodes of a list of TENSOR values in the current (body) graph, lifted: new tuple. */
 tr_status cdyn_body_nodes(cdyn_tx *tx, PyObject *tensors, PyObject **out);
@@ -61,8 +62,9 @@ void cdyn_body_clear(cdyn_tx *tx, cdyn_body *b);
  * items (a list of values, from *pos). *out: new value. */
 tr_status cdyn_body_rebuild(cdyn_tx *tx, PyObject *v, PyObject *items, Py_ssize_t *pos,
                             PyObject **out);
-/* New TENSOR values (no source) for the lifted free nodes of b, appended to `list`. */
-tr_status cdyn_body_free_values(cdyn_body *b, PyObject *list);
+/* New values (no source) for the lifted free nodes of b, appended to `list`: TENSORs, and
+ * SYMINTs for lifted symbolic ints. */
+tr_status cdyn_body_free_values(cdyn_tx *tx, cdyn_body *b, PyObject *list);
 /* Record torch._C._set_grad_enabled(mode) in the current graph (the real mode follows). */
 tr_status cdyn_hop_set_grad(cdyn_tx *tx, int mode);
 /* Positional and keyword arguments of a call (args borrowed) bound to `names` (a

@@ -657,9 +657,13 @@ sym_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
     PyObject *f[3] = {NULL, NULL, NULL}, *n[3] = {NULL, NULL, NULL};
     tr_status st = TR_OK;
     if (V(v)->kind == VK_SYMINT) {
-        *fake = Py_NewRef(V(v)->u.sym.fake);
-        *node = Py_NewRef(V(v)->u.sym.node);
-        return TR_OK;
+        /* a symbol of an enclosing level used in the body of a higher-order op is lifted
+           into the body's graph, as tensors are */
+        tr_status lst = cdyn_tx_lift(tx, V(v)->u.sym.node, V(v)->u.sym.fake, node);
+        if (lst == TR_OK) {
+            *fake = Py_NewRef(V(v)->u.sym.fake);
+        }
+        return lst;
     }
     for (int i = 0; i < 3 && st == TR_OK; i++) {
         st = cdyn_v_graph_arg(tx, PyList_GET_ITEM(V(v)->u.slice.parts, i), &f[i], &n[i]);
