@@ -20,12 +20,17 @@
 #include "../tx.h"
 #include "../codegen.h"
 
-/* Record torch._C._set_grad_enabled(mode) in the graph. */
+/* Record torch._C._set_grad_enabled(mode) in the graph, unless the graph is in that mode
+ * at this point already (no node for a no-op change, as torch._dynamo). */
 static tr_status
 set_mode(cdyn_tx *tx, int mode)
 {
-    PyObject *mv = cdyn_value_bool(mode), *r = NULL;
+    PyObject *mv, *r = NULL;
     tr_status st;
+    if (mode == tx->grad_enabled) {
+        return TR_OK;
+    }
+    mv = cdyn_value_bool(mode);
     if (mv == NULL) {
         return TR_ERROR;
     }
