@@ -572,6 +572,13 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         if (crule == CDYN_RULE_INLINE) {
             rule = CDYN_RULE_INLINE;
         }
+        if (crule == CDYN_RULE_FOLD) {   /* torch.cuda.is_available(): called now */
+            int handled = 0;
+            st = cdyn_tx_fold_call(tx, func, args, nargs, kwnames, out, &handled);
+            if (handled || st != TR_OK) {
+                return st;
+            }
+        }
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* trace_rules: library internals are never traced, not even inlined */

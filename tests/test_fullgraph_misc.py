@@ -1,0 +1,170 @@
+"""Programs torch._dynamo captures in one graph (fullgraph=True) that cdynamo broke on, from
+PyTorch's Dynamo tests (harness reproducers fg_*.py): torch functions with no tensor argument
+or result folded at trace time (trace rule "fold"), helpers under a skip rule that
+torch._dynamo inlines or folds, user dict subclasses and mappings, grad-mode decorators."""
+import pytest
+import torch
+import torch._dynamo
+
+import cdynamo
+from cdynamo import trace_rules as tr
+from helpers import CountingBackend, _clone_args, assert_same
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    cdynamo.reset()
+    torch._dynamo.reset()
+    yield
+    cdynamo.reset()
+    torch._dynamo.reset()
+
+
+def fg_compare(fn, *args, calls=2):
+    """fn eagerly, under torch._dynamo and under cdynamo, both with fullgraph=True: equal
+    results on every call, as many graphs as torch._dynamo. Returns cdynamo's counter."""
+    expected = fn(*_clone_args(args))
+    dyn = CountingBackend()
+    dyn_out = torch.compile(fn, backend=dyn, fullgraph=True)(*_clone_args(args))
+    assert_same(dyn_out, expected, "torch._dynamo")
+    torch._dynamo.reset()
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter, fullgraph=True)
+    for i in range(calls):
+        assert_same(compiled(*_clone_args(args)), expected, f"call {i}")
+    assert counter.frame_count == dyn.frame_count, (
+        f"cdynamo compiled {counter.frame_count} graphs, torch._dynamo {dyn.frame_count}")
+    return counter
+
+
+# ---- torch functions with no tensor argument or result: trace rule "fold" ----------------
+
+def default_dtype(x):
+    if x.dtype == torch.get_default_dtype():
+        x = x + 1
+    if x.dtype == torch.promote_types(torch.int32, torch.float32):
+        x = x + 2
+    return x
+
+
+def any_autocast(x):
+    if torch._C._is_any_autocast_enabled():
+        return x + 1
+    return x - 1
+
+
+def autocast_gpu_dtype(x):
+    return x.type(torch.get_autocast_gpu_dtype())
+
+
+def privateuse1_name(x):
+    if torch._C._get_privateuse1_backend_name() == "privateuseone":
+        return x + 1
+    return x - 1
+
+
+def checkpoint_valid(x):
+    if torch.autograd._is_checkpoint_valid():
+        return x + 1
+    return x - 1
+
+
+def cuda_available(x):
+    return x + 1 if torch.cuda.is_available() else x - 1
+
+
+def tensor_like(x):
+    a = torch.overrides.is_tensor_like(x)
+    b = torch.overrides.is_tensor_like(4)
+    c = torch.overrides.is_tensor_like([x])
+    return x * 2 if a else x, b, c
+
+
+def fx_tracing(x):
+    if torch.fx._symbolic_trace.is_fx_tracing():
+        return x - 1
+    return x + 1
+
+
+@pytest.mark.parametrize("fn", [default_dtype, any_autocast, autocast_gpu_dtype,
+                                privateuse1_name, checkpoint_valid, cuda_available,
+                                tensor_like, fx_tracing])
+def test_no_tensor_call_folds_in_one_graph(fn):
+    fg_compare(fn, torch.ones(3))
+
+
+def test_folded_calls_are_no_graph_nodes():
+    counter = fg_compare(tensor_like, torch.ones(3))
+    targets = [n.target for gm in counter.graphs for n in gm.graph.nodes
+               if n.op == "call_function"]
+    assert torch.overrides.is_tensor_like not in targets
+    assert len(targets) == 1
+
+
+def test_default_dtype_fold_is_guarded():
+    counter = CountingBackend()
+    f = cdynamo.compile(default_dtype, backend=counter, fullgraph=True)
+    x = torch.ones(3)
+    assert_same(f(x), default_dtype(x))
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert_same(f(x), default_dtype(x))   # float32 input is no longer the default
+    finally:
+        torch.set_default_dtype(old)
+    assert counter.frame_count == 2
+    assert_same(f(x), default_dtype(x))
+    assert counter.frame_count == 2
+
+
+def test_autocast_dtype_fold_is_guarded():
+    counter = CountingBackend()
+    f = cdynamo.compile(autocast_gpu_dtype, backend=counter, fullgraph=True)
+    x = torch.ones(3)
+    assert f(x).dtype == autocast_gpu_dtype(x).dtype
+    old = torch.get_autocast_dtype("cuda")
+    torch.set_autocast_dtype("cuda", torch.bfloat16)
+    try:
+        assert f(x).dtype == torch.bfloat16
+    finally:
+        torch.set_autocast_dtype("cuda", old)
+    assert counter.frame_count == 2
+
+
+def test_pure_fold_adds_no_guard_and_raising_call_breaks():
+    def f(x):
+        return x.to(torch.promote_types(torch.int8, torch.uint8))
+
+    fg_compare(f, torch.ones(3))
+
+    def g(x):
+        return x.to(torch.promote_types(torch.int8, "no dtype"))
+
+    with pytest.raises(TypeError):
+        g(torch.ones(3))
+    with pytest.raises(TypeError):
+        cdynamo.compile(g, backend="eager")(torch.ones(3))
+
+
+def test_state_fold_inside_traced_autocast_block_is_not_folded():
+    def f(x):
+        with torch.autocast("cpu"):
+            y = x + 1
+            if torch._C._is_any_autocast_enabled():
+                y = y * 2
+        return y
+
+    counter = CountingBackend()
+    compiled = cdynamo.compile(f, backend=counter)
+    for _ in range(3):
+        assert_same(compiled(torch.ones(3)), f(torch.ones(3)))
+    # a break at the call (torch._dynamo folds it: 1 graph), compiled once: no guard
+    # comparing the entry state with the block's on every call
+    assert counter.frame_count == 2
+
+
+def test_fold_rule_values_are_checked():
+    assert tr.lookup_callable(torch.get_default_dtype).rule == tr.FOLD
+    assert tr.lookup_callable(torch.promote_types).value is None
+    with pytest.raises(ValueError, match="fold"):
+        tr.set_callable_rule("torch.get_default_dtype", tr.FOLD, "sometimes")
