@@ -168,3 +168,36 @@ def test_fold_rule_values_are_checked():
     assert tr.lookup_callable(torch.promote_types).value is None
     with pytest.raises(ValueError, match="fold"):
         tr.set_callable_rule("torch.get_default_dtype", tr.FOLD, "sometimes")
+
+
+# ---- torch helpers under a skip rule that torch._dynamo inlines or folds --------------------
+
+@torch.jit.script_if_tracing
+def scripted_if_tracing(x, y, c=1.2):
+    return torch.cos(x * y) + c
+
+
+@torch.jit.script_if_tracing
+def other_scripted_if_tracing(x, y, c=1.2):
+    return torch.sin(x * y) - c
+
+
+def calls_script_if_tracing(x, y):
+    return scripted_if_tracing(x, y), scripted_if_tracing(x, y, c=2)
+
+
+def test_script_if_tracing_wrapper_is_inlined():
+    counter = fg_compare(calls_script_if_tracing, torch.ones(3), torch.full((3,), 2.0))
+    assert counter.op_count == 6
+
+
+def test_script_if_tracing_wrappers_share_code_but_not_function():
+    def pick(f, x):
+        return f(x, x)
+
+    counter = CountingBackend()
+    compiled = cdynamo.compile(pick, backend=counter, fullgraph=True)
+    x = torch.ones(3)
+    assert_same(compiled(scripted_if_tracing, x), scripted_if_tracing(x, x))
+    assert_same(compiled(other_scripted_if_tracing, x), other_scripted_if_tracing(x, x))
+    assert counter.frame_count == 2
