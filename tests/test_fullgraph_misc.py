@@ -201,3 +201,117 @@ def test_script_if_tracing_wrappers_share_code_but_not_function():
     assert_same(compiled(scripted_if_tracing, x), scripted_if_tracing(x, x))
     assert_same(compiled(other_scripted_if_tracing, x), other_scripted_if_tracing(x, x))
     assert counter.frame_count == 2
+
+
+# ---- dict subclasses of the frame: inherited reads go through a mirror of their items ------
+
+class SimpleDict(dict):
+    pass
+
+
+class PlainOrdered(__import__("collections").OrderedDict):
+    pass
+
+
+class DotDict(dict):
+    __getattr__ = dict.get
+    __setattr__ = dict.__setitem__
+    __delattr__ = dict.__delitem__
+
+
+def read_all(sd, x):
+    for value in sd.values():
+        x = x * value
+    for key in sd:
+        x = x * key
+    for k, v in sd.items():
+        x = x * k + v
+    x = x * 2 if 1 in sd else x * 3
+    x = x * sd.get(2, 0) * sd.get(3, 4)
+    return len(sd) * x
+
+
+def mutate_then_read(sd, x):
+    for value in sd.values():
+        x = x * value
+    sd[6] = 14
+    for k, v in sd.items():
+        x = x * k + v
+    return x * len(sd)
+
+
+def _simple():
+    sd = SimpleDict()
+    sd[2] = 5
+    sd[4] = 10
+    return sd
+
+
+def test_dict_subclass_inherited_reads_one_graph():
+    fg_compare(read_all, _simple(), torch.ones(4))
+
+
+def test_dict_subclass_reads_guard_its_keys():
+    sd = _simple()
+    sd.attr = 3
+    counter = CountingBackend()
+    f = cdynamo.compile(lambda x: read_all(sd, x) * sd.attr, backend=counter, fullgraph=True)
+    x = torch.ones(4)
+    assert_same(f(x), read_all(sd, x) * 3)
+    sd[6] = 15                      # a new key: recompiled, right result
+    assert_same(f(x), read_all(sd, x) * 3)
+    sd[6] = 16                      # a new (int, so guarded) value under a known key
+    assert_same(f(x), read_all(sd, x) * 3)
+    assert counter.frame_count == 3
+    assert_same(f(x), read_all(sd, x) * 3)
+    assert counter.frame_count == 3
+
+
+def test_dict_subclass_item_store_then_reads_writes_back():
+    sd1, sd2 = _simple(), _simple()
+    expected = mutate_then_read(sd1, torch.ones(4))
+    dyn = CountingBackend()
+    torch.compile(mutate_then_read, backend=dyn, fullgraph=True)(_simple(), torch.ones(4))
+    counter = CountingBackend()
+    out = cdynamo.compile(mutate_then_read, backend=counter, fullgraph=True)(sd2, torch.ones(4))
+    assert_same(out, expected)
+    assert sd2 == sd1 and type(sd2) is SimpleDict
+    assert counter.frame_count == dyn.frame_count == 1
+
+
+def test_dict_subclass_with_dunder_overrides_reads_get():
+    config = DotDict({"a": 1, "b": 2})
+
+    def fn(x):
+        return x * config.get("a", 3) + x * config.get("c", 5)
+
+    fg_compare(fn, torch.ones(2))
+
+
+def test_ordered_dict_subclass_contains():
+    def f(x, d):
+        if "key1" in d:
+            x = x + 2
+        if "key2" in d:
+            x = x + 4
+        return x + 8
+
+    counter = CountingBackend()
+    g = cdynamo.compile(f, backend=counter, fullgraph=True)
+    assert_same(g(torch.ones(4), PlainOrdered({"key1": torch.ones(4)})), torch.full([4], 11.0))
+    assert_same(g(torch.ones(4), PlainOrdered({"key2": torch.ones(4)})), torch.full([4], 13.0))
+    assert counter.frame_count == 2
+
+
+def test_dict_subclass_overriding_iter_is_not_mirrored():
+    class Reversed(dict):
+        def __iter__(self):
+            return iter(list(dict.__iter__(self))[::-1])
+
+    d = Reversed({1: 2, 3: 4})
+
+    def fn(x):
+        return [x * k for k in d]
+
+    # not read through a mirror (dict's own order would be wrong): eager's order
+    assert_same(cdynamo.compile(fn, backend="eager")(torch.ones(2)), fn(torch.ones(2)))
