@@ -50,7 +50,7 @@ def _rule(obj):
 
 def test_every_rule_is_documented_and_every_entry_valid():
     assert set(tr.RULES) == {tr.SKIP, tr.INLINE, tr.COMPILE, tr.GRAPH, tr.CONSTANT,
-                             tr.POLYFILL, tr.BREAK}
+                             tr.FOLD, tr.POLYFILL, tr.BREAK}
     assert all(isinstance(text, str) and text for text in tr.RULES.values())
     for name, rule in tr.MODULE_RULES.items():
         assert rule in (tr.SKIP, tr.INLINE, tr.COMPILE, tr.GRAPH, tr.BREAK), name

@@ -25,6 +25,14 @@ Rules (``RULES`` holds the same text):
 ``constant``
     A call is folded at trace time to the rule's value: ``torch.jit.is_scripting()`` is
     False, ``torch.compiler.is_compiling()`` is True. Per callable only.
+``fold``
+    A call whose arguments are all constants is made at trace time and its result, a
+    constant, replaces it (torch.get_default_dtype(), torch.promote_types(a, b)), as
+    torch._dynamo's constant-fold functions. The rule's value says what the result depends
+    on: None, the arguments only (pure); ``"state"``, global state too, re-read on every
+    call of the compiled code by a GLOBAL_STATE guard (fn(*args) == result; refused inside
+    an autocast block the trace entered, where the state differs from the frame's entry).
+    Per callable only.
 ``polyfill``
     A call is replaced by the rule's value, a plain-Python version of the callable, which the
     interpreter inlines like user code. Per callable only.
@@ -62,6 +70,7 @@ INLINE = "inline"
 COMPILE = "compile"
 GRAPH = "graph"
 CONSTANT = "constant"
+FOLD = "fold"
 POLYFILL = "polyfill"
 BREAK = "break"
 
@@ -71,12 +80,13 @@ RULES: dict[str, str] = {
     COMPILE: "translated like user code even under a skipped module",
     GRAPH: "a call is recorded into the FX graph as a torch operation",
     CONSTANT: "a call is folded at trace time to the rule's value",
+    FOLD: "a call on constants is made at trace time, its result a constant (guarded)",
     POLYFILL: "a call is replaced by the rule's value, a plain-Python version, inlined",
     BREAK: "a call is a graph break: run eagerly between two graphs",
 }
 
-# Rules that describe code by where it is defined; CONSTANT and POLYFILL need a value and
-# exist per callable only.
+# Rules that describe code by where it is defined; CONSTANT, FOLD and POLYFILL need a value
+# and exist per callable only.
 _CODE_RULES = (SKIP, INLINE, COMPILE, GRAPH, BREAK)
 
 # Python code by module (dotted name: the module and its submodules; the longest key wins).
@@ -164,19 +174,35 @@ MODULE_RULES: dict[str, str] = {
 STDLIB_RULE = SKIP
 
 # Per callable: qualified name (resolved from already-imported modules) -> rule, or
-# (rule, value) for CONSTANT (the folded value) and POLYFILL (the replacement callable or
-# its qualified name).
+# (rule, value) for CONSTANT (the folded value), FOLD (None: pure; "state": guarded) and
+# POLYFILL (the replacement callable or its qualified name).
 CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.jit.is_scripting": (CONSTANT, False),
     "torch.jit.is_tracing": (CONSTANT, False),
     "torch._C._get_tracing_state": (CONSTANT, None),
     "torch.onnx.is_in_onnx_export": (CONSTANT, False),
+    "torch.fx._symbolic_trace.is_fx_tracing": (CONSTANT, False),
+    "torch.fx._symbolic_trace.is_fx_symbolic_tracing": (CONSTANT, False),
     "torch.compiler.is_compiling": (CONSTANT, True),
     "torch.compiler.is_dynamo_compiling": (CONSTANT, True),
     "torch.compiler.is_exporting": (CONSTANT, False),
     "torch._dynamo.is_compiling": (CONSTANT, True),
     "torch._utils.is_compiling": (CONSTANT, True),
     "torch.backends.mha.get_fastpath_enabled": INLINE,
+    # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
+    "torch.promote_types": (FOLD, None),
+    "torch.nn.functional._Reduction.get_enum": (FOLD, None),
+    "torch.distributed.is_available": (FOLD, None),
+    "torch.get_default_dtype": (FOLD, "state"),
+    "torch.get_autocast_gpu_dtype": (FOLD, "state"),
+    "torch._C._is_any_autocast_enabled": (FOLD, "state"),
+    "torch._C._get_privateuse1_backend_name": (FOLD, "state"),
+    "torch._C._get_cublas_allow_tf32": (FOLD, "state"),
+    "torch.cuda.is_available": (FOLD, "state"),
+    "torch.cuda.is_initialized": (FOLD, "state"),
+    "torch.accelerator.is_available": (FOLD, "state"),
+    "torch.autograd._is_checkpoint_valid": (FOLD, "state"),
+    "torch.__future__.get_overwrite_module_params_on_conversion": (FOLD, "state"),
     "torch._dynamo.graph_break": BREAK,
     "torch._dynamo.testing.unsupported": BREAK,
     "cdynamo.graph_break": BREAK,
@@ -359,6 +385,8 @@ def _normalise(entry: str | tuple[str, Any]) -> tuple[str, Any]:
     rule, value = (entry, None) if isinstance(entry, str) else entry
     if rule not in RULES:
         raise ValueError(f"trace_rules: unknown rule {rule!r}; valid rules: {sorted(RULES)}")
+    if rule == FOLD and value not in (None, "state"):
+        raise ValueError(f"trace_rules: a fold rule's value is None or 'state', got {value!r}")
     return rule, value
 
 

@@ -522,6 +522,22 @@ globals_label(PyObject *globals)
     return own ? name : Py_None;
 }
 
+/* torch.jit.script_if_tracing(fn)'s wrapper (torch's, skipped): outside torch.jit tracing
+ * it calls fn, which is traced instead, as torch._dynamo does. Borrowed fn (held by the
+ * wrapper's __dict__, which nothing rebinds) or NULL. */
+static PyObject *
+script_if_tracing_original(PyObject *func)
+{
+    PyObject *d = ((PyFunctionObject *)func)->func_dict, *mark, *orig;
+    if (d == NULL || !PyDict_CheckExact(d)) {
+        return NULL;
+    }
+    mark = PyDict_GetItemString(d, "__script_if_tracing_wrapper");
+    orig = PyDict_GetItemString(d, "__original_fn");
+    return mark == Py_True && orig != NULL && PyFunction_Check(orig) && orig != func ? orig
+                                                                                     : NULL;
+}
+
 /* Inline the real function func; guarded: it is guarded by its code only, so its defaults
  * and globals are guarded through fn_source. */
 static tr_status
@@ -552,6 +568,18 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         return inline_real(tx, pf, NULL, 0, self, args, nargs, kwnames, out);
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
+        PyObject *orig = script_if_tracing_original(func);
+        if (orig != NULL) {
+            /* every wrapper has the same code: one guarded by its code is pinned by
+               identity, which fixes the function it wraps */
+            if (guarded && fn_source != NULL &&
+                cdyn_guards_add_id(tx->guards, fn_source, func, 1) < 0) {
+                return TR_ERROR;
+            }
+            return inline_real(tx, orig, NULL, 0, self, args, nargs, kwnames, out);
+        }
+    }
+    if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         /* a per-callable INLINE entry of trace_rules overrides its file's rule
            (torch.backends.mha.get_fastpath_enabled) */
         PyObject *value = NULL, *unpatched = cdyn_newmod_unpatched_init(func);
@@ -571,6 +599,13 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         }
         if (crule == CDYN_RULE_INLINE) {
             rule = CDYN_RULE_INLINE;
+        }
+        if (crule == CDYN_RULE_FOLD) {   /* torch.cuda.is_available(): called now */
+            int handled = 0;
+            st = cdyn_tx_fold_call(tx, func, args, nargs, kwnames, out, &handled);
+            if (handled || st != TR_OK) {
+                return st;
+            }
         }
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {

@@ -21,6 +21,7 @@ unsigned long cdyn_rules_generation;
 
 static const char *const rule_names[CDYN_RULE_COUNT] = {
     "none", "compile", "skip", "inline", "graph", "constant", "polyfill", "break",
+    "fold",
 };
 
 const char *

@@ -22,6 +22,7 @@ typedef enum {
     CDYN_RULE_CONSTANT,  /* a call is folded to a constant at trace time */
     CDYN_RULE_POLYFILL,  /* a call is replaced by a plain-Python version, inlined */
     CDYN_RULE_BREAK,     /* a call is a graph break (run eagerly between graphs) */
+    CDYN_RULE_FOLD,      /* a call on constants is made at trace time (values/torch.c) */
     CDYN_RULE_COUNT
 } cdyn_rule;
 

@@ -471,6 +471,13 @@ tr_status cdyn_guard_dict_has(cdyn_tx *tx, PyObject *dict_source, PyObject *key,
 int cdyn_is_graph_function(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
 int cdyn_is_torch_special(PyObject *obj);
+/* A call of obj (borrowed) under a FOLD trace rule (trace_rules.py): with every argument a
+ * constant, obj is called now and *out (new) is its constant result; a "state" rule adds a
+ * GLOBAL_STATE guard re-reading it. *handled = 0 (TR_OK, nothing done) when obj has no FOLD
+ * rule or an argument is not a constant; the call raising or giving a non-constant is
+ * unsupported (values/torch.c). */
+tr_status cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *handled);
 /* Which higher-order op obj is (values/hop.c): a HOP_* id (> 0) for torch.cond,
  * torch.utils.checkpoint.checkpoint, <Function subclass>.apply, torch.func transforms; 0
  * for anything else. Decided by identity, before the graph-function rule. */

@@ -107,9 +107,6 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
 {
     PyObject *obj = V(fn)->u.obj.obj;
     (void)fs;
-    (void)args;
-    (void)nargs;
-    (void)kwnames;
     if (V(fn)->kind != VK_OPAQUE) {
         return cdyn_tx_unsupported(tx, "call of %S", fn);
     }
@@ -126,6 +123,13 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         Py_XDECREF(value);
         if (rule < 0) {
             return TR_ERROR;
+        }
+        if (rule == CDYN_RULE_FOLD) {   /* a builtin folded on constants */
+            int handled = 0;
+            tr_status st = cdyn_tx_fold_call(tx, obj, args, nargs, kwnames, out, &handled);
+            if (handled || st != TR_OK) {
+                return st;
+            }
         }
     }
     if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "cdynamo")) {

@@ -616,7 +616,7 @@ cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py
     if (is_dict_slot(fn)) {
         if (n >= 1 && V(all[0])->kind == VK_OBJECT && mirror_read(all[0], fn)) {
             /* a read of a ModelOutput of the frame: from the mirror of its items */
-            st = cdyn_mo_items(tx, all[0], &d);
+            st = cdyn_uobj_items(tx, all[0], &d);
             if (st == TR_OK) {
                 st = dict_slot_call(tx, fs, fn, d, all + 1, n - 1, kwnames, out);
                 Py_DECREF(d);

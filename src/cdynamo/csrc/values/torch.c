@@ -4,6 +4,7 @@
  * is_grad_enabled()). */
 #include "../tx.h"
 #include "../codegen.h"
+#include "../trace_rules.h"
 
 int
 cdyn_is_graph_function(PyObject *obj)
@@ -29,7 +30,7 @@ cdyn_is_graph_function(PyObject *obj)
 
 /* The constant helpers (torch.jit.is_scripting(), torch.compiler.is_compiling(), ...) are
  * trace_rules' CONSTANT entries, folded where a Python function is inlined (inline.c). */
-static PyObject *fn_annotate, *fn_assert, *fn_is_tensor;
+static PyObject *fn_annotate, *fn_assert, *fn_is_tensor, *fn_is_tensor_like;
 
 /* torch._C._log_api_usage_once / _log_api_usage_metadata: usage telemetry that libraries
  * call from forward (torchvision's StochasticDepth, every model's __init__/forward helper).
@@ -101,7 +102,8 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
 int
 cdyn_is_torch_special(PyObject *obj)
 {
-    return obj == fn_annotate || obj == fn_assert || obj == fn_is_tensor || is_state_fn(obj) ||
+    return obj == fn_annotate || obj == fn_assert || obj == fn_is_tensor ||
+           obj == fn_is_tensor_like || is_state_fn(obj) ||
            is_usage_fn(obj) ||
            cdyn_is_ctx_factory(obj) || is_trusted_constructor(obj);
 }
@@ -129,6 +131,36 @@ call_usage_fn(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t narg
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* torch.overrides.is_tensor_like(x): `type(x) is Tensor or hasattr(x, "__torch_function__")`,
+ * decided from x's type (fixed by x's guards): a tensor, or a type with the attribute, is
+ * tensor-like; a constant is asked; an object whose instances have no __dict__ is not (the
+ * attribute can only come from its type); another object may hold it itself: unsupported. */
+static tr_status
+is_tensor_like(cdyn_tx *tx, PyObject *arg, PyObject **out)
+{
+    PyTypeObject *t = cdyn_v_python_type(arg);
+    int r;
+    if (V(arg)->kind == VK_CONST) {
+        r = PyObject_HasAttrString(V(arg)->u.cnst.value, "__torch_function__");
+    }
+    else if (t == NULL) {
+        return cdyn_tx_unsupported(tx, "torch.overrides.is_tensor_like of %S", arg);
+    }
+    else if (PyType_IsSubtype(t, (PyTypeObject *)cdyn_G.torch_tensor_type) ||
+             PyObject_HasAttrString((PyObject *)t, "__torch_function__")) {
+        r = 1;
+    }
+    else if (t->tp_dictoffset == 0) {
+        r = 0;
+    }
+    else {
+        return cdyn_tx_unsupported(tx, "torch.overrides.is_tensor_like of %S (an instance "
+                                       "attribute may say)", arg);
+    }
+    *out = cdyn_value_bool(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* torch.jit.annotate(type, x) is x; torch._assert(cond, msg) on a constant cond is checked
  * now; torch.is_tensor(x) is folded from x's type (fixed by x's guards), never a graph node.
  * *handled = 0 for other functions. */
@@ -146,6 +178,9 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
         *out = cdyn_value_bool(PyType_IsSubtype(cdyn_v_python_type(args[0]),
                                                 (PyTypeObject *)cdyn_G.torch_tensor_type));
         return *out ? TR_OK : TR_ERROR;
+    }
+    if (obj == fn_is_tensor_like && nargs == 1 && kwnames == NULL) {
+        return is_tensor_like(tx, args[0], out);
     }
     if (obj == fn_assert && nargs == 2 && kwnames == NULL && V(args[0])->kind == VK_CONST) {
         int t = PyObject_IsTrue(V(args[0])->u.cnst.value);
@@ -188,6 +223,81 @@ call_state_fn(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t narg
     Py_DECREF(argt);
     *out = cdyn_value_const_steal(r);
     return *out ? TR_OK : TR_ERROR;
+}
+
+/* Call obj now on the constants args (kwnames: the names of the last ones); *res: new
+ * result, or NULL when the call raised (cleared: the program's own call raises it). */
+static int
+call_on_constants(PyObject *obj, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                  PyObject **argt, PyObject **res)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *kw = nkw ? PyDict_New() : NULL;
+    *res = NULL;
+    *argt = PyTuple_New(nargs - nkw);
+    if (*argt == NULL || (nkw && kw == NULL)) {
+        Py_XDECREF(kw);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject *c = V(args[i])->u.cnst.value;
+        if (i < nargs - nkw) {
+            PyTuple_SET_ITEM(*argt, i, Py_NewRef(c));
+        }
+        else if (PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i - (nargs - nkw)), c) < 0) {
+            Py_DECREF(kw);
+            return -1;
+        }
+    }
+    *res = PyObject_Call(obj, *argt, kw);
+    Py_XDECREF(kw);
+    PyErr_Clear();
+    return 0;
+}
+
+tr_status
+cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject *kwnames, PyObject **out, int *handled)
+{
+    PyObject *value = NULL, *argt = NULL, *r = NULL;
+    int rule, state;
+    tr_status st = TR_ERROR;
+    *handled = 0;
+    if (!cdyn_all_const(args, nargs)) {
+        return TR_OK;
+    }
+    rule = cdyn_rules_for_callable(obj, &value);
+    if (rule != CDYN_RULE_FOLD) {
+        Py_XDECREF(value);
+        return rule < 0 ? TR_ERROR : TR_OK;
+    }
+    *handled = 1;
+    state = value != Py_None;
+    Py_DECREF(value);
+    if (state && PyList_GET_SIZE(tx->open_modes) > 0) {
+        /* the guard reads the state at the frame's entry; inside an autocast block the
+           trace entered, the state read now is the block's */
+        return cdyn_tx_unsupported(tx, "%R inside an autocast block (reads global state)", obj);
+    }
+    if (call_on_constants(obj, args, nargs, kwnames, &argt, &r) < 0) {
+        goto done;
+    }
+    if (r == NULL || !cdyn_is_constant(r)) {
+        st = cdyn_tx_unsupported(tx, "%R %s", obj,
+                                 r ? "gave a non-constant" : "raised (raised in Python)");
+        goto done;
+    }
+    if (state && (kwnames != NULL ||
+                  cdyn_guards_add_call(tx->guards, obj, argt, r) < 0)) {
+        st = kwnames ? cdyn_tx_unsupported(tx, "%R with keyword arguments", obj) : TR_ERROR;
+        goto done;
+    }
+    *out = cdyn_value_const(r);
+    st = *out ? TR_OK : TR_ERROR;
+done:
+    Py_XDECREF(argt);
+    Py_XDECREF(r);
+    return st;
 }
 
 /* A GRADCTX value setting `mode`; applied: the mode is already set (set_grad_enabled) and
@@ -264,6 +374,9 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
         if (!handled) {
             st = call_state_fn(tx, obj, args, nargs, kwnames, out, &handled);
         }
+        if (!handled) {   /* torch.get_default_dtype(), torch.promote_types(a, b), ... */
+            st = cdyn_tx_fold_call(tx, obj, args, nargs, kwnames, out, &handled);
+        }
         if (!handled && is_trusted_constructor(obj)) {
             return construct(tx, obj, args, nargs, kwnames, out);
         }
@@ -309,6 +422,12 @@ cdyn_torch_init(void)
         fn_annotate = jit ? PyObject_GetAttrString(jit, "annotate") : NULL;
         fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
         fn_is_tensor = torch ? PyObject_GetAttrString(torch, "is_tensor") : NULL;
+        {
+            PyObject *ov = PyImport_ImportModule("torch.overrides");
+            fn_is_tensor_like = ov ? PyObject_GetAttrString(ov, "is_tensor_like") : NULL;
+            Py_XDECREF(ov);
+            PyErr_Clear();
+        }
         finfo_type = torch ? PyObject_GetAttrString(torch, "finfo") : NULL;
         {
             PyObject *tc = torch ? PyObject_GetAttrString(torch, "_C") : NULL;

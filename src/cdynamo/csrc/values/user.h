@@ -170,6 +170,13 @@ int cdyn_user_native_method(PyObject *fn);
  * TR_NOTIMPL when v is not one; TR_UNSUPPORTED when its items cannot be known (changed
  * before they were read, or not its fields). */
 tr_status cdyn_mo_items(cdyn_tx *tx, PyObject *v, PyObject **out);
+/* The DICT value mirroring the items of v, an OBJECT of the frame of a dict subclass: a
+ * ModelOutput's (cdyn_mo_items), or, for a subclass reading its items as dict / OrderedDict
+ * do (no Python __iter__ / __getitem__, no __missing__), an input dict at v's source
+ * (DICT_KEYS guard, values through ITEM sources; DICT_MIRROR, u.dobj.items: item stores
+ * replayed on v change it alike). *out new; TR_NOTIMPL for other values; TR_UNSUPPORTED
+ * when the items were changed before they were read. */
+tr_status cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* tuple.__new__(cls, iterable) for a named-tuple class value (or tuple itself). */
 tr_status cdyn_namedtuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args,
                               Py_ssize_t nargs, PyObject **out);

@@ -61,6 +61,68 @@ builtin_base(PyObject *v, PyObject *name)
     return d != NULL && !PyFunction_Check(d) ? V(v)->u.uobj.base : NULL;
 }
 
+/* 1 when the items of obj, a dict subclass's instance, are read as its builtin base (dict
+ * or OrderedDict) reads them: iteration and subscription are the base's, and no class of
+ * its MRO has __missing__ (defaultdict, Counter). */
+static int
+plain_item_protocol(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    PyTypeObject *base = PyODict_Check(obj) ? (PyTypeObject *)cdyn_U.odict_type : &PyDict_Type;
+    static const char *const names[] = {"__iter__", "__getitem__", NULL};
+    for (int i = 0; names[i] != NULL; i++) {
+        PyObject *n = PyUnicode_InternFromString(names[i]);
+        int same = n != NULL && _PyType_Lookup(t, n) == _PyType_Lookup(base, n);
+        Py_XDECREF(n);
+        if (!same) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return PyObject_HasAttrString((PyObject *)t, "__missing__") == 0;
+}
+
+tr_status
+cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *obj, *d;
+    tr_status st = cdyn_mo_items(tx, v, out);
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    if (V(v)->kind != VK_OBJECT || V(v)->source == NULL || !PyDict_Check(V(v)->u.obj.obj)) {
+        return TR_NOTIMPL;
+    }
+    obj = V(v)->u.obj.obj;
+    if (V(v)->u.dobj.items != NULL) {
+        *out = Py_NewRef(V(v)->u.dobj.items);
+        return TR_OK;
+    }
+    if (!plain_item_protocol(obj)) {
+        return TR_NOTIMPL;
+    }
+    if (V(v)->bits & OBJ_ITEMS_MUTATED) {
+        return cdyn_tx_unsupported(tx, "items of %S changed while tracing", v);
+    }
+    /* an input dict at the object's source (DICT_KEYS guard, values by ITEM sources), never
+       written back: item stores are replayed on the object and change it alike */
+    d = cdyn_value_alloc(VK_DICT, V(v)->source);
+    if (d == NULL) {
+        return TR_ERROR;
+    }
+    V(d)->bits = SEQ_LAZY | DICT_MIRROR;
+    V(d)->u.dict.real = Py_NewRef(obj);
+    V(d)->u.dict.type = PyODict_Check(obj) ? Py_NewRef(cdyn_U.odict_type) : NULL;
+    st = cdyn_tx_materialize(tx, d);
+    if (st != TR_OK) {
+        Py_DECREF(d);
+        return st;
+    }
+    V(v)->u.dobj.items = Py_NewRef(d);
+    *out = d;
+    return TR_OK;
+}
+
 /* The mirror of the items of an OBJECT of the frame (a ModelOutput: cdyn_mo_items), to
  * read them with dict's own `name` (its type does not override it with a Python function):
  * *out new; TR_NOTIMPL for any other value. */
@@ -75,7 +137,7 @@ mirror_for(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (d == NULL || PyFunction_Check(d)) {
         return TR_NOTIMPL;
     }
-    return cdyn_mo_items(tx, v, out);
+    return cdyn_uobj_items(tx, v, out);
 }
 
 /* fn(self, *args) for a Python function fn found on self's type: modelled natively when
@@ -1163,7 +1225,7 @@ items_mirror(cdyn_tx *tx, PyObject *v, PyObject **out)
     tr_status st;
     *out = NULL;
     tx->reason = NULL;
-    st = cdyn_mo_items(tx, v, out);
+    st = cdyn_uobj_items(tx, v, out);
     Py_XSETREF(tx->reason, saved);
     return st == TR_ERROR ? TR_ERROR : TR_OK;
 }
@@ -1546,6 +1608,23 @@ cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return cdyn_tx_unsupported(tx, "subscript of %S", v);
 }
 
+/* The slot function (dict's or OrderedDict's own __setitem__ / __delitem__, borrowed) that
+ * `name` is on the type of v, an OBJECT of the frame of a dict subclass whose items are
+ * mirrored (cdyn_uobj_items), or NULL: a store is replayed with it and changes the mirror. */
+static PyObject *
+dict_item_slot(PyObject *v, PyObject *name)
+{
+    PyObject *d;
+    if (V(v)->kind != VK_OBJECT || V(v)->source == NULL || !PyDict_Check(V(v)->u.obj.obj) ||
+        (V(v)->u.dobj.items == NULL && !plain_item_protocol(V(v)->u.obj.obj))) {
+        return NULL;
+    }
+    d = _PyType_Lookup(cdyn_user_type(v), name);
+    return d != NULL && Py_TYPE(d) == &PyWrapperDescr_Type &&
+                   PyType_IsSubtype(Py_TYPE(V(v)->u.obj.obj), PyDescr_TYPE(d))
+               ? d : NULL;
+}
+
 tr_status
 cdyn_uobj_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
@@ -1558,6 +1637,9 @@ cdyn_uobj_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
     }
     if ((b = builtin_base(v, cdyn_U.s_setitem)) != NULL) {
         return cdyn_v_store_subscr(tx, b, key, value);
+    }
+    if ((b = dict_item_slot(v, cdyn_U.s_setitem)) != NULL) {
+        return cdyn_uobj_item_call_replayed(tx, v, b, key, value);
     }
     if (V(v)->kind == VK_OBJECT) {
         return cdyn_store_subscr_replayed(tx, v, key, value);
@@ -1577,6 +1659,9 @@ cdyn_uobj_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
     }
     if ((b = builtin_base(v, cdyn_U.s_delitem)) != NULL) {
         return cdyn_v_delete_subscr(tx, b, key);
+    }
+    if ((b = dict_item_slot(v, cdyn_U.s_delitem)) != NULL) {
+        return cdyn_uobj_item_call_replayed(tx, v, b, key, NULL);
     }
     return cdyn_tx_unsupported(tx, "DELETE_SUBSCR of %S", v);
 }
