@@ -1465,8 +1465,9 @@ def test_closure_with_break():
 
 @pytest.mark.xfail(strict=True, reason=(
     "engine limitation: a frame with a cell variable written by an inner function (nonlocal) "
-    "that breaks runs unmodified, and the inner function (STORE_DEREF to an outer cell) too: "
-    "0 graphs vs torch._dynamo's 2"))
+    "that breaks runs unmodified (CDB9999: closure over a reassigned variable live at a graph "
+    "break); the inner function, compiled as a frame of its own, stores into the outer cell "
+    "(a side effect written back): 2 graphs of 1 call node each vs torch._dynamo's 1 and 2"))
 def test_nonlocal_cell_across_break():
     run_both(nonlocal_accumulate, A)
 

@@ -126,6 +126,8 @@ cdyn_cg_source(cdyn_cg *cg, PyObject *s)
         return i < 0 ? -1 : cdyn_cg_emit(cg, LOAD_GLOBAL, i << 1);
     case CDYN_SRC_CLOSURE:
         return emit_free(cg, LOAD_DEREF, src->index);
+    case CDYN_SRC_CELL:
+        return emit_free(cg, LOAD_CLOSURE, src->index);
     case CDYN_SRC_ATTR:
         if (cdyn_cg_source(cg, (PyObject *)src->base) < 0) {
             return -1;
@@ -276,8 +278,8 @@ done:
 }
 
 /* A value loaded through a source that side effects may change (an attribute, an item, a
- * global) is loaded before the side effects are replayed, as it was when the trace read it:
- * cg->preload. 0 / -1. */
+ * global, a closure cell's contents) is loaded before the side effects are replayed, as it
+ * was when the trace read it: cg->preload. 0 / -1. */
 static int
 note_preload(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
@@ -286,7 +288,7 @@ note_preload(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
         return 0;
     }
     k = ((cdyn_source *)V(v)->source)->kind;
-    if (k == CDYN_SRC_LOCAL || k == CDYN_SRC_CONST || k == CDYN_SRC_CLOSURE) {
+    if (k == CDYN_SRC_LOCAL || k == CDYN_SRC_CONST || k == CDYN_SRC_CELL) {
         return 0;
     }
     return PySequence_Contains(cg->preload, v) == 0 ? PyList_Append(cg->preload, v) : 0;

@@ -612,15 +612,16 @@ cdyn_tx_lift(cdyn_tx *tx, PyObject *node, PyObject *fake, PyObject **out)
 int
 cdyn_tx_add_no_aliasing(cdyn_tx *tx)
 {
-    PyObject *srcs = NULL, *objs = NULL, *tup = NULL, *key, *v;
+    PyObject *srcs = NULL, *objs = NULL, *cells = NULL, *tup = NULL, *key, *v;
     Py_ssize_t pos = 0;
-    int rc = -1;
+    int rc = -1, stored = 0;
     if (tx->input_sources == NULL || tx->input_values == NULL || tx->by_id == NULL) {
         return 0;
     }
     srcs = PyList_New(0);
     objs = PyList_New(0);
-    if (srcs == NULL || objs == NULL) {
+    cells = PyList_New(0);
+    if (srcs == NULL || objs == NULL || cells == NULL) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->input_sources) &&
@@ -641,6 +642,12 @@ cdyn_tx_add_no_aliasing(cdyn_tx *tx)
             PyList_Append(objs, (PyObject *)src) < 0) {
             goto done;
         }
+        /* the real closure cells (values/misc.c): when the trace stored into one, the
+           others it reached must not be that cell under another name */
+        if (k == VK_CELL && src != NULL && PyList_Append(cells, (PyObject *)src) < 0) {
+            goto done;
+        }
+        stored |= k == VK_CELL && (V(v)->bits & CELL_STORED) != 0;
     }
     rc = 0;
     if (PyList_GET_SIZE(srcs) >= 2) {
@@ -651,10 +658,16 @@ cdyn_tx_add_no_aliasing(cdyn_tx *tx)
     if (rc == 0 && PyList_GET_SIZE(objs) >= 2) {
         tup = PyList_AsTuple(objs);
         rc = tup == NULL ? -1 : cdyn_guards_add_distinct(tx->guards, tup);
+        Py_CLEAR(tup);
+    }
+    if (rc == 0 && stored && PyList_GET_SIZE(cells) >= 2) {
+        tup = PyList_AsTuple(cells);
+        rc = tup == NULL ? -1 : cdyn_guards_add_distinct(tx->guards, tup);
     }
 done:
     Py_XDECREF(srcs);
     Py_XDECREF(objs);
+    Py_XDECREF(cells);
     Py_XDECREF(tup);
     return rc;
 }

@@ -391,10 +391,11 @@ wrap_defaults(cdyn_tx *tx, PyFunctionObject *f, PyObject **defaults, PyObject **
     return TR_OK;
 }
 
-/* The closure of a real function as CELL values whose contents are read (and guarded)
- * through fn_source.__closure__[i].cell_contents when the function has a source. */
+/* The closure of a real function as CELL values (one per real cell in the trace,
+ * values/misc.c) whose contents are read (and guarded) through
+ * fn_source.__closure__[i].cell_contents when the function has a source. */
 static tr_status
-wrap_closure(PyFunctionObject *f, PyObject *fn_source, PyObject **cells)
+wrap_closure(cdyn_tx *tx, PyFunctionObject *f, PyObject *fn_source, PyObject **cells)
 {
     PyObject *csrc = NULL, *fsrc = NULL;
     Py_ssize_t nc;
@@ -428,17 +429,17 @@ wrap_closure(PyFunctionObject *f, PyObject *fn_source, PyObject **cells)
             isrc = idx ? cdyn_source_item(csrc, idx) : NULL;
             src = isrc ? cdyn_source_attr(isrc, cdyn_G.s_cell_contents) : NULL;
             Py_XDECREF(idx);
-            Py_XDECREF(isrc);
             if (src == NULL) {
+                Py_XDECREF(isrc);
                 goto done;
             }
         }
-        cell = cdyn_value_alloc(VK_CELL, src);
+        st = cdyn_cell_of_real(tx, PyTuple_GET_ITEM(f->func_closure, i), isrc, src, &cell);
+        Py_XDECREF(isrc);
         Py_XDECREF(src);
-        if (cell == NULL) {
+        if (st != TR_OK) {
             goto done;
         }
-        V(cell)->u.cell.real = Py_NewRef(PyTuple_GET_ITEM(f->func_closure, i));
         PyList_SET_ITEM(*cells, i, cell);
     }
     st = TR_OK;
@@ -617,7 +618,7 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
              ? wrap_defaults_guarded(tx, f, fn_source, &defaults, &kwdefaults)
              : wrap_defaults(tx, f, &defaults, &kwdefaults);
     if (st == TR_OK) {
-        st = wrap_closure(f, fn_source, &cells);
+        st = wrap_closure(tx, f, fn_source, &cells);
     }
     if (st == TR_OK && !top && !cdyn_module_startswith(func, "torch") &&
         !cdyn_module_startswith(func, "cdynamo.polyfills")) {

@@ -47,8 +47,8 @@ source_richcompare(PyObject *a, PyObject *b, int op)
 }
 
 static const char *const kind_names[] = {"local", "global", "closure", "attr", "item", "const",
-                                         "call", "tprop", "entry"};
-_Static_assert(sizeof kind_names / sizeof kind_names[0] == CDYN_SRC_ENTRY + 1,
+                                         "call", "tprop", "entry", "cell"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == CDYN_SRC_CELL + 1,
                "one name per source kind");
 
 /* source.kind: new str naming the kind. */
@@ -175,6 +175,15 @@ cdyn_source_closure(int index, PyObject *name)
         return NULL;
     }
     return source_make(CDYN_SRC_CLOSURE, index, name, NULL, PyUnicode_FromFormat("C[%R]", name));
+}
+
+PyObject *
+cdyn_source_cell(int index, PyObject *name)
+{
+    if (require_str(name, "cdyn_source_cell") < 0) {
+        return NULL;
+    }
+    return source_make(CDYN_SRC_CELL, index, name, NULL, PyUnicode_FromFormat("CELL[%R]", name));
 }
 
 PyObject *
@@ -1195,14 +1204,19 @@ cdyn_source_eval(cdyn_source *s, PyObject *const *localsplus, PyFunctionObject *
             PyErr_Format(PyExc_NameError, "name %R is not defined", s->name);
         }
         return v;
-    case CDYN_SRC_CLOSURE: {
+    case CDYN_SRC_CLOSURE:
+    case CDYN_SRC_CELL: {
         PyObject *closure = func ? func->func_closure : NULL;
         if (closure == NULL || !PyTuple_Check(closure) || s->index < 0 ||
             s->index >= PyTuple_GET_SIZE(closure)) {
             PyErr_Format(PyExc_ValueError, "no closure cell %d for %R", s->index, s->name);
             return NULL;
         }
-        v = PyCell_GET(PyTuple_GET_ITEM(closure, s->index));
+        v = PyTuple_GET_ITEM(closure, s->index);
+        if (s->kind == CDYN_SRC_CELL) {
+            return Py_NewRef(v);
+        }
+        v = PyCell_GET(v);
         if (v == NULL) {
             PyErr_Format(PyExc_ValueError, "closure cell %R is empty", s->name);
             return NULL;

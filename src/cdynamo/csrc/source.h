@@ -25,12 +25,14 @@ typedef enum {
     CDYN_SRC_ENTRY,       /* the index-th key (name 0) or value (name 1) of the dict base, in
                              iteration order: list(base.keys())[index] (a tensor used as a key
                              has no other path) */
+    CDYN_SRC_CELL,        /* f_func->func_closure[index], the cell object itself (its
+                             contents are a CLOSURE source); name = free var name */
 } cdyn_source_kind;
 
 typedef struct cdyn_source {
     PyObject_HEAD
     cdyn_source_kind kind;
-    int index;                  /* LOCAL, CLOSURE: slot index; -1 otherwise */
+    int index;                  /* LOCAL, CLOSURE, CELL: slot index; -1 otherwise */
     PyObject *name;             /* strong; see cdyn_source_kind */
     struct cdyn_source *base;   /* strong; ATTR and ITEM only, else NULL */
     PyObject *repr;             /* strong; cached readable form, e.g. "L['self'].linear" */
@@ -44,6 +46,8 @@ extern PyTypeObject cdyn_SourceType;
 PyObject *cdyn_source_local(int index, PyObject *name);
 PyObject *cdyn_source_global(PyObject *name);
 PyObject *cdyn_source_closure(int index, PyObject *name);
+/* The closure cell of free variable `index` itself (CELL[name]). */
+PyObject *cdyn_source_cell(int index, PyObject *name);
 PyObject *cdyn_source_attr(PyObject *base, PyObject *name);
 PyObject *cdyn_source_item(PyObject *base, PyObject *key);
 /* The index-th key (value=0) or value (value=1) of the dict at base, in iteration order. */

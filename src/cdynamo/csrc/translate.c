@@ -181,25 +181,7 @@ load_local(cdyn_tx *tx, cdyn_fs *fs, int i, PyObject **out)
 static tr_status
 cell_get(cdyn_tx *tx, PyObject *cell, PyObject **out)
 {
-    cdyn_value *c = V(cell);
-    if (c->kind != VK_CELL) {
-        return cdyn_tx_unsupported(tx, "LOAD_DEREF of a non-cell");
-    }
-    if (c->u.cell.contents == NULL && c->u.cell.real != NULL) {
-        PyObject *contents = PyCell_GET(c->u.cell.real);
-        if (contents == NULL) {
-            return cdyn_tx_unsupported(tx, "empty closure cell");
-        }
-        tr_status st = cdyn_tx_wrap_real(tx, contents, c->source, &c->u.cell.contents);
-        if (st != TR_OK) {
-            return st;
-        }
-    }
-    if (c->u.cell.contents == NULL) {
-        return cdyn_tx_unsupported(tx, "free variable referenced before assignment");
-    }
-    *out = c->u.cell.contents;
-    return TR_OK;
+    return cdyn_cell_get(tx, cell, out);
 }
 
 /* Value of a global name: globals then builtins, with a source. *out new. */
@@ -374,13 +356,16 @@ OP(load_deref)
 
 OP(store_deref)
 {
-    PyObject *cell = fs->locals[ins->oparg];
-    if (cell == NULL || V(cell)->kind != VK_CELL || V(cell)->u.cell.real != NULL) {
-        return cdyn_tx_unsupported(tx, "STORE_DEREF to a cell of an outer frame (side effect)");
+    /* a real cell (of an outer frame) is a side effect written back after the graph */
+    tr_status st;
+    if (fs->locals[ins->oparg] == NULL) {
+        return cdyn_tx_unsupported(tx, "STORE_DEREF to an unmade cell");
     }
-    cdyn_tx_mutated(tx, cell);
-    Py_XSETREF(V(cell)->u.cell.contents, pop(fs));
-    return TR_OK;
+    st = cdyn_cell_store(tx, fs->locals[ins->oparg], peek(fs, 0));
+    if (st == TR_OK) {
+        drop(fs, 1);
+    }
+    return st;
 }
 
 OP(load_global)
@@ -1587,13 +1572,19 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
         PyObject *closure = ((PyFunctionObject *)frame->f_func)->func_closure;
         int first = co->co_nlocalsplus - co->co_nfreevars;
         for (int k = 0; k < co->co_nfreevars; k++) {
-            PyObject *src = cdyn_source_closure(k, localsplus_name(co, first + k)), *cell = NULL;
-            cell = src ? cdyn_value_alloc(VK_CELL, src) : NULL;
+            PyObject *name = localsplus_name(co, first + k), *cell = NULL;
+            PyObject *src = cdyn_source_closure(k, name), *csrc = cdyn_source_cell(k, name);
+            tr_status st = src && csrc ? cdyn_cell_of_real(tx, PyTuple_GET_ITEM(closure, k), csrc,
+                                                           src, &cell)
+                                       : TR_ERROR;
             Py_XDECREF(src);
-            if (cell == NULL) {
+            Py_XDECREF(csrc);
+            if (st != TR_OK) {
+                if (st != TR_ERROR) {
+                    PyErr_SetString(PyExc_SystemError, "cdynamo: closure cell not wrapped");
+                }
                 return -1;
             }
-            V(cell)->u.cell.real = Py_NewRef(PyTuple_GET_ITEM(closure, k));
             fs->locals[first + k] = cell;
         }
     }

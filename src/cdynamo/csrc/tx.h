@@ -509,6 +509,18 @@ tr_status cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int truste
 tr_status cdyn_setattr_replayed(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);
 tr_status cdyn_store_subscr_replayed(cdyn_tx *tx, PyObject *v, PyObject *key,
                                      PyObject *value);
+/* Closure cells (values/misc.c). The CELL value of the real cell `real` (borrowed), one per
+ * real cell in a trace: source (borrowed) the path to the cell object, or NULL (a constant
+ * source is made); csrc (borrowed or NULL: not guarded) the path its contents are read
+ * through. Reached again under another source, a SAME_OBJECT guard keeps both paths one
+ * cell. *out new. */
+tr_status cdyn_cell_of_real(cdyn_tx *tx, PyObject *real, PyObject *source, PyObject *csrc,
+                            PyObject **out);
+/* LOAD_DEREF: the contents (*out borrowed), a real cell's wrapped (and guarded) on first use. */
+tr_status cdyn_cell_get(cdyn_tx *tx, PyObject *cell, PyObject **out);
+/* STORE_DEREF of value (borrowed) into cell (borrowed): later loads see it; a real cell is a
+ * side effect written back after the graph (EFF_SYNC once per cell). */
+tr_status cdyn_cell_store(cdyn_tx *tx, PyObject *cell, PyObject *value);
 /* Rebuild a value from its source or, without one, as the constant obj (families of real
  * objects). */
 int cdyn_reconstruct_obj(struct cdyn_cg *cg, PyObject *v);

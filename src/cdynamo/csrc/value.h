@@ -160,8 +160,11 @@ typedef struct cdyn_value {
         struct { PyObject *enter_result; } nullctx; /* a value */
         struct { PyObject *type, *args; } exc;      /* the class; list of argument values */
         /* real: the real cell (a closure of the top frame or of a real function) or NULL
-           for a cell made in the trace; contents: the value, NULL while empty / unread */
-        struct { PyObject *real, *contents; } cell;
+           for a cell made in the trace; contents: the value, NULL while empty / unread;
+           csrc: the source its contents are read (and guarded) through, or NULL (not
+           guarded). A CELL with a real cell has a source: the cell object itself (CELL[x],
+           f.__closure__[i], or a constant), one value per real cell in a trace */
+        struct { PyObject *real, *contents, *csrc; } cell;
         /* code, globals dict, parts: list [defaults tuple value or None, closure tuple
            value or None, kwdefaults dict value or None], gsource: source of the globals
            of another module or None */
@@ -229,6 +232,8 @@ typedef struct cdyn_value {
 #define GEN_BROKEN      0x4u   /* ... failed while running: its state is unusable */
 #define GEN_IN_TRY      0x8u   /* ... suspended at a yield inside a try/with block */
 #define CELL_TOP        0x1u   /* CELL: made by MAKE_CELL in the top frame, for slot `pos` */
+#define CELL_STORED     0x2u   /* CELL with a real cell: stored into while tracing; the real
+                                  cell gets the final contents (EFF_SYNC, misc.c writeback) */
 #define FUNC_CODE_GUARDED 0x2u /* USERFN: guarded by __code__ (not identity); an identity
                                   test pins it with ID_MATCH first (cdyn_v_pin_identity) */
 #define MOD_BY_TYPE     0x4u   /* NNMODULE: guarded by type (NN_MODULE), not identity; an

@@ -481,16 +481,10 @@ static int
 emit_cell(cdyn_cg *cg, PyObject *cell)
 {
     cdyn_value *c = V(cell);
-    cdyn_source *src = (cdyn_source *)c->source;
     int r;
-    if (c->u.cell.real != NULL) {
-        if (src != NULL && src->kind == CDYN_SRC_CLOSURE) {
-            return cdyn_cg_load_closure_cell(cg, src->index);
-        }
-        if (src != NULL && src->kind == CDYN_SRC_ATTR && src->base != NULL) {
-            return cdyn_cg_source(cg, (PyObject *)src->base);   /* f.__closure__[i] */
-        }
-        return cdyn_cg_load_const(cg, c->u.cell.real);
+    if (c->u.cell.real != NULL) {   /* its source is the cell object (values/misc.c) */
+        return c->source != NULL ? cdyn_cg_source(cg, c->source)
+                                 : cdyn_cg_load_const(cg, c->u.cell.real);
     }
     if ((r = cdyn_cg_memo_load(cg, cell)) != 0) {
         return r < 0 ? -1 : 0;

@@ -32,6 +32,101 @@ cdyn_collect_nothing(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     return TR_OK;
 }
 
+/* ---- closure cells ----------------------------------------------------------------------
+ * A CELL made in the trace (MAKE_CELL) holds its contents only. A CELL for a real cell (a
+ * free variable of the top frame, a closure cell of an inlined real function) is one value
+ * per real cell in a trace (tx->by_id), whatever function reaches it, so a store seen through
+ * one closure is seen through the others; its source is the cell object itself and
+ * u.cell.csrc the source its contents are read and guarded through. A store into it is a
+ * side effect: the new contents are what later loads see, and the real cell gets the final
+ * contents after the graph (EFF_SYNC, misc_writeback), before a graph break's code runs. */
+
+tr_status
+cdyn_cell_of_real(cdyn_tx *tx, PyObject *real, PyObject *source, PyObject *csrc, PyObject **out)
+{
+    PyObject *key = PyLong_FromVoidPtr(real), *seen = NULL, *own = NULL;
+    tr_status st = TR_ERROR;
+    if (key == NULL) {
+        return TR_ERROR;
+    }
+    if (source == NULL && (source = own = cdyn_source_const(real, Py_None)) == NULL) {
+        goto done;
+    }
+    seen = PyDict_GetItemWithError(tx->by_id, key);
+    if (seen != NULL && V(seen)->kind == VK_CELL) {
+        /* reached before under another name: the two paths stay one cell (SAME_OBJECT) */
+        if (!cdyn_source_equal(source, V(seen)->source) &&
+            cdyn_guards_add_same(tx->guards, source, V(seen)->source) < 0) {
+            goto done;
+        }
+        if (V(seen)->u.cell.csrc == NULL && V(seen)->u.cell.contents == NULL && csrc != NULL) {
+            V(seen)->u.cell.csrc = Py_NewRef(csrc);   /* read guarded from now on */
+        }
+        *out = Py_NewRef(seen);
+        st = TR_OK;
+        goto done;
+    }
+    if (PyErr_Occurred() || (*out = cdyn_value_alloc(VK_CELL, source)) == NULL) {
+        goto done;
+    }
+    V(*out)->u.cell.real = Py_NewRef(real);
+    V(*out)->u.cell.csrc = Py_XNewRef(csrc);
+    if (PyDict_SetItem(tx->by_id, key, *out) < 0 || cdyn_tx_note_cyclic(tx, *out) < 0) {
+        Py_CLEAR(*out);
+        goto done;
+    }
+    st = TR_OK;
+done:
+    Py_DECREF(key);
+    Py_XDECREF(own);
+    return st;
+}
+
+tr_status
+cdyn_cell_get(cdyn_tx *tx, PyObject *cell, PyObject **out)
+{
+    cdyn_value *c = V(cell);
+    if (c->kind != VK_CELL) {
+        return cdyn_tx_unsupported(tx, "LOAD_DEREF of a non-cell");
+    }
+    if (c->u.cell.contents == NULL && c->u.cell.real != NULL) {
+        PyObject *contents = PyCell_GET(c->u.cell.real);
+        tr_status st;
+        if (contents == NULL) {
+            return cdyn_tx_unsupported(tx, "empty closure cell");
+        }
+        /* read once: its guard holds the contents at entry (a later store does not
+           change what was read) */
+        st = cdyn_tx_wrap_real(tx, contents, c->u.cell.csrc, &c->u.cell.contents);
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    if (c->u.cell.contents == NULL) {
+        return cdyn_tx_unsupported(tx, "free variable referenced before assignment");
+    }
+    *out = c->u.cell.contents;
+    return TR_OK;
+}
+
+tr_status
+cdyn_cell_store(cdyn_tx *tx, PyObject *cell, PyObject *value)
+{
+    cdyn_value *c = V(cell);
+    if (c->kind != VK_CELL) {
+        return cdyn_tx_unsupported(tx, "STORE_DEREF to a non-cell");
+    }
+    cdyn_tx_mutated(tx, cell);   /* before the bit: a rollback clears both */
+    if (c->u.cell.real != NULL && !(c->bits & CELL_STORED)) {
+        if (cdyn_tx_effect(tx, EFF_SYNC, cell, NULL, Py_None) != TR_OK) {
+            return TR_ERROR;
+        }
+        c->bits |= CELL_STORED;
+    }
+    Py_XSETREF(c->u.cell.contents, Py_NewRef(value));
+    return TR_OK;
+}
+
 /* Truth of values that are always true (functions, modules, classes). */
 static tr_status
 truth_true(cdyn_tx *tx, PyObject *v, int *out)
@@ -152,9 +247,30 @@ static tr_status
 misc_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
     if (V(v)->kind == VK_CELL) {
-        return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
+        /* a real cell is itself (its source); one stored into needs its final contents */
+        if (V(v)->u.cell.real == NULL) {
+            return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
+        }
+        if ((V(v)->bits & CELL_STORED) && V(v)->u.cell.contents != NULL) {
+            return cdyn_cg_collect(tx, cg, V(v)->u.cell.contents);
+        }
     }
     return cdyn_collect_nothing(tx, cg, v);
+}
+
+/* A real cell stored into by the trace (EFF_SYNC): cell.cell_contents = its final contents. */
+static int
+misc_writeback(cdyn_cg *cg, PyObject *v)
+{
+    int k = cdyn_cg_name(cg, cdyn_G.s_cell_contents);
+    if (V(v)->kind != VK_CELL || V(v)->u.cell.real == NULL || V(v)->u.cell.contents == NULL) {
+        PyErr_Format(PyExc_SystemError, "cdynamo: no write-back for %R", v);
+        return -1;
+    }
+    return k < 0 || cdyn_cg_value(cg, V(v)->u.cell.contents) < 0 || cdyn_cg_value(cg, v) < 0 ||
+                   cdyn_cg_emit(cg, STORE_ATTR, k) < 0
+               ? -1
+               : 0;
 }
 
 static int
@@ -192,4 +308,5 @@ const cdyn_vtable cdyn_misc_vt = {
     .python_type = misc_python_type,
     .collect = misc_collect,
     .reconstruct = misc_reconstruct,
+    .writeback = misc_writeback,
 };

@@ -530,6 +530,41 @@ new_from_method(cdyn_tx *tx, PyObject *s, const char *method, PyObject *const *a
     return st;
 }
 
+/* set.isdisjoint(it) / set.issuperset(it) with an iterator (a generator): its items taken
+ * one by one and the answer given where CPython gives it (the first item in / not in the
+ * set), so the iterator is left as far advanced as in eager, its side effects run as far. */
+static tr_status
+test_items_lazily(cdyn_tx *tx, PyObject *s, int disjoint, PyObject *it, PyObject **out)
+{
+    for (;;) {
+        PyObject *item = NULL, *h = NULL;
+        int present;
+        tr_status st = cdyn_v_next(tx, it, &item);
+        if (st != TR_OK) {
+            return st;
+        }
+        if (item == NULL) {
+            *out = cdyn_value_bool(1);
+            break;
+        }
+        st = cdyn_hash_key(tx, item, &h);
+        Py_DECREF(item);
+        if (st != TR_OK) {
+            return st;
+        }
+        present = PySet_Contains(order(s), h);
+        Py_DECREF(h);
+        if (present < 0) {
+            return TR_ERROR;
+        }
+        if (present == disjoint) {
+            *out = cdyn_value_bool(0);
+            break;
+        }
+    }
+    return *out != NULL ? TR_OK : TR_ERROR;
+}
+
 /* ---- the family table ---------------------------------------------------------------------- */
 
 static tr_status
@@ -629,6 +664,10 @@ set_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
     st = cdyn_tx_materialize(tx, v);
     if (st != TR_OK) {
         return st;
+    }
+    if ((strcmp(nm, "isdisjoint") == 0 || strcmp(nm, "issuperset") == 0) && nargs == 1 &&
+        V(args[0])->vt->next != NULL) {
+        return test_items_lazily(tx, v, nm[2] == 'd', args[0], out);
     }
     for (int i = 0; derived[i]; i++) {
         if (strcmp(nm, derived[i]) == 0) {
