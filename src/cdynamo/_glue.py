@@ -120,6 +120,15 @@ def fill_ordered_dict(obj, items):
         setitem(obj, k, v)
 
 
+def exception_chain(exc, context, cause, suppress):
+    """Give ``exc`` (an exception rebuilt by generated code) the chain links the trace gave
+    it: ``__context__``, ``__cause__`` and ``__suppress_context__``; returns ``exc``."""
+    exc.__context__ = context
+    exc.__cause__ = cause
+    exc.__suppress_context__ = suppress
+    return exc
+
+
 def new_trace():
     """Return a fresh (torch.fx.Graph, FakeTensorMode, ShapeTrace) for one traced frame: the
     fake mode has a ShapeEnv (symbolic sizes, and what inductor's caches need) and the

@@ -1110,8 +1110,7 @@ OP(import_from)
 
 /* ---- exceptions raised and caught in the traced code (values/exception.c) --------------- */
 
-/* RAISE_VARARGS n: 0 re-raises the exception being handled, 1 raises TOS, 2 TOS1 from TOS
- * (the cause only matters to Python, which raises it when nothing traced catches it). */
+/* RAISE_VARARGS n: 0 re-raises the exception being handled, 1 raises TOS, 2 TOS1 from TOS. */
 OP(raise_varargs)
 {
     Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
@@ -1119,15 +1118,18 @@ OP(raise_varargs)
         if (n == 0) {
             return cdyn_tx_unsupported(tx, "bare raise with no exception being handled");
         }
-        return cdyn_tx_raise_value(tx, PyList_GET_ITEM(tx->exc_info, n - 1));
+        return cdyn_tx_reraise(tx, PyList_GET_ITEM(tx->exc_info, n - 1));
     }
-    return cdyn_tx_raise_value(tx, peek(fs, ins->oparg - 1));
+    if (ins->oparg == 2) {
+        return cdyn_tx_raise_from(tx, peek(fs, 1), peek(fs, 0));
+    }
+    return cdyn_tx_raise_value(tx, peek(fs, 0));
 }
 
 OP(reraise)
 {
     (void)ins;
-    return cdyn_tx_raise_value(tx, peek(fs, 0));
+    return cdyn_tx_reraise(tx, peek(fs, 0));
 }
 
 /* PUSH_EXC_INFO: [.., exc] -> [.., previous exception (or None), exc]. */

@@ -158,7 +158,9 @@ typedef struct cdyn_value {
            node; mode: the real autocast entered at trace time (fake runs see it) */
         struct { PyObject *args, *node, *mode; } amp;
         struct { PyObject *enter_result; } nullctx; /* a value */
-        struct { PyObject *type, *args; } exc;      /* the class; list of argument values */
+        /* type: the class; args: list of argument values; context / cause: the EXC values
+           of __context__ / __cause__ or NULL (None); bits: EXC_SUPPRESS */
+        struct { PyObject *type, *args, *context, *cause; } exc;
         /* real: the real cell (a closure of the top frame or of a real function) or NULL
            for a cell made in the trace; contents: the value, NULL while empty / unread */
         struct { PyObject *real, *contents; } cell;
@@ -228,6 +230,7 @@ typedef struct cdyn_value {
 #define GEN_DONE        0x2u   /* ... returned (or drained into the buffer) */
 #define GEN_BROKEN      0x4u   /* ... failed while running: its state is unusable */
 #define GEN_IN_TRY      0x8u   /* ... suspended at a yield inside a try/with block */
+#define EXC_SUPPRESS    0x1u   /* EXC: __suppress_context__ (set by `raise .. from ..`) */
 #define CELL_TOP        0x1u   /* CELL: made by MAKE_CELL in the top frame, for slot `pos` */
 #define FUNC_CODE_GUARDED 0x2u /* USERFN: guarded by __code__ (not identity); an identity
                                   test pins it with ID_MATCH first (cdyn_v_pin_identity) */

@@ -741,7 +741,7 @@ gen_throw(cdyn_tx *tx, PyObject *v, PyObject *exc, PyObject **out)
     if (advances(v) && note_advance(tx, v) < 0) {
         return TR_ERROR;
     }
-    st = cdyn_tx_raise_value(tx, exc);
+    st = cdyn_tx_reraise(tx, exc);
     if (st != TR_EXCEPTION) {
         return st;
     }

@@ -1,0 +1,153 @@
+"""Wrong results / wrong exceptions found by the differential harness over PyTorch's own Dynamo
+tests (/work/harness/dynamo_tests/repro): each program is compared with eager, and graph counts
+with torch._dynamo where both compile the same."""
+import torch
+
+import cdynamo
+from helpers import CountingBackend, assert_same, run_torch_dynamo
+
+
+def run(fn, *args, calls=2):
+    """Eager result vs cdynamo (counting backend) on `calls` calls; returns the backend."""
+    expected = fn(*args)
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend=counter)
+    for i in range(calls):
+        assert_same(compiled(*args), expected, f"call {i}")
+    return counter
+
+
+X = torch.ones(2)
+
+
+# ---- __context__ / __cause__ of exceptions raised and caught in the trace ----------------
+
+def ctx_try_finally(x):
+    try:
+        try:
+            te = TypeError(1)
+            raise te
+        finally:
+            ve = ValueError(2)
+            raise ve
+    except Exception as e:
+        exc = e
+    return x + 1, exc is ve, exc.__context__ is te, type(exc.__context__).__name__
+
+
+def ctx_except_finally(x):
+    try:
+        try:
+            te = TypeError(1)
+            raise te
+        except Exception:
+            ve = ValueError(2)
+            raise ve
+        finally:
+            oe = OSError(3)
+            raise oe
+    except Exception as e:
+        exc = e
+    return (x + 1, exc is oe, exc.__context__ is ve, exc.__context__.__context__ is te,
+            te.__context__ is None)
+
+
+def ctx_else_finally(x):
+    try:
+        try:
+            pass
+        except Exception:
+            pass
+        else:
+            ve = ValueError(1)
+            raise ve
+        finally:
+            oe = OSError(2)
+            raise oe
+    except Exception as e:
+        exc = e
+    return x + 1, exc is oe, exc.__context__ is ve, ve.__context__ is None
+
+
+def ctx_raise_from(x):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError as k:
+            raise ValueError("v") from k
+    except ValueError as e:
+        exc = e
+    return (x + 1, type(exc.__cause__).__name__, exc.__cause__ is exc.__context__,
+            exc.__suppress_context__)
+
+
+def ctx_raise_from_none(x):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise ValueError("v") from None
+    except ValueError as e:
+        exc = e
+    return x + 1, exc.__cause__ is None, type(exc.__context__).__name__, exc.__suppress_context__
+
+
+def ctx_bare_reraise(x):
+    # a re-raise keeps the exception's chain as it was (no new __context__)
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise
+    except KeyError as e:
+        exc = e
+    return x + 1, exc.__context__ is None
+
+
+def test_exception_context_in_finally_except_else():
+    for fn in (ctx_try_finally, ctx_except_finally, ctx_else_finally, ctx_raise_from,
+               ctx_raise_from_none, ctx_bare_reraise):
+        counter = run(fn, X)
+        _, dyn = run_torch_dynamo(fn, X)
+        assert counter.frame_count == dyn.frame_count == 1, fn.__name__
+
+
+def ctx_across_break(x):
+    try:
+        try:
+            te = TypeError(1)
+            raise te
+        finally:
+            ve = ValueError(2)
+            raise ve
+    except Exception as e:
+        exc = e
+    cdynamo.graph_break()
+    return x + 1, exc is ve, exc.__context__ is te, exc.__context__.args, exc.__cause__
+
+
+def test_exception_context_crosses_a_graph_break():
+    # the exceptions are rebuilt once each by the generated code, with their chain links
+    counter = run(ctx_across_break, X)
+    _, dyn = run_torch_dynamo(ctx_across_break, X)
+    assert counter.frame_count == dyn.frame_count
+
+
+def returns_chained(x):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise ValueError("v")
+    except ValueError as e:
+        return x + 1, e
+
+
+def test_returned_exception_keeps_its_context():
+    e_res, e_exc = returns_chained(X)
+    r_res, r_exc = cdynamo.compile(returns_chained, backend="eager")(X)
+    assert_same(r_res, e_res)
+    assert type(r_exc) is ValueError and r_exc.args == e_exc.args
+    assert type(r_exc.__context__) is KeyError and r_exc.__context__.args == ("k",)
+    assert r_exc.__cause__ is None and r_exc.__suppress_context__ is False
