@@ -151,3 +151,36 @@ def test_returned_exception_keeps_its_context():
     assert type(r_exc) is ValueError and r_exc.args == e_exc.args
     assert type(r_exc.__context__) is KeyError and r_exc.__context__.args == ("k",)
     assert r_exc.__cause__ is None and r_exc.__suppress_context__ is False
+
+
+# ---- the Python type of tensor inputs: nn.Parameter (and other exact types) --------------
+
+class ParamModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+        self.register_buffer("buf", torch.ones(2))
+
+    def forward(self, x, p):
+        return (x + 1, isinstance(self.lin.weight, torch.nn.Parameter),
+                isinstance(self.buf, torch.nn.Parameter), type(self.lin.weight) is torch.nn.Parameter,
+                isinstance(p, torch.nn.Parameter), isinstance(x, torch.nn.Parameter),
+                type(p).__name__, type(x).__name__)
+
+
+def test_parameter_inputs_keep_their_type():
+    m = ParamModule()
+    p = torch.nn.Parameter(torch.ones(2))
+    counter = run(m, X, p)
+    assert counter.frame_count == 1
+    # a plain tensor in p's place fails the TENSOR_MATCH (its exact type) and recompiles
+    assert_same(cdynamo.compile(m, backend="eager")(X, torch.ones(2)), m(X, torch.ones(2)))
+
+
+def make_param():
+    a = torch.nn.Parameter(torch.randn(5, 5))   # a graph break: the resume gets a Parameter
+    return isinstance(a, torch.nn.Parameter), type(a).__name__, a.requires_grad
+
+
+def test_parameter_made_in_the_frame():
+    assert cdynamo.compile(make_param, backend="eager")() == make_param()

@@ -127,7 +127,9 @@ typedef struct cdyn_value {
     union {
         PyObject *ref[CDYN_VREFS];  /* generic view of the payload (dealloc) */
         struct { PyObject *value; } cnst;
-        struct { PyObject *fake, *node; } tensor;
+        /* type: the exact type of a tensor input that is not a plain torch.Tensor (an
+           nn.Parameter, a subclass; TENSOR_MATCH guards it), NULL for torch.Tensor */
+        struct { PyObject *fake, *node, *type; } tensor;
         /* items: list of values, NULL while lazy; real: the input container while lazy */
         struct { PyObject *items, *nt_type, *real; } seq;
         /* keys: list of hash keys (a constant key is its own hash key, see values/dict.c);

@@ -277,8 +277,8 @@ tensor_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fk, PyObject **node)
 static PyTypeObject *
 tensor_python_type(PyObject *v)
 {
-    (void)v;
-    return (PyTypeObject *)cdyn_G.torch_tensor_type;
+    return (PyTypeObject *)(V(v)->u.tensor.type != NULL ? V(v)->u.tensor.type
+                                                        : cdyn_G.torch_tensor_type);
 }
 
 static tr_status
