@@ -184,3 +184,26 @@ def make_param():
 
 def test_parameter_made_in_the_frame():
     assert cdynamo.compile(make_param, backend="eager")() == make_param()
+
+
+# ---- isinstance against torch's legacy tensor types (dtype/device by metaclass) ----------
+
+def legacy_types(dtype, tensor_type):
+    x = torch.empty(4, dtype=dtype)
+    y = x.double()
+    return (isinstance(x, tensor_type), isinstance(y, torch.DoubleTensor),
+            isinstance(x, (torch.BoolTensor, tensor_type)), isinstance(x, (int, torch.Tensor)))
+
+
+def legacy_input(x):
+    return x * 2, isinstance(x, torch.FloatTensor), isinstance(x, torch.LongTensor)
+
+
+def test_isinstance_of_legacy_tensor_types():
+    compiled = cdynamo.compile(legacy_types, backend="eager")
+    for dt, tt in [(torch.float32, torch.FloatTensor), (torch.float64, torch.DoubleTensor),
+                   (torch.int64, torch.LongTensor), (torch.bool, torch.BoolTensor),
+                   (torch.float32, torch.DoubleTensor), (torch.int32, torch.FloatTensor)]:
+        assert compiled(dt, tt) == legacy_types(dt, tt), (dt, tt)
+    run(legacy_input, X)
+    run(legacy_input, torch.arange(3))

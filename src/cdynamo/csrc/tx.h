@@ -449,6 +449,9 @@ tr_status cdyn_call_on_constants(cdyn_tx *tx, PyObject *fn, PyObject *const *arg
 int cdyn_all_const(PyObject *const *args, Py_ssize_t n);
 /* 1 when some value in args is a TENSOR. */
 int cdyn_any_tensor(PyObject *const *args, Py_ssize_t n);
+/* isinstance(v, cls) for a TENSOR value v and a real class or tuple of classes cls (both
+ * borrowed): 1 / 0, -1 with an exception (values/tensor.c). */
+int cdyn_tensor_isinstance(PyObject *v, PyObject *cls);
 /* 1 when name (str) equals s. */
 int cdyn_name_is(PyObject *name, const char *s);
 /* 1 when name (a str) equals one of the strings of list (NULL-terminated). */
