@@ -207,3 +207,39 @@ def test_isinstance_of_legacy_tensor_types():
         assert compiled(dt, tt) == legacy_types(dt, tt), (dt, tt)
     run(legacy_input, X)
     run(legacy_input, torch.arange(3))
+
+
+# ---- nn.Module attribute precedence: the class and the instance dict before __getattr__ ---
+
+class PrecedenceBase(torch.nn.Module):
+    def linear(self, x):
+        return x * 2.0
+
+
+class Precedence(PrecedenceBase):
+    def __init__(self):
+        super().__init__()
+        self.activation = torch.nn.ReLU()        # a submodule: M.activation (a method) wins
+        self.linear = torch.nn.Linear(10, 10)    # a submodule: Base.linear wins
+        self.initializer = torch.ones([10, 10])  # plain attribute: the instance dict wins
+        self.scale = 0.5
+
+    def activation(self, x):
+        return x * 1.2
+
+    def initializer(self):
+        return torch.zeros([10, 10])
+
+    def scale(self):
+        return 2.0
+
+    def forward(self, x):
+        return self.activation(self.linear(self.initializer + x)) * self.scale
+
+
+def test_module_attribute_precedence():
+    m = Precedence().eval()
+    x = torch.randn(10, 10)
+    counter = run(m, x)
+    _, dyn = run_torch_dynamo(m, x)
+    assert counter.frame_count == dyn.frame_count == 1
