@@ -243,3 +243,51 @@ def test_module_attribute_precedence():
     counter = run(m, x)
     _, dyn = run_torch_dynamo(m, x)
     assert counter.frame_count == dyn.frame_count == 1
+
+
+# ---- generators and polyfilled iterators rebuilt at a break or returned keep their type ---
+
+def close_after_break(x):
+    log = []
+
+    def f():
+        try:
+            yield
+        except GeneratorExit:
+            log.append("exiting")
+
+    g = f()
+    next(g)
+    g.close()
+    cdynamo.graph_break()   # g crosses the break
+    g.close()               # a no-op in eager
+    return x + 1, log, type(g).__name__, g.__name__
+
+
+def test_generator_close_after_a_graph_break():
+    run(close_after_break, X)
+
+
+def whoo(t):
+    yield t + 1
+    yield t + 2
+
+
+def returns_iterators(t):
+    g = whoo(t)
+    next(g)
+    return (zip(range(2), whoo(t)), map(torch.cos, [t, t]), enumerate(whoo(t), 3), g,
+            filter(None, [1, 0, 2]), t.sin())
+
+
+def test_returned_iterators_keep_their_type():
+    expected = returns_iterators(X)
+    got = cdynamo.compile(returns_iterators, backend="eager", fullgraph=True)(X)
+    for e, r in zip(expected, got):
+        assert type(r) is type(e)
+    assert got[3].__name__ == "whoo" and got[3].__qualname__ == "whoo"
+    for e, r in zip(expected, got):
+        if isinstance(e, torch.Tensor):
+            assert_same(r, e)
+        else:
+            assert_same(list(r), list(e))
