@@ -291,3 +291,37 @@ def test_returned_iterators_keep_their_type():
             assert_same(r, e)
         else:
             assert_same(list(r), list(e))
+
+
+# ---- fullgraph=True also forbids running a frame unmodified -------------------------------
+
+def subgen(t):
+    yield t + 1
+    yield t + 2
+
+
+def main_gen(t):
+    yield from subgen(t)
+    yield t + 3
+
+
+def returns_started_subgenerator(t):
+    gen = main_gen(t)
+    next(gen)
+    return gen
+
+
+def test_fullgraph_raises_where_the_frame_would_run_unmodified():
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(returns_started_subgenerator, backend=counter, fullgraph=True)
+    try:
+        g = compiled(X)
+    except RuntimeError as e:
+        assert "fullgraph=True" in str(e) and "returns_started_subgenerator" in str(e)
+    else:   # compiled into one graph (as torch._dynamo does): then the items must be right
+        assert counter.frame_count == 1
+        assert_same(list(g), [X + 2, X + 3])
+    # without fullgraph the result is eager's
+    g = cdynamo.compile(returns_started_subgenerator, backend="eager")(X)
+    assert_same(list(g), [X + 2, X + 3])

@@ -1666,11 +1666,20 @@ internal_error(cdyn_tx *tx, cdyn_fs *fs, int user_error)
     cdyn_log(30, "internal error while translating %U (%U:%d), running it unmodified: %s: %S",
              tx->code->co_qualname, tx->code->co_filename, tx->code->co_firstlineno,
              et ? ((PyTypeObject *)et)->tp_name : "?", ev ? ev : Py_None);
+    Py_XSETREF(tx->reason, PyUnicode_FromFormat("internal error (see the WARNING log): %s: %S",
+                                                et ? ((PyTypeObject *)et)->tp_name : "?",
+                                                ev ? ev : Py_None));
     Py_XDECREF(et);
     Py_XDECREF(ev);
     Py_XDECREF(tb);
-    Py_XSETREF(tx->reason, PyUnicode_FromString("internal error (see the WARNING log)"));
     PyErr_Clear();
+    if (tx->options != NULL && fs->instrs.len > 0 && fullgraph_check(tx, fs, TR_UNSUPPORTED)) {
+        /* fullgraph=True: the frame may not run unmodified either */
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_SystemError, "cdynamo: fullgraph check failed");
+        }
+        return -1;
+    }
     note_unmodified(tx, fs);
     return 0;
 }
@@ -1729,6 +1738,15 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
         tx.reason_file = NULL;
         tx.reason_line = 0;
         st = cdyn_tx_finish_break(&tx, &fs, &code_out);
+    }
+    if (st == TR_UNSUPPORTED) {
+        /* the code generation gave up (what is returned or live at the break cannot be
+           rebuilt): the frame would run unmodified, which fullgraph=True forbids too */
+        int fg = fullgraph_check(&tx, &fs, st);
+        if (fg != 0) {
+            user_error = fg > 0;
+            goto done;
+        }
     }
     if (st == TR_ERROR) {
         goto done;
