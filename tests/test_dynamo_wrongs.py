@@ -325,3 +325,36 @@ def test_fullgraph_raises_where_the_frame_would_run_unmodified():
     # without fullgraph the result is eager's
     g = cdynamo.compile(returns_started_subgenerator, backend="eager")(X)
     assert_same(list(g), [X + 2, X + 3])
+
+
+# ---- a missing attribute of a plain object raises AttributeError in the trace ------------
+
+class Mock:
+    def __init__(self):
+        self.a = 1
+
+
+mock = Mock()
+
+
+def except_attribute_error(x):
+    try:
+        c = 2
+        mock.b
+    except AttributeError as e:
+        c = 3 if e.args == ("'Mock' object has no attribute 'b'",) else 4
+    return torch.sin(x) * c
+
+
+def test_missing_attribute_caught_in_the_trace():
+    counter = run(except_attribute_error, X)
+    _, dyn = run_torch_dynamo(except_attribute_error, X)
+    assert counter.frame_count == dyn.frame_count == 1
+    # the absence is guarded: once the attribute exists, the other branch runs
+    compiled = cdynamo.compile(except_attribute_error, backend="eager")
+    mock.b = 7
+    try:
+        assert_same(compiled(X), except_attribute_error(X))
+    finally:
+        del mock.b
+    assert_same(compiled(X), except_attribute_error(X))
