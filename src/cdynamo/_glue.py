@@ -120,6 +120,73 @@ def fill_ordered_dict(obj, items):
         setitem(obj, k, v)
 
 
+def exception_chain(exc, context, cause, suppress):
+    """Give ``exc`` (an exception rebuilt by generated code) the chain links the trace gave
+    it: ``__context__``, ``__cause__`` and ``__suppress_context__``; returns ``exc``."""
+    exc.__context__ = context
+    exc.__cause__ = cause
+    exc.__suppress_context__ = suppress
+    return exc
+
+
+def _replay(items):
+    yield from items
+
+
+def _keep(_item):
+    return True
+
+
+def _drop(_item):
+    return False
+
+
+def _last(_acc, item):
+    return item
+
+
+def _columns(items):
+    return list(zip(*items)) if items else []
+
+
+# the iterator types a polyfill's generator stands for, rebuilt over the items it has left
+# (each yields exactly `items`, in order)
+_REBUILD = {
+    map: lambda items: map(_identity, items),
+    filter: lambda items: filter(_keep, items),
+    zip: lambda items: zip(*_columns(items)),
+    enumerate: lambda items: enumerate((v for _, v in items), items[0][0] if items else 0),
+    itertools.chain: lambda items: itertools.chain(items),
+    itertools.zip_longest: lambda items: itertools.zip_longest(*_columns(items)),
+    itertools.islice: lambda items: itertools.islice(items, None),
+    itertools.takewhile: lambda items: itertools.takewhile(_keep, items),
+    itertools.dropwhile: lambda items: itertools.dropwhile(_drop, items),
+    itertools.filterfalse: lambda items: itertools.filterfalse(_drop, items),
+    itertools.compress: lambda items: itertools.compress(items, itertools.repeat(True)),
+    itertools.starmap: lambda items: itertools.starmap(_identity, ((x,) for x in items)),
+    itertools.accumulate: lambda items: itertools.accumulate(items, _last),
+}
+
+
+def _identity(x):
+    return x
+
+
+def rebuild_iterator(ptype, items, name, qualname):
+    """The iterator that a generator of the trace stands for, rebuilt by generated code over
+    the items it has left (a tuple): a generator named as the traced one (so close(), send()
+    and type() behave as eager's: it has no try block left to run), or an object of the
+    polyfilled type (zip, map, itertools.chain, ...) it stands for; a plain iterator over
+    the items for the other types."""
+    if ptype is None:
+        gen = _replay(items)
+        if name is not None:
+            gen.__name__, gen.__qualname__ = name, qualname
+        return gen
+    make = _REBUILD.get(ptype)
+    return make(items) if make is not None else iter(items)
+
+
 def new_trace():
     """Return a fresh (torch.fx.Graph, FakeTensorMode, ShapeTrace) for one traced frame: the
     fake mode has a ShapeEnv (symbolic sizes, and what inductor's caches need) and the

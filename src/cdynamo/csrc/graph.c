@@ -128,6 +128,9 @@ cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
         goto done;
     }
     *out = cdyn_value_tensor(fake, node, source);
+    if (*out != NULL && Py_TYPE(obj) != (PyTypeObject *)cdyn_G.torch_tensor_type) {
+        V(*out)->u.tensor.type = Py_NewRef((PyObject *)Py_TYPE(obj));   /* TENSOR_MATCHed */
+    }
     if (*out == NULL || PyList_Append(tx->input_sources, source) < 0 ||
         PyList_Append(tx->input_values, obj) < 0 || PyDict_SetItem(tx->by_id, key, *out) < 0) {
         Py_CLEAR(*out);

@@ -1095,8 +1095,7 @@ OP(import_from)
 
 /* ---- exceptions raised and caught in the traced code (values/exception.c) --------------- */
 
-/* RAISE_VARARGS n: 0 re-raises the exception being handled, 1 raises TOS, 2 TOS1 from TOS
- * (the cause only matters to Python, which raises it when nothing traced catches it). */
+/* RAISE_VARARGS n: 0 re-raises the exception being handled, 1 raises TOS, 2 TOS1 from TOS. */
 OP(raise_varargs)
 {
     Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
@@ -1104,15 +1103,18 @@ OP(raise_varargs)
         if (n == 0) {
             return cdyn_tx_unsupported(tx, "bare raise with no exception being handled");
         }
-        return cdyn_tx_raise_value(tx, PyList_GET_ITEM(tx->exc_info, n - 1));
+        return cdyn_tx_reraise(tx, PyList_GET_ITEM(tx->exc_info, n - 1));
     }
-    return cdyn_tx_raise_value(tx, peek(fs, ins->oparg - 1));
+    if (ins->oparg == 2) {
+        return cdyn_tx_raise_from(tx, peek(fs, 1), peek(fs, 0));
+    }
+    return cdyn_tx_raise_value(tx, peek(fs, 0));
 }
 
 OP(reraise)
 {
     (void)ins;
-    return cdyn_tx_raise_value(tx, peek(fs, 0));
+    return cdyn_tx_reraise(tx, peek(fs, 0));
 }
 
 /* PUSH_EXC_INFO: [.., exc] -> [.., previous exception (or None), exc]. */
@@ -1655,11 +1657,20 @@ internal_error(cdyn_tx *tx, cdyn_fs *fs, int user_error)
     cdyn_log(30, "internal error while translating %U (%U:%d), running it unmodified: %s: %S",
              tx->code->co_qualname, tx->code->co_filename, tx->code->co_firstlineno,
              et ? ((PyTypeObject *)et)->tp_name : "?", ev ? ev : Py_None);
+    Py_XSETREF(tx->reason, PyUnicode_FromFormat("internal error (see the WARNING log): %s: %S",
+                                                et ? ((PyTypeObject *)et)->tp_name : "?",
+                                                ev ? ev : Py_None));
     Py_XDECREF(et);
     Py_XDECREF(ev);
     Py_XDECREF(tb);
-    Py_XSETREF(tx->reason, PyUnicode_FromString("internal error (see the WARNING log)"));
     PyErr_Clear();
+    if (tx->options != NULL && fs->instrs.len > 0 && fullgraph_check(tx, fs, TR_UNSUPPORTED)) {
+        /* fullgraph=True: the frame may not run unmodified either */
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_SystemError, "cdynamo: fullgraph check failed");
+        }
+        return -1;
+    }
     note_unmodified(tx, fs);
     return 0;
 }
@@ -1718,6 +1729,15 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
         tx.reason_file = NULL;
         tx.reason_line = 0;
         st = cdyn_tx_finish_break(&tx, &fs, &code_out);
+    }
+    if (st == TR_UNSUPPORTED) {
+        /* the code generation gave up (what is returned or live at the break cannot be
+           rebuilt): the frame would run unmodified, which fullgraph=True forbids too */
+        int fg = fullgraph_check(&tx, &fs, st);
+        if (fg != 0) {
+            user_error = fg > 0;
+            goto done;
+        }
     }
     if (st == TR_ERROR) {
         goto done;

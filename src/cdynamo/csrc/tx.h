@@ -116,8 +116,13 @@ tr_status cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs);
 /* Raise an exception in the traced code: type (borrowed class) with argument values (borrowed):
  * sets tx->exc and returns TR_EXCEPTION (values/exception.c). */
 tr_status cdyn_tx_raise(cdyn_tx *tx, PyObject *type, PyObject *const *args, Py_ssize_t nargs);
-/* `raise v` for an EXC or EXCTYPE value; TR_UNSUPPORTED for anything else. */
+/* `raise v` for an EXC or EXCTYPE value (borrowed), chained to the exception being
+ * handled (__context__); TR_UNSUPPORTED for anything else. */
 tr_status cdyn_tx_raise_value(cdyn_tx *tx, PyObject *v);
+/* The same without chaining: a bare `raise`, RERAISE, gen.throw(v). */
+tr_status cdyn_tx_reraise(cdyn_tx *tx, PyObject *v);
+/* `raise v from cause` (cause: an exception value or None; both borrowed). */
+tr_status cdyn_tx_raise_from(cdyn_tx *tx, PyObject *v, PyObject *cause);
 /* 1/0 when exception value v matches the class (tuple) value cls, -1 when undecidable. */
 int cdyn_exc_matches(PyObject *v, PyObject *cls);
 
@@ -444,6 +449,9 @@ tr_status cdyn_call_on_constants(cdyn_tx *tx, PyObject *fn, PyObject *const *arg
 int cdyn_all_const(PyObject *const *args, Py_ssize_t n);
 /* 1 when some value in args is a TENSOR. */
 int cdyn_any_tensor(PyObject *const *args, Py_ssize_t n);
+/* isinstance(v, cls) for a TENSOR value v and a real class or tuple of classes cls (both
+ * borrowed): 1 / 0, -1 with an exception (values/tensor.c). */
+int cdyn_tensor_isinstance(PyObject *v, PyObject *cls);
 /* 1 when name (str) equals s. */
 int cdyn_name_is(PyObject *name, const char *s);
 /* 1 when name (a str) equals one of the strings of list (NULL-terminated). */

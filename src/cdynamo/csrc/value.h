@@ -127,7 +127,9 @@ typedef struct cdyn_value {
     union {
         PyObject *ref[CDYN_VREFS];  /* generic view of the payload (dealloc) */
         struct { PyObject *value; } cnst;
-        struct { PyObject *fake, *node; } tensor;
+        /* type: the exact type of a tensor input that is not a plain torch.Tensor (an
+           nn.Parameter, a subclass; TENSOR_MATCH guards it), NULL for torch.Tensor */
+        struct { PyObject *fake, *node, *type; } tensor;
         /* items: list of values, NULL while lazy; real: the input container while lazy */
         struct { PyObject *items, *nt_type, *real; } seq;
         /* keys: list of hash keys (a constant key is its own hash key, see values/dict.c);
@@ -158,7 +160,9 @@ typedef struct cdyn_value {
            node; mode: the real autocast entered at trace time (fake runs see it) */
         struct { PyObject *args, *node, *mode; } amp;
         struct { PyObject *enter_result; } nullctx; /* a value */
-        struct { PyObject *type, *args; } exc;      /* the class; list of argument values */
+        /* type: the class; args: list of argument values; context / cause: the EXC values
+           of __context__ / __cause__ or NULL (None); bits: EXC_SUPPRESS */
+        struct { PyObject *type, *args, *context, *cause; } exc;
         /* real: the real cell (a closure of the top frame or of a real function) or NULL
            for a cell made in the trace; contents: the value, NULL while empty / unread;
            csrc: the source its contents are read (and guarded) through, or NULL (not
@@ -231,6 +235,7 @@ typedef struct cdyn_value {
 #define GEN_DONE        0x2u   /* ... returned (or drained into the buffer) */
 #define GEN_BROKEN      0x4u   /* ... failed while running: its state is unusable */
 #define GEN_IN_TRY      0x8u   /* ... suspended at a yield inside a try/with block */
+#define EXC_SUPPRESS    0x1u   /* EXC: __suppress_context__ (set by `raise .. from ..`) */
 #define CELL_TOP        0x1u   /* CELL: made by MAKE_CELL in the top frame, for slot `pos` */
 #define CELL_STORED     0x2u   /* CELL with a real cell: stored into while tracing; the real
                                   cell gets the final contents (EFF_SYNC, misc.c writeback) */

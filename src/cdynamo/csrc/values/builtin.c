@@ -109,8 +109,9 @@ b_isinstance(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
     if (st != TR_OK) {
         return st;
     }
-    r = real != NULL ? PyObject_IsInstance(real, cls)
-                     : PyObject_IsSubclass((PyObject *)type, cls);
+    r = real != NULL                    ? PyObject_IsInstance(real, cls)
+        : V(args[0])->kind == VK_TENSOR ? cdyn_tensor_isinstance(args[0], cls)
+                                        : PyObject_IsSubclass((PyObject *)type, cls);
     Py_DECREF(cls);
     if (r < 0) {
         return cdyn_tx_unsupported(tx, "isinstance failed");

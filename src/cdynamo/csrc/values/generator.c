@@ -652,23 +652,31 @@ gen_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     return st;
 }
 
-/* iter((remaining items)), built once per generated code. */
+/* _glue.rebuild_iterator(ptype or None, (remaining items), name, qualname), built once per
+ * generated code: a generator named as the traced one, or an object of the polyfilled type
+ * it stands for (zip, map, ...), yielding the items it has left. */
 static int
 gen_reconstruct(cdyn_cg *cg, PyObject *v)
 {
     cdyn_value *g = V(v);
-    PyObject *buf = g->u.gen.buffer;
+    PyObject *buf = g->u.gen.buffer, *rebuild = NULL;
+    cdyn_fs *fs = frame_of(v);
+    PyObject *name = fs != NULL && g->u.gen.ptype == NULL ? fs->code->co_name : Py_None;
+    PyObject *qualname = fs != NULL && g->u.gen.ptype == NULL ? fs->code->co_qualname : Py_None;
     Py_ssize_t n = buf != NULL ? PyList_GET_SIZE(buf) - g->pos : 0;
-    int r = cdyn_cg_memo_load(cg, v);
+    int r = cdyn_cg_memo_load(cg, v), e;
     if (r != 0) {
         return r < 0 ? -1 : 0;
     }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (cdyn_cg_value(cg, PyList_GET_ITEM(buf, g->pos + k)) < 0) {
-            return -1;
-        }
+    rebuild = PyObject_GetAttrString(cdyn_G.glue, "rebuild_iterator");
+    e = rebuild == NULL || cdyn_cg_push_callable(cg, rebuild) < 0 ||
+        cdyn_cg_load_const(cg, g->u.gen.ptype != NULL ? g->u.gen.ptype : Py_None) < 0;
+    Py_XDECREF(rebuild);
+    for (Py_ssize_t k = 0; !e && k < n; k++) {
+        e = cdyn_cg_value(cg, PyList_GET_ITEM(buf, g->pos + k)) < 0;
     }
-    if (cdyn_cg_emit(cg, BUILD_TUPLE, (int)n) < 0 || cdyn_cg_emit(cg, GET_ITER, 0) < 0) {
+    if (e || cdyn_cg_emit(cg, BUILD_TUPLE, (int)n) < 0 || cdyn_cg_load_const(cg, name) < 0 ||
+        cdyn_cg_load_const(cg, qualname) < 0 || cdyn_cg_call(cg, 4) < 0) {
         return -1;
     }
     return cdyn_cg_memo_store(cg, v, "gen");
@@ -741,7 +749,7 @@ gen_throw(cdyn_tx *tx, PyObject *v, PyObject *exc, PyObject **out)
     if (advances(v) && note_advance(tx, v) < 0) {
         return TR_ERROR;
     }
-    st = cdyn_tx_raise_value(tx, exc);
+    st = cdyn_tx_reraise(tx, exc);
     if (st != TR_EXCEPTION) {
         return st;
     }

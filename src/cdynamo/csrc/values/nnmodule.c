@@ -156,13 +156,31 @@ done:
     return st;
 }
 
-/* Look name up on the module: parameters, buffers, submodules, then plain attributes. */
+/* 1 when object.__getattribute__ finds name on mod (its class defines it, or its instance
+ * dict has it), so nn.Module.__getattr__ (parameters, buffers, submodules) is not asked; 0
+ * when not; -1 on error. */
+static int
+generic_lookup_finds(PyObject *mod, PyObject *name)
+{
+    PyObject **dictptr = _PyObject_GetDictPtr(mod);
+    if (_PyType_Lookup(Py_TYPE(mod), name) != NULL) {
+        return 1;
+    }
+    if (dictptr == NULL || *dictptr == NULL || !PyDict_Check(*dictptr)) {
+        return 0;
+    }
+    return PyDict_GetItemWithError(*dictptr, name) != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
+/* Look name up on the module as Python does: what the class defines or the instance dict
+ * holds (a method of the class wins over a submodule of the same name), then parameters,
+ * buffers and submodules (nn.Module.__getattr__). */
 static tr_status
 module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     PyObject *mod = mobj(v), *src = NULL, *attr = NULL;
     PyObject *const dicts[3] = {cdyn_G.s_parameters, cdyn_G.s_buffers, cdyn_G.s_modules};
-    int which;
+    int which, generic;
     tr_status st = cdyn_tx_memo_attr(tx, v, name, &src, out);
     if (st != TR_OK || *out != NULL) {
         Py_XDECREF(src);
@@ -181,7 +199,11 @@ module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         Py_CLEAR(attr);
     }
     st = TR_ERROR;
-    for (int i = 0; i < 3; i++) {
+    generic = generic_lookup_finds(mod, name);
+    if (generic < 0) {
+        goto done;
+    }
+    for (int i = 0; i < 3 && !generic; i++) {
         PyObject *d = PyObject_GetAttr(mod, dicts[i]), *found = NULL;
         if (d == NULL) {
             PyErr_Clear();

@@ -277,8 +277,38 @@ tensor_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fk, PyObject **node)
 static PyTypeObject *
 tensor_python_type(PyObject *v)
 {
-    (void)v;
-    return (PyTypeObject *)cdyn_G.torch_tensor_type;
+    return (PyTypeObject *)(V(v)->u.tensor.type != NULL ? V(v)->u.tensor.type
+                                                        : cdyn_G.torch_tensor_type);
+}
+
+/* isinstance() of a tensor is decided by its Python type (an input's exact type, guarded),
+ * except against torch's legacy tensor types (torch.FloatTensor, torch.cuda.LongTensor, ...):
+ * their metaclass compares the tensor's dtype and device, which its fake tensor has. */
+int
+cdyn_tensor_isinstance(PyObject *v, PyObject *cls)
+{
+    static PyObject *legacy_meta;   /* type(torch.FloatTensor), kept for the process */
+    if (PyTuple_Check(cls)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls); i++) {
+            int r = cdyn_tensor_isinstance(v, PyTuple_GET_ITEM(cls, i));
+            if (r != 0) {
+                return r;
+            }
+        }
+        return 0;
+    }
+    if (legacy_meta == NULL) {
+        PyObject *ft = PyObject_GetAttrString(cdyn_G.torch, "FloatTensor");
+        if (ft == NULL) {
+            return -1;
+        }
+        legacy_meta = Py_NewRef((PyObject *)Py_TYPE(ft));
+        Py_DECREF(ft);
+    }
+    if ((PyObject *)Py_TYPE(cls) == legacy_meta) {
+        return PyObject_IsInstance(fake(v), cls);
+    }
+    return PyObject_IsSubclass((PyObject *)tensor_python_type(v), cls);
 }
 
 static tr_status

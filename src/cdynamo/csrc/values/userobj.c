@@ -879,6 +879,49 @@ object_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+/* obj.name raised (the exception pending): an AttributeError of a plain object (its type
+ * reads attributes generically, has no __getattr__, and no class attribute of that name) is
+ * raised in the traced code, its absence guarded (HASATTR absent on src), so a try/except
+ * around it is traced; anything else is unsupported. */
+static tr_status
+missing_attr(cdyn_tx *tx, PyTypeObject *t, PyObject *descr, PyObject *src, PyObject *name)
+{
+    PyObject *et, *ev, *tb, *args = NULL;
+    tr_status st;
+    PyErr_Fetch(&et, &ev, &tb);   /* (type lookups below need no exception pending) */
+    PyErr_NormalizeException(&et, &ev, &tb);
+    if (src == NULL || descr != NULL || et != PyExc_AttributeError || ev == NULL ||
+        !generic_getattribute(t) || _PyType_Lookup(t, cdyn_U.s_getattr) != NULL ||
+        (args = PyObject_GetAttrString(ev, "args")) == NULL || !PyTuple_Check(args) ||
+        PyTuple_GET_SIZE(args) > 2 || !cdyn_is_constant(args)) {
+        PyErr_Clear();
+        st = cdyn_tx_unsupported(tx, "attribute %U (%s)", name,
+                                 et ? ((PyTypeObject *)et)->tp_name : "?");
+    }
+    else if (cdyn_guards_add_hasattr(tx->guards, src, 0) < 0) {
+        st = TR_ERROR;
+    }
+    else {
+        PyObject *vals[2] = {NULL, NULL};
+        Py_ssize_t n = PyTuple_GET_SIZE(args);
+        st = TR_OK;
+        for (Py_ssize_t i = 0; st == TR_OK && i < n; i++) {
+            vals[i] = cdyn_value_const(PyTuple_GET_ITEM(args, i));
+            st = vals[i] != NULL ? TR_OK : TR_ERROR;
+        }
+        if (st == TR_OK) {
+            st = cdyn_tx_raise(tx, PyExc_AttributeError, vals, n);
+        }
+        Py_XDECREF(vals[0]);
+        Py_XDECREF(vals[1]);
+    }
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    Py_XDECREF(args);
+    return st;
+}
+
 /* obj.name on an object from the frame: memoised reads, properties inlined, methods
  * bound to the value, other attributes wrapped through <source>.name. */
 static tr_status
@@ -940,8 +983,9 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     }
     attr = PyObject_GetAttr(obj, name);
     if (attr == NULL) {
+        st = missing_attr(tx, t, descr, src, name);
         Py_XDECREF(src);
-        return cdyn_tx_unsupported(tx, "attribute %U", name);
+        return st;
     }
     if ((PyMethod_Check(attr) && PyMethod_GET_SELF(attr) == obj) ||
         (PyCFunction_Check(attr) && PyCFunction_GET_SELF(attr) == obj)) {

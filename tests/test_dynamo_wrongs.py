@@ -1,0 +1,360 @@
+"""Wrong results / wrong exceptions found by the differential harness over PyTorch's own Dynamo
+tests (/work/harness/dynamo_tests/repro): each program is compared with eager, and graph counts
+with torch._dynamo where both compile the same."""
+import torch
+
+import cdynamo
+from helpers import CountingBackend, assert_same, run_torch_dynamo
+
+
+def run(fn, *args, calls=2):
+    """Eager result vs cdynamo (counting backend) on `calls` calls; returns the backend."""
+    expected = fn(*args)
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend=counter)
+    for i in range(calls):
+        assert_same(compiled(*args), expected, f"call {i}")
+    return counter
+
+
+X = torch.ones(2)
+
+
+# ---- __context__ / __cause__ of exceptions raised and caught in the trace ----------------
+
+def ctx_try_finally(x):
+    try:
+        try:
+            te = TypeError(1)
+            raise te
+        finally:
+            ve = ValueError(2)
+            raise ve
+    except Exception as e:
+        exc = e
+    return x + 1, exc is ve, exc.__context__ is te, type(exc.__context__).__name__
+
+
+def ctx_except_finally(x):
+    try:
+        try:
+            te = TypeError(1)
+            raise te
+        except Exception:
+            ve = ValueError(2)
+            raise ve
+        finally:
+            oe = OSError(3)
+            raise oe
+    except Exception as e:
+        exc = e
+    return (x + 1, exc is oe, exc.__context__ is ve, exc.__context__.__context__ is te,
+            te.__context__ is None)
+
+
+def ctx_else_finally(x):
+    try:
+        try:
+            pass
+        except Exception:
+            pass
+        else:
+            ve = ValueError(1)
+            raise ve
+        finally:
+            oe = OSError(2)
+            raise oe
+    except Exception as e:
+        exc = e
+    return x + 1, exc is oe, exc.__context__ is ve, ve.__context__ is None
+
+
+def ctx_raise_from(x):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError as k:
+            raise ValueError("v") from k
+    except ValueError as e:
+        exc = e
+    return (x + 1, type(exc.__cause__).__name__, exc.__cause__ is exc.__context__,
+            exc.__suppress_context__)
+
+
+def ctx_raise_from_none(x):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise ValueError("v") from None
+    except ValueError as e:
+        exc = e
+    return x + 1, exc.__cause__ is None, type(exc.__context__).__name__, exc.__suppress_context__
+
+
+def ctx_bare_reraise(x):
+    # a re-raise keeps the exception's chain as it was (no new __context__)
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise
+    except KeyError as e:
+        exc = e
+    return x + 1, exc.__context__ is None
+
+
+def test_exception_context_in_finally_except_else():
+    for fn in (ctx_try_finally, ctx_except_finally, ctx_else_finally, ctx_raise_from,
+               ctx_raise_from_none, ctx_bare_reraise):
+        counter = run(fn, X)
+        _, dyn = run_torch_dynamo(fn, X)
+        assert counter.frame_count == dyn.frame_count == 1, fn.__name__
+
+
+def ctx_across_break(x):
+    try:
+        try:
+            te = TypeError(1)
+            raise te
+        finally:
+            ve = ValueError(2)
+            raise ve
+    except Exception as e:
+        exc = e
+    cdynamo.graph_break()
+    return x + 1, exc is ve, exc.__context__ is te, exc.__context__.args, exc.__cause__
+
+
+def test_exception_context_crosses_a_graph_break():
+    # the exceptions are rebuilt once each by the generated code, with their chain links
+    counter = run(ctx_across_break, X)
+    _, dyn = run_torch_dynamo(ctx_across_break, X)
+    assert counter.frame_count == dyn.frame_count
+
+
+def returns_chained(x):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise ValueError("v")
+    except ValueError as e:
+        return x + 1, e
+
+
+def test_returned_exception_keeps_its_context():
+    e_res, e_exc = returns_chained(X)
+    r_res, r_exc = cdynamo.compile(returns_chained, backend="eager")(X)
+    assert_same(r_res, e_res)
+    assert type(r_exc) is ValueError and r_exc.args == e_exc.args
+    assert type(r_exc.__context__) is KeyError and r_exc.__context__.args == ("k",)
+    assert r_exc.__cause__ is None and r_exc.__suppress_context__ is False
+
+
+# ---- the Python type of tensor inputs: nn.Parameter (and other exact types) --------------
+
+class ParamModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+        self.register_buffer("buf", torch.ones(2))
+
+    def forward(self, x, p):
+        return (x + 1, isinstance(self.lin.weight, torch.nn.Parameter),
+                isinstance(self.buf, torch.nn.Parameter), type(self.lin.weight) is torch.nn.Parameter,
+                isinstance(p, torch.nn.Parameter), isinstance(x, torch.nn.Parameter),
+                type(p).__name__, type(x).__name__)
+
+
+def test_parameter_inputs_keep_their_type():
+    m = ParamModule()
+    p = torch.nn.Parameter(torch.ones(2))
+    counter = run(m, X, p)
+    assert counter.frame_count == 1
+    # a plain tensor in p's place fails the TENSOR_MATCH (its exact type) and recompiles
+    assert_same(cdynamo.compile(m, backend="eager")(X, torch.ones(2)), m(X, torch.ones(2)))
+
+
+def make_param():
+    a = torch.nn.Parameter(torch.randn(5, 5))   # a graph break: the resume gets a Parameter
+    return isinstance(a, torch.nn.Parameter), type(a).__name__, a.requires_grad
+
+
+def test_parameter_made_in_the_frame():
+    assert cdynamo.compile(make_param, backend="eager")() == make_param()
+
+
+# ---- isinstance against torch's legacy tensor types (dtype/device by metaclass) ----------
+
+def legacy_types(dtype, tensor_type):
+    x = torch.empty(4, dtype=dtype)
+    y = x.double()
+    return (isinstance(x, tensor_type), isinstance(y, torch.DoubleTensor),
+            isinstance(x, (torch.BoolTensor, tensor_type)), isinstance(x, (int, torch.Tensor)))
+
+
+def legacy_input(x):
+    return x * 2, isinstance(x, torch.FloatTensor), isinstance(x, torch.LongTensor)
+
+
+def test_isinstance_of_legacy_tensor_types():
+    compiled = cdynamo.compile(legacy_types, backend="eager")
+    for dt, tt in [(torch.float32, torch.FloatTensor), (torch.float64, torch.DoubleTensor),
+                   (torch.int64, torch.LongTensor), (torch.bool, torch.BoolTensor),
+                   (torch.float32, torch.DoubleTensor), (torch.int32, torch.FloatTensor)]:
+        assert compiled(dt, tt) == legacy_types(dt, tt), (dt, tt)
+    run(legacy_input, X)
+    run(legacy_input, torch.arange(3))
+
+
+# ---- nn.Module attribute precedence: the class and the instance dict before __getattr__ ---
+
+class PrecedenceBase(torch.nn.Module):
+    def linear(self, x):
+        return x * 2.0
+
+
+class Precedence(PrecedenceBase):
+    def __init__(self):
+        super().__init__()
+        self.activation = torch.nn.ReLU()        # a submodule: M.activation (a method) wins
+        self.linear = torch.nn.Linear(10, 10)    # a submodule: Base.linear wins
+        self.initializer = torch.ones([10, 10])  # plain attribute: the instance dict wins
+        self.scale = 0.5
+
+    def activation(self, x):
+        return x * 1.2
+
+    def initializer(self):
+        return torch.zeros([10, 10])
+
+    def scale(self):
+        return 2.0
+
+    def forward(self, x):
+        return self.activation(self.linear(self.initializer + x)) * self.scale
+
+
+def test_module_attribute_precedence():
+    m = Precedence().eval()
+    x = torch.randn(10, 10)
+    counter = run(m, x)
+    _, dyn = run_torch_dynamo(m, x)
+    assert counter.frame_count == dyn.frame_count == 1
+
+
+# ---- generators and polyfilled iterators rebuilt at a break or returned keep their type ---
+
+def close_after_break(x):
+    log = []
+
+    def f():
+        try:
+            yield
+        except GeneratorExit:
+            log.append("exiting")
+
+    g = f()
+    next(g)
+    g.close()
+    cdynamo.graph_break()   # g crosses the break
+    g.close()               # a no-op in eager
+    return x + 1, log, type(g).__name__, g.__name__
+
+
+def test_generator_close_after_a_graph_break():
+    run(close_after_break, X)
+
+
+def whoo(t):
+    yield t + 1
+    yield t + 2
+
+
+def returns_iterators(t):
+    g = whoo(t)
+    next(g)
+    return (zip(range(2), whoo(t)), map(torch.cos, [t, t]), enumerate(whoo(t), 3), g,
+            filter(None, [1, 0, 2]), t.sin())
+
+
+def test_returned_iterators_keep_their_type():
+    expected = returns_iterators(X)
+    got = cdynamo.compile(returns_iterators, backend="eager", fullgraph=True)(X)
+    for e, r in zip(expected, got):
+        assert type(r) is type(e)
+    assert got[3].__name__ == "whoo" and got[3].__qualname__ == "whoo"
+    for e, r in zip(expected, got):
+        if isinstance(e, torch.Tensor):
+            assert_same(r, e)
+        else:
+            assert_same(list(r), list(e))
+
+
+# ---- fullgraph=True also forbids running a frame unmodified -------------------------------
+
+def subgen(t):
+    yield t + 1
+    yield t + 2
+
+
+def main_gen(t):
+    yield from subgen(t)
+    yield t + 3
+
+
+def returns_started_subgenerator(t):
+    gen = main_gen(t)
+    next(gen)
+    return gen
+
+
+def test_fullgraph_raises_where_the_frame_would_run_unmodified():
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(returns_started_subgenerator, backend=counter, fullgraph=True)
+    try:
+        g = compiled(X)
+    except RuntimeError as e:
+        assert "fullgraph=True" in str(e) and "returns_started_subgenerator" in str(e)
+    else:   # compiled into one graph (as torch._dynamo does): then the items must be right
+        assert counter.frame_count == 1
+        assert_same(list(g), [X + 2, X + 3])
+    # without fullgraph the result is eager's
+    g = cdynamo.compile(returns_started_subgenerator, backend="eager")(X)
+    assert_same(list(g), [X + 2, X + 3])
+
+
+# ---- a missing attribute of a plain object raises AttributeError in the trace ------------
+
+class Mock:
+    def __init__(self):
+        self.a = 1
+
+
+mock = Mock()
+
+
+def except_attribute_error(x):
+    try:
+        c = 2
+        mock.b
+    except AttributeError as e:
+        c = 3 if e.args == ("'Mock' object has no attribute 'b'",) else 4
+    return torch.sin(x) * c
+
+
+def test_missing_attribute_caught_in_the_trace():
+    counter = run(except_attribute_error, X)
+    _, dyn = run_torch_dynamo(except_attribute_error, X)
+    assert counter.frame_count == dyn.frame_count == 1
+    # the absence is guarded: once the attribute exists, the other branch runs
+    compiled = cdynamo.compile(except_attribute_error, backend="eager")
+    mock.b = 7
+    try:
+        assert_same(compiled(X), except_attribute_error(X))
+    finally:
+        del mock.b
+    assert_same(compiled(X), except_attribute_error(X))
