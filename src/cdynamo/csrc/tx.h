@@ -120,6 +120,10 @@ tr_status cdyn_tx_raise(cdyn_tx *tx, PyObject *type, PyObject *const *args, Py_s
 tr_status cdyn_tx_raise_value(cdyn_tx *tx, PyObject *v);
 /* 1/0 when exception value v matches the class (tuple) value cls, -1 when undecidable. */
 int cdyn_exc_matches(PyObject *v, PyObject *cls);
+/* str(v) / repr(v) (use_repr) of an EXC value whose arguments are constants and whose class
+ * runs no Python code to make or print it: a new CONST str in *out. TR_NOTIMPL for any other
+ * value. */
+tr_status cdyn_exc_text(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out);
 
 /* Record a side effect (all arguments borrowed; target/key may be NULL -> None). */
 tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value);
