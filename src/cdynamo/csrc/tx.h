@@ -502,6 +502,10 @@ tr_status cdyn_ctx_wrap_autocast_enter(cdyn_tx *tx, PyObject *obj, PyObject *sou
 /* Context-manager factories (values/ctx.c): torch.autocast and its device forms,
  * contextlib.nullcontext. cdyn_ctx_factory makes the value; *handled = 0 for others. */
 int cdyn_is_ctx_factory(PyObject *obj);
+/* *out (new): a GRADFN, function value fn (borrowed) decorated by a grad-mode context that
+ * sets `mode` (torch.no_grad(f), torch.enable_grad()(f)); a generator function or another
+ * callable is a break. */
+tr_status cdyn_ctx_grad_fn(cdyn_tx *tx, PyObject *fn, int mode, PyObject **out);
 tr_status cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames, PyObject **out, int *handled);
 /* getattr on the real object of v (u.obj.obj); trusted: the attribute gets no source (not

@@ -96,7 +96,7 @@ typedef enum {
     VK_CLASS, VK_OBJECT, VK_SUPER,
     VK_NNMODULE,
     VK_ITER,
-    VK_GRADCTX, VK_GRADEXIT,
+    VK_GRADCTX, VK_GRADEXIT, VK_GRADFN,
     VK_HOP, VK_SUBGRAPH, VK_FNCTX,
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
     VK_SYMINT, VK_SYMSLICE,
@@ -158,6 +158,9 @@ typedef struct cdyn_value {
            node; mode: the real autocast entered at trace time (fake runs see it) */
         struct { PyObject *args, *node, *mode; } amp;
         struct { PyObject *enter_result; } nullctx; /* a value */
+        /* fn: the function value a grad-mode context decorated (torch.no_grad()(f));
+           bits: GRAD_MODE_ON, the mode its calls run in */
+        struct { PyObject *fn; } gradfn;
         struct { PyObject *type, *args; } exc;      /* the class; list of argument values */
         /* real: the real cell (a closure of the top frame or of a real function) or NULL
            for a cell made in the trace; contents: the value, NULL while empty / unread;
