@@ -302,3 +302,24 @@ def test_uncaught_dict_error_raises_as_eager():
 
     with pytest.raises(ValueError, match="length 3; 2 is required"):
         cdynamo.compile(fn, backend="eager")(torch.randn(2))
+
+
+# ---- dict.__new__(klass) ------------------------------------------------------------------
+
+class MyDict(dict):
+    pass
+
+
+@pytest.mark.parametrize("klass", [dict, MyDict])
+def test_dict_new_of_class(klass):
+    def fn(x, klass):
+        d = dict.__new__(klass)
+        d["x"] = x * 2
+        if isinstance(d, MyDict):
+            d.attr = 3
+        return d, type(d) is klass, len(d)
+
+    counter = fg_compare(fn, torch.randn(4), klass)
+    out = cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2), klass)[0]
+    assert type(out) is klass and getattr(out, "attr", None) == (3 if klass is MyDict else None)
+    assert counter.frame_count == 1
