@@ -125,6 +125,10 @@ tr_status cdyn_tx_reraise(cdyn_tx *tx, PyObject *v);
 tr_status cdyn_tx_raise_from(cdyn_tx *tx, PyObject *v, PyObject *cause);
 /* 1/0 when exception value v matches the class (tuple) value cls, -1 when undecidable. */
 int cdyn_exc_matches(PyObject *v, PyObject *cls);
+/* str(v) / repr(v) (use_repr) of an EXC value whose arguments are constants and whose class
+ * runs no Python code to make or print it: a new CONST str in *out. TR_NOTIMPL for any other
+ * value. */
+tr_status cdyn_exc_text(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out);
 
 /* Record a side effect (all arguments borrowed; target/key may be NULL -> None). */
 tr_status cdyn_tx_effect(cdyn_tx *tx, int kind, PyObject *target, PyObject *key, PyObject *value);
@@ -506,6 +510,10 @@ tr_status cdyn_ctx_wrap_autocast_enter(cdyn_tx *tx, PyObject *obj, PyObject *sou
 /* Context-manager factories (values/ctx.c): torch.autocast and its device forms,
  * contextlib.nullcontext. cdyn_ctx_factory makes the value; *handled = 0 for others. */
 int cdyn_is_ctx_factory(PyObject *obj);
+/* *out (new): a GRADFN, function value fn (borrowed) decorated by a grad-mode context that
+ * sets `mode` (torch.no_grad(f), torch.enable_grad()(f)); a generator function or another
+ * callable is a break. */
+tr_status cdyn_ctx_grad_fn(cdyn_tx *tx, PyObject *fn, int mode, PyObject **out);
 tr_status cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames, PyObject **out, int *handled);
 /* getattr on the real object of v (u.obj.obj); trusted: the attribute gets no source (not

@@ -96,7 +96,7 @@ typedef enum {
     VK_CLASS, VK_OBJECT, VK_SUPER,
     VK_NNMODULE,
     VK_ITER,
-    VK_GRADCTX, VK_GRADEXIT,
+    VK_GRADCTX, VK_GRADEXIT, VK_GRADFN,
     VK_HOP, VK_SUBGRAPH, VK_FNCTX,
     VK_AUTOCAST, VK_AUTOCAST_EXIT, VK_NULLCTX,
     VK_SYMINT, VK_SYMSLICE,
@@ -163,6 +163,9 @@ typedef struct cdyn_value {
         /* type: the class; args: list of argument values; context / cause: the EXC values
            of __context__ / __cause__ or NULL (None); bits: EXC_SUPPRESS */
         struct { PyObject *type, *args, *context, *cause; } exc;
+        /* fn: the function value a grad-mode context decorated (torch.no_grad()(f));
+           bits: GRAD_MODE_ON, the mode its calls run in */
+        struct { PyObject *fn; } gradfn;
         /* real: the real cell (a closure of the top frame or of a real function) or NULL
            for a cell made in the trace; contents: the value, NULL while empty / unread;
            csrc: the source its contents are read (and guarded) through, or NULL (not

@@ -728,6 +728,9 @@ cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
         *out = r;
         return TR_OK;
     }
+    if (real == NULL && (st = cdyn_exc_text(tx, v, use_repr, out)) != TR_NOTIMPL) {
+        return st;   /* an exception made in the trace, printed by C code */
+    }
     if (real == NULL || !text_fixed_kind(v)) {
         return cdyn_tx_unsupported(tx, "%s() of %S", use_repr ? "repr" : "str", v);
     }

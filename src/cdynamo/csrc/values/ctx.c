@@ -16,6 +16,10 @@
  *             (an AUTOCAST_EXIT with a source and no node), and calling it there is a
  *             graph break (it runs in Python).
  *   NULLCTX   contextlib.nullcontext(enter_result).
+ *   GRADFN    a function decorated by a grad-mode context (torch.no_grad()(f),
+ *             @torch.enable_grad, @torch.set_grad_enabled(m)): a call sets the mode in
+ *             the graph, inlines f and restores the mode from before the call, also when f
+ *             raises; rebuilt as torch.no_grad(f) / torch.enable_grad(f).
  */
 #include "../tx.h"
 #include "../codegen.h"
@@ -202,15 +206,71 @@ ctx_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
     return TR_OK;
 }
 
+tr_status
+cdyn_ctx_grad_fn(cdyn_tx *tx, PyObject *fn, int mode, PyObject **out)
+{
+    PyObject *real = V(fn)->kind == VK_USERFN ? cdyn_v_real(fn) : NULL;
+    PyCodeObject *code = V(fn)->kind == VK_FUNCTION ? (PyCodeObject *)V(fn)->u.func.code
+                         : real != NULL && PyFunction_Check(real)
+                             ? (PyCodeObject *)PyFunction_GET_CODE(real) : NULL;
+    if (code == NULL || (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
+        return cdyn_tx_unsupported(tx, "grad-mode context decorating %S", fn);
+    }
+    *out = cdyn_value_alloc(VK_GRADFN, NULL);
+    if (*out == NULL) {
+        return TR_ERROR;
+    }
+    V(*out)->u.gradfn.fn = Py_NewRef(fn);
+    V(*out)->bits = mode ? GRAD_MODE_ON : 0;
+    return TR_OK;
+}
+
+/* A call of a GRADFN: f inlined in its mode, the mode from before restored after it (also
+ * when it raises, as the `with` block of torch's decorator). */
+static tr_status
+grad_fn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+             PyObject *kwnames, PyObject **out)
+{
+    int prev = tx->grad_enabled;
+    tr_status st = set_mode(tx, (V(fn)->bits & GRAD_MODE_ON) != 0), rst;
+    if (st != TR_OK) {
+        return st;
+    }
+    st = cdyn_v_call(tx, fs, V(fn)->u.gradfn.fn, args, nargs, kwnames, out);
+    if (st == TR_OK || st == TR_EXCEPTION) {
+        rst = set_mode(tx, prev);
+        if (rst != TR_OK) {
+            if (st == TR_OK) {
+                Py_CLEAR(*out);
+            }
+            st = rst;
+        }
+    }
+    return st;
+}
+
+/* ctx(f) for a GRADCTX: f decorated. torch.set_grad_enabled(m) set the mode when it was
+ * made; using it as a decorator puts the mode from before it back (eager's __call__). */
+static tr_status
+grad_ctx_decorate(cdyn_tx *tx, PyObject *ctx, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject *kwnames, PyObject **out)
+{
+    tr_status st = TR_OK;
+    if (nargs != 1 || kwnames != NULL) {
+        return cdyn_tx_unsupported(tx, "call of %S with %zd arguments", ctx, nargs);
+    }
+    if (V(ctx)->bits & GRAD_APPLIED) {
+        st = set_mode(tx, (V(ctx)->bits & GRAD_PREV_ON) != 0);
+    }
+    return st == TR_OK ? cdyn_ctx_grad_fn(tx, args[0], (V(ctx)->bits & GRAD_MODE_ON) != 0, out)
+                       : st;
+}
+
 static tr_status
 ctx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
          PyObject *kwnames, PyObject **out)
 {
     tr_status st;
-    (void)fs;
-    (void)args;
-    (void)nargs;
-    (void)kwnames;
     if (V(fn)->kind == VK_AUTOCAST && (V(fn)->bits & AMP_REENTER) && nargs == 0 && kwnames == NULL) {
         /* AutocastEnter() in a resume function's prologue: the block entered again */
         PyObject *result = NULL;
@@ -228,6 +288,12 @@ ctx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
     if (V(fn)->kind == VK_NULLCTX) {
         *out = cdyn_value_const(Py_None);
         return *out ? TR_OK : TR_ERROR;
+    }
+    if (V(fn)->kind == VK_GRADFN) {
+        return grad_fn_call(tx, fs, fn, args, nargs, kwnames, out);
+    }
+    if (V(fn)->kind == VK_GRADCTX) {
+        return grad_ctx_decorate(tx, fn, args, nargs, kwnames, out);
     }
     if (V(fn)->kind != VK_GRADEXIT) {
         return cdyn_tx_unsupported(tx, "call of %S", fn);
@@ -249,6 +315,9 @@ ctx_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     }
     if (V(v)->kind == VK_NULLCTX) {
         return cdyn_cg_collect(tx, cg, V(v)->u.nullctx.enter_result);
+    }
+    if (V(v)->kind == VK_GRADFN) {
+        return cdyn_cg_collect(tx, cg, V(v)->u.gradfn.fn);
     }
     return cdyn_tx_unsupported(tx, "cannot rebuild %S", v);
 }
@@ -296,6 +365,13 @@ ctx_reconstruct(cdyn_cg *cg, PyObject *v)
         }
         name = exit ? cdyn_cg_name(cg, cdyn_G.s_exit) : 0;
         return name < 0 || (exit && cdyn_cg_emit(cg, LOAD_ATTR, name) < 0) ? -1 : 0;
+    }
+    if (V(v)->kind == VK_GRADFN) {   /* torch.enable_grad(f) / torch.no_grad(f) */
+        return cdyn_cg_push_callable(cg, (V(v)->bits & GRAD_MODE_ON) ? cdyn_G.enable_grad
+                                                                     : cdyn_G.no_grad) < 0 ||
+                       cdyn_cg_value(cg, V(v)->u.gradfn.fn) < 0
+                   ? -1
+                   : cdyn_cg_call(cg, 1);
     }
     if (V(v)->kind != VK_GRADEXIT) {
         PyErr_Format(PyExc_SystemError, "cdynamo: no way to rebuild %R", v);
@@ -381,9 +457,18 @@ cdyn_ctx_init(void)
     return (autocast_type && nullcontext_type) ? 0 : -1;
 }
 
+/* A decorated function is a function (eager's functools.wraps wrapper); the context
+ * managers have no type here. */
+static PyTypeObject *
+ctx_python_type(PyObject *v)
+{
+    return V(v)->kind == VK_GRADFN ? &PyFunction_Type : NULL;
+}
+
 const cdyn_vtable cdyn_ctx_vt = {
     .name = "ContextManagerVariable",
     .call = ctx_call,
+    .python_type = ctx_python_type,
     .enter = ctx_enter,
     .collect = ctx_collect,
     .reconstruct = ctx_reconstruct,

@@ -396,9 +396,9 @@ cdyn_dict_set(cdyn_tx *tx, PyObject *d, PyObject *key, PyObject *val)
     return st;
 }
 
-/* The entries of v, an object of a dict subclass that does not iterate as dict (an
- * OrderedDict subclass such as transformers' ModelOutput), as dict(v) reads them: v.keys(),
- * then v[k] for each key. New lists in *kl / *vl. */
+/* The entries of v, a mapping read through keys() (reads_as_mapping: a user Mapping, an
+ * OrderedDict subclass such as transformers' ModelOutput), as dict(v) reads them: v.keys()
+ * (its methods inlined), then v[k] for each key. New lists in *kl / *vl. */
 static tr_status
 mapping_entries(cdyn_tx *tx, PyObject *v, PyObject **kl, PyObject **vl)
 {
@@ -436,20 +436,44 @@ mapping_entries(cdyn_tx *tx, PyObject *v, PyObject **kl, PyObject **vl)
     return st;
 }
 
-/* The entries of v (a dict-family value, a dict subclass's object, or an iterable of pairs)
- * as new lists of key values and values. */
+/* 1 when dict(v) / d.update(v) / {**v} read v as a mapping, through v.keys() and v[k] as
+ * CPython's dict_merge does for an argument with a keys() method (a user Mapping, an
+ * nn.ModuleDict, a mappingproxy, a dict subclass iterating otherwise than dict); 0 for a
+ * DICT value, a dict subclass iterating as dict (read directly) and an iterable of pairs. */
+static int
+reads_as_mapping(PyObject *v, PyTypeObject *t)
+{
+    static PyObject *s_keys;
+    if (t == NULL || V(v)->kind == VK_DICT || V(v)->kind == VK_DICTVIEW) {
+        return 0;
+    }
+    if (PyType_IsSubtype(t, &PyDict_Type)) {
+        return t->tp_iter != PyDict_Type.tp_iter;
+    }
+    if (s_keys == NULL && (s_keys = PyUnicode_InternFromString("keys")) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return _PyType_Lookup(t, s_keys) != NULL;
+}
+
+/* The entries of v (a dict-family value, a mapping read through keys(), or an iterable of
+ * pairs) as new lists of key values and values. An element of an iterable that is not a
+ * pair stops the reading: *bad its index and *badlen its length, *kl / *vl the entries
+ * before it (TR_OK); *bad is -1 when all were pairs. */
 static tr_status
-entries_of(cdyn_tx *tx, PyObject *v, PyObject **kl, PyObject **vl)
+entries_of(cdyn_tx *tx, PyObject *v, PyObject **kl, PyObject **vl, Py_ssize_t *bad,
+           Py_ssize_t *badlen)
 {
     PyObject *items = NULL;
     PyTypeObject *t = V(v)->kind != VK_DICT ? cdyn_v_python_type(v) : NULL;
     tr_status st = cdyn_tx_materialize(tx, v);
     *kl = *vl = NULL;
+    *bad = -1;
     if (st != TR_OK) {
         return st;
     }
-    if (t != NULL && V(v)->kind != VK_DICTVIEW && PyType_IsSubtype(t, &PyDict_Type) &&
-        t->tp_iter != PyDict_Type.tp_iter) {
+    if (reads_as_mapping(v, t)) {
         return mapping_entries(tx, v, kl, vl);
     }
     if (V(v)->kind == VK_DICT) {
@@ -480,7 +504,10 @@ entries_of(cdyn_tx *tx, PyObject *v, PyObject **kl, PyObject **vl)
         PyObject *pair = NULL;
         st = cdyn_v_unpack(tx, PyList_GET_ITEM(items, i), &pair);
         if (st == TR_OK && PyList_GET_SIZE(pair) != 2) {
-            st = cdyn_tx_unsupported(tx, "dict update sequence element is not a pair");
+            *bad = i;
+            *badlen = PyList_GET_SIZE(pair);
+            Py_DECREF(pair);
+            break;
         }
         if (st == TR_OK && (PyList_Append(*kl, PyList_GET_ITEM(pair, 0)) < 0 ||
                             PyList_Append(*vl, PyList_GET_ITEM(pair, 1)) < 0)) {
@@ -541,20 +568,36 @@ update_from(cdyn_tx *tx, PyObject *d, PyObject *other, PyObject *const *kwv, PyO
 tr_status
 cdyn_dict_update_op(cdyn_tx *tx, PyObject *d, PyObject *other, int merge)
 {
+    PyObject *m = NULL;
     tr_status st = cdyn_tx_materialize(tx, other);
     if (st != TR_OK) {
         return st;
     }
-    if (V(d)->kind != VK_DICT || V(other)->kind != VK_DICT || V(d)->source != NULL) {
+    if (V(d)->kind != VK_DICT || V(d)->source != NULL) {
         return cdyn_tx_unsupported(tx, "dict merge of %S into %S", other, d);
     }
-    for (Py_ssize_t i = 0; merge && i < dlen(other); i++) {
+    if (V(other)->kind != VK_DICT) {
+        /* {**m} / f(**m) of a mapping: its entries through m.keys() and m[k], as eager */
+        if (!reads_as_mapping(other, cdyn_v_python_type(other))) {
+            return cdyn_tx_unsupported(tx, "dict merge of %S into %S", other, d);
+        }
+        if ((m = cdyn_dict_new(NULL)) == NULL) {
+            return TR_ERROR;
+        }
+        st = update_from(tx, m, other, NULL, NULL, 0, 1);
+        other = m;
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && merge && i < dlen(other); i++) {
         Py_ssize_t j = find(d, PyList_GET_ITEM(keys(other), i));
         if (j != -1) {
-            return j == -2 ? TR_ERROR : cdyn_tx_unsupported(tx, "duplicate keyword argument");
+            st = j == -2 ? TR_ERROR : cdyn_tx_unsupported(tx, "duplicate keyword argument");
         }
     }
-    return update_from(tx, d, other, NULL, NULL, 0, 1);
+    if (st == TR_OK) {
+        st = update_from(tx, d, other, NULL, NULL, 0, 1);
+    }
+    Py_XDECREF(m);
+    return st;
 }
 
 tr_status
@@ -696,45 +739,194 @@ count_items(cdyn_tx *tx, PyObject *v, PyObject *m, int sign, PyObject *kd)
 
 /* ---- update / construction ---------------------------------------------------------------- */
 
+/* Raises in the trace what eager raises for a dict operation that fails its argument checks
+ * (too many positional arguments, an update element that is not a pair): the exception of
+ * the real call -- the unbound method `name` of an empty object of `type`, or `type` itself
+ * when name is NULL -- with the real arguments args (a tuple), its type and constant
+ * arguments, so that the user's try/except sees eager's exception and message. Only for
+ * dict, OrderedDict, defaultdict and Counter (no user code runs); another type, or a call
+ * that does not raise, is a break with the reason `what`. */
+static tr_status
+raise_as_real(cdyn_tx *tx, PyTypeObject *type, const char *name, PyObject *args,
+              const char *what)
+{
+    PyObject *self = NULL, *call = NULL, *res = NULL, *exc = NULL, *eargs = NULL;
+    PyObject *cargs[4] = {NULL, NULL, NULL, NULL};
+    Py_ssize_t n = 0;
+    tr_status st = TR_OK;
+    if (type != &PyDict_Type && type != (PyTypeObject *)odict_type &&
+        type != (PyTypeObject *)ddict_type && type != (PyTypeObject *)counter_type) {
+        return cdyn_tx_unsupported(tx, "%s", what);
+    }
+    if (name != NULL) {
+        self = PyObject_CallNoArgs((PyObject *)type);
+        call = self ? PyObject_GetAttrString(self, name) : NULL;
+    }
+    else {
+        call = Py_NewRef(type);
+    }
+    res = call ? PyObject_Call(call, args, NULL) : NULL;
+    if (res == NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyObject *et = NULL, *tb = NULL;
+        PyErr_Fetch(&et, &exc, &tb);
+        PyErr_NormalizeException(&et, &exc, &tb);
+        Py_XDECREF(et);
+        Py_XDECREF(tb);
+        eargs = exc ? PyObject_GetAttrString(exc, "args") : NULL;
+        PyErr_Clear();
+    }
+    if (eargs == NULL || !PyTuple_Check(eargs) || PyTuple_GET_SIZE(eargs) > 4) {
+        st = PyErr_Occurred() ? TR_ERROR : cdyn_tx_unsupported(tx, "%s", what);
+    }
+    for (; st == TR_OK && n < PyTuple_GET_SIZE(eargs); n++) {
+        if ((cargs[n] = cdyn_value_const(PyTuple_GET_ITEM(eargs, n))) == NULL) {
+            st = TR_ERROR;
+        }
+    }
+    if (st == TR_OK) {
+        st = cdyn_tx_raise(tx, (PyObject *)Py_TYPE(exc), cargs, n);
+    }
+    for (Py_ssize_t i = 0; i < 4; i++) {
+        Py_XDECREF(cargs[i]);
+    }
+    Py_XDECREF(self);
+    Py_XDECREF(call);
+    Py_XDECREF(res);
+    Py_XDECREF(exc);
+    Py_XDECREF(eargs);
+    return st;
+}
+
+/* type(...) (name NULL) / d.update(...) / d.subtract(...) (name the method) with npos > 1
+ * positional arguments: eager's TypeError (the real call with npos empty dicts; a
+ * defaultdict's factory None first for its constructor). */
+static tr_status
+raise_too_many(cdyn_tx *tx, PyTypeObject *type, const char *name, Py_ssize_t npos)
+{
+    int ddict = name == NULL && type == (PyTypeObject *)ddict_type;
+    PyObject *args = PyTuple_New(npos + ddict);
+    tr_status st;
+    for (Py_ssize_t i = 0; args != NULL && i < npos + ddict; i++) {
+        PyObject *e = i < ddict ? Py_NewRef(Py_None) : PyDict_New();
+        if (e == NULL) {
+            Py_CLEAR(args);
+            break;
+        }
+        PyTuple_SET_ITEM(args, i, e);
+    }
+    st = args ? raise_as_real(tx, type, name, args,
+                              "dict construction or update with several positional arguments")
+              : TR_ERROR;
+    Py_XDECREF(args);
+    return st;
+}
+
+/* d.update([...]) where element #bad of the iterable has length badlen: eager's exception
+ * (ValueError for dict, the unpacking error of MutableMapping.update for OrderedDict), raised
+ * after the entries before it were stored, as eager stores them. */
+static tr_status
+raise_bad_element(cdyn_tx *tx, PyObject *d, Py_ssize_t bad, Py_ssize_t badlen)
+{
+    PyObject *seq = PyList_New(bad + 1), *args = NULL;
+    tr_status st;
+    for (Py_ssize_t i = 0; seq != NULL && i <= bad; i++) {
+        PyObject *t = PyTuple_New(i < bad ? 2 : badlen);
+        for (Py_ssize_t j = 0; t != NULL && j < PyTuple_GET_SIZE(t); j++) {
+            PyTuple_SET_ITEM(t, j, PyLong_FromSsize_t(j));
+        }
+        if (t == NULL) {
+            Py_CLEAR(seq);
+            break;
+        }
+        PyList_SET_ITEM(seq, i, t);
+    }
+    args = seq ? PyTuple_Pack(1, seq) : NULL;
+    st = args ? raise_as_real(tx, dtype(d), "update", args,
+                              "dict update sequence element is not a pair")
+              : TR_ERROR;
+    Py_XDECREF(seq);
+    Py_XDECREF(args);
+    return st;
+}
+
+/* Counter.update(iterable) / subtract(iterable): count the items. */
+static tr_status
+count_update(cdyn_tx *tx, PyObject *d, PyObject *other, Py_ssize_t nkw, int sign)
+{
+    PyObject *m = NULL, *kd = NULL;
+    tr_status st = real_counts(tx, d, 0, &m);
+    kd = st == TR_OK ? cdyn_dict_new(NULL) : NULL;
+    if (st == TR_OK && kd == NULL) {
+        st = TR_ERROR;
+    }
+    if (st == TR_OK) {
+        st = count_items(tx, other, m, sign, kd);
+    }
+    if (st == TR_OK && nkw > 0) {
+        st = cdyn_tx_unsupported(tx, "Counter.update with an iterable and keywords");
+    }
+    if (st == TR_OK) {
+        st = cdyn_container_mutating(tx, d);
+    }
+    if (st == TR_OK && raw_set_from_real(d, m, d, kd) < 0) {
+        st = TR_ERROR;
+    }
+    Py_XDECREF(m);
+    Py_XDECREF(kd);
+    return st;
+}
+
+/* Counter.update(mapping) / subtract(mapping): vl (the counts to add, hash keys hl) becomes
+ * the new counts. */
+static tr_status
+add_counts(cdyn_tx *tx, PyObject *d, PyObject *hl, PyObject *vl, int sign)
+{
+    tr_status st = TR_OK;
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(hl); i++) {
+        Py_ssize_t j = find(d, PyList_GET_ITEM(hl, i));
+        PyObject *old = j >= 0 ? PyList_GET_ITEM(vals(d), j) : NULL, *sum = NULL;
+        PyObject *add = PyList_GET_ITEM(vl, i);
+        if (j == -2) {
+            return TR_ERROR;
+        }
+        if (old != NULL) {
+            st = cdyn_v_binop(tx, sign > 0 ? 0 : 10, old, add, &sum);
+        }
+        else if (sign > 0) {
+            sum = Py_NewRef(add);
+        }
+        else {
+            st = cdyn_v_unary(tx, UNARY_NEGATIVE, add, &sum);
+        }
+        if (st == TR_OK) {
+            st = PyList_SetItem(vl, i, sum) < 0 ? TR_ERROR : TR_OK;
+        }
+    }
+    return st;
+}
+
 static tr_status
 update_from(cdyn_tx *tx, PyObject *d, PyObject *other, PyObject *const *kwv, PyObject *kwnames,
             int counting, int sign)
 {
-    PyObject *kl = NULL, *vl = NULL, *hl = NULL, *m = NULL, *kd = NULL;
+    PyObject *kl = NULL, *vl = NULL, *hl = NULL;
     tr_status st = TR_OK;
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, bad = -1, badlen = 0;
     if (other != NULL && counting && V(other)->kind != VK_DICT) {
-        /* Counter.update(iterable): count the items */
-        st = real_counts(tx, d, 0, &m);
-        kd = st == TR_OK ? cdyn_dict_new(NULL) : NULL;
-        if (st == TR_OK && kd == NULL) {
-            st = TR_ERROR;
-        }
-        if (st == TR_OK) {
-            st = count_items(tx, other, m, sign, kd);
-        }
-        if (st == TR_OK && nkw > 0) {
-            st = cdyn_tx_unsupported(tx, "Counter.update with an iterable and keywords");
-        }
-        if (st == TR_OK) {
-            st = cdyn_container_mutating(tx, d);
-        }
-        if (st == TR_OK && raw_set_from_real(d, m, d, kd) < 0) {
-            st = TR_ERROR;
-        }
-        Py_XDECREF(m);
-        Py_XDECREF(kd);
-        return st;
+        return count_update(tx, d, other, nkw, sign);
     }
     if (other != NULL) {
-        st = entries_of(tx, other, &kl, &vl);
+        st = entries_of(tx, other, &kl, &vl, &bad, &badlen);
     }
     else {
         kl = PyList_New(0);
         vl = PyList_New(0);
         st = kl && vl ? TR_OK : TR_ERROR;
     }
-    for (Py_ssize_t i = 0; st == TR_OK && i < nkw; i++) {
+    if (st == TR_OK && bad >= 0 && counting) {
+        st = cdyn_tx_unsupported(tx, "dict update sequence element is not a pair");
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && bad < 0 && i < nkw; i++) {
         PyObject *k = cdyn_value_const(PyTuple_GET_ITEM(kwnames, i));
         if (k == NULL || PyList_Append(kl, k) < 0 || PyList_Append(vl, kwv[i]) < 0) {
             st = TR_ERROR;
@@ -745,34 +937,16 @@ update_from(cdyn_tx *tx, PyObject *d, PyObject *other, PyObject *const *kwv, PyO
         st = hash_all(tx, kl, &hl);
     }
     if (st == TR_OK && counting) {
-        /* Counter.update(mapping) / subtract(mapping): add the counts */
-        for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(hl); i++) {
-            Py_ssize_t j = find(d, PyList_GET_ITEM(hl, i));
-            PyObject *old = j >= 0 ? PyList_GET_ITEM(vals(d), j) : NULL, *sum = NULL;
-            PyObject *add = PyList_GET_ITEM(vl, i);
-            if (j == -2) {
-                st = TR_ERROR;
-                break;
-            }
-            if (old != NULL) {
-                st = cdyn_v_binop(tx, sign > 0 ? 0 : 10, old, add, &sum);
-            }
-            else if (sign > 0) {
-                sum = Py_NewRef(add);
-            }
-            else {
-                st = cdyn_v_unary(tx, UNARY_NEGATIVE, add, &sum);
-            }
-            if (st == TR_OK) {
-                st = PyList_SetItem(vl, i, sum) < 0 ? TR_ERROR : TR_OK;
-            }
-        }
+        st = add_counts(tx, d, hl, vl, sign);
     }
     if (st == TR_OK && PyList_GET_SIZE(hl) > 0) {
         st = cdyn_container_mutating(tx, d);
     }
     if (st == TR_OK && raw_set_all(d, hl, kl, vl) < 0) {
         st = TR_ERROR;
+    }
+    if (st == TR_OK && bad >= 0) {
+        st = raise_bad_element(tx, d, bad, badlen);
     }
     Py_XDECREF(kl);
     Py_XDECREF(vl);
@@ -803,7 +977,7 @@ cdyn_dict_construct(cdyn_tx *tx, PyTypeObject *type, PyObject *const *args, Py_s
         }
     }
     if (npos > 1) {
-        return cdyn_tx_unsupported(tx, "%s() with %zd positional arguments", type->tp_name, npos);
+        return raise_too_many(tx, type, NULL, npos);
     }
     d = cdyn_dict_new(type);
     if (d == NULL) {
@@ -1238,6 +1412,7 @@ m_get_pop_setdefault(cdyn_tx *tx, PyObject *d, int which, PyObject *const *args,
     PyObject *h = NULL;
     Py_ssize_t i;
     tr_status st;
+    *out = NULL;
     if (nargs < 1 || nargs > 2) {
         return cdyn_tx_unsupported(tx, "dict method with %zd arguments", nargs);
     }
@@ -1252,8 +1427,8 @@ m_get_pop_setdefault(cdyn_tx *tx, PyObject *d, int which, PyObject *const *args,
             st = st == TR_OK ? TR_ERROR : st;
         }
     }
-    else if (which == 1 && nargs == 1) {
-        st = cdyn_tx_unsupported(tx, "pop of a missing dict key %S", args[0]);
+    else if (which == 1 && nargs == 1) {   /* KeyError(key) in the trace, as eager */
+        st = cdyn_tx_raise(tx, PyExc_KeyError, args, 1);
     }
     else {
         *out = nargs == 2 ? Py_NewRef(args[1]) : cdyn_value_const(Py_None);
@@ -1462,7 +1637,7 @@ dict_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject
     if (cdyn_name_is(name, "update") || (counter && cdyn_name_is(name, "subtract"))) {
         int sub = cdyn_name_is(name, "subtract");
         if (npos > 1) {
-            return cdyn_tx_unsupported(tx, "update() with %zd positional arguments", npos);
+            return raise_too_many(tx, dtype(v), sub ? "subtract" : "update", npos);
         }
         st = update_from(tx, v, npos ? args[0] : NULL, args + npos, kwnames, counter,
                          sub ? -1 : 1);

@@ -196,6 +196,69 @@ cdyn_exc_matches(PyObject *v, PyObject *cls)
     return -1;
 }
 
+/* 1 when class t makes and prints its instances with C code only (no Python __new__,
+ * __init__, __str__ or __repr__ anywhere in its MRO). */
+static int
+exc_class_is_c(PyTypeObject *t)
+{
+    static const char *const names[] = {"__new__", "__init__", "__str__", "__repr__"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        PyObject *n = PyUnicode_InternFromString(names[i]), *m;
+        if (n == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        m = _PyType_Lookup(t, n);
+        Py_DECREF(n);
+        if (m == NULL || PyFunction_Check(m) || PyObject_TypeCheck(m, &PyStaticMethod_Type) ||
+            PyObject_TypeCheck(m, &PyClassMethod_Type)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+tr_status
+cdyn_exc_text(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
+{
+    PyObject *args = NULL, *exc = NULL, *text = NULL;
+    Py_ssize_t n;
+    tr_status st = TR_OK;
+    if (V(v)->kind != VK_EXC) {
+        return TR_NOTIMPL;
+    }
+    if (!exc_class_is_c((PyTypeObject *)V(v)->u.exc.type)) {
+        return cdyn_tx_unsupported(tx, "%s() of %S", use_repr ? "repr" : "str", v);
+    }
+    n = PyList_GET_SIZE(V(v)->u.exc.args);
+    args = PyTuple_New(n);
+    for (Py_ssize_t i = 0; args != NULL && i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(V(v)->u.exc.args, i);
+        if (V(a)->kind != VK_CONST) {
+            st = cdyn_tx_unsupported(tx, "%s() of %S with a non-constant argument",
+                                     use_repr ? "repr" : "str", v);
+            break;
+        }
+        PyTuple_SET_ITEM(args, i, Py_NewRef(V(a)->u.cnst.value));
+    }
+    if (args == NULL) {
+        st = TR_ERROR;
+    }
+    if (st == TR_OK) {
+        exc = PyObject_Call(V(v)->u.exc.type, args, NULL);
+        text = exc == NULL ? NULL : use_repr ? PyObject_Repr(exc) : PyObject_Str(exc);
+        *out = text ? cdyn_value_const(text) : NULL;
+        if (*out == NULL) {
+            PyErr_Clear();
+            st = cdyn_tx_unsupported(tx, "%s() of %S failed", use_repr ? "repr" : "str", v);
+        }
+    }
+    Py_XDECREF(args);
+    Py_XDECREF(exc);
+    Py_XDECREF(text);
+    return st;
+}
+
 static tr_status
 exc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
          PyObject *kwnames, PyObject **out)

@@ -537,6 +537,10 @@ object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
     }
     if (fn == cdyn_U.object_new || fn == cdyn_U.dict_new) {
         PyObject *cls = cdyn_v_real(a[0]);
+        if (fn == cdyn_U.dict_new && cls == (PyObject *)&PyDict_Type && n == 1 && !kwnames) {
+            *out = cdyn_dict_new(NULL);   /* dict.__new__(dict): an empty dict */
+            return *out ? TR_OK : TR_ERROR;
+        }
         if (cls == NULL || !PyType_Check(cls) ||
             (fn == cdyn_U.object_new && n > 1 &&
              _PyType_Lookup((PyTypeObject *)cls, cdyn_U.s_init) == cdyn_U.object_init)) {

@@ -352,6 +352,9 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
         return cdyn_ndarray_torch_call(tx, obj, args, nargs, kwnames, out);
     }
     if (obj == cdyn_G.no_grad || obj == cdyn_G.enable_grad) {
+        if (nargs == 1 && kwnames == NULL) {   /* torch.no_grad(f): the decorator form */
+            return cdyn_ctx_grad_fn(tx, args[0], obj == cdyn_G.enable_grad, out);
+        }
         if (nargs != 0) {
             return cdyn_tx_unsupported(tx, "grad-mode context with arguments");
         }

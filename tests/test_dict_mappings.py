@@ -1,0 +1,325 @@
+"""dict(m), d.update(m), {**m} and f(**m) of mappings that are not dicts (a user Mapping or
+MutableMapping, an object with keys() and __getitem__, an nn.ModuleDict), read as CPython
+reads them: m.keys(), then m[k] (harness reproducer fg_dict_from_mapping_like.py); dict
+operations whose argument checks fail raising eager's exception inside the trace, where the
+user's try/except catches it (fg_dict_update_errors.py, fg_dict_pop_missing_key.py)."""
+import collections
+from collections.abc import Mapping, MutableMapping
+
+import pytest
+import torch
+import torch._dynamo
+
+import cdynamo
+from helpers import CountingBackend, _clone_args, assert_same
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    cdynamo.reset()
+    torch._dynamo.reset()
+    yield
+    cdynamo.reset()
+    torch._dynamo.reset()
+
+
+def fg_compare(fn, *args, calls=2, dynamo_result=True):
+    """fn eagerly, under torch._dynamo and under cdynamo, both with fullgraph=True: equal
+    results on every call, as many graphs as torch._dynamo. dynamo_result=False where
+    torch._dynamo's result differs from eager's (its own exception messages). Returns
+    cdynamo's counter."""
+    expected = fn(*_clone_args(args))
+    dyn = CountingBackend()
+    dyn_out = torch.compile(fn, backend=dyn, fullgraph=True)(*_clone_args(args))
+    if dynamo_result:
+        assert_same(dyn_out, expected, "torch._dynamo")
+    torch._dynamo.reset()
+    return fg_eager(fn, *args, calls=calls, graphs=dyn.frame_count)
+
+
+def fg_eager(fn, *args, calls=2, graphs=1):
+    """fn eagerly and under cdynamo with fullgraph=True: equal results on every call and
+    `graphs` graphs (for programs torch._dynamo itself does not capture)."""
+    expected = fn(*_clone_args(args))
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter, fullgraph=True)
+    for i in range(calls):
+        assert_same(compiled(*_clone_args(args)), expected, f"call {i}")
+    assert counter.frame_count == graphs, f"cdynamo compiled {counter.frame_count} graphs"
+    return counter
+
+
+class TensorDict(MutableMapping):
+    def __init__(self):
+        self._dict = {}
+
+    def __delitem__(self, key):
+        del self._dict[key]
+
+    def __getitem__(self, key):
+        return self._dict[key]
+
+    def __iter__(self):
+        return iter(self._dict)
+
+    def __len__(self):
+        return len(self._dict)
+
+    def __setitem__(self, key, value):
+        self._dict[key] = value
+
+
+class ScaledMapping(Mapping):
+    """A read-only Mapping whose values are computed by __getitem__ (dict(m) must call it)."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __getitem__(self, key):
+        return self.x * {"a": 2, "b": 3}[key]
+
+    def __iter__(self):
+        return iter(("b", "a"))
+
+    def __len__(self):
+        return 2
+
+
+class MappingLike:
+    """Not a Mapping: only keys() and __getitem__, which is all dict() needs."""
+
+    def __init__(self, x):
+        self.d = {"a": x, "b": x + 1}
+
+    def keys(self):
+        return list(self.d.keys())[::-1]
+
+    def __getitem__(self, key):
+        return self.d[key] * 2
+
+
+GLOBAL_TD = TensorDict()
+GLOBAL_TD["a"] = torch.ones(4) * 2
+GLOBAL_TD["b"] = torch.ones(4) * 3
+
+
+# ---- dict(m) / d.update(m) / {**m} / f(**m) of a user mapping ---------------------------
+
+def test_dict_of_global_mutable_mapping():
+    def fn(x):
+        d = dict(GLOBAL_TD)
+        return x * d["a"] + d["b"], list(d)
+
+    fg_compare(fn, torch.randn(4))
+
+
+def test_dict_of_mutable_mapping_made_in_trace():
+    def fn(x):
+        td = TensorDict()
+        td["b"] = x + 1
+        td["a"] = x * 2
+        d = dict(td)
+        return list(d.keys()), d["a"] - d["b"]
+
+    fg_compare(fn, torch.randn(4))
+
+
+def test_update_from_mapping_like_calls_getitem():
+    def fn(x):
+        d = {"a": x - 1, "c": x}
+        r = d.update(MappingLike(x))
+        return list(d.items()), r is None
+
+    fg_compare(fn, torch.randn(4))
+
+
+def test_update_from_abc_mapping_order_and_values():
+    def fn(x):
+        d = {"a": x}
+        d.update(ScaledMapping(x), c=x + 5)
+        return list(d.keys()), d["a"], d["b"], d["c"]
+
+    fg_compare(fn, torch.randn(3))
+
+
+def test_mapping_passed_in():
+    def fn(x, m):
+        return dict(m)["a"] * x, {**m}["b"] + x
+
+    td = TensorDict()
+    td["a"] = torch.ones(2) * 4
+    td["b"] = torch.ones(2)
+    fg_compare(fn, torch.randn(2), td)
+
+
+def test_double_star_of_mutable_mapping():
+    def gn(x, a=1, b=2):
+        return x * a + b
+
+    def fn(x):
+        return gn(x, **GLOBAL_TD), {**GLOBAL_TD, "c": x}["c"]
+
+    fg_compare(fn, torch.randn(4))
+
+
+def test_dict_merge_of_mapping_reports_duplicate_as_break():
+    def gn(x, a=1):
+        return x * a
+
+    def fn(x):
+        return gn(x, a=2, **GLOBAL_TD)   # TypeError in eager: multiple values for 'a'
+
+    with pytest.raises(TypeError):
+        fn(torch.randn(4))
+    with pytest.raises(Exception):
+        cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.randn(4))
+
+
+def test_dict_of_module_dict():
+    # torch._dynamo raises KeyError('cd') here (it iterates the ModuleDict as pairs)
+    md = torch.nn.ModuleDict({"ab": torch.nn.Linear(3, 3), "cd": torch.nn.ReLU()})
+
+    def fn(x):
+        d = dict(md)
+        return d["cd"](d["ab"](x)), list(d)
+
+    fg_eager(fn, torch.randn(2, 3))
+
+
+# ---- errors of dict operations raised inside the trace ----------------------------------
+
+def test_pop_missing_key_caught():
+    def fn(dt, x):
+        try:
+            dt.pop("b")
+        except KeyError:
+            return torch.sin(x)
+        return torch.cos(x), dt
+
+    fg_compare(fn, {"a": 1}, torch.randn(4))
+    torch._dynamo.reset()
+    cdynamo.reset()
+    fg_compare(fn, {"a": 1, "b": 2}, torch.randn(4))
+
+
+def test_pop_missing_key_exception_args():
+    # torch._dynamo's KeyError has no args here
+    def fn(dt, x):
+        try:
+            dt.pop(("b", 1))
+        except KeyError as e:
+            return torch.sin(x), e.args, str(e)
+        return torch.cos(x)
+
+    fg_eager(fn, {"a": 1}, torch.randn(4))
+
+
+def test_pop_missing_key_input_dict_recompiles():
+    def fn(dt, x):
+        try:
+            v = dt.pop("b")
+        except KeyError:
+            return torch.sin(x)
+        return torch.cos(x) + v
+
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter, fullgraph=True)
+    x = torch.randn(4)
+    for d in ({"a": 1}, {"a": 1, "b": 2}, {"a": 1}):
+        ed, cd = dict(d), dict(d)
+        assert_same(compiled(cd, x), fn(ed, x))
+        assert cd == ed
+    assert counter.frame_count == 2
+
+
+def test_update_bad_element_length():
+    def fn():
+        try:
+            {}.update([(1, 2, 3)])
+        except ValueError as exc:
+            return "length 3; 2 is required" in str(exc), str(exc)
+        return False
+
+    fg_compare(fn)
+
+
+def test_update_bad_element_keeps_earlier_entries():
+    def fn(x):
+        d = {"k": x}
+        try:
+            d.update([("a", x + 1), ("b", 2, 3)], c=4)
+        except ValueError as exc:
+            return list(d.items()), exc.args, repr(exc)
+        return d
+
+    fg_eager(fn, torch.randn(2))
+
+
+def test_ordered_dict_update_bad_element():
+    def fn(x):
+        d = collections.OrderedDict(k=x + 1)
+        try:
+            d.update([("a", 1), (2,)])
+        except ValueError as exc:
+            return list(d.items()), str(exc)
+        return d
+
+    fg_eager(fn, torch.randn(2))
+
+
+def test_update_too_many_args():
+    def fn():
+        try:
+            {}.update({}, {})
+        except TypeError as exc:
+            return True, str(exc)
+        return False
+
+    fg_compare(fn, dynamo_result=False)   # torch._dynamo's message is its own
+
+
+def test_constructors_too_many_args():
+    def fn(x):
+        out = []
+        for make in (dict, collections.OrderedDict, collections.Counter):
+            try:
+                make({}, {})
+            except TypeError as exc:
+                out.append(str(exc))
+        try:
+            collections.defaultdict(list, {}, {})
+        except TypeError as exc:
+            out.append(exc.args)
+        return x + len(out), out
+
+    fg_eager(fn, torch.randn(2))
+
+
+def test_uncaught_dict_error_raises_as_eager():
+    def fn(x):
+        {}.update([(1, 2, 3)])
+        return x
+
+    with pytest.raises(ValueError, match="length 3; 2 is required"):
+        cdynamo.compile(fn, backend="eager")(torch.randn(2))
+
+
+# ---- dict.__new__(klass) ------------------------------------------------------------------
+
+class MyDict(dict):
+    pass
+
+
+@pytest.mark.parametrize("klass", [dict, MyDict])
+def test_dict_new_of_class(klass):
+    def fn(x, klass):
+        d = dict.__new__(klass)
+        d["x"] = x * 2
+        if isinstance(d, MyDict):
+            d.attr = 3
+        return d, type(d) is klass, len(d)
+
+    counter = fg_compare(fn, torch.randn(4), klass)
+    out = cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2), klass)[0]
+    assert type(out) is klass and getattr(out, "attr", None) == (3 if klass is MyDict else None)
+    assert counter.frame_count == 1
