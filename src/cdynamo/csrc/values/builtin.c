@@ -1605,6 +1605,33 @@ builtin_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return cdyn_getattr_real(tx, v, name, 1, out);
 }
 
+/* list[int], dict[str, Any], tuple[...]: a builtin type parameterised by constants or real
+ * objects (an annotation evaluated by a `def` in traced code) is the real alias, made now
+ * (types.GenericAlias: pure); anything else is not supported. */
+static tr_status
+builtin_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    PyObject *type = V(v)->u.obj.obj, *k = NULL, *alias = NULL;
+    tr_status st;
+    if (!PyType_Check(type) || !PyType_HasFeature((PyTypeObject *)type, Py_TPFLAGS_IMMUTABLETYPE)) {
+        return cdyn_tx_unsupported(tx, "subscript of %S", v);
+    }
+    k = cdyn_v_real(key) ? Py_NewRef(cdyn_v_real(key)) : cdyn_v_as_constant(key);
+    if (k == NULL) {
+        return PyErr_Occurred() ? TR_ERROR
+                                : cdyn_tx_unsupported(tx, "subscript of %S by %S", v, key);
+    }
+    alias = PyObject_GetItem(type, k);
+    Py_DECREF(k);
+    if (alias == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "subscript of %S raised", v);
+    }
+    st = cdyn_tx_wrap_fixed(tx, alias, Py_None, out);
+    Py_DECREF(alias);
+    return st;
+}
+
 static tr_status
 builtin_truth(cdyn_tx *tx, PyObject *v, int *out)
 {
@@ -1645,6 +1672,7 @@ const cdyn_vtable cdyn_builtin_vt = {
     .name = "BuiltinVariable",
     .getattr = builtin_getattr,
     .call = builtin_call,
+    .subscr = builtin_subscr,
     .truth = builtin_truth,
     .graph_arg = builtin_graph_arg,
     .python_type = cdyn_python_type_obj,

@@ -58,7 +58,8 @@ cdyn_hop_classify(PyObject *obj)
         PyErr_Clear();   /* unhashable: not one of them */
         r = 0;
     }
-    if (r || (PyFunction_Check(obj) && cdyn_module_startswith(obj, "torch._higher_order_ops"))) {
+    if (r || (PyFunction_Check(obj) && cdyn_module_startswith(obj, "torch._higher_order_ops") &&
+              !cdyn_module_startswith(obj, "torch._higher_order_ops.associative_scan"))) {
         return HOP_UNSUPPORTED;
     }
     return HOP_NONE;
