@@ -192,6 +192,7 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch._dynamo.is_compiling": (CONSTANT, True),
     "torch._utils.is_compiling": (CONSTANT, True),
     "torch.backends.mha.get_fastpath_enabled": INLINE,
+    "typing.cast": INLINE,   # returns its value (pytree's namedtuple flatten uses it)
     # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
     "torch.promote_types": (FOLD, None),
     "torch.nn.functional._Reduction.get_enum": (FOLD, None),
