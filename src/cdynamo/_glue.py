@@ -259,6 +259,31 @@ def finish_subgraph(graph, root, outputs):
     return torch.fx.GraphModule(root, graph)
 
 
+def associative_scan_refusal(gm, n):
+    """Why torch._dynamo refuses the traced combine_fn `gm` of associative_scan over `n` xs
+    leaves (its placeholders: n lhs slices, n rhs slices, additional inputs; its output: the
+    combined leaves), or None: an output whose metadata differs from its slice's, or an
+    operation that is not pointwise (checked on the body's aten graph, as torch._dynamo)."""
+    from torch._higher_order_ops.utils import _maybe_fake_tracing, check_meta_consistency
+    from torch._inductor.utils import is_pointwise_use
+
+    fakes = [p.meta["example_value"] for p in gm.graph.find_nodes(op="placeholder")]
+    outs = torch.utils._pytree.tree_leaves(gm.graph.find_nodes(op="output")[0].args[0])
+    try:
+        check_meta_consistency(fakes[:n], [o.meta["example_value"] for o in outs],
+                               "initial_xs", "combine_fn_output", include_contiguity=False)
+    except Exception as e:  # noqa: BLE001 (its message is the reason)
+        return str(e).splitlines()[0]
+    mode = next(t.fake_mode for t in fakes if isinstance(t, torch._subclasses.FakeTensor))
+    with mode:
+        args = [t.clone() if isinstance(t, torch.Tensor) else t for t in fakes]
+        traced = _maybe_fake_tracing(gm, args, pre_dispatch=False)
+    for node in traced.graph.nodes:
+        if not all(is_pointwise_use(u) or u.op == "output" for u in node.users):
+            return "combine_fn is not pointwise"
+    return None
+
+
 def discard_subgraph(graph, root, node):
     """Undo a registered body after its op failed: the get_attr `node` (if unused) leaves
     `graph` and its GraphModule leaves `root`."""

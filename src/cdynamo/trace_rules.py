@@ -98,6 +98,9 @@ MODULE_RULES: dict[str, str] = {
     "torch._dynamo": SKIP,
     "torch._inductor": SKIP,
     "torch._higher_order_ops": SKIP,
+    # associative_scan's Python front end (movedim, flip, torch.vmap of combine_fn, the
+    # recursive generic scan): inlined, as torch._dynamo does; its HOP is values/scan.c's.
+    "torch._higher_order_ops.associative_scan": INLINE,
     "torch.fx": SKIP,
     "torch.utils.checkpoint": SKIP,
     "torchgen": SKIP,
@@ -189,9 +192,11 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch._dynamo.is_compiling": (CONSTANT, True),
     "torch._utils.is_compiling": (CONSTANT, True),
     "torch.backends.mha.get_fastpath_enabled": INLINE,
+    "typing.cast": INLINE,   # returns its value (pytree's namedtuple flatten uses it)
     # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
     "torch.promote_types": (FOLD, None),
     "torch.nn.functional._Reduction.get_enum": (FOLD, None),
+    "torch._prims_common.canonicalize_dim": (FOLD, None),
     "torch.distributed.is_available": (FOLD, None),
     "torch.get_default_dtype": (FOLD, "state"),
     "torch.get_autocast_gpu_dtype": (FOLD, "state"),

@@ -620,10 +620,14 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     if (st == TR_OK) {
         st = wrap_closure(tx, f, fn_source, &cells);
     }
-    if (st == TR_OK && !top && !cdyn_module_startswith(func, "torch") &&
+    if (st == TR_OK && !top &&
+        (!cdyn_module_startswith(func, "torch") ||
+         cdyn_module_startswith(func, "torch.utils._pytree")) &&
         !cdyn_module_startswith(func, "cdynamo.polyfills")) {
         /* another module's globals, guarded through a constant source; torch's own module
-           globals (F, math, ...) and the polyfills' are trusted, not guarded */
+           globals (F, math, ...) and the polyfills' are trusted, not guarded, except
+           pytree's, whose objects (_LEAF_SPEC, SUPPORTED_NODES) are read by attribute and
+           item as torch._dynamo reads them */
         gsrc = cdyn_source_const(f->func_globals, globals_label(f->func_globals));
         st = gsrc ? TR_OK : TR_ERROR;
     }

@@ -12,8 +12,8 @@
  *
  * (torch._functorch.predispatch). The level is a trace-time constant: compiled entries are
  * never used while a torch.func transform runs (guards.c), so at run time the stack starts
- * empty as it did while tracing. Supported: positional tensor arguments with in_dims an
- * int/None or a flat tuple of them, out_dims an int or a flat tuple, tensor (or tuple/list of
+ * empty as it did while tracing. Supported: positional tensor arguments, or tuples/lists of
+ * them, with in_dims an int/None or a tuple of them nesting as the arguments do, out_dims an int or a flat tuple, tensor (or tuple/list of
  * tensor) results, randomness, no chunk_size. Anything else, or a side effect inside the
  * function, makes the call a graph break (vmap runs in Python).
  *
@@ -60,6 +60,29 @@ is_dims(PyObject *obj, int allow_none)
     return is_dim(obj, allow_none);
 }
 
+/* 1 when obj is a dim (or None) or a tuple/list nesting them: the in_dims of one argument
+ * (a pytree prefix of it). */
+static int
+is_dim_tree(PyObject *obj)
+{
+    if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); i++) {
+            if (!is_dim_tree(PySequence_Fast_ITEMS(obj)[i])) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    return is_dim(obj, 1);
+}
+
+/* in_dims: an int/None, or a tuple with one dim tree per positional argument. */
+static int
+is_in_dims(PyObject *obj)
+{
+    return PyTuple_CheckExact(obj) ? is_dim_tree(obj) : is_dim(obj, 1);
+}
+
 /* torch.vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None): a HOP
  * value (HOP_VMAPPED) remembering the function and the (constant) configuration. */
 tr_status
@@ -76,22 +99,29 @@ cdyn_vmap_make(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t narg
     }
     st = TR_ERROR;
     for (int j = 1; j < 5; j++) {
-        if (a[j] != NULL && V(a[j])->kind != VK_CONST) {
-            return cdyn_tx_unsupported(tx, "torch.vmap with a non-constant %s", names[j]);
+        /* in_dims may be a tuple value of constants (pytree in_dims built by the caller) */
+        if (a[j] != NULL && (c[j] = cdyn_v_as_constant(a[j])) == NULL) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            st = cdyn_tx_unsupported(tx, "torch.vmap with a non-constant %s", names[j]);
+            goto done;
         }
-        c[j] = a[j] ? V(a[j])->u.cnst.value : NULL;
     }
     if (c[4] != NULL && c[4] != Py_None) {
-        return cdyn_tx_unsupported(tx, "torch.vmap with chunk_size");
+        st = cdyn_tx_unsupported(tx, "torch.vmap with chunk_size");
+        goto done;
     }
-    if ((c[1] && !is_dims(c[1], 1)) || (c[2] && !is_dims(c[2], 0))) {
-        return cdyn_tx_unsupported(tx, "torch.vmap with in_dims/out_dims that are not ints or "
-                                   "flat tuples of ints");
+    if ((c[1] && !is_in_dims(c[1])) || (c[2] && !is_dims(c[2], 0))) {
+        st = cdyn_tx_unsupported(tx, "torch.vmap with in_dims that are not ints or tuples of "
+                                 "them, or out_dims not an int or a flat tuple of ints");
+        goto done;
     }
     if (c[3] && !(PyUnicode_Check(c[3]) &&
                   (cdyn_name_is(c[3], "error") || cdyn_name_is(c[3], "same") ||
                    cdyn_name_is(c[3], "different")))) {
-        return cdyn_tx_unsupported(tx, "torch.vmap: randomness %R", c[3]);
+        st = cdyn_tx_unsupported(tx, "torch.vmap: randomness %R", c[3]);
+        goto done;
     }
     zero = PyLong_FromLong(0);
     error = PyUnicode_FromString("error");
@@ -105,20 +135,99 @@ cdyn_vmap_make(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t narg
         V(*out)->u.ref[2] = Py_NewRef(cfg);
         st = TR_OK;
     }
+done:
+    for (int j = 1; j < 5; j++) {
+        Py_XDECREF(c[j]);
+    }
     Py_XDECREF(zero);
     Py_XDECREF(error);
     Py_XDECREF(cfg);
     return st;
 }
 
-/* The in_dim of positional argument i (borrowed int or None). */
+/* The in_dim tree of positional argument i (borrowed). */
 static PyObject *
 in_dim_of(PyObject *in_dims, Py_ssize_t i)
 {
     return PyTuple_Check(in_dims) ? PyTuple_GET_ITEM(in_dims, i) : in_dims;
 }
 
-/* The batch size: the size of every mapped argument at its in_dim (all equal). */
+/* The items of arg (a tuple or list, not a named tuple) that dim tree d (a tuple/list or a
+ * dim) maps: *items new list; d, when a container, must be one of the same type and length
+ * (vmap's pytree-prefix rule; anything else raises in Python). *items NULL: arg is a leaf. */
+static tr_status
+dim_tree_items(cdyn_tx *tx, PyObject *d, PyObject *arg, PyObject **items)
+{
+    int seq = V(arg)->kind == VK_TUPLE || V(arg)->kind == VK_LIST;
+    tr_status st;
+    *items = NULL;
+    if (!seq) {
+        return PyTuple_Check(d) || PyList_Check(d)
+                   ? cdyn_tx_unsupported(tx, "vmap: in_dims do not match the arguments "
+                                         "(raised in Python)")
+                   : TR_OK;
+    }
+    if (V(arg)->u.seq.nt_type != NULL) {
+        return cdyn_tx_unsupported(tx, "vmap over a named tuple");
+    }
+    st = cdyn_v_unpack(tx, arg, items);
+    if (st == TR_OK && (PyTuple_Check(d) || PyList_Check(d)) &&
+        (PyTuple_Check(d) != (V(arg)->kind == VK_TUPLE) ||
+         PySequence_Fast_GET_SIZE(d) != PyList_GET_SIZE(*items))) {
+        Py_CLEAR(*items);
+        st = cdyn_tx_unsupported(tx, "vmap: in_dims do not match the arguments (raised in "
+                                 "Python)");
+    }
+    return st;
+}
+
+/* The dim that d (a dim or a tuple/list of them) gives item i of a container (borrowed). */
+static PyObject *
+dim_tree_item(PyObject *d, Py_ssize_t i)
+{
+    return PyTuple_Check(d) || PyList_Check(d) ? PySequence_Fast_ITEMS(d)[i] : d;
+}
+
+/* The batch size of the leaves of arg mapped by dim tree d (all equal; *bs -1 until the
+ * first). */
+static tr_status
+batch_size_tree(cdyn_tx *tx, PyObject *d, PyObject *arg, long *bs)
+{
+    PyObject *items = NULL, *shape;
+    long di, nd, size;
+    tr_status st;
+    if (d == Py_None) {
+        return TR_OK;
+    }
+    if ((st = dim_tree_items(tx, d, arg, &items)) != TR_OK || items != NULL) {
+        for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(items); i++) {
+            st = batch_size_tree(tx, dim_tree_item(d, i), PyList_GET_ITEM(items, i), bs);
+        }
+        Py_XDECREF(items);
+        return st;
+    }
+    if (V(arg)->kind != VK_TENSOR) {
+        return cdyn_tx_unsupported(tx, "vmap over %S (only tensor arguments are traced)", arg);
+    }
+    shape = PyObject_GetAttrString(V(arg)->u.tensor.fake, "shape");
+    if (shape == NULL) {
+        return TR_ERROR;
+    }
+    nd = (long)PyTuple_GET_SIZE(shape);
+    di = PyLong_AsLong(d);
+    di = di < 0 ? di + nd : di;
+    size = di >= 0 && di < nd ? PyLong_AsLong(PyTuple_GET_ITEM(shape, di)) : -1;
+    Py_DECREF(shape);
+    if (size < 0 || (*bs >= 0 && size != *bs)) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "vmap: an in_dim out of range or different batch "
+                                   "sizes (raised in Python)");
+    }
+    *bs = size;
+    return TR_OK;
+}
+
+/* The batch size: the size of every mapped tensor at its in_dim (all equal). */
 static tr_status
 batch_size_of(cdyn_tx *tx, PyObject *in_dims, PyObject *const *args, Py_ssize_t npos,
               long *bs)
@@ -129,30 +238,10 @@ batch_size_of(cdyn_tx *tx, PyObject *in_dims, PyObject *const *args, Py_ssize_t 
                                    PyTuple_GET_SIZE(in_dims), npos);
     }
     for (Py_ssize_t i = 0; i < npos; i++) {
-        PyObject *d = in_dim_of(in_dims, i), *shape;
-        long di, nd, size;
-        if (d == Py_None) {
-            continue;
+        tr_status st = batch_size_tree(tx, in_dim_of(in_dims, i), args[i], bs);
+        if (st != TR_OK) {
+            return st;
         }
-        if (V(args[i])->kind != VK_TENSOR) {
-            return cdyn_tx_unsupported(tx, "vmap over %S (only tensor arguments are traced)",
-                                       args[i]);
-        }
-        shape = PyObject_GetAttrString(V(args[i])->u.tensor.fake, "shape");
-        if (shape == NULL) {
-            return TR_ERROR;
-        }
-        nd = (long)PyTuple_GET_SIZE(shape);
-        di = PyLong_AsLong(d);
-        di = di < 0 ? di + nd : di;
-        size = di >= 0 && di < nd ? PyLong_AsLong(PyTuple_GET_ITEM(shape, di)) : -1;
-        Py_DECREF(shape);
-        if (size < 0 || (*bs >= 0 && size != *bs)) {
-            PyErr_Clear();
-            return cdyn_tx_unsupported(tx, "vmap: an in_dim out of range or different batch "
-                                       "sizes (raised in Python)");
-        }
-        *bs = size;
     }
     if (*bs < 0) {
         return cdyn_tx_unsupported(tx, "vmap with no mapped argument (raised in Python)");
@@ -218,6 +307,41 @@ done:
     return st;
 }
 
+/* arg with _add_batch_dim(leaf, dim, level) applied to each tensor leaf that dim tree d
+ * maps (containers rebuilt, same kind). *out new. */
+static tr_status
+batch_tree(cdyn_tx *tx, PyObject *d, PyObject *arg, long level, PyObject **out)
+{
+    PyObject *items = NULL, *list = NULL;
+    tr_status st;
+    if (d == Py_None) {
+        *out = Py_NewRef(arg);
+        return TR_OK;
+    }
+    if ((st = dim_tree_items(tx, d, arg, &items)) != TR_OK) {
+        return st;
+    }
+    if (items == NULL) {
+        return call_ints(tx, fn_add_batch_dim, arg, PyLong_AsLong(d), level, 0, 2, out);
+    }
+    list = PyList_New(PyList_GET_SIZE(items));
+    st = list ? TR_OK : TR_ERROR;
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(items); i++) {
+        PyObject *b = NULL;
+        st = batch_tree(tx, dim_tree_item(d, i), PyList_GET_ITEM(items, i), level, &b);
+        if (st == TR_OK) {
+            PyList_SET_ITEM(list, i, b);
+        }
+    }
+    if (st == TR_OK) {
+        *out = cdyn_value_seq_list(V(arg)->kind, list);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    Py_DECREF(items);
+    Py_XDECREF(list);
+    return st;
+}
+
 /* The out_dim of output i of n (out_dims an int, or a tuple of n ints for a flat tuple
  * result). -1 with a reason set when they do not match. */
 static tr_status
@@ -269,12 +393,9 @@ cdyn_vmap_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *vf, PyObject *const *args,
         goto done;
     }
     for (Py_ssize_t i = 0; i < nargs; i++) {
-        PyObject *d = i < npos ? in_dim_of(in_dims, i) : Py_None, *b = NULL;
-        if (d == Py_None) {
-            b = Py_NewRef(args[i]);
-        }
-        else if ((st = call_ints(tx, fn_add_batch_dim, args[i], PyLong_AsLong(d), level, 0, 2,
-                                 &b)) != TR_OK) {
+        PyObject *b = NULL;
+        st = batch_tree(tx, i < npos ? in_dim_of(in_dims, i) : Py_None, args[i], level, &b);
+        if (st != TR_OK) {
             goto done;
         }
         PyList_SET_ITEM(batched, i, b);

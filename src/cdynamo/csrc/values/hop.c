@@ -22,6 +22,7 @@ static PyObject *fn_vmap;         /* torch.vmap (torch.func.vmap) */
 static PyObject *fn_grad, *fn_grad_and_value;   /* torch.func.grad / grad_and_value */
 static PyObject *op_cond;         /* torch.ops.higher_order.cond */
 static PyObject *op_checkpoint;   /* torch.ops.higher_order.tag_activation_checkpoint */
+static PyObject *op_assoc_scan;   /* torch.ops.higher_order.associative_scan */
 static PyObject *hop_type;        /* torch._ops.HigherOrderOperator */
 static PyObject *unsupported_fns; /* set: torch.func transforms */
 
@@ -41,6 +42,9 @@ cdyn_hop_classify(PyObject *obj)
     if (obj == fn_wrap) {
         return HOP_WRAP;
     }
+    if (obj == op_assoc_scan) {
+        return HOP_ASSOC_SCAN;
+    }
     if (obj == fn_vmap) {
         return HOP_VMAP;
     }
@@ -58,7 +62,8 @@ cdyn_hop_classify(PyObject *obj)
         PyErr_Clear();   /* unhashable: not one of them */
         r = 0;
     }
-    if (r || (PyFunction_Check(obj) && cdyn_module_startswith(obj, "torch._higher_order_ops"))) {
+    if (r || (PyFunction_Check(obj) && cdyn_module_startswith(obj, "torch._higher_order_ops") &&
+              !cdyn_module_startswith(obj, "torch._higher_order_ops.associative_scan"))) {
         return HOP_UNSUPPORTED;
     }
     return HOP_NONE;
@@ -456,18 +461,8 @@ cdyn_hop_call_node(cdyn_tx *tx, PyObject *op, PyObject *args, PyObject *kwnames,
     return *items ? TR_OK : TR_ERROR;
 }
 
-/* trace_body's flags */
-enum {
-    BODY_ALLOW_CONST = 1,   /* the result may hold constants besides tensors */
-    BODY_AUTO_INPUTS = 2,   /* args are not bound as placeholders: tensors (and symbolic
-                               ints) of args and kwargs are lifted when the body uses them,
-                               as its free variables (torch._dynamo's "automatic" inputs) */
-};
-
-/* Trace fn(*args) (kwnames: tuple naming the last args, or NULL) as a body: *ret the body's
- * result value (new), the body ended (its output: the tuple of the result's tensors). */
-static tr_status
-trace_body(cdyn_tx *tx, cdyn_fs *fs, cdyn_body *b, const char *what, PyObject *fn,
+tr_status
+cdyn_hop_trace_body(cdyn_tx *tx, cdyn_fs *fs, cdyn_body *b, const char *what, PyObject *fn,
            PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int flags,
            PyObject **ret)
 {
@@ -654,7 +649,7 @@ hop_cond(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs,
         }
     }
     for (int k = 0; k < 2 && st == TR_OK; k++) {
-        st = trace_body(tx, fs, &br[k], what[k], a[1 + k], PySequence_Fast_ITEMS(ops),
+        st = cdyn_hop_trace_body(tx, fs, &br[k], what[k], a[1 + k], PySequence_Fast_ITEMS(ops),
                         PyList_GET_SIZE(ops), NULL, 0, &ret[k]);
     }
     for (int k = 0; k < 2 && st == TR_OK; k++) {
@@ -769,7 +764,7 @@ hop_checkpoint(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs
     if (nograd && (st = cdyn_hop_set_grad(tx, 0)) != TR_OK) {
         return st;
     }
-    st = trace_body(tx, fs, &b, "checkpoint", args[0], args + 1, npos - 1, NULL,
+    st = cdyn_hop_trace_body(tx, fs, &b, "checkpoint", args[0], args + 1, npos - 1, NULL,
                     BODY_ALLOW_CONST, &ret);
     if (st == TR_OK) {
         st = cdyn_body_module(tx, &b, "wrap_body", &sub);
@@ -837,7 +832,7 @@ hop_wrap(cdyn_tx *tx, cdyn_fs *fs, PyObject *op, PyObject *const *args, Py_ssize
     if (nargs - nkw < 1) {
         return cdyn_tx_unsupported(tx, "wrap without a function");
     }
-    st = trace_body(tx, fs, &b, "wrap", args[0], args + 1, nargs - 1, kwnames,
+    st = cdyn_hop_trace_body(tx, fs, &b, "wrap", args[0], args + 1, nargs - 1, kwnames,
                     BODY_ALLOW_CONST | BODY_AUTO_INPUTS, &ret);
     if (st == TR_OK && PyTuple_GET_SIZE(b.outputs) == 0 &&
         PyList_GET_SIZE(b.sub.free_nodes) == 0) {
@@ -898,6 +893,8 @@ hop_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
         return hop_checkpoint(tx, fs, args, nargs, kwnames, out);
     case HOP_WRAP:
         return hop_wrap(tx, fs, V(fn)->u.obj.obj, args, nargs, kwnames, out);
+    case HOP_ASSOC_SCAN:
+        return cdyn_assoc_scan(tx, fs, V(fn)->u.obj.obj, args, nargs, kwnames, out);
     case HOP_AUTOGRAD_APPLY:
         return cdyn_autograd_apply(tx, fs, fn, args, nargs, kwnames, out);
     case HOP_VMAP:
@@ -1001,6 +998,8 @@ cdyn_hop_init(void)
         (op_checkpoint = PyObject_CallMethod(cdyn_G.glue, "higher_order_op", "s",
                                              "tag_activation_checkpoint")) == NULL ||
         (fn_wrap = PyObject_CallMethod(cdyn_G.glue, "higher_order_op", "s", "wrap")) == NULL ||
+        (op_assoc_scan = PyObject_CallMethod(cdyn_G.glue, "higher_order_op", "s",
+                                             "associative_scan")) == NULL ||
         (hop_type = PyObject_CallMethod(cdyn_G.glue, "higher_order_op_type", NULL)) == NULL ||
         (unsupported_fns = PySet_New(NULL)) == NULL) {
         return -1;
@@ -1029,7 +1028,7 @@ cdyn_hop_init(void)
         }
     }
     Py_DECREF(func);
-    return (cdyn_autograd_fn_init() < 0) ? -1 : cdyn_functorch_init();
+    return (cdyn_autograd_fn_init() < 0 || cdyn_scan_init() < 0) ? -1 : cdyn_functorch_init();
 }
 
 const cdyn_vtable cdyn_hop_vt = {

@@ -1,6 +1,7 @@
 /* values/hop.h: the higher-order ops family, shared by values/hop.c (the family table,
- * torch.cond, checkpoint, torch.func transforms, and the body tracer) and
- * values/autograd_fn.c (custom autograd.Function: apply and its ctx).
+ * torch.cond, checkpoint, torch.func transforms, and the body tracer),
+ * values/autograd_fn.c (custom autograd.Function: apply and its ctx), values/functorch.c
+ * (torch.vmap, torch.func.grad) and values/scan.c (associative_scan's operator).
  * Internal to the engine. */
 #ifndef CDYN_HOP_H
 #define CDYN_HOP_H
@@ -20,6 +21,7 @@ enum {
     HOP_GRAD,            /* torch.func.grad / grad_and_value (values/functorch.c) */
     HOP_GRADDED,         /* what they returned */
     HOP_WRAP,            /* torch._higher_order_ops.wrap.wrap (torch.ops.higher_order.wrap) */
+    HOP_ASSOC_SCAN,      /* torch.ops.higher_order.associative_scan (values/scan.c) */
 };
 
 /* A body being traced into its own graph (a sub-trace, graph.c) and the state it must leave
@@ -65,6 +67,20 @@ tr_status cdyn_body_rebuild(cdyn_tx *tx, PyObject *v, PyObject *items, Py_ssize_
 /* New values (no source) for the lifted free nodes of b, appended to `list`: TENSORs, and
  * SYMINTs for lifted symbolic ints. */
 tr_status cdyn_body_free_values(cdyn_tx *tx, cdyn_body *b, PyObject *list);
+/* trace_body's flags */
+enum {
+    BODY_ALLOW_CONST = 1,   /* the result may hold constants besides tensors */
+    BODY_AUTO_INPUTS = 2,   /* args are not bound as placeholders: tensors (and symbolic
+                               ints) of args and kwargs are lifted when the body uses them,
+                               as its free variables (torch._dynamo's "automatic" inputs) */
+};
+/* Trace fn(*args) (kwnames: tuple naming the last args, or NULL) as the body b (begun here):
+ * each TENSOR argument a placeholder unless BODY_AUTO_INPUTS; *ret the body's result value
+ * (new), the body ended (its output: the tuple of the result's tensors). `what` names the
+ * body in reasons. */
+tr_status cdyn_hop_trace_body(cdyn_tx *tx, cdyn_fs *fs, cdyn_body *b, const char *what,
+                              PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames, int flags, PyObject **ret);
 /* Record torch._C._set_grad_enabled(mode) in the current graph (the real mode follows). */
 tr_status cdyn_hop_set_grad(cdyn_tx *tx, int mode);
 /* Positional and keyword arguments of a call (args borrowed) bound to `names` (a
@@ -98,6 +114,13 @@ tr_status cdyn_fnctx_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObj
 int cdyn_autograd_fn_init(void);
 /* 1 when obj is <Function subclass>.apply (a bound classmethod). */
 int cdyn_is_autograd_apply(PyObject *obj);
+
+/* ---- values/scan.c ------------------------------------------------------------------------ */
+/* torch.ops.higher_order.associative_scan(combine_fn, xs, additional_inputs); op: the operator
+ * (borrowed). */
+tr_status cdyn_assoc_scan(cdyn_tx *tx, cdyn_fs *fs, PyObject *op, PyObject *const *args,
+                          Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+int cdyn_scan_init(void);
 
 /* ---- values/functorch.c -------------------------------------------------------------------- */
 /* torch.vmap(func, in_dims, out_dims, randomness, chunk_size): fn is the HOP_VMAP value. */

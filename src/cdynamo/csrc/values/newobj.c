@@ -60,7 +60,8 @@ check_class(cdyn_tx *tx, PyTypeObject *cls)
                  ? !cdyn_newmod_class_ok(cls)
                  : (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type) ||
                     (cdyn_module_startswith((PyObject *)cls, "torch") &&
-                     !cdyn_module_startswith((PyObject *)cls, "torch.distributions")))) {
+                     !cdyn_module_startswith((PyObject *)cls, "torch.distributions") &&
+                     !cdyn_module_startswith((PyObject *)cls, "torch.utils._pytree")))) {
         why = "a torch class";   /* nn.Modules: values/newmodule.c */
     }
     else if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {

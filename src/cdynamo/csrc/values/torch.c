@@ -22,8 +22,13 @@ cdyn_is_graph_function(PyObject *obj)
     if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "torch.fx") ||
         cdyn_module_startswith(obj, "torch.compiler") ||
         cdyn_module_startswith(obj, "torch.autograd") ||
-        (PyFunction_Check(obj) && cdyn_module_startswith(obj, "torch.distributions"))) {
-        return 0;   /* torch.distributions' Python is traced op by op, as torch._dynamo */
+        (PyFunction_Check(obj) &&
+         (cdyn_module_startswith(obj, "torch.distributions") ||
+          cdyn_module_startswith(obj, "torch._higher_order_ops.associative_scan") ||
+          cdyn_module_startswith(obj, "torch.utils._pytree")))) {
+        /* torch.distributions', associative_scan's and pytree's Python is traced op by
+           op, as torch._dynamo */
+        return 0;
     }
     return cdyn_module_startswith(obj, "torch");
 }
