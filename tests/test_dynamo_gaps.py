@@ -1,0 +1,145 @@
+"""Programs of PyTorch's Dynamo tests where cdynamo broke or made more graphs than
+torch._dynamo (harness reproducers /work/harness/dynamo_tests/repro/fg_*.py, mg_*.py): each
+test runs the program eagerly, under torch._dynamo and under cdynamo, and compares results
+and graph counts."""
+import sys
+import types
+
+import pytest
+import torch
+import torch._dynamo
+
+import cdynamo
+from helpers import CountingBackend, _clone_args, assert_same
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    cdynamo.reset()
+    torch._dynamo.reset()
+    yield
+    cdynamo.reset()
+    torch._dynamo.reset()
+
+
+def run_both(fn, *args, fullgraph=True, calls=2, reset=None):
+    """fn under torch._dynamo and under cdynamo (`calls` calls each, `reset()` before each
+    run, eager first): equal results, as many graphs. Returns (cdynamo's, torch._dynamo's)
+    counting backends."""
+    def run(compile_fn):
+        if reset is not None:
+            reset()
+        outs = [compile_fn(*_clone_args(args)) for _ in range(calls)]
+        return outs
+
+    expected = run(fn)
+    dyn = CountingBackend()
+    got = run(torch.compile(fn, backend=dyn, fullgraph=fullgraph))
+    assert_same(got, expected, "torch._dynamo")
+    torch._dynamo.reset()
+    cnt = CountingBackend()
+    got = run(cdynamo.compile(fn, backend=cnt, fullgraph=fullgraph))
+    assert_same(got, expected, "cdynamo")
+    assert cnt.frame_count == dyn.frame_count, (
+        f"cdynamo compiled {cnt.frame_count} graphs, torch._dynamo {dyn.frame_count}")
+    return cnt, dyn
+
+
+# ---- STORE_GLOBAL by an inlined function of another module (test_python_autograd) --------
+
+def _make_module(name, src):
+    mod = types.ModuleType(name)
+    exec(src, mod.__dict__)
+    sys.modules[name] = mod
+    return mod
+
+
+other = _make_module("cdyn_gaps_other", """
+counter = 0
+scale = 1
+
+def bump():
+    global counter
+    counter = counter + 1
+
+def fresh_name():
+    global counter
+    r = f"v{counter}"
+    counter += 1
+    return r
+
+def set_scale(s):
+    global scale
+    scale = s
+
+def get_scale():
+    return scale
+""")
+
+
+def _reset_other():
+    other.counter = 0
+    other.scale = 1
+
+
+def store_other_global(x):
+    other.bump()
+    return x + 1
+
+
+def store_then_load_other_global(x):
+    a = other.fresh_name()
+    b = other.fresh_name()
+    return x * other.counter, a, b
+
+
+def store_other_global_read_by_other_fn(x):
+    other.set_scale(3)
+    return x * other.get_scale()
+
+
+def test_store_global_other_module_written_back():
+    run_both(store_other_global, torch.ones(3), reset=_reset_other)
+    # the store is replayed after the graph on every call of the compiled code
+    _reset_other()
+    f = cdynamo.compile(store_other_global, backend="eager", fullgraph=True)
+    for i in range(1, 4):
+        f(torch.ones(2))
+        assert other.counter == i
+
+
+def test_store_global_other_module_later_loads_see_it():
+    cnt, _ = run_both(store_then_load_other_global, torch.ones(3), reset=_reset_other)
+    _reset_other()
+    f = cdynamo.compile(store_then_load_other_global, backend="eager", fullgraph=True)
+    assert f(torch.ones(2))[1:] == ("v0", "v1") and other.counter == 2
+    assert f(torch.ones(2))[1:] == ("v2", "v3") and other.counter == 4
+
+
+def test_store_global_other_module_read_by_another_function():
+    run_both(store_other_global_read_by_other_fn, torch.ones(3), reset=_reset_other)
+    assert other.scale == 3
+
+
+def test_store_global_other_module_dropped_by_break():
+    """A break after the store inside the inlined call: the store is undone with the failed
+    inlining, the callee runs as a frame of its own and stores once."""
+    mod = _make_module("cdyn_gaps_other2", """
+import torch
+n = 0
+def f(x):
+    global n
+    n = n + 1
+    torch._dynamo.graph_break()
+    return x * n
+""")
+
+    def fn(x):
+        return mod.f(x) + 1
+
+    def reset():
+        mod.n = 0
+    run_both(fn, torch.ones(3), fullgraph=False, reset=reset)
+    reset()
+    cdynamo.compile(fn, backend="eager")(torch.ones(2))
+    assert mod.n == 1
