@@ -197,3 +197,43 @@ def test_closure_of_other_module_rebuilt_at_break():
     assert fn.__globals__ is closures.__dict__
     assert fn.__kwdefaults__ == {"shift": 3} and fn.__defaults__ == (2,)
     assert_same(fn(torch.ones(2)), torch.full((2,), 6.0))
+
+
+# ---- torch profiler context managers: ignored in the graph, as torch._dynamo ---------------
+
+def profiler_blocks(x):
+    y = x ** 2
+    with torch.profiler.profile() as prof:
+        y = y + 2
+        with torch.profiler.record_function("my_function"):
+            z = y ** 3
+        with torch.autograd.profiler.profile(record_shapes=True):
+            z = z - 1
+    return z + 1, prof is not None
+
+
+def profiler_break_inside(x):
+    with torch.autograd.profiler.record_function("outer"):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        y = y.cos()
+    return y
+
+
+def test_profiler_blocks_one_graph():
+    cnt, _ = run_both(profiler_blocks, torch.ones(2, 2))
+    assert cnt.frame_count == 1
+
+
+def test_profiler_block_split_by_break():
+    cnt, _ = run_both(profiler_break_inside, torch.ones(3), fullgraph=False)
+    assert cnt.frame_count == 2
+
+
+def test_profiler_object_returned_runs_in_python():
+    def fn(x):
+        p = torch.profiler.record_function("r")
+        return x + 1, p
+    out, p = cdynamo.compile(fn, backend="eager")(torch.ones(2))
+    assert_same(out, torch.full((2,), 2.0))
+    assert isinstance(p, torch.autograd.profiler.record_function)

@@ -227,6 +227,8 @@ typedef struct cdyn_value {
 #define AMP_REENTER     0x1u   /* AUTOCAST: a resume function's AutocastEnter, entered by a
                                    call with no arguments (values/ctx.c) */
 #define NULLCTX_EXIT    0x1u   /* NULLCTX: the __exit__ of an entered nullcontext */
+#define NULLCTX_PROFILER 0x2u  /* NULLCTX: torch.profiler.profile() / record_function(...),
+                                   ignored as torch._dynamo does; entering gives itself */
 #define GRAD_PREV_ON    0x4u   /* ... and the mode before it was on */
 #define VIEW_KEYS       0x0u   /* DICTVIEW: which view */
 #define VIEW_VALUES     0x1u
