@@ -237,3 +237,62 @@ def test_profiler_object_returned_runs_in_python():
     out, p = cdynamo.compile(fn, backend="eager")(torch.ones(2))
     assert_same(out, torch.full((2,), 2.0))
     assert isinstance(p, torch.autograd.profiler.record_function)
+
+
+# ---- nn.Module's generator methods with arguments (test_modules, test_misc) ---------------
+
+class _Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.register_buffer("b", torch.ones(3))
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.full((3,), 2.0))
+        self.inner = _Inner()
+        self.register_buffer("c", torch.zeros(3))
+
+    def forward(self, x):
+        if not any([p.requires_grad for p in self.parameters(False)]):
+            return x
+        n = len(list(self.parameters(recurse=False))) + len(list(self.parameters()))
+        return x * self.scale + n
+
+
+_outer = _Outer()
+
+
+def module_parameters_args(x):
+    return _outer(x)
+
+
+def module_named_members_args(x):
+    names = [k for k, _ in _outer.named_parameters(prefix="foo")]
+    names += [k for k, _ in _outer.named_parameters("p", False)]
+    names += [k for k, _ in _outer.named_buffers(prefix="q", recurse=True)]
+    names += [k for k, _ in _outer.named_modules(prefix="m")]
+    total = sum(b.sum() for b in _outer.buffers(recurse=False))
+    return x + total, names
+
+
+def test_module_parameters_with_arguments():
+    cnt, _ = run_both(module_parameters_args, torch.ones(3))
+    assert cnt.frame_count == 1
+
+
+def test_module_named_members_with_arguments():
+    cnt, _ = run_both(module_named_members_args, torch.ones(3))
+    assert cnt.frame_count == 1
+
+
+def test_module_named_parameters_remove_duplicate_false_breaks():
+    def fn(x):
+        return x + len(list(_outer.named_parameters(remove_duplicate=False)))
+    expected = fn(torch.ones(2))
+    with pytest.raises(Exception, match="remove_duplicate"):
+        cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
+    cdynamo.reset()
+    assert_same(cdynamo.compile(fn, backend="eager")(torch.ones(2)), expected)
