@@ -296,3 +296,53 @@ def test_module_named_parameters_remove_duplicate_false_breaks():
         cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
     cdynamo.reset()
     assert_same(cdynamo.compile(fn, backend="eager")(torch.ones(2)), expected)
+
+
+# ---- an input dict read by one key guards that key only (test_dicts lazy key guarding) ----
+
+_gd = {"a": 2, "b": 3, "c": 5}
+_gk = {list: 2, dict: 3, tuple: 5}
+
+
+def dict_one_key(x):
+    return x * _gd["a"] + _gk[list]
+
+
+def test_dict_read_by_one_key_guards_that_key_only():
+    def make(cnt):
+        return cdynamo.compile(dict_one_key, backend=cnt) if cnt else dict_one_key
+
+    def scenario(f):
+        _gd.clear()
+        _gd.update({"a": 2, "b": 3, "c": 5})
+        _gk.clear()
+        _gk.update({list: 2, dict: 3, tuple: 5})
+        outs = [f(torch.ones(2))]
+        _gd.pop("c")              # keys and values not read: no recompile
+        _gd["d"] = 10
+        _gd["b"] = 7
+        _gk.pop(dict)
+        outs.append(f(torch.ones(2)))
+        _gd["a"] = 4              # the value read: recompiles
+        outs.append(f(torch.ones(2)))
+        return outs
+    expected = scenario(make(None))
+    dyn = CountingBackend()
+    assert_same(scenario(torch.compile(dict_one_key, backend=dyn)), expected)
+    cnt = CountingBackend()
+    assert_same(scenario(make(cnt)), expected)
+    assert cnt.frame_count == 2 and cnt.frame_count <= dyn.frame_count
+
+
+def test_dict_read_by_key_then_iterated_is_one_value():
+    d = {"a": [1], "b": 2}
+
+    def fn(x):
+        lst = d["a"]
+        lst.append(3)
+        return x + sum(len(v) if isinstance(v, list) else v for v in d.values()), len(d["a"])
+    expected = fn(torch.ones(2))
+    d["a"] = [1]
+    got = cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
+    assert_same(got, expected)
+    assert d["a"] == [1, 3]

@@ -266,6 +266,9 @@ typedef struct cdyn_vtable {
     /* every item, in iteration order, as a new list of values (iterators are consumed) */
     tr_status (*unpack)(struct cdyn_tx *tx, PyObject *v, PyObject **out_list);
     tr_status (*subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
+    /* v[key] answered before v is materialized (cdyn_tx_materialize), guarding only what it
+       reads (an input dict read by one key); TR_NOTIMPL: not such a read, materialize */
+    tr_status (*subscr_lazy)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
     tr_status (*store_subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value);
     tr_status (*delete_subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key);
     tr_status (*contains)(struct cdyn_tx *tx, PyObject *v, PyObject *item, int *out);
