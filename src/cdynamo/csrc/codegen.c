@@ -486,7 +486,13 @@ emit_effects(cdyn_tx *tx, cdyn_cg *cg)
                   (k == 3 && cdyn_cg_value(cg, value) < 0) || cdyn_cg_call(cg, k) < 0 ||
                   cdyn_cg_emit(cg, POP_TOP, 0) < 0;
             break;
-        default:   /* EFF_STORE_GLOBAL */
+        default:   /* EFF_STORE_GLOBAL: a name, or <globals of another module>[name] */
+            if (cdyn_Source_Check(key)) {
+                cdyn_source *src = (cdyn_source *)key;
+                err = cdyn_cg_value(cg, value) < 0 || cdyn_cg_source(cg, (PyObject *)src->base) < 0 ||
+                      cdyn_cg_load_const(cg, src->name) < 0 || cdyn_cg_emit(cg, STORE_SUBSCR, 0) < 0;
+                break;
+            }
             k = cdyn_cg_name(cg, key);
             err = cdyn_cg_value(cg, value) < 0 || k < 0 || cdyn_cg_emit(cg, STORE_GLOBAL, k) < 0;
             break;

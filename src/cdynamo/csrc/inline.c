@@ -523,6 +523,23 @@ globals_label(PyObject *globals)
     return own ? name : Py_None;
 }
 
+PyObject *
+cdyn_tx_global_key(cdyn_tx *tx, PyObject *globals, PyObject *name)
+{
+    PyObject *gsrc, *src, *key;
+    if (globals == tx->frame->f_globals) {
+        src = cdyn_source_global(name);
+    }
+    else {
+        gsrc = cdyn_source_const(globals, globals_label(globals));
+        src = gsrc != NULL ? cdyn_source_item(gsrc, name) : NULL;
+        Py_XDECREF(gsrc);
+    }
+    key = src != NULL ? Py_NewRef(cdyn_source_repr(src)) : NULL;
+    Py_XDECREF(src);
+    return key;
+}
+
 /* torch.jit.script_if_tracing(fn)'s wrapper (torch's, skipped): outside torch.jit tracing
  * it calls fn, which is traced instead, as torch._dynamo does. Borrowed fn (held by the
  * wrapper's __dict__, which nothing rebinds) or NULL. */

@@ -184,29 +184,40 @@ cell_get(cdyn_tx *tx, PyObject *cell, PyObject **out)
     return cdyn_cell_get(tx, cell, out);
 }
 
-/* Value of a global name: globals then builtins, with a source. *out new. */
+/* The source of global `name` of fs's code (new reference): G[name] in the top frame's
+ * module, <globals of another module>[name] for an inlined function of a module whose
+ * globals are guarded; NULL without an exception for trusted globals (torch's own modules,
+ * the polyfills: not guarded, not tracked), NULL with one on error. */
+static PyObject *
+global_source(cdyn_fs *fs, PyObject *name)
+{
+    if (fs->top_globals) {
+        return cdyn_source_global(name);
+    }
+    return fs->globals_source != NULL ? cdyn_source_item(fs->globals_source, name) : NULL;
+}
+
+/* Value of a global name: what the trace stored there, else globals then builtins, with a
+ * source. *out new. */
 static tr_status
 load_global(cdyn_tx *tx, cdyn_fs *fs, PyObject *name, PyObject **out)
 {
-    PyObject *obj = NULL, *src = NULL;
+    PyObject *obj = NULL, *memo = NULL, *src = global_source(fs, name);
     tr_status st = TR_ERROR;
-    if (fs->top_globals) {
-        PyObject *memo = NULL, *gsrc = cdyn_source_global(name);
-        if (gsrc == NULL) {
-            return TR_ERROR;
-        }
-        memo = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(gsrc));
-        Py_DECREF(gsrc);
-        if (memo != NULL) {
-            *out = Py_NewRef(memo);
-            return TR_OK;
-        }
-        if (PyErr_Occurred()) {
-            return TR_ERROR;
+    if (src == NULL && PyErr_Occurred()) {
+        return TR_ERROR;
+    }
+    if (src != NULL) {   /* a global stored earlier in this trace (STORE_GLOBAL) */
+        memo = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(src));
+        if (memo != NULL || PyErr_Occurred()) {
+            Py_DECREF(src);
+            *out = Py_XNewRef(memo);
+            return memo != NULL ? TR_OK : TR_ERROR;
         }
     }
     obj = PyDict_GetItemWithError(fs->globals, name);   /* borrowed */
     if (obj == NULL) {
+        Py_XDECREF(src);
         if (PyErr_Occurred()) {
             return TR_ERROR;
         }
@@ -218,20 +229,8 @@ load_global(cdyn_tx *tx, cdyn_fs *fs, PyObject *name, PyObject **out)
         /* Builtins are not guarded (as torch._dynamo, they are assumed unchanged). */
         return cdyn_tx_wrap_real(tx, obj, NULL, out);
     }
-    if (fs->top_globals) {
-        src = cdyn_source_global(name);
-    }
-    else if (fs->globals_source != NULL) {
-        src = cdyn_source_item(fs->globals_source, name);
-    }
-    else {
-        /* trusted globals (torch's own modules): not guarded */
-        return cdyn_tx_wrap_real(tx, obj, NULL, out);
-    }
-    if (src != NULL) {
-        st = cdyn_tx_wrap_real(tx, obj, src, out);
-        Py_DECREF(src);
-    }
+    st = cdyn_tx_wrap_real(tx, obj, src, out);   /* src NULL: trusted globals, not guarded */
+    Py_XDECREF(src);
     return st;
 }
 
@@ -414,18 +413,22 @@ OP(store_attr)
     return st;
 }
 
+/* STORE_GLOBAL: a side effect replayed after the graph (STORE_GLOBAL in the top frame's
+ * module, a store into the globals dict of another module), and what later loads of the
+ * trace see (tx->by_source, keyed by the global's source). */
 OP(store_global)
 {
-    PyObject *name = PyTuple_GET_ITEM(fs->code->co_names, ins->oparg), *src = NULL;
+    PyObject *name = PyTuple_GET_ITEM(fs->code->co_names, ins->oparg);
+    PyObject *src = global_source(fs, name);
     tr_status st;
-    if (!fs->top_globals) {
-        return cdyn_tx_unsupported(tx, "STORE_GLOBAL in another module (side effect)");
-    }
-    src = cdyn_source_global(name);
     if (src == NULL) {
-        return TR_ERROR;
+        return PyErr_Occurred() ? TR_ERROR
+                                : cdyn_tx_unsupported(tx, "STORE_GLOBAL in %R (not tracked)",
+                                                      PyDict_GetItemString(fs->globals, "__name__"));
     }
-    st = cdyn_tx_effect(tx, EFF_STORE_GLOBAL, NULL, name, peek(fs, 0));
+    /* the effect's key: the name (top frame's module) or the ITEM source of the other
+       module's globals dict (codegen.c emit_effects) */
+    st = cdyn_tx_effect(tx, EFF_STORE_GLOBAL, NULL, fs->top_globals ? name : src, peek(fs, 0));
     if (st == TR_OK && cdyn_tx_memo_write(tx, cdyn_source_repr(src), peek(fs, 0)) < 0) {
         st = TR_ERROR;
     }

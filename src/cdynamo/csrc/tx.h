@@ -345,6 +345,11 @@ tr_status cdyn_tx_inline_code(cdyn_tx *tx, PyCodeObject *code, PyObject *self,
                               PyObject *defaults, PyObject *kwdefaults, PyObject *closure_cells,
                               PyObject *globals, PyObject *builtins, PyObject *globals_source,
                               int top_globals, PyObject **out);
+/* The key in tx->by_source of global `name` of the globals dict `globals` (borrowed): the
+ * readable form of its source, G[name] for the top frame's globals, else an item of the
+ * globals' constant source (what LOAD_GLOBAL/STORE_GLOBAL of an inlined function use). New
+ * reference, NULL + exception. */
+PyObject *cdyn_tx_global_key(cdyn_tx *tx, PyObject *globals, PyObject *name);
 /* Initialise fs for code (borrowed); locals zeroed. 0 / -1 (fs_clear it either way). */
 int cdyn_fs_init(cdyn_fs *fs, PyCodeObject *code, PyObject *globals, PyObject *builtins);
 void cdyn_fs_clear(cdyn_fs *fs);

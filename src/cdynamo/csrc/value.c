@@ -450,7 +450,11 @@ cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
 tr_status
 cdyn_v_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
-    tr_status st = cdyn_tx_materialize(tx, v);
+    tr_status st = V(v)->vt->subscr_lazy ? V(v)->vt->subscr_lazy(tx, v, key, out) : TR_NOTIMPL;
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    st = cdyn_tx_materialize(tx, v);
     if (st != TR_OK) {
         return st;
     }

@@ -230,6 +230,8 @@ typedef struct cdyn_value {
 #define AMP_REENTER     0x1u   /* AUTOCAST: a resume function's AutocastEnter, entered by a
                                    call with no arguments (values/ctx.c) */
 #define NULLCTX_EXIT    0x1u   /* NULLCTX: the __exit__ of an entered nullcontext */
+#define NULLCTX_PROFILER 0x2u  /* NULLCTX: torch.profiler.profile() / record_function(...),
+                                   ignored as torch._dynamo does; entering gives itself */
 #define GRAD_PREV_ON    0x4u   /* ... and the mode before it was on */
 #define VIEW_KEYS       0x0u   /* DICTVIEW: which view */
 #define VIEW_VALUES     0x1u
@@ -267,6 +269,9 @@ typedef struct cdyn_vtable {
     /* every item, in iteration order, as a new list of values (iterators are consumed) */
     tr_status (*unpack)(struct cdyn_tx *tx, PyObject *v, PyObject **out_list);
     tr_status (*subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
+    /* v[key] answered before v is materialized (cdyn_tx_materialize), guarding only what it
+       reads (an input dict read by one key); TR_NOTIMPL: not such a read, materialize */
+    tr_status (*subscr_lazy)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
     tr_status (*store_subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value);
     tr_status (*delete_subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key);
     tr_status (*contains)(struct cdyn_tx *tx, PyObject *v, PyObject *item, int *out);

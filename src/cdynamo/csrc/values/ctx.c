@@ -15,7 +15,11 @@
  *             before the instruction it runs; resume functions receive it on their stack
  *             (an AUTOCAST_EXIT with a source and no node), and calling it there is a
  *             graph break (it runs in Python).
- *   NULLCTX   contextlib.nullcontext(enter_result).
+ *   NULLCTX   contextlib.nullcontext(enter_result). Also the torch profiler's context
+ *             managers (torch.profiler.profile, torch.autograd.profiler.profile,
+ *             record_function), which torch._dynamo ignores (capture_profiler_record_function
+ *             off): a nullcontext whose __enter__ gives the object itself, which cannot be
+ *             rebuilt (NULLCTX_PROFILER); a break inside the block runs without profiling.
  *   GRADFN    a function decorated by a grad-mode context (torch.no_grad()(f),
  *             @torch.enable_grad, @torch.set_grad_enabled(m)): a call sets the mode in
  *             the graph, inlines f and restores the mode from before the call, also when f
@@ -45,13 +49,25 @@ set_mode(cdyn_tx *tx, int mode)
 }
 
 static PyObject *autocast_type, *nullcontext_type;   /* resolved by cdyn_ctx_init */
+static PyObject *profiler_types[3];   /* the profiler's context managers (cdyn_ctx_init) */
+
+static int
+is_profiler_ctx(PyObject *obj)
+{
+    for (size_t i = 0; i < sizeof profiler_types / sizeof *profiler_types; i++) {
+        if (obj == profiler_types[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 int
 cdyn_is_ctx_factory(PyObject *obj)
 {
     return PyType_Check(obj) &&
            ((autocast_type && PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)autocast_type)) ||
-            obj == nullcontext_type);
+            obj == nullcontext_type || is_profiler_ctx(obj));
 }
 
 tr_status
@@ -63,6 +79,14 @@ cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t n
     *handled = cdyn_is_ctx_factory(obj);
     if (!*handled) {
         return TR_OK;
+    }
+    if (is_profiler_ctx(obj)) {   /* its arguments are ignored with it */
+        *out = cdyn_value_alloc(VK_NULLCTX, NULL);
+        if (*out != NULL) {
+            V(*out)->bits |= NULLCTX_PROFILER;
+            V(*out)->u.nullctx.enter_result = cdyn_value_const(Py_None);
+        }
+        return *out ? TR_OK : TR_ERROR;
     }
     if (obj == nullcontext_type) {
         if (nargs > 1) {
@@ -177,7 +201,7 @@ ctx_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
         }
         V(*exit_fn)->bits |= NULLCTX_EXIT;
         V(*exit_fn)->u.nullctx.enter_result = cdyn_value_const(Py_None);
-        *result = Py_NewRef(c->u.nullctx.enter_result);
+        *result = Py_NewRef((c->bits & NULLCTX_PROFILER) ? v : c->u.nullctx.enter_result);
         return TR_OK;
     }
     if (c->kind != VK_GRADCTX) {
@@ -313,6 +337,10 @@ ctx_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     if (V(v)->kind == VK_GRADEXIT || V(v)->kind == VK_AUTOCAST_EXIT) {
         return TR_OK;
     }
+    if (V(v)->kind == VK_NULLCTX && (V(v)->bits & NULLCTX_PROFILER)) {
+        return cdyn_tx_unsupported(tx, "cannot rebuild a torch profiler context manager made "
+                                       "in the trace (ignored in the graph)");
+    }
     if (V(v)->kind == VK_NULLCTX) {
         return cdyn_cg_collect(tx, cg, V(v)->u.nullctx.enter_result);
     }
@@ -437,6 +465,19 @@ cdyn_ctx_wrap_autocast_enter(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObj
     return e ? TR_ERROR : TR_OK;
 }
 
+/* getattr(import module, name): a new reference, NULL + exception. */
+static PyObject *
+import_attr(const char *module, const char *name)
+{
+    PyObject *m = PyImport_ImportModule(module), *r;
+    if (m == NULL) {
+        return NULL;
+    }
+    r = PyObject_GetAttrString(m, name);
+    Py_DECREF(m);
+    return r;
+}
+
 int cdyn_ctx_init(void);
 
 /* Resolve the context-manager factories; 0 / -1. */
@@ -454,7 +495,13 @@ cdyn_ctx_init(void)
     nullcontext_type = PyObject_GetAttrString(cl, "nullcontext");
     Py_DECREF(amp);
     Py_DECREF(cl);
-    return (autocast_type && nullcontext_type) ? 0 : -1;
+    if (autocast_type == NULL || nullcontext_type == NULL) {
+        return -1;
+    }
+    profiler_types[0] = import_attr("torch.profiler.profiler", "profile");
+    profiler_types[1] = import_attr("torch.autograd.profiler", "profile");
+    profiler_types[2] = import_attr("torch.autograd.profiler", "record_function");
+    return profiler_types[0] && profiler_types[1] && profiler_types[2] ? 0 : -1;
 }
 
 /* A decorated function is a function (eager's functools.wraps wrapper); the context

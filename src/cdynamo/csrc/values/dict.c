@@ -1772,6 +1772,37 @@ dict_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
+/* d[k] on an input dict not yet materialized (SEQ_LAZY), a plain dict or OrderedDict (no
+ * __missing__), k a key the DICT_KEYS guard could pin (a constant, a class, ...) that is in
+ * it: the value read through its ITEM source alone, which guards it (and so k's presence),
+ * as torch._dynamo guards only the keys read; other keys may change without a recompile.
+ * A later read of the whole dict materializes it and gets the same value (memoised by
+ * source). TR_NOTIMPL otherwise. */
+static tr_status
+dict_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    PyObject *real = V(v)->u.dict.real, *k = cdyn_v_real(key), *val, *src;
+    tr_status st;
+    if (V(v)->kind != VK_DICT || !(V(v)->bits & SEQ_LAZY) || V(v)->source == NULL ||
+        real == NULL || !(PyDict_CheckExact(real) || Py_IS_TYPE(real, (PyTypeObject *)odict_type)) ||
+        k == NULL || cdyn_is_tensor(k) || !cdyn_pinnable_key(k)) {
+        return TR_NOTIMPL;
+    }
+    val = PyDict_GetItemWithError(real, k);   /* borrowed */
+    if (val == NULL) {
+        return PyErr_Occurred() ? TR_ERROR : TR_NOTIMPL;
+    }
+    src = cdyn_source_item(V(v)->source, k);
+    if (src == NULL) {
+        return TR_ERROR;
+    }
+    Py_INCREF(val);
+    st = cdyn_tx_wrap_real(tx, val, src, out);
+    Py_DECREF(val);
+    Py_DECREF(src);
+    return st;
+}
+
 static tr_status
 dict_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
@@ -2340,6 +2371,7 @@ const cdyn_vtable cdyn_dict_vt = {
     .truth = dict_truth,
     .unpack = dict_unpack,
     .subscr = dict_subscr,
+    .subscr_lazy = dict_subscr_lazy,
     .store_subscr = dict_store_subscr,
     .delete_subscr = dict_delete_subscr,
     .contains = dict_contains,

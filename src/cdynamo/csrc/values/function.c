@@ -439,7 +439,7 @@ closure_cells(PyObject *fn)
 }
 
 /* What rebuilding a FUNCTION needs: its defaults, keyword defaults and the contents of
- * the cells it makes (the frame's own globals only). */
+ * the cells it makes. */
 static tr_status
 collect_nested(cdyn_tx *tx, cdyn_cg *cg, PyObject *fn)
 {
@@ -447,9 +447,6 @@ collect_nested(cdyn_tx *tx, cdyn_cg *cg, PyObject *fn)
     PyObject *dv = PyList_GET_ITEM(parts, 0), *cv = PyList_GET_ITEM(parts, 1);
     PyObject *kv = PyList_GET_ITEM(parts, 2);
     tr_status st = TR_OK;
-    if (!(V(fn)->bits & FUNC_TOP_GLOBALS)) {
-        return cdyn_tx_unsupported(tx, "cannot rebuild %S: made in another module", fn);
-    }
     if (dv != Py_None) {
         st = cdyn_cg_collect(tx, cg, dv);
     }
@@ -497,6 +494,47 @@ emit_cell(cdyn_cg *cg, PyObject *cell)
     return cdyn_cg_memo_store(cg, cell, "cell");
 }
 
+/* Push the closure tuple of a FUNCTION made in the trace (cells != NULL). 0 / -1. */
+static int
+emit_closure(cdyn_cg *cg, PyObject *cells)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cells); i++) {
+        if (emit_cell(cg, PyList_GET_ITEM(cells, i)) < 0) {
+            return -1;
+        }
+    }
+    return cdyn_cg_emit(cg, BUILD_TUPLE, (int)PyList_GET_SIZE(cells));
+}
+
+/* A function made by an inlined function of another module (its globals are that
+ * module's, not the frame's, so no MAKE_FUNCTION): types.FunctionType(code, globals, None,
+ * defaults, closure), then its __kwdefaults__ stored. 0 / -1. */
+static int
+reconstruct_foreign(cdyn_cg *cg, PyObject *fn)
+{
+    PyObject *parts = V(fn)->u.func.parts, *cells = closure_cells(fn);
+    PyObject *dv = PyList_GET_ITEM(parts, 0), *kv = PyList_GET_ITEM(parts, 2), *attr;
+    int k;
+    if (cdyn_cg_push_callable(cg, (PyObject *)&PyFunction_Type) < 0 ||
+        cdyn_cg_load_const(cg, V(fn)->u.func.code) < 0 ||
+        cdyn_cg_load_const(cg, V(fn)->u.func.globals) < 0 || cdyn_cg_load_const(cg, Py_None) < 0 ||
+        (dv != Py_None ? cdyn_cg_value(cg, dv) : cdyn_cg_load_const(cg, Py_None)) < 0 ||
+        (cells != NULL ? emit_closure(cg, cells) : cdyn_cg_load_const(cg, Py_None)) < 0 ||
+        cdyn_cg_call(cg, 5) < 0) {
+        return -1;
+    }
+    if (kv != Py_None) {   /* [fn] -> [fn, kwdefaults, fn] -> STORE_ATTR -> [fn] */
+        attr = PyUnicode_FromString("__kwdefaults__");
+        k = attr != NULL ? cdyn_cg_name(cg, attr) : -1;
+        Py_XDECREF(attr);
+        if (k < 0 || cdyn_cg_emit(cg, COPY, 1) < 0 || cdyn_cg_value(cg, kv) < 0 ||
+            cdyn_cg_emit(cg, SWAP, 2) < 0 || cdyn_cg_emit(cg, STORE_ATTR, k) < 0) {
+            return -1;
+        }
+    }
+    return cdyn_cg_memo_store(cg, fn, "fn");
+}
+
 /* MAKE_FUNCTION over the rebuilt defaults, keyword defaults and closure; made once. */
 static int
 reconstruct_nested(cdyn_cg *cg, PyObject *fn)
@@ -506,6 +544,9 @@ reconstruct_nested(cdyn_cg *cg, PyObject *fn)
     int flags = 0, r = cdyn_cg_memo_load(cg, fn);
     if (r != 0) {
         return r < 0 ? -1 : 0;
+    }
+    if (!(V(fn)->bits & FUNC_TOP_GLOBALS)) {
+        return reconstruct_foreign(cg, fn);
     }
     if (dv != Py_None) {
         if (cdyn_cg_value(cg, dv) < 0) {
@@ -520,12 +561,7 @@ reconstruct_nested(cdyn_cg *cg, PyObject *fn)
         flags |= 0x02;
     }
     if (cells != NULL) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cells); i++) {
-            if (emit_cell(cg, PyList_GET_ITEM(cells, i)) < 0) {
-                return -1;
-            }
-        }
-        if (cdyn_cg_emit(cg, BUILD_TUPLE, (int)PyList_GET_SIZE(cells)) < 0) {
+        if (emit_closure(cg, cells) < 0) {
             return -1;
         }
         flags |= 0x08;

@@ -890,21 +890,21 @@ done:
 }
 
 /* parameters()/buffers() and their named forms: the entries of every module of
- * named_modules(), each tensor once. which: 1 parameters, 2 buffers. */
+ * named_modules(prefix) (v's own only when !recurse), each tensor once. which: 1
+ * parameters, 2 buffers. */
 static tr_status
-tensors_of(cdyn_tx *tx, PyObject *v, int which, int named, PyObject *out)
+tensors_of(cdyn_tx *tx, PyObject *v, int which, int named, PyObject *prefix, int recurse,
+           PyObject *out)
 {
     PyObject *mods = PyList_New(0), *seen = PySet_New(NULL), *seen_t = PySet_New(NULL);
-    PyObject *empty = PyUnicode_New(0, 0);
     tr_status st = TR_ERROR;
-    if (mods == NULL || seen == NULL || seen_t == NULL || empty == NULL) {
+    if (mods == NULL || seen == NULL || seen_t == NULL) {
         goto done;
     }
-    st = walk_modules(tx, v, empty, seen, mods);
-    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(mods); i++) {
+    st = walk_modules(tx, v, prefix, seen, mods);
+    for (Py_ssize_t i = 0; st == TR_OK && i < (recurse ? PyList_GET_SIZE(mods) : 1); i++) {
         PyObject *pair = V(PyList_GET_ITEM(mods, i))->u.seq.items;
-        PyObject *prefix = V(PyList_GET_ITEM(pair, 0))->u.cnst.value;
-        PyObject *dot = dotted(prefix);
+        PyObject *dot = dotted(V(PyList_GET_ITEM(pair, 0))->u.cnst.value);
         st = dot ? registry_items(tx, PyList_GET_ITEM(pair, 1), which, dot, named, seen_t, out)
                  : TR_ERROR;
         Py_XDECREF(dot);
@@ -913,30 +913,78 @@ done:
     Py_XDECREF(mods);
     Py_XDECREF(seen);
     Py_XDECREF(seen_t);
-    Py_XDECREF(empty);
     return st;
 }
 
+/* The parameters of the generator methods (gen_names order), after self: each a name and
+ * its default: P prefix '', R recurse/remove_duplicate True, M memo None. */
+static const char *const gen_params[8][3] = {
+    {NULL}, {NULL}, {"remove_duplicate", NULL}, {"memo", "prefix", "remove_duplicate"},
+    {"recurse", NULL}, {"prefix", "recurse", "remove_duplicate"},
+    {"recurse", NULL}, {"prefix", "recurse", "remove_duplicate"},
+};
+
+/* Bind the constant arguments of generator method i: *prefix (borrowed, '' by default),
+ * *recurse (1 by default). memo must be None and remove_duplicate true (else unsupported). */
+static tr_status
+gen_bind(cdyn_tx *tx, int i, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+         PyObject *empty, PyObject **prefix, int *recurse)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    *prefix = empty;
+    *recurse = 1;
+    for (Py_ssize_t a = 0; a < npos + nkw; a++) {
+        PyObject *val = V(args[a])->kind == VK_CONST ? V(args[a])->u.cnst.value : NULL;
+        const char *pname = NULL;
+        int k = 0;
+        if (a < npos) {
+            pname = a < 3 ? gen_params[i][a] : NULL;
+        }
+        else {
+            for (k = 0; k < 3 && gen_params[i][k] != NULL; k++) {
+                if (cdyn_name_is(PyTuple_GET_ITEM(kwnames, a - npos), gen_params[i][k])) {
+                    pname = gen_params[i][k];
+                    break;
+                }
+            }
+        }
+        if (pname == NULL || val == NULL) {
+            return cdyn_tx_unsupported(tx, "nn.Module.%s with these arguments", gen_names[i]);
+        }
+        if (strcmp(pname, "prefix") == 0 && PyUnicode_Check(val)) {
+            *prefix = val;
+        }
+        else if (strcmp(pname, "recurse") == 0 && (val == Py_True || val == Py_False)) {
+            *recurse = val == Py_True;
+        }
+        else if (!(strcmp(pname, "memo") == 0 && val == Py_None) &&
+                 !(strcmp(pname, "remove_duplicate") == 0 && val == Py_True)) {
+            return cdyn_tx_unsupported(tx, "nn.Module.%s(%s=%R)", gen_names[i], pname, val);
+        }
+    }
+    return TR_OK;
+}
+
 /* children(), named_children(), modules(), named_modules(), parameters(),
- * named_parameters(), buffers(), named_buffers() without arguments: an iterator over the
- * values, unrolled at trace time. */
+ * named_parameters(), buffers(), named_buffers() with constant arguments (prefix, recurse;
+ * remove_duplicate only true): an iterator over the values, unrolled at trace time. */
 static tr_status
 module_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
                    Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-    PyObject *items = PyList_New(0), *seen = NULL, *empty = PyUnicode_New(0, 0);
+    PyObject *items = PyList_New(0), *seen = NULL, *empty = PyUnicode_New(0, 0), *prefix = NULL;
     tr_status st = TR_ERROR;
-    int i = 0;
+    int i = 0, recurse = 1;
     (void)fs;
-    (void)args;
     while (gen_names[i] && !cdyn_name_is(name, gen_names[i])) {
         i++;
     }
-    if (gen_names[i] == NULL || nargs != 0 || kwnames != NULL) {
+    if (gen_names[i] == NULL) {
         st = cdyn_tx_unsupported(tx, "method %U of %S", name, v);
         goto done;
     }
-    if (items == NULL || empty == NULL) {
+    if (items == NULL || empty == NULL ||
+        (st = gen_bind(tx, i, args, nargs, kwnames, empty, &prefix, &recurse)) != TR_OK) {
         goto done;
     }
     switch (i) {
@@ -945,7 +993,7 @@ module_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObje
         break;
     case 2: case 3:
         seen = PySet_New(NULL);
-        st = seen ? walk_modules(tx, v, empty, seen, items) : TR_ERROR;
+        st = seen ? walk_modules(tx, v, prefix, seen, items) : TR_ERROR;
         if (st == TR_OK && i == 2) {   /* modules(): the modules of named_modules() */
             for (Py_ssize_t k = 0; k < PyList_GET_SIZE(items); k++) {
                 PyObject *m = PyList_GET_ITEM(V(PyList_GET_ITEM(items, k))->u.seq.items, 1);
@@ -954,7 +1002,7 @@ module_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObje
         }
         break;
     default:
-        st = tensors_of(tx, v, i < 6 ? 1 : 2, i % 2 == 1, items);
+        st = tensors_of(tx, v, i < 6 ? 1 : 2, i % 2 == 1, prefix, recurse, items);
         break;
     }
     if (st == TR_OK) {
