@@ -1,6 +1,7 @@
 """Wrong results / wrong exceptions found by the differential harness over PyTorch's own Dynamo
 tests (/work/harness/dynamo_tests/repro): each program is compared with eager, and graph counts
 with torch._dynamo where both compile the same."""
+import pytest
 import torch
 
 import cdynamo
@@ -358,3 +359,35 @@ def test_missing_attribute_caught_in_the_trace():
     finally:
         del mock.b
     assert_same(compiled(X), except_attribute_error(X))
+
+
+def test_send_to_generator_rebuilt_at_break_after_it_started():
+    """PyTorch's TestGeneratorSend.test_send_stop_iteration: the second send() finishes the
+    generator (StopIteration raised in the trace: a graph break that reruns the send in
+    Python on the rebuilt generator). The rebuilt generator must be a started one, so the
+    send raises StopIteration as eager's does (was: TypeError, can't send non-None value to a
+    just-started generator); a generator never advanced is rebuilt unstarted."""
+    def double():
+        x = yield
+        yield x * 2
+
+    def fn(t):
+        gen = double()
+        next(gen)
+        a = gen.send(t)
+        b = gen.send(t)
+        return a + b
+
+    def fresh(t):
+        gen = double()
+        torch._dynamo.graph_break()
+        return gen.send(t)
+
+    for f, exc in ((fn, StopIteration), (fresh, TypeError)):
+        compiled = cdynamo.compile(f, backend="eager")
+        t = torch.randn(2)
+        with pytest.raises(exc) as eager_info:
+            f(t)
+        with pytest.raises(exc) as info:
+            compiled(t)
+        assert str(info.value) == str(eager_info.value)

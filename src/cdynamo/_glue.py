@@ -133,6 +133,11 @@ def _replay(items):
     yield from items
 
 
+def _replay_started(items):
+    yield   # where next() leaves it: send(v) is then accepted, as by the started original
+    yield from items
+
+
 def _keep(_item):
     return True
 
@@ -172,14 +177,19 @@ def _identity(x):
     return x
 
 
-def rebuild_iterator(ptype, items, name, qualname):
+def rebuild_iterator(ptype, items, name, qualname, started=False):
     """The iterator that a generator of the trace stands for, rebuilt by generated code over
     the items it has left (a tuple): a generator named as the traced one (so close(), send()
-    and type() behave as eager's: it has no try block left to run), or an object of the
-    polyfilled type (zip, map, itertools.chain, ...) it stands for; a plain iterator over
-    the items for the other types."""
+    and type() behave as eager's: it has no try block left to run; started (bool): the traced
+    one was advanced, so the rebuilt one is too and accepts send() of a value, as eager's
+    started generator does), or an object of the polyfilled type (zip, map, itertools.chain,
+    ...) it stands for; a plain iterator over the items for the other types."""
     if ptype is None:
-        gen = _replay(items)
+        if started:
+            gen = _replay_started(items)
+            next(gen)
+        else:
+            gen = _replay(items)
         if name is not None:
             gen.__name__, gen.__qualname__ = name, qualname
         return gen

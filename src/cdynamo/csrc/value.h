@@ -240,6 +240,7 @@ typedef struct cdyn_value {
 #define GEN_DONE        0x2u   /* ... returned (or drained into the buffer) */
 #define GEN_BROKEN      0x4u   /* ... failed while running: its state is unusable */
 #define GEN_IN_TRY      0x8u   /* ... suspended at a yield inside a try/with block */
+#define GEN_FRESH       0x10u  /* ... drained ahead before it was ever resumed (rebuilt unstarted) */
 #define EXC_SUPPRESS    0x1u   /* EXC: __suppress_context__ (set by `raise .. from ..`) */
 #define CELL_TOP        0x1u   /* CELL: made by MAKE_CELL in the top frame, for slot `pos` */
 #define CELL_STORED     0x2u   /* CELL with a real cell: stored into while tracing; the real

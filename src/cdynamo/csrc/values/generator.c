@@ -417,7 +417,7 @@ cdyn_generator_reset(PyObject *v)
     fs->pc = gf->pristine_pc;
     fs->yielded = 0;
     gf->started = 0;
-    g->bits &= ~(GEN_DONE | GEN_BROKEN | GEN_RUNNING | GEN_IN_TRY);
+    g->bits &= ~(GEN_DONE | GEN_BROKEN | GEN_RUNNING | GEN_IN_TRY | GEN_FRESH);
     Py_CLEAR(g->u.gen.buffer);
     Py_CLEAR(g->u.gen.retval);
     g->pos = 0;
@@ -602,8 +602,9 @@ drain_ahead(cdyn_tx *tx, PyObject *v)
     long mutations = tx->mutations;
     long long saved_serial = tx->ckpt_serial;
     PyObject *items = NULL, *last = Py_XNewRef(tx->last_node);
+    cdyn_fs *fs = frame_of(v);
     tr_status st;
-    int inplace = 0;
+    int inplace = 0, fresh = fs != NULL && !((gen_frame *)fs)->started;
     tx->ckpt_serial = cdyn_value_serial;
     st = drain(tx, v, &items);
     tx->ckpt_serial = saved_serial;
@@ -625,7 +626,7 @@ drain_ahead(cdyn_tx *tx, PyObject *v)
     }
     Py_XSETREF(g->u.gen.buffer, items);
     g->pos = 0;
-    g->bits |= GEN_DONE;
+    g->bits |= GEN_DONE | (fresh ? GEN_FRESH : 0u);
     return TR_OK;
 }
 
@@ -652,7 +653,7 @@ gen_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     return st;
 }
 
-/* _glue.rebuild_iterator(ptype or None, (remaining items), name, qualname), built once per
+/* _glue.rebuild_iterator(ptype or None, (remaining items), name, qualname, started), built once per
  * generated code: a generator named as the traced one, or an object of the polyfilled type
  * it stands for (zip, map, ...), yielding the items it has left. */
 static int
@@ -664,6 +665,8 @@ gen_reconstruct(cdyn_cg *cg, PyObject *v)
     PyObject *name = fs != NULL && g->u.gen.ptype == NULL ? fs->code->co_name : Py_None;
     PyObject *qualname = fs != NULL && g->u.gen.ptype == NULL ? fs->code->co_qualname : Py_None;
     Py_ssize_t n = buf != NULL ? PyList_GET_SIZE(buf) - g->pos : 0;
+    /* resumed before the break (its frame ran, or items were taken): send() accepted */
+    int started = g->pos > 0 || !(g->bits & GEN_FRESH);
     int r = cdyn_cg_memo_load(cg, v), e;
     if (r != 0) {
         return r < 0 ? -1 : 0;
@@ -676,7 +679,8 @@ gen_reconstruct(cdyn_cg *cg, PyObject *v)
         e = cdyn_cg_value(cg, PyList_GET_ITEM(buf, g->pos + k)) < 0;
     }
     if (e || cdyn_cg_emit(cg, BUILD_TUPLE, (int)n) < 0 || cdyn_cg_load_const(cg, name) < 0 ||
-        cdyn_cg_load_const(cg, qualname) < 0 || cdyn_cg_call(cg, 4) < 0) {
+        cdyn_cg_load_const(cg, qualname) < 0 ||
+        cdyn_cg_load_const(cg, started ? Py_True : Py_False) < 0 || cdyn_cg_call(cg, 5) < 0) {
         return -1;
     }
     return cdyn_cg_memo_store(cg, v, "gen");
