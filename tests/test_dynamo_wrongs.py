@@ -391,3 +391,34 @@ def test_send_to_generator_rebuilt_at_break_after_it_started():
         with pytest.raises(exc) as info:
             compiled(t)
         assert str(info.value) == str(eager_info.value)
+
+
+def test_tensor_class_and_memory_format_arguments_one_graph():
+    """PyTorch's test_fstrings3 and test_is_contiguous_memory_format (issue 7 Scope 4, tensor
+    introspection): x.__class__ is type(x); torch.memory_format / torch.layout objects are
+    constants (torch.contiguous_format as an argument of is_contiguous), one graph under
+    fullgraph=True as torch._dynamo."""
+    def fstr(x):
+        tmp = f"{x.__class__.__name__} foo"
+        if tmp.startswith("Tensor"):
+            return x + 1
+        return x - 1
+
+    def contig(t):
+        if t.is_contiguous(memory_format=torch.contiguous_format):
+            return t + 1
+        return t - 1
+
+    def fmt(x):
+        y = x.contiguous(memory_format=torch.channels_last)
+        return y * 2, y.is_contiguous(memory_format=torch.channels_last), x.layout == torch.strided
+
+    for f, x in ((fstr, torch.randn(3)), (contig, torch.randn(3, 4)),
+                 (contig, torch.randn(4, 3).t()), (fmt, torch.randn(2, 3, 4, 5))):
+        counter = CountingBackend()
+        out = cdynamo.compile(f, backend=counter, fullgraph=True)(x)
+        assert_same(out, f(x))
+        _, dyn = run_torch_dynamo(f, x)
+        assert counter.frame_count == dyn.frame_count == 1
+    y = cdynamo.compile(fmt, backend="eager")(torch.randn(2, 3, 4, 5))[0]
+    assert y.is_contiguous(memory_format=torch.channels_last)

@@ -1838,6 +1838,8 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.torch, "torch", NULL}, {&cdyn_G.torch_tensor_type, "torch", "Tensor"},
         {&cdyn_G.torch_size_type, "torch", "Size"}, {&cdyn_G.torch_dtype_type, "torch", "dtype"},
         {&cdyn_G.torch_device_type, "torch", "device"},
+        {&cdyn_G.torch_memory_format_type, "torch", "memory_format"},
+        {&cdyn_G.torch_layout_type, "torch", "layout"},
         {&cdyn_G.nn_module_type, "torch.nn", "Module"},
         {&cdyn_G.nn_parameter_type, "torch.nn", "Parameter"},
         {&cdyn_G.sequential_type, "torch.nn", "Sequential"},

@@ -718,7 +718,8 @@ int cdyn_is_dict_type(PyTypeObject *type);
 /* Cached Python objects used by the translator (borrowed after init). */
 typedef struct {
     PyObject *torch, *torch_tensor_type, *torch_size_type, *torch_dtype_type,
-        *torch_device_type, *nn_module_type, *nn_parameter_type, *fx_graph_type,
+        *torch_device_type, *torch_memory_format_type, *torch_layout_type, *nn_module_type,
+        *nn_parameter_type, *fx_graph_type,
         *operator_mod, *builtins_mod, *math_mod, *glue, *getattr_fn, *getitem_fn,
         *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,

@@ -19,6 +19,8 @@ cdyn_is_constant(PyObject *obj)
     }
     if (Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_dtype_type ||
         Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_device_type ||
+        Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_memory_format_type ||
+        Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_layout_type ||
         Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) {
         return 1;
     }

@@ -52,6 +52,9 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U is not traced", name);
     }
+    if (cdyn_name_is(name, "__class__")) {   /* x.__class__ is type(x), as type() answers it */
+        return cdyn_user_type_of(tx, v, out);
+    }
     /* a method of torch.Tensor; a data attribute (property / getset) is read from the fake
        tensor when it is a constant (is_nested, is_sparse, ...); anything else (an attribute
        error included) is left to plain Python */
