@@ -422,3 +422,24 @@ def test_tensor_class_and_memory_format_arguments_one_graph():
         assert counter.frame_count == dyn.frame_count == 1
     y = cdynamo.compile(fmt, backend="eager")(torch.randn(2, 3, 4, 5))[0]
     assert y.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_id_of_module_is_a_guarded_constant():
+    """PyTorch's test_id_of_nn_module: id(self) of a module folds to its id with an ID_MATCH
+    guard (one graph under fullgraph=True; another instance recompiles), as torch._dynamo."""
+    class M(torch.nn.Module):
+        def forward(self, x, ref_id):
+            if id(self) == ref_id:
+                x = torch.mul(x, 1.0)
+            return torch.add(x, 1.0)
+
+    m, other, data = M().eval(), M().eval(), torch.randn(1)
+    counter = CountingBackend()
+    compiled = cdynamo.compile(m, backend=counter, fullgraph=True)
+    assert_same(compiled(data, id(m)), m(data, id(m)))
+    assert counter.frame_count == 1 and counter.op_count == 2
+    assert_same(compiled(data, id(m) + 1), m(data, id(m) + 1))
+    assert counter.frame_count == 2 and counter.op_count == 3
+    compiled_other = cdynamo.compile(other, backend=counter)
+    assert_same(compiled_other(data, id(m)), other(data, id(m)))   # ID_MATCH fails: recompile
+    assert counter.frame_count == 3

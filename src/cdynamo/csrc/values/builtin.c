@@ -775,6 +775,30 @@ b_callable(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* id(x) of an object read from the frame (it has a source): its id now, a constant of the
+ * trace, the object pinned by an ID_MATCH guard (as torch._dynamo); id() of anything else
+ * (a tensor, an object made in the trace) is a graph break. */
+static tr_status
+b_id(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+     Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    PyObject *real = npos == 1 && nkw == 0 && V(args[0])->source != NULL &&
+                             V(args[0])->kind != VK_TENSOR
+                         ? cdyn_v_real(args[0])
+                         : NULL;
+    (void)fs;
+    (void)fn;
+    (void)kwnames;
+    if (real == NULL) {
+        return cdyn_tx_unsupported(tx, "id() of %S", npos ? args[0] : Py_None);
+    }
+    if (cdyn_guards_add_id(tx->guards, V(args[0])->source, real, 0) < 0) {
+        return TR_ERROR;
+    }
+    *out = cdyn_value_const_steal(PyLong_FromVoidPtr(real));
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* environ_read(env, key) of cdynamo.polyfills.os: the environment variable key (a constant
  * str) of env (os.environ itself, guarded by identity) read now, a constant of the trace
  * guarded by GLOBAL_STATE os.getenv(key) == value (None when unset). */
@@ -949,6 +973,7 @@ static const struct {
     {"builtins", "str", b_str_repr},
     {"builtins", "repr", b_str_repr},
     {"builtins", "callable", b_callable},
+    {"builtins", "id", b_id},
     {"cdynamo.polyfills.os", "environ_read", b_environ_read},
     {"inspect", "signature", b_signature},
     {"builtins", "setattr", b_setattr},
