@@ -803,6 +803,36 @@ cdyn_v_as_constant(PyObject *v)
     return r;
 }
 
+PyObject *
+cdyn_v_real_arg(PyObject *v)
+{
+    PyObject *r = cdyn_v_real(v), *items;
+    int is_tuple = V(v)->kind == VK_TUPLE;
+    if (r != NULL) {
+        return Py_NewRef(r);
+    }
+    if ((!is_tuple && V(v)->kind != VK_LIST) || (is_tuple && V(v)->u.seq.nt_type != NULL) ||
+        V(v)->u.seq.items == NULL) {
+        return cdyn_v_as_constant(v);   /* (a lazy tuple of the frame: only constants) */
+    }
+    items = V(v)->u.seq.items;
+    r = is_tuple ? PyTuple_New(PyList_GET_SIZE(items)) : PyList_New(PyList_GET_SIZE(items));
+    for (Py_ssize_t i = 0; r != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = cdyn_v_real_arg(PyList_GET_ITEM(items, i));
+        if (item == NULL) {
+            Py_CLEAR(r);
+            break;
+        }
+        if (is_tuple) {
+            PyTuple_SET_ITEM(r, i, item);
+        }
+        else {
+            PyList_SET_ITEM(r, i, item);
+        }
+    }
+    return r;
+}
+
 int
 cdyn_value_init(PyObject *module)
 {

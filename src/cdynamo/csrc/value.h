@@ -405,6 +405,11 @@ tr_status cdyn_v_pin_identity(struct cdyn_tx *tx, PyObject *v);
 /* A real object standing for v: a constant's value (new ref), or the family's as_constant;
  * NULL without an exception when v is not made of constants only. */
 PyObject *cdyn_v_as_constant(PyObject *v);
+/* The real object v stands for as an argument of a type subscript (list[int], Dict[str, V],
+ * Callable[[int], V]): cdyn_v_real (new reference), a tuple / list of such objects for a
+ * TUPLE / LIST value, else cdyn_v_as_constant; NULL (an exception only on a real failure)
+ * when some part is not known exactly. */
+PyObject *cdyn_v_real_arg(PyObject *v);
 
 int cdyn_value_init(PyObject *module);
 

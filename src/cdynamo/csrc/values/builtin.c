@@ -1634,30 +1634,6 @@ builtin_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return cdyn_getattr_real(tx, v, name, 1, out);
 }
 
-/* The real object of a type argument: a value of a real object or constant, or a tuple of
- * them (dict[str, int]). New ref; NULL without an exception when there is none. */
-static PyObject *
-type_arg_real(PyObject *v)
-{
-    PyObject *r = cdyn_v_real(v), *t;
-    if (r != NULL) {
-        return Py_NewRef(r);
-    }
-    if (V(v)->kind != VK_TUPLE || V(v)->u.seq.nt_type != NULL || V(v)->u.seq.items == NULL) {
-        return cdyn_v_as_constant(v);   /* (a lazy tuple of the frame: only constants) */
-    }
-    t = PyTuple_New(PyList_GET_SIZE(V(v)->u.seq.items));
-    for (Py_ssize_t i = 0; t != NULL && i < PyTuple_GET_SIZE(t); i++) {
-        PyObject *item = type_arg_real(PyList_GET_ITEM(V(v)->u.seq.items, i));
-        if (item == NULL) {
-            Py_CLEAR(t);
-            break;
-        }
-        PyTuple_SET_ITEM(t, i, item);
-    }
-    return t;
-}
-
 /* list[int], dict[str, Any], tuple[...]: a builtin type parameterised by constants or real
  * objects (an annotation evaluated by a `def` in traced code) is the real alias, made now
  * (types.GenericAlias: pure); anything else is not supported. */
@@ -1669,7 +1645,7 @@ builtin_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     if (!PyType_Check(type) || !PyType_HasFeature((PyTypeObject *)type, Py_TPFLAGS_IMMUTABLETYPE)) {
         return cdyn_tx_unsupported(tx, "subscript of %S", v);
     }
-    k = type_arg_real(key);
+    k = cdyn_v_real_arg(key);
     if (k == NULL) {
         return PyErr_Occurred() ? TR_ERROR
                                 : cdyn_tx_unsupported(tx, "subscript of %S by %S", v, key);

@@ -1634,39 +1634,6 @@ mappingproxy_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
-/* The real object a subscript key of a typing construct stands for (new reference): a
- * value known exactly (constants, classes, typing constructs), or a tuple/list of them
- * (Dict[str, V], Callable[[int], V]); NULL without an exception otherwise. */
-static PyObject *
-typing_key(PyObject *key)
-{
-    PyObject *real = cdyn_v_real(key), *items, *r;
-    Py_ssize_t n;
-    if (real != NULL) {
-        return Py_NewRef(real);
-    }
-    if (V(key)->kind != VK_TUPLE && V(key)->kind != VK_LIST) {
-        return NULL;
-    }
-    items = V(key)->u.seq.items;
-    n = PyList_GET_SIZE(items);
-    r = V(key)->kind == VK_TUPLE ? PyTuple_New(n) : PyList_New(n);
-    for (Py_ssize_t i = 0; r != NULL && i < n; i++) {
-        PyObject *it = typing_key(PyList_GET_ITEM(items, i));
-        if (it == NULL) {
-            Py_CLEAR(r);
-            break;
-        }
-        if (PyTuple_Check(r)) {
-            PyTuple_SET_ITEM(r, i, it);
-        }
-        else {
-            PyList_SET_ITEM(r, i, it);
-        }
-    }
-    return r;
-}
-
 /* List[V], Optional[int], Dict[str, V] on a typing construct (an object whose type is
  * typing's: _SpecialGenericAlias, _SpecialForm, _GenericAlias, ...) with a key known
  * exactly: made now, as torch._dynamo's TypingVariable does (annotations evaluated by a
@@ -1680,7 +1647,7 @@ typing_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *hand
     tr_status st;
     *handled = 0;
     if (mod == NULL || !PyUnicode_Check(mod) || !cdyn_name_is(mod, "typing") ||
-        (k = typing_key(key)) == NULL) {
+        (k = cdyn_v_real_arg(key)) == NULL) {
         return PyErr_Occurred() ? TR_ERROR : TR_OK;
     }
     *handled = 1;
