@@ -737,6 +737,44 @@ checkpoint_kwargs(cdyn_tx *tx, PyObject *const *kwvals, PyObject *kwnames, int *
     return TR_OK;
 }
 
+/* The call of the traced body b as one node of op: b made the submodule wrap_body_<i>
+ * (*sub, new), the node called on [*sub, the tensors among lead[0..nlead), b's free values,
+ * tail[0..ntail)] with kwnames naming the last of tail; *items (new) its result's items.
+ * On failure the caller still owns and discards *sub. */
+static tr_status
+wrap_body_node(cdyn_tx *tx, cdyn_body *b, PyObject *op, PyObject *const *lead, Py_ssize_t nlead,
+               PyObject *const *tail, Py_ssize_t ntail, PyObject *kwnames, PyObject **sub,
+               PyObject **items)
+{
+    PyObject *node_args = NULL;
+    tr_status st = cdyn_body_module(tx, b, "wrap_body", sub);
+    if (st != TR_OK) {
+        return st;
+    }
+    st = TR_ERROR;
+    node_args = PyList_New(0);
+    if (node_args == NULL || PyList_Append(node_args, *sub) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nlead; i++) {
+        if (V(lead[i])->kind == VK_TENSOR && PyList_Append(node_args, lead[i]) < 0) {
+            goto done;
+        }
+    }
+    if (cdyn_body_free_values(tx, b, node_args) != TR_OK) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < ntail; k++) {
+        if (PyList_Append(node_args, tail[k]) < 0) {
+            goto done;
+        }
+    }
+    st = cdyn_hop_call_node(tx, op, node_args, kwnames, items);
+done:
+    Py_XDECREF(node_args);
+    return st;
+}
+
 /* checkpoint(function, *args, use_reentrant=...): the function traced into wrap_body_<i>,
  * recorded as torch.ops.higher_order.tag_activation_checkpoint (the recomputation is the
  * backend's, as with torch._dynamo). */
@@ -745,7 +783,7 @@ hop_checkpoint(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs
                PyObject *kwnames, PyObject **out)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw, pos = 0;
-    PyObject *ret = NULL, *sub = NULL, *node_args = NULL, *items = NULL;
+    PyObject *ret = NULL, *sub = NULL, *items = NULL;
     cdyn_body b;
     int reentrant, nograd = 0;
     tr_status st;
@@ -767,37 +805,15 @@ hop_checkpoint(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs
     st = cdyn_hop_trace_body(tx, fs, &b, "checkpoint", args[0], args + 1, npos - 1, NULL,
                     BODY_ALLOW_CONST, &ret);
     if (st == TR_OK) {
-        st = cdyn_body_module(tx, &b, "wrap_body", &sub);
+        st = wrap_body_node(tx, &b, op_checkpoint, args + 1, npos - 1, args + npos, nkw, kwnames,
+                            &sub, &items);
     }
-    if (st != TR_OK) {
-        goto done;
-    }
-    st = TR_ERROR;
-    node_args = PyList_New(0);
-    if (node_args == NULL || PyList_Append(node_args, sub) < 0) {
-        goto done;
-    }
-    for (Py_ssize_t i = 1; i < npos; i++) {
-        if (V(args[i])->kind == VK_TENSOR && PyList_Append(node_args, args[i]) < 0) {
-            goto done;
-        }
-    }
-    if (cdyn_body_free_values(tx, &b, node_args) != TR_OK) {
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        if (PyList_Append(node_args, args[npos + k]) < 0) {
-            goto done;
-        }
-    }
-    st = cdyn_hop_call_node(tx, op_checkpoint, node_args, kwnames, &items);
     if (st == TR_OK && nograd) {
         st = cdyn_hop_set_grad(tx, 1);
     }
     if (st == TR_OK) {
         st = cdyn_body_rebuild(tx, ret, items, &pos, out);
     }
-done:
     cdyn_body_clear(tx, &b);
     if (st != TR_OK) {
         cdyn_body_discard(tx, sub);
@@ -807,7 +823,6 @@ done:
     }
     Py_XDECREF(ret);
     Py_XDECREF(sub);
-    Py_XDECREF(node_args);
     Py_XDECREF(items);
     return st;
 }
@@ -825,7 +840,7 @@ hop_wrap(cdyn_tx *tx, cdyn_fs *fs, PyObject *op, PyObject *const *args, Py_ssize
          PyObject *kwnames, PyObject **out)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, pos = 0;
-    PyObject *ret = NULL, *sub = NULL, *node_args = NULL, *items = NULL;
+    PyObject *ret = NULL, *sub = NULL, *items = NULL;
     cdyn_body b;
     tr_status st;
     memset(&b, 0, sizeof(b));
@@ -850,18 +865,8 @@ hop_wrap(cdyn_tx *tx, cdyn_fs *fs, PyObject *op, PyObject *const *args, Py_ssize
         goto done;
     }
     if (st == TR_OK) {
-        st = cdyn_body_module(tx, &b, "wrap_body", &sub);
+        st = wrap_body_node(tx, &b, op, NULL, 0, NULL, 0, NULL, &sub, &items);
     }
-    if (st != TR_OK) {
-        goto done;
-    }
-    st = TR_ERROR;
-    node_args = PyList_New(0);
-    if (node_args == NULL || PyList_Append(node_args, sub) < 0 ||
-        cdyn_body_free_values(tx, &b, node_args) != TR_OK) {
-        goto done;
-    }
-    st = cdyn_hop_call_node(tx, op, node_args, NULL, &items);
     if (st == TR_OK) {
         st = cdyn_body_rebuild(tx, ret, items, &pos, out);
     }
@@ -872,7 +877,6 @@ done:
     }
     Py_XDECREF(ret);
     Py_XDECREF(sub);
-    Py_XDECREF(node_args);
     Py_XDECREF(items);
     return st;
 }
