@@ -393,7 +393,7 @@ mapping_lookup(PyObject *mapping, PyObject *name)
  * is recorded in a cdyn_attr_cache, so that a guard or a loader answers while the tags
  * match, absence included (hasattr), with no Python __getattribute__ call. */
 
-enum { GA_OBJECT = 0, GA_ALIAS = 1, GA_HETERO = 2, GA_UNKNOWN = -1 };
+enum { GA_OBJECT = 0, GA_ALIAS = CDYN_GA_ALIAS, GA_HETERO = CDYN_GA_HETERO, GA_UNKNOWN = -1 };
 
 static PyObject *str_getattribute, *str_getattr, *str_dict_attr, *str_attribute_map,
     *str_hetero_spec, *str_class_attr;
@@ -446,11 +446,9 @@ ga_kind(PyObject *f)
     return GA_UNKNOWN;
 }
 
-/* The steps tp's attribute read takes besides object's generic lookup: a mask of GA_ALIAS /
- * GA_HETERO, or -1 when it runs anything else (an unknown __getattribute__, a __getattr__,
- * a custom tp_getattro). Reads the MRO's class dicts only. */
-static int
-getattr_steps(PyTypeObject *tp)
+/* (source.h) Reads the MRO's class dicts only. */
+int
+cdyn_source_getattr_steps(PyTypeObject *tp)
 {
     PyObject *mro = tp->tp_mro;
     int steps = 0;
@@ -484,13 +482,6 @@ getattr_steps(PyTypeObject *tp)
         steps |= kind;
     }
     return -1;
-}
-
-int
-cdyn_source_getattr_steps(PyTypeObject *tp)
-{
-    int steps = getattr_steps(tp);
-    return steps < 0 ? -1 : steps;
 }
 
 /* The attribute name a property forwards to, when descr is an exact property with no
@@ -572,7 +563,7 @@ static int
 plain_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
 {
     PyTypeObject *tp = Py_TYPE(base);
-    int steps = getattr_steps(tp), r;
+    int steps = cdyn_source_getattr_steps(tp), r;
     PyObject **dictptr, *d, *am = NULL;
     if (steps < 0 || !PyUnicode_CheckExact(name)) {
         return -2;
