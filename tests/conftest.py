@@ -38,11 +38,17 @@ requires_engine = pytest.mark.skipif(not engine_available(),
 
 @pytest.fixture(autouse=True)
 def _fresh_compilers():
+    """Both compilers' caches empty and cdynamo's counters at zero before each test, the
+    caches emptied again after it."""
+    import torch._dynamo
     torch.manual_seed(0)
+    torch._dynamo.reset()
     if engine_available():
         import cdynamo
         cdynamo.reset()
+        cdynamo.reset_counters()
     yield
+    torch._dynamo.reset()
     if engine_available():
         import cdynamo
         cdynamo.reset()

@@ -14,15 +14,6 @@ import cdynamo
 from helpers import CountingBackend, _clone_args, assert_same
 
 
-@pytest.fixture(autouse=True)
-def _clean():
-    cdynamo.reset()
-    torch._dynamo.reset()
-    yield
-    cdynamo.reset()
-    torch._dynamo.reset()
-
-
 def fg_compare(fn, *args, calls=2, dynamo_result=True):
     """fn eagerly, under torch._dynamo and under cdynamo, both with fullgraph=True: equal
     results on every call, as many graphs as torch._dynamo. dynamo_result=False where

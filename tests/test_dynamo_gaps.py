@@ -13,15 +13,6 @@ import cdynamo
 from helpers import CountingBackend, _clone_args, assert_same
 
 
-@pytest.fixture(autouse=True)
-def _clean():
-    cdynamo.reset()
-    torch._dynamo.reset()
-    yield
-    cdynamo.reset()
-    torch._dynamo.reset()
-
-
 def run_both(fn, *args, fullgraph=True, calls=2, reset=None):
     """fn under torch._dynamo and under cdynamo (`calls` calls each, `reset()` before each
     run, eager first): equal results, no more graphs (what the harness counts). Returns (cdynamo's, torch._dynamo's)

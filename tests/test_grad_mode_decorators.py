@@ -11,15 +11,6 @@ import cdynamo
 from helpers import CountingBackend, _clone_args, assert_same
 
 
-@pytest.fixture(autouse=True)
-def _clean():
-    cdynamo.reset()
-    torch._dynamo.reset()
-    yield
-    cdynamo.reset()
-    torch._dynamo.reset()
-
-
 def results(fn, x):
     out = fn(x)
     return out, tuple(t.requires_grad for t in out if isinstance(t, torch.Tensor))

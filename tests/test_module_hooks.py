@@ -20,16 +20,6 @@ from helpers import CountingBackend, assert_same
 D = 8
 
 
-@pytest.fixture(autouse=True)
-def _clean():
-    torch._dynamo.reset()
-    cdynamo.reset()
-    cdynamo.reset_counters()
-    yield
-    torch._dynamo.reset()
-    cdynamo.reset()
-
-
 class Stack(nn.Module):
     def __init__(self, n=3):
         super().__init__()
