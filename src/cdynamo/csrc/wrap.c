@@ -426,6 +426,24 @@ wrap_input_iterator(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* Objects of the frame (source not NULL) that a family other than the generic object's
+ * models: a tuple iterator, a NumPy array (values/ndarray.c), a view of a ModelOutput (user
+ * family). TR_NOTIMPL for any other object. */
+static tr_status
+wrap_input_other(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    if (Py_TYPE(obj) == cdyn_tuple_iter_type()) {
+        return wrap_input_iterator(tx, obj, source, out);
+    }
+    if (cdyn_is_numpy_array(obj)) {
+        tr_status st = cdyn_ndarray_wrap_input(tx, obj, source, out);
+        if (st != TR_OK || *out != NULL) {
+            return st;
+        }
+    }
+    return PyDict_Check(obj) ? TR_NOTIMPL : cdyn_mo_wrap_view(tx, obj, source, out);
+}
+
 tr_status
 cdyn_tx_materialize(cdyn_tx *tx, PyObject *v)
 {
@@ -751,17 +769,8 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         *out = cdyn_value_obj(k, obj, source);   /* (OBJFN: u.ofn.fn is slot 0) */
         return *out ? TR_OK : TR_ERROR;
     }
-    if (source != NULL && Py_TYPE(obj) == cdyn_tuple_iter_type()) {
-        return wrap_input_iterator(tx, obj, source, out);
-    }
-    if (source != NULL && cdyn_is_numpy_array(obj)) {   /* values/ndarray.c */
-        tr_status st = cdyn_ndarray_wrap_input(tx, obj, source, out);
-        if (st != TR_OK || *out != NULL) {
-            return st;
-        }
-    }
-    if (source != NULL && !PyDict_Check(obj)) {   /* a view of a ModelOutput (user family) */
-        tr_status st = cdyn_mo_wrap_view(tx, obj, source, out);
+    if (source != NULL) {
+        tr_status st = wrap_input_other(tx, obj, source, out);
         if (st != TR_NOTIMPL) {
             return st;
         }
