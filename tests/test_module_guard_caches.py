@@ -78,6 +78,79 @@ def test_freezing_parameters_after_compile_recompiles():
     assert g1 is not None
 
 
+def test_freezing_under_no_grad_keeps_the_entry():
+    # traced and called under no_grad, with no requires_grad read: the graph and the
+    # backend's inference path are the same either way, so the tag-skipped parameters'
+    # requires_grad is not compared (no recompile), and results stay eager's
+    torch.manual_seed(0)
+    m, x = Block(), torch.randn(2, 4)
+    counter = CountingBackend(torch._dynamo.backends.registry.lookup_backend("aot_eager"))
+    with torch.no_grad():
+        c, _ = _run(m, x, counter)
+        c(x)
+        c(x)
+        for p in m.parameters():
+            p.requires_grad_(False)
+        out = c(x)
+        assert torch.equal(out, m(x)) and not out.requires_grad
+        for p in m.parameters():
+            p.requires_grad_(True)
+        assert torch.equal(c(x), m(x))
+    assert counter.frame_count == 1
+    out = c(x)                                      # grad mode on: GRAD_MODE recompiles
+    assert counter.frame_count == 2 and out.requires_grad
+    assert torch.equal(out, m(x))
+
+
+class ReadsRequiresGrad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if self.lin.weight.requires_grad:
+            return y + 1
+        return y - 1
+
+
+def test_requires_grad_read_under_no_grad_is_still_guarded():
+    torch.manual_seed(0)
+    m, x = ReadsRequiresGrad(), torch.randn(2, 4)
+    counter = CountingBackend()
+    with torch.no_grad():
+        c, _ = _run(m, x, counter)
+        c(x)
+        c(x)                                        # the parameters' guards now cached
+        m.lin.weight.requires_grad_(False)
+        assert torch.equal(c(x), m(x)), "the branch on requires_grad must be re-taken"
+    assert counter.frame_count == 2
+
+
+def test_enable_grad_inside_no_grad_frame_is_still_guarded():
+    class GradInside(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            with torch.enable_grad():
+                return self.lin(x)
+
+    torch.manual_seed(0)
+    m, x = GradInside(), torch.randn(2, 4)
+    counter = CountingBackend(torch._dynamo.backends.registry.lookup_backend("aot_eager"))
+    with torch.no_grad():
+        c, _ = _run(m, x, counter)
+        c(x)
+        assert c(x).requires_grad
+        for p in m.lin.parameters():
+            p.requires_grad_(False)
+        out = c(x)
+        assert not out.requires_grad and torch.equal(out, m(x))
+    assert counter.frame_count == 2
+
+
 def test_hook_added_after_caching_is_run():
     torch.manual_seed(0)
     m, x = Block(), torch.randn(2, 4)

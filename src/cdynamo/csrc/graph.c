@@ -365,6 +365,9 @@ cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *modu
     if (target == cdyn_G.set_grad_enabled) {
         tx->grad_enabled = PyTuple_GET_SIZE(fargs) > 0 &&
                            PyObject_IsTrue(PyTuple_GET_ITEM(fargs, 0)) == 1;
+        if (tx->grad_enabled) {
+            cdyn_guards_note_requires_grad(tx->guards);
+        }
     }
     else {
         tx->n_call_nodes++;

@@ -128,6 +128,10 @@ struct cdyn_guards {
     int tg_unmarked;       /* no batched tensor had dimension markings when traced: the
                               first batched guard tests every tg tensor for markings added
                               since, and the other batched guards are implied */
+    int rg_seen;           /* the trace may depend on a tensor's requires_grad: grad mode
+                              was on at its start or set on in it, or a requires_grad was
+                              read (cdyn_guards_note_requires_grad); 0: a tag-skipped
+                              TENSOR_MATCH need not compare it */
     int tg_autocast;       /* tg's tensors cover graph_devices: TensorGuards compares their
                               dispatch keys with the thread's excluded set applied, which
                               holds the autocast key of their device type when autocast is
@@ -794,6 +798,12 @@ cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys)
 }
 
 void
+cdyn_guards_note_requires_grad(cdyn_guards *g)
+{
+    g->rg_seen = 1;
+}
+
+void
 cdyn_guards_set_graph_devices(cdyn_guards *g, PyObject *types)
 {
     Py_XSETREF(g->graph_devices, PyFrozenSet_Check(types) ? Py_NewRef(types) : NULL);
@@ -810,6 +820,9 @@ cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
         return -1;
     }
     gd->flag = enabled;
+    if (enabled & 1) {
+        g->rg_seen = 1;
+    }
     if (enabled & 2) {
         /* Under autocast, its dtypes and cache flag per device are baked into what
          * aot_eager/inductor compile: torch's GlobalStateGuard snapshots them (and the rest
@@ -1941,7 +1954,13 @@ tensor_unchanged(const cdyn_guards *g, const guard *gd, PyObject *v)
         return 0;
     }
     /* beyond torch._dynamo: requires_grad is still compared (freezing parameters after a
-       compile, p.requires_grad_(False), changes no dict) */
+       compile, p.requires_grad_(False), changes no dict), unless the trace cannot depend
+       on it: traced with grad mode off throughout (GRAD_MODE keeps it off) and no
+       requires_grad read, the graph and what the backend makes of it (AOTAutograd's
+       inference path) are the same either way */
+    if (!g->rg_seen) {
+        return 1;
+    }
     PyObject *rg = get_attr(gs_requires_grad, v);
     int same = rg != NULL && (rg == Py_True) == gd->flag;
     if (rg == NULL) {

@@ -51,6 +51,11 @@ int cdyn_guards_add_nn_module(cdyn_guards *g, PyObject *source, PyObject *mod);
 /* GRAD_MODE: the global state of cdyn_guards_global_state() (bit 0 grad mode, bit 1 any
  * autocast enabled) as at trace time. */
 int cdyn_guards_add_grad_mode(cdyn_guards *g, int state);
+/* Note that the trace read a tensor's requires_grad (or another autograd property) or
+ * turned grad mode on: a parameter's TENSOR_MATCH skipped by its module dicts' tags then
+ * still compares requires_grad. A set whose GRAD_MODE was added with grad mode on has it
+ * noted already. */
+void cdyn_guards_note_requires_grad(cdyn_guards *g);
 /* The device types (a frozenset of str, borrowed; anything else: not known) of every
  * tensor the compiled graph makes: GRAD_MODE then leaves its autocast test to the set's
  * TensorGuards when that checks tensors of each of these types. */

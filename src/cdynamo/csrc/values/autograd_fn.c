@@ -771,6 +771,7 @@ cdyn_autograd_apply(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *arg
                                        "(only tensors and constants are traced)", args[i]);
         }
     }
+    cdyn_guards_note_requires_grad(tx->guards);
     s.needs = needs_input_grad(args, nargs);
     if (s.needs == NULL) {
         return TR_ERROR;

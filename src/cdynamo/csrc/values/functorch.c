@@ -581,6 +581,7 @@ grad_wrap_args(cdyn_tx *tx, grad_state *g, PyObject *const *args, Py_ssize_t nar
     for (Py_ssize_t i = 0; st == TR_OK && i < npos_diff; i++) {
         /* as torch._dynamo: requires_grad_() allowed around each one */
         PyObject *d = PyList_GET_ITEM(list, pos[i]);
+        cdyn_guards_note_requires_grad(tx->guards);
         st = primitive(tx, fn_set_inplace_rg, args_true, &r);
         Py_CLEAR(r);
         g->inplace_allowed = st == TR_OK;

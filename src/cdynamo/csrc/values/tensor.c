@@ -37,7 +37,11 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     static const char *const bad[] = {"data", "grad", "grad_fn", "_base", "_version", NULL};
     PyObject *attr;
     if (cdyn_name_in(name, meta)) {
-        PyObject *r = PyObject_GetAttr(fake(v), name);
+        PyObject *r;
+        if (cdyn_name_is(name, "requires_grad")) {
+            cdyn_guards_note_requires_grad(tx->guards);
+        }
+        r = PyObject_GetAttr(fake(v), name);
         tr_status st;
         if (r == NULL) {
             return cdyn_tx_unsupported(tx, "tensor attribute failed");
@@ -62,7 +66,9 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (attr != NULL && (PyObject_TypeCheck(attr, &PyProperty_Type) ||
                          Py_TYPE(attr) == &PyGetSetDescr_Type ||
                          Py_TYPE(attr) == &PyMemberDescr_Type)) {
-        PyObject *val = PyObject_GetAttr(fake(v), name);
+        PyObject *val;
+        cdyn_guards_note_requires_grad(tx->guards);   /* is_leaf, ...: autograd state */
+        val = PyObject_GetAttr(fake(v), name);
         if (val == NULL) {
             return cdyn_tx_unsupported(tx, "Tensor attribute %U", name);
         }
