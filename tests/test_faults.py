@@ -682,3 +682,33 @@ def test_two_keys_of_a_dict_subclass_are_two_guards():
         assert compiled(x).item() == _two_registry_reads(x).item() == 15
     finally:
         dict.__setitem__(_REG, "b", 2)
+
+
+_DEBUG_ALLOC_SCRIPT = r"""
+import gc, torch, cdynamo
+def two(a, b):
+    return a * 2 + b
+compiled = cdynamo.compile(two, backend="eager")
+x, y = torch.randn(3, dtype=torch.complex64), torch.randn(3, dtype=torch.complex64)
+for _ in range(3):
+    compiled(x, y)
+out = compiled(x, y.conj())     # fails only in TensorGuards (dispatch keys): the slow path
+assert torch.equal(out, two(x, y.conj()))
+print(cdynamo.cache_entries(two)[0].recompile_reason)
+cdynamo.reset()
+gc.collect()
+print("clean")
+"""
+
+
+def test_tensor_guards_failure_report_stays_in_bounds():
+    # naming the tensor whose dispatch keys failed listed every guard marked batched, the
+    # NO_TENSOR_ALIASING that TensorGuards implies included: one item past the end of a
+    # list. Python's debug allocator (PYTHONMALLOC=debug) catches a write past a block.
+    import os
+    import subprocess
+    env = dict(os.environ, PYTHONMALLOC="debug")
+    r = subprocess.run([sys.executable, "-c", _DEBUG_ALLOC_SCRIPT], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "dispatch key" in r.stdout and "L['b']" in r.stdout and "clean" in r.stdout

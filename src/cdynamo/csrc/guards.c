@@ -1873,7 +1873,8 @@ tg_failure(const cdyn_guards *g, PyObject *const *localsplus)
     }
     names = PyList_New(g->tg_n);
     for (Py_ssize_t i = 0, k = 0; names != NULL && i < g->len; i++) {
-        if (g->items[i].batched) {
+        /* the tensors only: a NO_TENSOR_ALIASING it implies is marked batched too */
+        if (g->items[i].batched && g->items[i].kind == G_TENSOR) {
             PyList_SET_ITEM(names, k++, Py_NewRef(cdyn_source_repr(g->items[i].source)));
         }
     }
