@@ -234,6 +234,65 @@ def test_tensor_guards_batch_sees_each_property():
     assert len(cdynamo.cache_entries(_mul2)) == len(changed) + 1
 
 
+def _six(a, b, c, d, e, f):
+    if a is f:
+        return a * 3 + b + c + d + e
+    return a * 2 + b + c + d + e + f
+
+
+@pytest.mark.parametrize("pos", [1, 5])
+def test_tensor_match_tree_of_many_inputs_sees_each_property(pos):
+    # from four tensor inputs on, torch's guard tree (RootGuardManager) checks them instead
+    # of TensorGuards: every property of an input still recompiles, and the old entry
+    # serves the old inputs (static shapes: a size change is one more entry)
+    compiled = cdynamo.compile(_six, backend="eager", dynamic=False)
+    xs = [torch.randn(2, 3) for _ in range(6)]
+    for _ in range(3):
+        assert torch.equal(compiled(*xs), _six(*xs))
+    x = xs[pos]
+    changed = [torch.randn(1, 3), torch.randn(3, 2).t(), x.double(),
+               x.clone().requires_grad_(), torch.nn.Parameter(x.clone())]
+    for i, t in enumerate(changed):
+        args = xs[:pos] + [t] + xs[pos + 1:]
+        assert torch.equal(compiled(*args), _six(*args))
+        assert len(cdynamo.cache_entries(_six)) == i + 2
+    assert torch.equal(compiled(*xs), _six(*xs))
+    assert len(cdynamo.cache_entries(_six)) == len(changed) + 1
+
+
+def test_tensor_match_tree_of_many_inputs_sees_dispatch_keys_and_aliasing():
+    compiled = cdynamo.compile(_six, backend="eager")
+    xs = [torch.randn(3, dtype=torch.complex64) for _ in range(6)]
+    for _ in range(3):
+        assert torch.equal(compiled(*xs), _six(*xs))
+    conj = xs[:4] + [xs[4].conj()] + xs[5:]
+    assert torch.equal(compiled(*conj), _six(*conj))
+    entries = cdynamo.cache_entries(_six)
+    assert len(entries) == 2 and "dispatch key" in entries[0].recompile_reason
+    same = xs[:5] + [xs[0]]                          # a is f: the other branch
+    assert torch.equal(compiled(*same), _six(*same))
+    assert len(cdynamo.cache_entries(_six)) == 3
+    pair = [xs[0], xs[1], xs[1]] + xs[3:]            # b is c: aliasing the trace did not have
+    assert torch.equal(compiled(*pair), _six(*pair))
+    assert len(cdynamo.cache_entries(_six)) == 4
+    for _ in range(2):
+        assert torch.equal(compiled(*xs), _six(*xs))
+        assert torch.equal(compiled(*same), _six(*same))
+    assert len(cdynamo.cache_entries(_six)) == 4
+
+
+def test_tensor_match_tree_sees_autocast():
+    compiled = cdynamo.compile(_six, backend="eager")
+    xs = [torch.randn(4, 4) for _ in range(6)]
+    for _ in range(3):
+        compiled(*xs)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = compiled(*xs)
+        ref = _six(*xs)
+    assert out.dtype == ref.dtype and torch.equal(out, ref)
+    assert len(cdynamo.cache_entries(_six)) == 2
+
+
 class _Registry(dict):
     def get(self, key):
         lookup = super().get      # a builtin method made anew by each call

@@ -552,6 +552,32 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
     return name, wrapped, gm, keep, graph_device_types(gm)
 
 
+def tensor_guard_manager(tensors, sizes, strides):
+    """torch's C++ guard tree checking a TENSOR_MATCH on each item of a tuple: a
+    RootGuardManager with, per index i, a tuple-item manager holding torch's TENSOR_MATCH leaf
+    guard for tensors[i] (exact Python type, dispatch keys with the thread's included and
+    excluded sets applied, dtype, device, requires_grad, sizes[i], strides[i]), as
+    torch._dynamo builds them. Unlike TensorGuards it does not test the tensors for
+    uniqueness (the caller does).
+
+    Args:
+        tensors: tuple of torch.Tensor, the values the guards pass on now.
+        sizes, strides: list of list of int, one per tensor.
+    Returns the tree's bound ``check``: called with a tuple of as many objects, True when
+    every TENSOR_MATCH passes. Keeps no reference to the tensors.
+    """
+    from torch._C._dynamo.guards import RootGuardManager
+    from torch._dynamo.guards import GuardManagerType
+    root = RootGuardManager()
+    for i, t in enumerate(tensors):
+        name = f"[{i}]"
+        m = root.tuple_getitem_manager(i, name, t, GuardManagerType.GUARD_MANAGER)
+        m.add_tensor_match_guard(t, list(sizes[i]), list(strides[i]), name,
+                                 [f"TENSOR_MATCH {name}"], None, type(t),
+                                 torch._C._dispatch_keys(t))
+    return root.check
+
+
 def graph_device_types(gm):
     """frozenset of the device types (str, e.g. "cpu") of every tensor a node of gm or of
     its graph submodules (higher-order op bodies) produces, from the nodes' example values;
