@@ -6,6 +6,8 @@ version tag, and the tensors of plain local inputs are checked in one call of to
 TensorGuards. Each test changes one thing behind those shortcuts and expects the result of
 eager mode (a recompile or another entry), then a cache hit once the state is back.
 """
+import sys
+
 import pytest
 import torch
 import torch.nn as nn
@@ -234,6 +236,34 @@ def test_tensor_guards_batch_sees_each_property():
     assert len(cdynamo.cache_entries(_mul2)) == len(changed) + 1
 
 
+_IMPORTS_SCRIPT = r"""
+import sys, torch, cdynamo
+def six(a, b, c, d, e, f):
+    return a * 2 + b + c + d + e + f
+compiled = cdynamo.compile(six, backend="eager")
+xs = [torch.randn(3) for _ in range(6)]
+assert torch.equal(compiled(*xs), six(*xs))          # the trace
+before = set(sys.modules)
+for _ in range(3):                                    # cache hits: the guard tree is built
+    assert torch.equal(compiled(*xs), six(*xs))
+ys = xs[:5] + [xs[5].double()]
+assert torch.equal(compiled(*ys), six(*ys))
+assert len(cdynamo.cache_entries(six)) == 2
+print(sorted(set(sys.modules) - before))
+"""
+
+
+def test_guard_tree_costs_no_import_at_a_cache_hit():
+    # torch's guard tree (from four tensor inputs on) needs torch._dynamo.guards, which the
+    # trace has loaded already (the engine never builds the tree before it is loaded): the
+    # first cache hit imports nothing
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", _IMPORTS_SCRIPT], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]"
+
+
 def _six(a, b, c, d, e, f):
     if a is f:
         return a * 3 + b + c + d + e
@@ -243,8 +273,10 @@ def _six(a, b, c, d, e, f):
 @pytest.mark.parametrize("pos", [1, 5])
 def test_tensor_match_tree_of_many_inputs_sees_each_property(pos):
     # from four tensor inputs on, torch's guard tree (RootGuardManager) checks them instead
-    # of TensorGuards: every property of an input still recompiles, and the old entry
-    # serves the old inputs (static shapes: a size change is one more entry)
+    # of TensorGuards once torch._dynamo is loaded (here by conftest): every property of an
+    # input still recompiles, and the old entry serves the old inputs (static shapes: a size
+    # change is one more entry)
+    assert "torch._dynamo.guards" in sys.modules
     compiled = cdynamo.compile(_six, backend="eager", dynamic=False)
     xs = [torch.randn(2, 3) for _ in range(6)]
     for _ in range(3):

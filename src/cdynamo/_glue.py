@@ -564,7 +564,8 @@ def tensor_guard_manager(tensors, sizes, strides):
         tensors: tuple of torch.Tensor, the values the guards pass on now.
         sizes, strides: list of list of int, one per tensor.
     Returns the tree's bound ``check``: called with a tuple of as many objects, True when
-    every TENSOR_MATCH passes. Keeps no reference to the tensors.
+    every TENSOR_MATCH passes. Keeps no reference to the tensors. The tree's accessors import
+    torch._dynamo (about a second): the engine calls this only once torch._dynamo is loaded.
     """
     from torch._C._dynamo.guards import RootGuardManager
     from torch._dynamo.guards import GuardManagerType

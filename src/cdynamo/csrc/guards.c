@@ -161,6 +161,7 @@ static PyGetSetDef *gs_dtype, *gs_device, *gs_requires_grad, *gs_shape, *gs_is_c
 static PyObject *m_stride, *m_is_contiguous; /* method descriptors */
 static PyObject *m_storage_offset;            /* method descriptor */
 static PyObject *str_dim_marking;             /* "_has_dynamo_dim_marking" */
+static PyObject *str_dynamo_guards;           /* "torch._dynamo.guards" */
 static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
 static PyObject *fn_peek_functorch;          /* torch._C._functorch.peek_interpreter_stack */
 static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enabled */
@@ -1840,13 +1841,20 @@ done:
 }
 
 /* _glue.tensor_guard_manager(tensors, sizes, strides) (all borrowed): the check of torch's guard
- * tree over the tensors (new reference), or NULL without an exception when it cannot be built
- * (TensorGuards' check is used then). */
+ * tree over the tensors (new reference), or NULL without an exception when it is not built
+ * (TensorGuards' check is used then): when torch._dynamo is not loaded in this process (the
+ * tree's accessors import it, about a second, which a guard check must not spend), or when
+ * building it fails. */
 static PyObject *
 rgm_build(PyObject *tensors, PyObject *sizes, PyObject *strides)
 {
     static PyObject *glue;
-    PyObject *r = NULL;
+    PyObject *r = NULL, *loaded = PyImport_GetModule(str_dynamo_guards);
+    if (loaded == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(loaded);
     if (glue == NULL) {
         glue = PyImport_ImportModule("cdynamo._glue");
     }
@@ -2533,7 +2541,8 @@ cdyn_guards_init(void)
         (m_storage_offset = find_method("storage_offset")) == NULL) {
         goto done;
     }
-    if ((str_dim_marking = PyUnicode_InternFromString("_has_dynamo_dim_marking")) == NULL) {
+    if ((str_dim_marking = PyUnicode_InternFromString("_has_dynamo_dim_marking")) == NULL ||
+        (str_dynamo_guards = PyUnicode_InternFromString("torch._dynamo.guards")) == NULL) {
         goto done;
     }
     fn_is_grad_enabled = PyObject_GetAttrString(torch_c, "is_grad_enabled");
