@@ -46,4 +46,23 @@ typedef struct {
 } cdyn_live_counts;
 extern cdyn_live_counts cdyn_live;
 
+/* The address of obj's instance-dict slot, or NULL when its type has none: what
+ * _PyObject_GetDictPtr answers, without its call for a type with its own dict slot at a
+ * positive offset (tensors). Types with a managed dict (CPython 3.11's plain classes) and
+ * negative offsets go through it. */
+static inline PyObject **
+cdyn_dict_ptr(PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (!(tp->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
+        if (tp->tp_dictoffset == 0) {
+            return NULL;
+        }
+        if (tp->tp_dictoffset > 0) {
+            return (PyObject **)((char *)obj + tp->tp_dictoffset);
+        }
+    }
+    return _PyObject_GetDictPtr(obj);
+}
+
 #endif

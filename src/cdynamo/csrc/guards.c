@@ -372,7 +372,7 @@ call_method0(PyObject *meth, PyObject *obj)
 static int
 tensor_marked(PyObject *t)
 {
-    PyObject **dictptr = Py_TYPE(t)->tp_dictoffset != 0 ? _PyObject_GetDictPtr(t) : NULL;
+    PyObject **dictptr = cdyn_dict_ptr(t);
     PyObject *d = dictptr ? *dictptr : NULL;
     if (d == NULL || !PyDict_Check(d) || PyDict_GET_SIZE(d) == 0) {
         return 0;

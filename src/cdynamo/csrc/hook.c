@@ -897,12 +897,16 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
     if (e == NULL || (x->force && !force_hit && cdyn_rule_skips_frame((cdyn_rule)x->rule))) {
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < code->co_nlocalsplus; i++) {
-        slots[i] = i < nargs ? args[i] : NULL;
+    PyObject *const *locals = args;    /* the arguments are all the slots: read in place */
+    if (code->co_nlocalsplus != nargs) {
+        for (Py_ssize_t i = 0; i < code->co_nlocalsplus; i++) {
+            slots[i] = i < nargs ? args[i] : NULL;
+        }
+        locals = slots;
     }
     unsigned long gen = cdyn_cache_generation;
     t->disabled = 1;     /* guards may run Python code: no tracing meanwhile */
-    int r = cdyn_guards_check(e->guards, slots, func, func->func_globals, func->func_builtins);
+    int r = cdyn_guards_check(e->guards, locals, func, func->func_globals, func->func_builtins);
     t->disabled = 0;
     if (r < 0) {
         *handled = 1;
@@ -926,14 +930,14 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
         e->plan_state = m ? 1 : -1;
     }
     if (e->plan_state == 1) {
-        return run_plan(e, slots);
+        return run_plan(e, locals);
     }
     PyObject *entry_fn = cdyn_cache_entry_func(e, func->func_globals, func->func_closure);
     if (entry_fn == NULL) {
         return NULL;
     }
     t->passthrough = PyFunction_GET_CODE(entry_fn);
-    PyObject *res = _PyFunction_Vectorcall(entry_fn, slots, (size_t)nargs, NULL);
+    PyObject *res = _PyFunction_Vectorcall(entry_fn, locals, (size_t)nargs, NULL);
     t->passthrough = NULL;
     Py_DECREF(entry_fn);
     return res;
