@@ -82,6 +82,19 @@ def run_cdynamo(fn, *args, backend=None, **kwargs):
     return out, counter
 
 
+def check_against_eager(fn, *args, calls=2):
+    """fn eagerly, then under cdynamo.compile with a counting backend (after cdynamo.reset())
+    `calls` times on the same arguments: each result equals eager's (assert_same). Returns
+    the counting backend."""
+    expected = fn(*args)
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend=counter)
+    for i in range(calls):
+        assert_same(compiled(*args), expected, f"call {i}")
+    return counter
+
+
 def compare(fn, *args, exact=True, calls=2, **kwargs):
     """Run fn eagerly, under torch._dynamo and under cdynamo on copies of the same inputs.
 

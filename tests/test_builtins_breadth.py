@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import cdynamo
-from helpers import CountingBackend, assert_same, run_torch_dynamo
+from helpers import CountingBackend, assert_same, run_torch_dynamo, check_against_eager
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")
 
@@ -29,12 +29,7 @@ def check(fn, *args, dynamo="same", calls=2):
     """fn eagerly, under cdynamo (calls times) and torch._dynamo: results equal eager's, and
     graphs/ops equal torch._dynamo's ("same") or no worse ("better": fewer or as many graphs,
     at least as many ops). Returns cdynamo's counting backend."""
-    expected = fn(*args)
-    counter = CountingBackend()
-    cdynamo.reset()
-    compiled = cdynamo.compile(fn, backend=counter)
-    for i in range(calls):
-        assert_same(compiled(*args), expected, f"call {i}")
+    counter = check_against_eager(fn, *args, calls=calls)
     _, dyn = run_torch_dynamo(fn, *args)
     if dynamo == "same":
         assert (counter.frame_count, counter.op_count) == (dyn.frame_count, dyn.op_count), (

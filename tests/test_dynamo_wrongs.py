@@ -5,18 +5,10 @@ import pytest
 import torch
 
 import cdynamo
-from helpers import CountingBackend, assert_same, run_torch_dynamo
+from helpers import CountingBackend, assert_same, run_torch_dynamo, check_against_eager
 
 
-def run(fn, *args, calls=2):
-    """Eager result vs cdynamo (counting backend) on `calls` calls; returns the backend."""
-    expected = fn(*args)
-    counter = CountingBackend()
-    cdynamo.reset()
-    compiled = cdynamo.compile(fn, backend=counter)
-    for i in range(calls):
-        assert_same(compiled(*args), expected, f"call {i}")
-    return counter
+run = check_against_eager     # eager result vs cdynamo on `calls` calls; returns the backend
 
 
 X = torch.ones(2)

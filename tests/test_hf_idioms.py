@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 
 import cdynamo
-from helpers import CountingBackend, assert_same
+from helpers import CountingBackend, assert_same, check_against_eager
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")
 
@@ -48,12 +48,7 @@ def counts(explain, fn, *args):
 def check(fn, *args, calls=2):
     """fn under cdynamo (calls times) equals eager, with as many graphs and graph breaks as
     torch._dynamo on the same function. Returns cdynamo's counting backend."""
-    expected = fn(*args)
-    counter = CountingBackend()
-    cdynamo.reset()
-    compiled = cdynamo.compile(fn, backend=counter)
-    for i in range(calls):
-        assert_same(compiled(*args), expected, f"call {i}")
+    counter = check_against_eager(fn, *args, calls=calls)
     assert counts(cdynamo.explain, fn, *args) == counts(torch._dynamo.explain, fn, *args)
     return counter
 

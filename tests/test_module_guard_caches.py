@@ -24,6 +24,10 @@ class Block(nn.Module):
         return self.ln(self.lin(x)).relu()
 
 
+def _aot_eager_counter():
+    return CountingBackend(torch._dynamo.backends.registry.lookup_backend("aot_eager"))
+
+
 def _run(m, x, counter):
     c = cdynamo.compile(m, backend=counter)
     return c, c(x)
@@ -61,7 +65,7 @@ def test_in_place_update_is_seen_without_recompiling():
 def test_freezing_parameters_after_compile_recompiles():
     torch.manual_seed(0)
     m, x = Block(), torch.randn(2, 4)
-    counter = CountingBackend(torch._dynamo.backends.registry.lookup_backend("aot_eager"))
+    counter = _aot_eager_counter()
     c, out = _run(m, x, counter)
     c(x)
     c(x)                                            # the parameters' guards now cached
@@ -84,7 +88,7 @@ def test_freezing_under_no_grad_keeps_the_entry():
     # requires_grad is not compared (no recompile), and results stay eager's
     torch.manual_seed(0)
     m, x = Block(), torch.randn(2, 4)
-    counter = CountingBackend(torch._dynamo.backends.registry.lookup_backend("aot_eager"))
+    counter = _aot_eager_counter()
     with torch.no_grad():
         c, _ = _run(m, x, counter)
         c(x)
@@ -139,7 +143,7 @@ def test_enable_grad_inside_no_grad_frame_is_still_guarded():
 
     torch.manual_seed(0)
     m, x = GradInside(), torch.randn(2, 4)
-    counter = CountingBackend(torch._dynamo.backends.registry.lookup_backend("aot_eager"))
+    counter = _aot_eager_counter()
     with torch.no_grad():
         c, _ = _run(m, x, counter)
         c(x)

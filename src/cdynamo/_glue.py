@@ -562,7 +562,7 @@ def tensor_guard_manager(tensors, sizes, strides):
 
     Args:
         tensors: tuple of torch.Tensor, the values the guards pass on now.
-        sizes, strides: list of list of int, one per tensor.
+        sizes, strides: list of list of int, one per tensor (handed to torch as they are).
     Returns the tree's bound ``check``: called with a tuple of as many objects, True when
     every TENSOR_MATCH passes. Keeps no reference to the tensors. The tree's accessors import
     torch._dynamo (about a second): the engine calls this only once torch._dynamo is loaded.
@@ -573,7 +573,7 @@ def tensor_guard_manager(tensors, sizes, strides):
     for i, t in enumerate(tensors):
         name = f"[{i}]"
         m = root.tuple_getitem_manager(i, name, t, GuardManagerType.GUARD_MANAGER)
-        m.add_tensor_match_guard(t, list(sizes[i]), list(strides[i]), name,
+        m.add_tensor_match_guard(t, sizes[i], strides[i], name,
                                  [f"TENSOR_MATCH {name}"], None, type(t),
                                  torch._C._dispatch_keys(t))
     return root.check

@@ -544,7 +544,7 @@ static int
 module_state_cached(PyObject *mod, const nn_state_cache *c)
 {
     PyObject **dp;
-    if (c->dict == NULL || (dp = _PyObject_GetDictPtr(mod)) == NULL ||
+    if (c->dict == NULL || (dp = cdyn_dict_ptr(mod)) == NULL ||
         *dp != (PyObject *)c->dict || c->dict->ma_version_tag != c->tag) {
         return 0;
     }
@@ -565,7 +565,7 @@ module_state_rec(PyObject *mod, nn_state_cache *c)
     int cacheable = 1;
     static const char *const names[5] = {"forward", "_forward_hooks", "_forward_pre_hooks",
                                          "_backward_hooks", "_backward_pre_hooks"};
-    PyObject **dp = _PyObject_GetDictPtr(mod);
+    PyObject **dp = cdyn_dict_ptr(mod);
     PyObject *d = dp ? *dp : NULL;
     int mask = 0;
     if (nn_state_names[0] == NULL) {
@@ -2094,7 +2094,7 @@ container_module_len(PyObject *v)
         (f != module_len_fns[0] && f != module_len_fns[1] && f != module_len_fns[2]) ||
         _PyType_Lookup(tp, str_modules) != NULL ||
         _PyType_Lookup(tp, str_getattribute_name) != object_getattribute_fn ||
-        (dp = _PyObject_GetDictPtr(v)) == NULL ||
+        (dp = cdyn_dict_ptr(v)) == NULL ||
         *dp == NULL || !PyDict_CheckExact(*dp)) {
         return -2;
     }

@@ -217,7 +217,7 @@ read_instance(cdyn_modcall_cache *c, PyObject *d)
 static int
 instance_plain(cdyn_modcall_cache *c, PyObject *mod)
 {
-    PyObject **dp = _PyObject_GetDictPtr(mod);
+    PyObject **dp = cdyn_dict_ptr(mod);
     PyObject *d = dp != NULL ? *dp : NULL;
     if (d == NULL || !PyDict_CheckExact(d)) {
         return 0;
@@ -315,7 +315,7 @@ modcall_vectorcall(PyObject *Py_UNUSED(callable), PyObject *const *args, size_t 
     if (M.str_cdynamo_call == NULL && (M.str_cdynamo_call = intern("_cdynamo_call")) == NULL) {
         return NULL;
     }
-    PyObject **dp = _PyObject_GetDictPtr(args[0]);
+    PyObject **dp = cdyn_dict_ptr(args[0]);
     if (dp != NULL && *dp != NULL && PyDict_CheckExact(*dp)) {
         call = Py_XNewRef(PyDict_GetItemWithError(*dp, M.str_cdynamo_call));
     }

@@ -568,7 +568,7 @@ plain_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
     if (steps < 0 || !PyUnicode_CheckExact(name)) {
         return -2;
     }
-    dictptr = _PyObject_GetDictPtr(base);
+    dictptr = cdyn_dict_ptr(base);
     d = dictptr != NULL ? *dictptr : NULL;
     if (d != NULL && !PyDict_CheckExact(d)) {
         return -2;
@@ -657,7 +657,7 @@ nn_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
 {
     static uint64_t fills;
     PyTypeObject *tp = Py_TYPE(base);
-    PyObject **dictptr = _PyObject_GetDictPtr(base);
+    PyObject **dictptr = cdyn_dict_ptr(base);
     PyObject *d = dictptr ? *dictptr : NULL, *v = NULL;
     int r = 1;
     if (d == NULL || !PyDict_CheckExact(d) || !PyUnicode_CheckExact(name)) {
@@ -860,7 +860,7 @@ attr_cache_valid(PyObject *base, const cdyn_attr_cache *c)
         tp->tp_version_tag != c->type_tag) {
         return 0;
     }
-    PyObject **dictptr = _PyObject_GetDictPtr(base);
+    PyObject **dictptr = cdyn_dict_ptr(base);
     PyDictObject *d = dictptr ? (PyDictObject *)*dictptr : NULL;
     if (d != c->dict || (d != NULL && d->ma_version_tag != c->dict_tag)) {
         return 0;
