@@ -349,3 +349,40 @@ def test_dict_read_after_stores_sees_them():
         return x + p.__dict__["a"] + del_b + len(p.__dict__)
 
     check(f, P, torch.randn(3))
+
+
+def test_del_statement_on_frame_object_and_new_object():
+    """`del obj.name` (the DELETE_ATTR opcode) as delattr(): on an object of the frame (the
+    store replayed, the class attribute read after it) and on one made in the trace; one
+    graph as torch._dynamo (was a graph break at DELETE_ATTR)."""
+    class P:
+        scale = 10
+
+        def __init__(self):
+            self.scale = 2
+            self.tmp = 1
+
+    def f(p, x):
+        y = x + 1
+        del p.tmp
+        del p.scale
+        q = P()
+        del q.tmp
+        return y * p.scale + len(q.__dict__)
+
+    cdy = check(f, P, torch.randn(3))
+    assert cdy.frame_count == 1
+
+
+def test_del_statement_missing_attribute_raises_attribute_error():
+    class P:
+        pass
+
+    def f(p, x):
+        y = x + 1
+        del p.missing
+        return y
+
+    compiled = cdynamo.compile(f, backend="eager")
+    with pytest.raises(AttributeError, match="missing"):
+        compiled(P(), torch.randn(3))

@@ -413,6 +413,22 @@ OP(store_attr)
     return st;
 }
 
+/* DELETE_ATTR: `del obj.name`, as delattr(obj, name) (values/userobj.c: the type's
+ * __delattr__ inlined, object's recorded as a side effect); a break on other values. */
+OP(delete_attr)
+{
+    /* [.., obj] */
+    PyObject *name = PyTuple_GET_ITEM(fs->code->co_names, ins->oparg);
+    tr_status st = cdyn_user_setattr_builtin(tx, peek(fs, 0), name, NULL);
+    if (st == TR_NOTIMPL) {
+        return cdyn_tx_unsupported(tx, "DELETE_ATTR %U on %S", name, peek(fs, 0));
+    }
+    if (st == TR_OK) {
+        drop(fs, 1);
+    }
+    return st;
+}
+
 /* STORE_GLOBAL: a side effect replayed after the graph (STORE_GLOBAL in the top frame's
  * module, a store into the globals dict of another module), and what later loads of the
  * trace see (tx->by_source, keyed by the global's source). */
@@ -1276,6 +1292,7 @@ op_table_init(void)
         {LOAD_CLOSURE, op_load_closure}, {LOAD_DEREF, op_load_deref},
         {STORE_DEREF, op_store_deref}, {LOAD_GLOBAL, op_load_global},
         {LOAD_ATTR, op_load_attr}, {LOAD_METHOD, op_load_attr}, {STORE_ATTR, op_store_attr},
+        {DELETE_ATTR, op_delete_attr},
         {STORE_GLOBAL, op_store_global}, {BUILD_TUPLE, op_build_seq},
         {BUILD_LIST, op_build_seq}, {LIST_TO_TUPLE, op_list_to_tuple},
         {LIST_APPEND, op_list_add}, {LIST_EXTEND, op_list_add}, {BUILD_MAP, op_build_map},
