@@ -1888,3 +1888,44 @@ def test_break_inside_nullcontext():
     for _ in range(2):
         assert torch.equal(compiled(A), nullcontext_split(A))
     assert cdy.n_graphs == 2 and cdynamo._C.counters()["unmodified"] == 0
+
+
+def test_slice_with_a_tensor_bound_breaks_once_at_the_subscript():
+    """x[idx:] with idx a 0-d tensor of the graph: the slice is built in the trace and the
+    subscript (a data-dependent index, as torch._dynamo's Tensor.item() break) is the one
+    graph break; the rest runs in a resume function with its own graph (was two breaks: at
+    BUILD_SLICE, then again in the resume function on the slice object). Other index values
+    stay equal to eager."""
+    from helpers import assert_same
+
+    def fn(y):
+        x = torch.arange(8.0)
+        idx = y[0]
+        out = x[idx:]
+        return (out + 3) * 5
+
+    ex = cdynamo.explain(fn)(torch.ones(10, dtype=torch.long))
+    assert (ex.graph_count, ex.graph_break_count) == (2, 1), ex
+    assert "failed on fake tensors" in str(ex.break_reasons[0].reason)
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend="eager")
+    for start in (1, 3, 3, 0):
+        y = torch.full((10,), start, dtype=torch.long)
+        assert_same(compiled(y), fn(y), f"start {start}")
+
+
+def test_tensor_lengths_slice_in_a_loop_equal_to_eager():
+    """x[i, :lengths[i]] over a batch (padding-aware code): equal to eager for two lengths
+    tensors."""
+    from helpers import assert_same
+
+    def fn(x, lengths):
+        outs = []
+        for i in range(x.size(0)):
+            outs.append(x[i, :lengths[i]].sum())
+        return torch.stack(outs)
+
+    compiled = cdynamo.compile(fn, backend="eager")
+    x = torch.randn(3, 5)
+    for lengths in (torch.tensor([2, 5, 1]), torch.tensor([4, 0, 3])):
+        assert_same(compiled(x, lengths), fn(x, lengths), str(lengths))

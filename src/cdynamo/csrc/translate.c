@@ -608,7 +608,13 @@ OP(build_slice)
 {
     PyObject *objs[3] = {Py_None, Py_None, Py_None};
     int n = ins->oparg;
-    if (cdyn_any_sym(&fs->stack[fs->sp - n], n)) {   /* x[:n] with a symbolic n */
+    int tensor_bound = 0;
+    for (int i = 0; i < n; i++) {
+        tensor_bound |= V(fs->stack[fs->sp - n + i])->kind == VK_TENSOR;
+    }
+    /* x[:n] with a symbolic n, x[i:] with a tensor i (the subscript is then a break at its
+       data-dependent index, as torch._dynamo's, not here) */
+    if (tensor_bound || cdyn_any_sym(&fs->stack[fs->sp - n], n)) {
         PyObject *r = NULL;
         tr_status st = cdyn_sym_build_slice(tx, &fs->stack[fs->sp - n], n, &r);
         return st == TR_OK ? replace(fs, n, r) : st;

@@ -462,7 +462,7 @@ cdyn_sym_build_slice(cdyn_tx *tx, PyObject *const *parts, int n, PyObject **out)
             Py_DECREF(l);
             return TR_ERROR;
         }
-        if (V(p)->kind != VK_SYMINT && !cdyn_v_is_none(p) &&
+        if (V(p)->kind != VK_SYMINT && V(p)->kind != VK_TENSOR && !cdyn_v_is_none(p) &&
             !(V(p)->kind == VK_CONST && PyLong_Check(V(p)->u.cnst.value))) {
             Py_DECREF(p);
             Py_DECREF(l);
