@@ -183,6 +183,53 @@ def test_int_input_becomes_dynamic_after_a_change():
     assert _placeholders(cdy.graphs[1]) == ["FakeTensor", "SymInt"]
 
 
+def test_int_items_of_a_tuple_input_become_dynamic_after_a_change():
+    """A shape tuple passed in (x.reshape(shp)): one constant until an item changes, then
+    that item is a SymInt input (2 graphs as torch._dynamo, was one per shape)."""
+    def f(x, shp):
+        return x.reshape(shp) * 2
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 4), (n * 2, 2)) for n in (4, 6, 8, 10, 12)])
+    assert cdy.frame_count == dyn.frame_count == 2
+    assert "SymInt" in _placeholders(cdy.graphs[1])
+
+
+def test_torch_size_of_symbolic_ints():
+    """torch.Size([...]) of symbolic sizes, Size slicing and concatenation: torch.Size values
+    in the graph (2 graphs as torch._dynamo, was one per size), and Size results stay Sizes."""
+    def build(x):
+        return x.new_zeros(torch.Size([x.shape[0], 2])) + x.sum()
+
+    def concat(x):
+        return x.new_ones(x.shape[:-1] + torch.Size([3])), x.reshape(torch.Size((x.size(0) * 2, -1)))
+
+    def sizes(x):
+        return x.shape[:-1], (7,) + x.shape, x.shape * 2, torch.Size([x.size(0), 5]), x.size(0)
+
+    for fn in (build, concat):
+        dyn, cdy = sweep(fn, [(torch.randn(n, 4),) for n in (4, 6, 8, 10)])
+        assert cdy.frame_count == dyn.frame_count == 2, fn.__name__
+    cdynamo.reset()
+    c = cdynamo.compile(sizes, backend="eager")
+    for n in (4, 6, 8):
+        x = torch.randn(n, 4)
+        got, want = c(x), sizes(x)
+        assert [type(g) for g in got] == [type(w) for w in want] and got == want, (got, want)
+
+
+def test_torch_size_crossing_a_graph_break():
+    """A torch.Size built from symbolic sizes and live across a break reaches the resume
+    function as a Size whose ints are tracked like int inputs (3 graphs as torch._dynamo:
+    was one more resume function per size)."""
+    def f(x):
+        s = torch.Size([x.size(0) * 2, -1])
+        torch._dynamo.graph_break()
+        return x.reshape(s) + 1
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 4),) for n in (4, 6, 8, 10, 12)], same_inputs=False)
+    assert cdy.frame_count == dyn.frame_count == 3
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

@@ -639,6 +639,11 @@ tr_status cdyn_sym_meta(cdyn_tx *tx, PyObject *t, PyObject *obj, const char *met
 tr_status cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames, PyObject **out);
 /* BUILD_SLICE over n values (borrowed) of which one is symbolic. *out new. */
+/* Automatic dynamic shapes for the int items of a tuple (or torch.Size) obj (borrowed) of
+ * the frame read through source (borrowed): records each int item under source[i] as an int
+ * input would be; 1 when one of them is dynamic now (wrap the tuple item by item), 0 when
+ * all stay static (one constant), -1 on error. */
+int cdyn_sym_tuple_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source);
 tr_status cdyn_sym_build_slice(cdyn_tx *tx, PyObject *const *parts, int n, PyObject **out);
 /* A constant for v: a SYMINT specialised to its value (the ShapeEnv guards it); other
  * values returned as they are. *out new. */

@@ -659,6 +659,16 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
             return st;
         }
     }
+    if (source != NULL && (PyTuple_CheckExact(obj) ||
+                           Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) &&
+        cdyn_is_constant(obj)) {
+        /* a tuple or torch.Size of ints: one constant until one of its ints changes between
+           calls, then item by item (that int a SymInt input), as automatic dynamic shapes */
+        int dyn = cdyn_sym_tuple_dynamic(tx, obj, source);
+        if (dyn != 0) {
+            return dyn < 0 ? TR_ERROR : wrap_input_container(tx, obj, source, out);
+        }
+    }
     if (cdyn_is_constant(obj)) {
         if (source != NULL && cdyn_guards_add_equals(tx->guards, source, obj) < 0) {
             return TR_ERROR;

@@ -532,6 +532,42 @@ b_tuple(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_
     return list_or_tuple(tx, VK_TUPLE, args, npos, nkw, out);
 }
 
+/* torch.Size(seq) of ints and symbolic ints (torch.Size([x.size(0), 4])): a tuple value
+ * rebuilt as a torch.Size. Constants fold (the pure-builtin path); TR_NOTIMPL otherwise. */
+static tr_status
+b_torch_size(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+             Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    PyObject *items = NULL;
+    tr_status st;
+    (void)fs;
+    (void)kwnames;
+    if (npos != 1 || nkw != 0 ||
+        (V(args[0])->kind != VK_LIST && V(args[0])->kind != VK_TUPLE)) {
+        return TR_NOTIMPL;
+    }
+    if ((st = cdyn_v_unpack(tx, args[0], &items)) != TR_OK) {
+        return st;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *p = PyList_GET_ITEM(items, i);
+        int is_int = V(p)->kind == VK_CONST ? PyLong_CheckExact(V(p)->u.cnst.value)
+                                            : V(p)->kind == VK_SYMINT &&
+                                                  cdyn_v_python_type(p) == &PyLong_Type;
+        if (!is_int) {
+            Py_DECREF(items);
+            return TR_NOTIMPL;
+        }
+    }
+    *out = cdyn_value_seq_list(VK_TUPLE, items);
+    Py_DECREF(items);
+    if (*out == NULL) {
+        return TR_ERROR;
+    }
+    V(*out)->u.seq.nt_type = Py_NewRef(fn);
+    return TR_OK;
+}
+
 /* dict / OrderedDict / defaultdict / Counter and set / frozenset (values/dict.c, set.c). */
 static tr_status
 b_dict(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos, Py_ssize_t nkw,
@@ -978,6 +1014,7 @@ static const struct {
     {"inspect", "signature", b_signature},
     {"builtins", "setattr", b_setattr},
     {"builtins", "delattr", b_setattr},
+    {"torch", "Size", b_torch_size},
     {NULL, NULL, NULL},
 };
 

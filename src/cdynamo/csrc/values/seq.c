@@ -424,6 +424,8 @@ seq_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     return *out_list ? TR_OK : TR_ERROR;
 }
 
+static void keep_size(PyObject *r, PyObject *a, PyObject *b);
+
 static tr_status
 seq_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
@@ -455,6 +457,7 @@ seq_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
         }
         *out = cdyn_value_seq_list(V(v)->kind, sl);
         Py_DECREF(sl);
+        keep_size(*out, v, NULL);   /* a slice of a torch.Size is one */
         return *out ? TR_OK : TR_ERROR;
     }
     return cdyn_tx_unsupported(tx, "sequence index of type %s", Py_TYPE(k)->tp_name);
@@ -551,6 +554,26 @@ seq_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     return TR_OK;
 }
 
+/* 1 when v is a torch.Size: a tuple value rebuilt as one, or a constant Size. */
+static int
+is_size(PyObject *v)
+{
+    return (V(v)->kind == VK_TUPLE && V(v)->u.seq.nt_type == cdyn_G.torch_size_type) ||
+           (V(v)->kind == VK_CONST &&
+            Py_TYPE(V(v)->u.cnst.value) == (PyTypeObject *)cdyn_G.torch_size_type);
+}
+
+/* The result of seq + seq / seq * n is a torch.Size when an operand is (Size's __add__,
+ * __radd__, __mul__, __rmul__); r is a new tuple value. */
+static void
+keep_size(PyObject *r, PyObject *a, PyObject *b)
+{
+    if (r != NULL && V(r)->kind == VK_TUPLE && V(r)->u.seq.nt_type == NULL &&
+        (is_size(a) || (b != NULL && is_size(b)))) {
+        V(r)->u.seq.nt_type = Py_NewRef(cdyn_G.torch_size_type);
+    }
+}
+
 /* LIST, TUPLE or NULL: the sequence kind a value concatenates as (a constant tuple is a
  * tuple, a constant list a list), or 0 when it is not a sequence. */
 static cdyn_vkind
@@ -559,7 +582,7 @@ seq_kind_of(PyObject *v)
     if (V(v)->kind == VK_TUPLE || V(v)->kind == VK_LIST) {
         return V(v)->kind;
     }
-    if (V(v)->kind == VK_CONST && PyTuple_CheckExact(V(v)->u.cnst.value)) {
+    if (V(v)->kind == VK_CONST && (PyTuple_CheckExact(V(v)->u.cnst.value) || is_size(v))) {
         return VK_TUPLE;
     }
     return VK_NULL;
@@ -649,8 +672,12 @@ seq_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
         return st;
     }
     if (opb == 5 /* mul */) {
-        return ka != VK_NULL ? seq_repeat(tx, a, b, out)
-                             : kb != VK_NULL ? seq_repeat(tx, b, a, out) : TR_NOTIMPL;
+        st = ka != VK_NULL ? seq_repeat(tx, a, b, out)
+                           : kb != VK_NULL ? seq_repeat(tx, b, a, out) : TR_NOTIMPL;
+        if (st == TR_OK) {
+            keep_size(*out, a, b);
+        }
+        return st;
     }
     if (op == 13 && V(a)->kind == VK_LIST && V(b)->kind != VK_TENSOR) {
         kb = VK_LIST;   /* list += any iterable (a tuple, a dict's keys, a set, ...) */
@@ -692,6 +719,7 @@ seq_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     Py_DECREF(lb);
     *out = cdyn_value_seq_list(ka, la);
     Py_DECREF(la);
+    keep_size(*out, a, b);
     return *out ? TR_OK : TR_ERROR;
 }
 

@@ -1125,6 +1125,34 @@ done:
     return rc;
 }
 
+int
+cdyn_sym_tuple_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source)
+{
+    int any = 0;
+    if (source == NULL || tx->shapes == NULL || !PyTuple_Check(obj) || !rooted_in_frame(source) ||
+        under_nn_module(tx, source)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
+        PyObject *e = PyTuple_GET_ITEM(obj, i), *key, *isrc, *entry, *st;
+        if (!PyLong_CheckExact(e)) {
+            continue;
+        }
+        key = PyLong_FromSsize_t(i);
+        isrc = key ? cdyn_source_item(source, key) : NULL;
+        Py_XDECREF(key);
+        entry = isrc ? PyTuple_Pack(3, e, DYN, DYN) : NULL;
+        st = entry ? state_update(tx, cdyn_source_repr(isrc), entry) : NULL;   /* borrowed */
+        Py_XDECREF(entry);
+        Py_XDECREF(isrc);
+        if (st == NULL) {
+            return -1;
+        }
+        any |= (tx->dynamic != 0 && PyTuple_GET_ITEM(st, 0) == DYN) || tx->dynamic == 1;
+    }
+    return any;
+}
+
 /* ---- shape guards --------------------------------------------------------------------------- */
 
 int
