@@ -230,6 +230,32 @@ def test_torch_size_crossing_a_graph_break():
     assert cdy.frame_count == dyn.frame_count == 3
 
 
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_in_place_view_of_a_symbolic_input(dynamic):
+    """t.unsqueeze_(0) / t.t_() on an input with symbolic dims: the shape guards are made
+    from the input as it came in (producing them raised IndexError inside the engine and the
+    frame ran unmodified); graphs as torch._dynamo, the input changed as eagerly."""
+    def unsq(t):
+        t.unsqueeze_(0)
+        return t + 1
+
+    def transpose(t):
+        t.t_()
+        return t * 2
+
+    for fn in (unsq, transpose):
+        calls = [(torch.randn(n, 3),) for n in (2, 3, 4, 5, 3)]
+        torch._dynamo.reset()
+        cdynamo.reset()
+        cdy = RecordingBackend()
+        c = cdynamo.compile(fn, backend=cdy, dynamic=dynamic)
+        for (a,) in calls:
+            b = a.clone()
+            assert_same(c(a), fn(b), fn.__name__)
+            assert a.shape == b.shape and a.stride() == b.stride()
+        assert cdy.frame_count == (1 if dynamic else 2), (fn.__name__, cdy.frame_count)
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

@@ -132,7 +132,10 @@ class ShapeTrace:
         assert ndim == tensor.dim()
         fake = self.fake_mode.from_tensor(tensor, source=ts, symbolic_context=ctx, trace=False)
         self.tracing_context.tensor_to_context[tensor] = ctx
-        self.tracked.append((fake, ts, ctx, src))
+        # the metadata the input came with: an in-place view op of the trace (t.unsqueeze_(0))
+        # changes the fake's, and the guards are about the input as it came in
+        meta = (fake.size(), fake.stride(), fake.storage_offset())
+        self.tracked.append((fake, ts, ctx, src, meta))
         return fake
 
     def lift_symbols(self, graph, node, fake):
@@ -171,7 +174,7 @@ class ShapeTrace:
                 ph = graph.placeholder(name)
         ph.meta["example_value"] = sym
         self.bound[sym.node.expr] = ph
-        self.tracked.append((sym, ts, None, src))
+        self.tracked.append((sym, ts, None, src, None))
         return ph, sym
 
     def bound_node(self, sym):
@@ -278,7 +281,7 @@ class ShapeTrace:
                 slot_specs.append(s)
             return var
 
-        fs = self.tracked
+        fs = [(_as_it_came(t[0], t[4]),) + t[1:4] for t in self.tracked]
         exprs = self.shape_env.produce_guards_verbose(
             [t[0] for t in fs], [t[1] for t in fs], source_ref=source_ref,
             input_contexts=[t[2] for t in fs], langs=("python",))[0].exprs
@@ -305,6 +308,22 @@ class ShapeTrace:
             code, fn = _lower(e2, len(slots))
             programs.append((code, fn, text, reads))
         return masks, slots, programs, slot_names
+
+
+def _as_it_came(fake, meta):
+    """The fake of an input with the sizes, strides and offset it was made with: `fake`
+    itself, or a view of it with those (an in-place view op of the trace changed its own)."""
+    if meta is None:
+        return fake
+    size, stride, offset = meta
+    same = (fake.dim() == len(size) and
+            all(str(a) == str(b) for a, b in zip(fake.size(), size)) and
+            all(str(a) == str(b) for a, b in zip(fake.stride(), stride)) and
+            str(fake.storage_offset()) == str(offset))
+    if same:
+        return fake
+    with fake.fake_mode:
+        return fake.as_strided(size, stride, offset)
 
 
 def _maybe_int(s):
