@@ -256,6 +256,21 @@ def test_in_place_view_of_a_symbolic_input(dynamic):
         assert cdy.frame_count == (1 if dynamic else 2), (fn.__name__, cdy.frame_count)
 
 
+def test_parameter_arguments_keep_static_shapes():
+    """An nn.Parameter passed as an argument keeps static shapes (torch._dynamo's
+    force_parameter_static_shapes): one graph per shape, as torch._dynamo (was automatic
+    dynamic: one symbolic graph), plain tensors of the same shapes still become dynamic."""
+    def f(x, w):
+        return x @ w
+
+    calls = [(torch.randn(4, n), nn.Parameter(torch.randn(n, 2))) for n in (3, 4, 5, 6)]
+    dyn, cdy = sweep(f, calls)
+    assert cdy.frame_count == dyn.frame_count == 4
+    assert all(s == "FakeTensor" for g in cdy.graphs for s in _placeholders(g))
+    dyn, cdy = sweep(f, [(x, w.detach()) for x, w in calls])
+    assert cdy.frame_count == dyn.frame_count == 2
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

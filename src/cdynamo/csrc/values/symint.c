@@ -1029,8 +1029,11 @@ cdyn_sym_tensor_input(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyObject 
     if (layout == NULL) {
         return TR_ERROR;
     }
-    /* nn.Module state, and tensors that are not plain strided tensors, keep static shapes */
-    static_shapes = nd > 64 || layout != layout_strided || under_nn_module(tx, source);
+    /* nn.Module state, parameters wherever they come from (torch._dynamo's
+       force_parameter_static_shapes), and tensors that are not plain strided tensors keep
+       static shapes */
+    static_shapes = nd > 64 || layout != layout_strided || under_nn_module(tx, source) ||
+                    Py_TYPE(tensor) == (PyTypeObject *)cdyn_G.nn_parameter_type;
     Py_DECREF(layout);
     memset(buf, 0, sizeof(buf));
     if (!static_shapes && decide_dims(tx, tensor, source, nd, buf, buf + 64, buf + 128) < 0) {
