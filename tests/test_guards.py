@@ -116,6 +116,45 @@ def test_past_cache_size_limit_runs_eagerly():
         cdynamo.config.cache_size_limit = saved
 
 
+def _limit_outer(x, n):
+    x = x + n
+    return _limit_inner(x, n)
+
+
+def _limit_inner(x, n):
+    if torch.compiler.is_compiling():
+        x = x + 100
+    return x + n
+
+
+def test_callees_of_a_frame_at_its_cache_limit_are_not_compiled():
+    """Once a frame is at its cache limit it runs uncompiled and so do the frames it calls
+    (their cache entries still run), as torch._dynamo's run-only mode after recompile_limit:
+    the callee was compiled anew for each call before (a frame at the limit compiling its
+    callees in a loop). Outputs and graph count equal torch._dynamo's."""
+    def run(compile_fn, limit_ctx):
+        counter = CountingBackend()
+        with limit_ctx:
+            f = compile_fn(_limit_outer, backend=counter, dynamic=False)
+            outs = [f(torch.zeros(1), i).item() for i in range(4)]
+        return outs, counter.frame_count
+
+    class _CdynamoLimit:
+        def __enter__(self):
+            self.saved = cdynamo.config.cache_size_limit
+            cdynamo.config.cache_size_limit = 2
+
+        def __exit__(self, *exc):
+            cdynamo.config.cache_size_limit = self.saved
+
+    torch._dynamo.reset()
+    want = run(torch.compile, torch._dynamo.config.patch(recompile_limit=2))
+    torch._dynamo.reset()
+    cdynamo.reset()
+    got = run(cdynamo.compile, _CdynamoLimit())
+    assert got == want == ([100.0, 102.0, 4.0, 6.0], 2), (got, want)
+
+
 def test_reset_clears_entries():
     f, counter = _compiled(add)
     a = torch.randn(2)

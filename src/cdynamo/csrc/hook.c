@@ -52,6 +52,9 @@ typedef struct {
     PyObject *options;     /* borrowed (held by the running wrapper) or NULL */
     int active;            /* depth of compiled calls on this thread */
     int disabled;          /* nonzero: every frame falls through */
+    int run_only;          /* nonzero inside a frame run uncompiled at its cache limit: frames
+                              run their cache entries but nothing is compiled (as
+                              torch._dynamo's run-only mode after recompile_limit) */
     PyObject *passthrough; /* borrowed code object: the next frame with it falls through */
     /* Delegation marker: the frame last handed to prev_eval (NULL when none) and the
      * Python frame executing when it was handed over. Saved and restored around each
@@ -486,6 +489,11 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
     int rc, locked = 0;
 
     cdyn_counts.cache_misses++;
+    if (t->run_only) {
+        /* called from a frame at its cache limit: runs as is, its callees too */
+        cdyn_counts.unmodified++;
+        return eval_plain(ts, f, 0);
+    }
     t->disabled = 1;
     if (x->nentries + x->nunmodified >= cache_size_limit) {
         cdyn_counts.cache_limit_hits++;
@@ -501,7 +509,9 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
             PyErr_Clear();
         }
         t->disabled = saved_disabled;
+        t->run_only++;   /* and what it calls (cached entries still run) */
         res = eval_plain(ts, f, 0);
+        t->run_only--;
         goto done;
     }
     if (x->nentries > 0) {
@@ -543,7 +553,9 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
         t->disabled = saved_disabled;
         cdyn_counts.cache_limit_hits++;
         cdyn_counts.unmodified++;
+        t->run_only++;
         res = eval_plain(ts, f, 0);
+        t->run_only--;
         goto done;
     }
     rc = cdyn_translate_frame(f, t->options, &out);
