@@ -271,6 +271,29 @@ def test_parameter_arguments_keep_static_shapes():
     assert cdy.frame_count == dyn.frame_count == 2
 
 
+def test_torch_check_on_sizes_is_a_shape_guard():
+    """torch._check(relation between sizes): traced as torch._dynamo does (a shape guard, no
+    graph break: fullgraph=True compiles, 2 graphs for a sweep); a size that fails the check
+    raises torch's RuntimeError as eagerly (was a graph break at every torch._check)."""
+    def f(x):
+        torch._check(x.size(0) % 2 == 0)
+        torch._check(x.size(0) >= 2, lambda: "too small")
+        torch._check(True)
+        return x.view(x.size(0) // 2, -1) * 2
+
+    torch._dynamo.reset()
+    cdynamo.reset()
+    cdy = RecordingBackend()
+    c = cdynamo.compile(f, backend=cdy, fullgraph=True)
+    for n in (4, 6, 8, 10):
+        x = torch.randn(n, 3)
+        assert_same(c(x), f(x))
+    assert cdy.frame_count == 2
+    c = cdynamo.compile(f, backend="eager")
+    with pytest.raises(RuntimeError, match="Expected cond to be True"):
+        c(torch.randn(5, 3))
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

@@ -35,7 +35,7 @@ cdyn_is_graph_function(PyObject *obj)
 
 /* The constant helpers (torch.jit.is_scripting(), torch.compiler.is_compiling(), ...) are
  * trace_rules' CONSTANT entries, folded where a Python function is inlined (inline.c). */
-static PyObject *fn_annotate, *fn_assert, *fn_is_tensor, *fn_is_tensor_like;
+static PyObject *fn_annotate, *fn_assert, *fn_is_tensor, *fn_is_tensor_like, *fn_check;
 
 /* torch._C._log_api_usage_once / _log_api_usage_metadata: usage telemetry that libraries
  * call from forward (torchvision's StochasticDepth, every model's __init__/forward helper).
@@ -107,7 +107,7 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
 int
 cdyn_is_torch_special(PyObject *obj)
 {
-    return obj == fn_annotate || obj == fn_assert || obj == fn_is_tensor ||
+    return obj == fn_annotate || obj == fn_assert || obj == fn_is_tensor || obj == fn_check ||
            obj == fn_is_tensor_like || is_state_fn(obj) ||
            is_usage_fn(obj) ||
            cdyn_is_ctx_factory(obj) || is_trusted_constructor(obj);
@@ -166,6 +166,40 @@ is_tensor_like(cdyn_tx *tx, PyObject *arg, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* torch._check(cond[, message]): a constant cond checked now; a symbolic bool (a relation
+ * between sizes) checked by torch._check itself on its fake, which makes it a shape guard (a
+ * runtime assertion of the ShapeEnv when unbacked), as torch._dynamo; never a graph node. A
+ * check that fails is a graph break: torch._check raises in Python. */
+static tr_status
+call_check(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+           PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *cond = nargs - nkw >= 1 ? args[0] : NULL, *r;
+    if (cond == NULL || nargs > 2 ||
+        (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "message") != 0)) {
+        return cdyn_tx_unsupported(tx, "torch._check with these arguments");
+    }
+    if (V(cond)->kind == VK_CONST && PyBool_Check(V(cond)->u.cnst.value)) {
+        if (V(cond)->u.cnst.value != Py_True) {
+            return cdyn_tx_unsupported(tx, "torch._check fails (raised in Python)");
+        }
+    }
+    else if (V(cond)->kind == VK_SYMINT && cdyn_v_python_type(cond) == &PyBool_Type) {
+        r = PyObject_CallOneArg(fn_check, V(cond)->u.sym.fake);
+        if (r == NULL) {
+            PyErr_Clear();
+            return cdyn_tx_unsupported(tx, "torch._check fails (raised in Python)");
+        }
+        Py_DECREF(r);
+    }
+    else {
+        return cdyn_tx_unsupported(tx, "torch._check of %S", cond);
+    }
+    *out = cdyn_value_const(Py_None);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* torch.jit.annotate(type, x) is x; torch._assert(cond, msg) on a constant cond is checked
  * now; torch.is_tensor(x) is folded from x's type (fixed by x's guards), never a graph node.
  * *handled = 0 for other functions. */
@@ -198,6 +232,9 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
     }
     if (is_usage_fn(obj) && cdyn_all_const(args, nargs)) {
         return call_usage_fn(tx, obj, args, nargs, kwnames, out);
+    }
+    if (obj == fn_check) {
+        return call_check(tx, args, nargs, kwnames, out);
     }
     *handled = 0;
     return TR_OK;
@@ -430,6 +467,7 @@ cdyn_torch_init(void)
         fn_annotate = jit ? PyObject_GetAttrString(jit, "annotate") : NULL;
         fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
         fn_is_tensor = torch ? PyObject_GetAttrString(torch, "is_tensor") : NULL;
+        fn_check = torch ? PyObject_GetAttrString(torch, "_check") : NULL;
         {
             PyObject *ov = PyImport_ImportModule("torch.overrides");
             fn_is_tensor_like = ov ? PyObject_GetAttrString(ov, "is_tensor_like") : NULL;
