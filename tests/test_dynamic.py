@@ -294,6 +294,37 @@ def test_torch_check_on_sizes_is_a_shape_guard():
         c(torch.randn(5, 3))
 
 
+def test_math_functions_of_sizes_stay_symbolic():
+    """math.sqrt / math.cos / math.log2 of a size (torch's _sym_ versions, as torch._dynamo),
+    math.prod(x.shape) (a polyfill) and divmod of a size: one symbolic graph after the first
+    change, 2 graphs as torch._dynamo (each size was its own graph: math.sqrt called
+    SymInt.__float__, math.prod was a break, divmod specialised)."""
+    import math
+
+    def scaled(x):
+        return x / math.sqrt(x.size(0)) + math.cos(x.size(0)) + math.log2(x.size(1))
+
+    def numel(x):
+        return x * math.prod(x.shape)
+
+    for fn in (scaled, numel):
+        dyn, cdy = sweep(fn, [(torch.randn(n, 3),) for n in (4, 5, 6, 7, 9)], exact=False)
+        assert cdy.frame_count == dyn.frame_count == 2, fn.__name__
+
+    def dm(x):
+        q, r = divmod(x.size(0), 3)
+        return x * q + r
+
+    torch._dynamo.reset()
+    cdynamo.reset()
+    cdy = RecordingBackend()
+    c = cdynamo.compile(dm, backend=cdy)
+    for n in (4, 5, 6, 7, 9, 12):
+        x = torch.randn(n, 3)
+        assert_same(c(x), dm(x))
+    assert cdy.frame_count == 2   # torch._dynamo gives up on the frame at the second size
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

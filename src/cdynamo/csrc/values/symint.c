@@ -29,7 +29,8 @@
 static PyObject *symint_type, *symfloat_type, *symbool_type;
 static PyObject *fn_sym_float, *fn_sym_int, *fn_sym_max, *fn_sym_min;
 static PyObject *b_int, *b_float, *b_bool, *b_min, *b_max, *b_range, *b_slice, *b_str,
-    *b_repr, *b_format, *b_ascii, *b_hash, *layout_strided, *constraint_violation;
+    *b_repr, *b_format, *b_ascii, *b_hash, *b_divmod, *layout_strided, *constraint_violation;
+static PyObject *math_sym_fns;   /* dict: math.sqrt -> torch._sym_sqrt, ... (symbolic-aware) */
 static PyObject *s_maybe_as_int, *s_maybe_as_bool, *s_maybe_as_float, *s_node, *s_fake_input,
     *s_lift_symbols, *s_sym_input, *s_bound_node, *s_specialize, *s_guards, *s_call_method,
     *s_call_function, *s_create_node, *s_size, *s_stride;
@@ -50,6 +51,9 @@ import_attr(const char *mod, const char *attr)
     return r;
 }
 
+static const char *const math_sym_names[] = {"sqrt", "cos", "sin", "tan", "cosh", "sinh",
+                                             "tanh", "asin", "acos", "atan", "log2", NULL};
+
 /* Resolve the objects above once; 0 / -1. */
 static int
 sym_init(void)
@@ -64,7 +68,8 @@ sym_init(void)
         {&b_range, "builtins", "range"}, {&b_slice, "builtins", "slice"},
         {&b_str, "builtins", "str"}, {&b_repr, "builtins", "repr"},
         {&b_format, "builtins", "format"}, {&b_ascii, "builtins", "ascii"},
-        {&b_hash, "builtins", "hash"}, {&layout_strided, "torch", "strided"},
+        {&b_hash, "builtins", "hash"}, {&b_divmod, "builtins", "divmod"},
+        {&layout_strided, "torch", "strided"},
         {&constraint_violation, "torch.fx.experimental.symbolic_shapes",
          "ConstraintViolationError"},
     };
@@ -92,6 +97,25 @@ sym_init(void)
         if ((*objs[i].var = import_attr(objs[i].mod, objs[i].attr)) == NULL) {
             return -1;
         }
+    }
+    /* math functions of a symbolic number as torch's symbolic versions (math.sqrt on a
+       SymInt would call __float__ and specialise it), as torch._dynamo */
+    if ((math_sym_fns = PyDict_New()) == NULL) {
+        return -1;
+    }
+    for (const char *const *n = math_sym_names; *n != NULL; n++) {
+        char tname[32];
+        PyObject *m, *t;
+        snprintf(tname, sizeof(tname), "_sym_%s", *n);
+        m = import_attr("math", *n);
+        t = m ? import_attr("torch", tname) : NULL;
+        if (t == NULL || PyDict_SetItem(math_sym_fns, m, t) < 0) {
+            Py_XDECREF(m);
+            Py_XDECREF(t);
+            return -1;
+        }
+        Py_DECREF(m);
+        Py_DECREF(t);
     }
     return 0;
 }
@@ -497,6 +521,32 @@ sym_minmax(cdyn_tx *tx, PyObject *target, PyObject *const *args, Py_ssize_t n, P
     return TR_OK;
 }
 
+/* divmod(a, b) of symbolic numbers: (a // b, a % b), Python's floor semantics. */
+static tr_status
+sym_divmod(cdyn_tx *tx, PyObject *const *args, PyObject **out)
+{
+    PyObject *q = NULL, *r = NULL, *l;
+    tr_status st = sym_call(tx, cdyn_G.binop_fns[NB_FLOOR_DIVIDE], args, 2, &q);
+    if (st == TR_OK) {
+        st = sym_call(tx, cdyn_G.binop_fns[NB_REMAINDER], args, 2, &r);
+    }
+    if (st != TR_OK) {
+        Py_XDECREF(q);
+        return st;
+    }
+    l = PyList_New(2);
+    if (l == NULL) {
+        Py_DECREF(q);
+        Py_DECREF(r);
+        return TR_ERROR;
+    }
+    PyList_SET_ITEM(l, 0, q);
+    PyList_SET_ITEM(l, 1, r);
+    *out = cdyn_value_seq_list(VK_TUPLE, l);
+    Py_DECREF(l);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 tr_status
 cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
                  PyObject *kwnames, PyObject **out)
@@ -543,6 +593,15 @@ cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t na
         }
         if ((fn == b_min || fn == b_max) && npos >= 2) {
             return sym_minmax(tx, fn == b_min ? fn_sym_min : fn_sym_max, args, npos, out);
+        }
+        if (fn == b_divmod && npos == 2) {
+            return sym_divmod(tx, args, out);
+        }
+        if (PyDict_GetItemWithError(math_sym_fns, fn) != NULL) {   /* math.sqrt(n), ... */
+            return sym_call(tx, PyDict_GetItemWithError(math_sym_fns, fn), args, npos, out);
+        }
+        if (PyErr_Occurred()) {
+            return TR_ERROR;
         }
         if (is_operator_or_math(fn) ||
             (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) != NULL &&
