@@ -325,6 +325,17 @@ def test_math_functions_of_sizes_stay_symbolic():
     assert cdy.frame_count == 2   # torch._dynamo gives up on the frame at the second size
 
 
+def test_torch_tensor_of_symbolic_sizes():
+    """torch.tensor([x.size(0), 3]) with a dynamic size: built by torch._refs.tensor from
+    the SymInt (as torch._dynamo), 2 graphs (torch.tensor specialised the size: one graph
+    per size)."""
+    def f(x):
+        return torch.tensor([x.size(0), 3]) * 2 + x.sum()
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 3),) for n in (4, 5, 6, 7, 8)], exact=False)
+    assert cdy.frame_count == dyn.frame_count == 2
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

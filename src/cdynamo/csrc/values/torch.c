@@ -36,6 +36,7 @@ cdyn_is_graph_function(PyObject *obj)
 /* The constant helpers (torch.jit.is_scripting(), torch.compiler.is_compiling(), ...) are
  * trace_rules' CONSTANT entries, folded where a Python function is inlined (inline.c). */
 static PyObject *fn_annotate, *fn_assert, *fn_is_tensor, *fn_is_tensor_like, *fn_check;
+static PyObject *fn_tensor, *fn_refs_tensor;   /* torch.tensor, torch._refs.tensor (or NULL) */
 
 /* torch._C._log_api_usage_once / _log_api_usage_metadata: usage telemetry that libraries
  * call from forward (torchvision's StochasticDepth, every model's __init__/forward helper).
@@ -164,6 +165,26 @@ is_tensor_like(cdyn_tx *tx, PyObject *arg, PyObject **out)
     }
     *out = cdyn_value_bool(r);
     return *out ? TR_OK : TR_ERROR;
+}
+
+/* 1 when v is a symbolic number or a list/tuple holding one (depth levels deep). */
+static int
+holds_symbolic(PyObject *v, int depth)
+{
+    PyObject *items = NULL;
+    int r = 0;
+    if (V(v)->kind == VK_SYMINT) {
+        return 1;
+    }
+    if (depth == 0 || (V(v)->kind != VK_LIST && V(v)->kind != VK_TUPLE) ||
+        (V(v)->bits & SEQ_LAZY)) {
+        return 0;
+    }
+    items = V(v)->u.seq.items;
+    for (Py_ssize_t i = 0; items != NULL && !r && i < PyList_GET_SIZE(items); i++) {
+        r = holds_symbolic(PyList_GET_ITEM(items, i), depth - 1);
+    }
+    return r;
 }
 
 /* torch._check(cond[, message]): a constant cond checked now; a symbolic bool (a relation
@@ -429,6 +450,12 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
             return st;
         }
     }
+    if (obj == fn_tensor && fn_refs_tensor != NULL && nargs >= 1 && holds_symbolic(args[0], 3)) {
+        /* torch.tensor([n, 3]) of a symbolic size: torch._refs.tensor builds it from the
+           SymInts (torch.tensor would specialise them), as torch._dynamo */
+        return cdyn_tx_graph_call(tx, "call_function", fn_refs_tensor, NULL, args, nargs,
+                                  kwnames, out);
+    }
     if (PyFunction_Check(obj) && cdyn_all_const(args, nargs)) {
         /* a Python helper of torch on constants (F._none_or_dtype(None), F._canonical_mask
            without a mask) has no tensor to record: its body is traced instead (its trace
@@ -468,6 +495,13 @@ cdyn_torch_init(void)
         fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
         fn_is_tensor = torch ? PyObject_GetAttrString(torch, "is_tensor") : NULL;
         fn_check = torch ? PyObject_GetAttrString(torch, "_check") : NULL;
+        fn_tensor = torch ? PyObject_GetAttrString(torch, "tensor") : NULL;
+        {
+            PyObject *refs = PyImport_ImportModule("torch._refs");
+            fn_refs_tensor = refs ? PyObject_GetAttrString(refs, "tensor") : NULL;
+            Py_XDECREF(refs);
+            PyErr_Clear();
+        }
         {
             PyObject *ov = PyImport_ImportModule("torch.overrides");
             fn_is_tensor_like = ov ? PyObject_GetAttrString(ov, "is_tensor_like") : NULL;
