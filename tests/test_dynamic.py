@@ -336,6 +336,46 @@ def test_torch_tensor_of_symbolic_sizes():
     assert cdy.frame_count == dyn.frame_count == 2
 
 
+def test_plain_tensor_attribute_of_a_user_module_becomes_dynamic():
+    """A tensor held as a plain attribute of a user module (a cache, a mask) follows
+    automatic dynamic shapes as torch._dynamo's (2 graphs for 5 sizes; was static: one per
+    size); a registered buffer of the same module keeps static shapes (one per size)."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = None
+            self.register_buffer("b", torch.zeros(3, 4))
+
+        def forward(self, x):
+            return x + self.k.sum(0) + self.b.sum(0)
+
+    def run(set_attr):
+        counts = []
+        for comp, reset in ((torch.compile, torch._dynamo.reset), (cdynamo.compile, cdynamo.reset)):
+            reset()
+            m = M()
+            be = CountingBackend()
+            c = comp(m, backend=be)
+            for n in (3, 4, 5, 6, 7):
+                set_attr(m, n)
+                x = torch.randn(4)
+                assert_same(c(x), m(x))
+            counts.append(be.frame_count)
+            reset()
+        return counts
+
+    def plain(m, n):
+        m.k = torch.randn(n, 4)
+        m.b = torch.zeros(3, 4)
+
+    def buffer(m, n):
+        m.k = torch.randn(3, 4)
+        m.b = torch.zeros(n, 4)   # assigning a tensor to a buffer name replaces the buffer
+
+    assert run(plain) == [2, 2]
+    assert run(buffer) == [5, 5]
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

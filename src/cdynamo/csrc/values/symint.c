@@ -934,6 +934,41 @@ under_nn_module(cdyn_tx *tx, PyObject *source)
     return 0;
 }
 
+/* 1 when a tensor read through source from an nn.Module keeps static shapes, as torch._dynamo
+ * with inline_inbuilt_nn_modules: a buffer or parameter registry entry of the nearest module
+ * (force_parameter_static_shapes), or anything held by a torch.nn module
+ * (force_nn_module_property_static_shapes). A plain tensor attribute of a user module (a
+ * cache, a mask) follows automatic dynamic shapes. 0 when no module is on the path. */
+static int
+module_tensor_static(cdyn_tx *tx, PyObject *source)
+{
+    cdyn_source *s = (cdyn_source *)source;
+    while (s->kind == CDYN_SRC_ATTR || s->kind == CDYN_SRC_ITEM || s->kind == CDYN_SRC_ENTRY) {
+        PyObject *v = PyDict_GetItemWithError(tx->by_source, s->base->repr), *mod, *regs;
+        int r;
+        if (v == NULL) {
+            PyErr_Clear();
+            s = s->base;
+            continue;
+        }
+        if (V(v)->kind != VK_NNMODULE) {
+            s = s->base;
+            continue;
+        }
+        mod = V(v)->u.obj.obj;
+        if (cdyn_module_startswith((PyObject *)Py_TYPE(mod), "torch.nn") || s->kind != CDYN_SRC_ATTR ||
+            cdyn_name_is(s->name, "_buffers") || cdyn_name_is(s->name, "_parameters")) {
+            return 1;
+        }
+        regs = PyObject_GetAttrString(mod, "_buffers");
+        r = regs != NULL && PyDict_Check(regs) ? PyDict_Contains(regs, s->name) : 1;
+        Py_XDECREF(regs);
+        PyErr_Clear();
+        return r != 0;
+    }
+    return 0;
+}
+
 /* 1 when source starts at a local or a closure cell of the frame (an input). */
 static int
 rooted_in_frame(PyObject *source)
@@ -1088,10 +1123,10 @@ cdyn_sym_tensor_input(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyObject 
     if (layout == NULL) {
         return TR_ERROR;
     }
-    /* nn.Module state, parameters wherever they come from (torch._dynamo's
+    /* nn.Module registries, parameters wherever they come from (torch._dynamo's
        force_parameter_static_shapes), and tensors that are not plain strided tensors keep
        static shapes */
-    static_shapes = nd > 64 || layout != layout_strided || under_nn_module(tx, source) ||
+    static_shapes = nd > 64 || layout != layout_strided || module_tensor_static(tx, source) ||
                     Py_TYPE(tensor) == (PyTypeObject *)cdyn_G.nn_parameter_type;
     Py_DECREF(layout);
     memset(buf, 0, sizeof(buf));
