@@ -47,7 +47,9 @@ def test_plain_object_instance_and_class_attribute_changes_are_seen():
     finally:
         Plain.scale = 2.0
     assert torch.equal(c(x), x * 2.0)
-    assert counter.frame_count >= 3
+    # the float read through the closure becomes a dynamic input after its first change
+    # (torch._dynamo: 3 graphs, its guards on where the attribute lives recompile once more)
+    assert counter.frame_count >= 2
 
 
 def test_hasattr_absent_then_set_is_seen():

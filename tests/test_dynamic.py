@@ -376,6 +376,71 @@ def test_plain_tensor_attribute_of_a_user_module_becomes_dynamic():
     assert run(buffer) == [5, 5]
 
 
+def test_float_input_becomes_dynamic_after_a_change():
+    """A Python float argument that changes between calls becomes a graph input, as
+    torch._dynamo 2.13 with specialize_float=False: a 0-d float64 tensor placeholder read
+    back with .item() (the backend's example input is that tensor), guarded TYPE_MATCH plus
+    the ShapeEnv's float guards (a NaN recompiles). 2 graphs as torch._dynamo (was one per
+    value until the cache limit)."""
+    def f(x, s):
+        return x * s + s
+
+    calls = [(torch.ones(3), s) for s in (0.5, 1.5, 2.5, 3.25, -0.0)]
+    dyn, cdy = sweep(f, calls)
+    assert cdy.frame_count == dyn.frame_count == 2
+    assert _placeholders(cdy.graphs[1]) == ["FakeTensor", "FakeTensor"]
+    ex = cdy.example_inputs[1][1]
+    assert isinstance(ex, torch.Tensor) and ex.dim() == 0 and ex.dtype == torch.float64
+    assert any(n.op == "call_method" and n.target == "item" for n in cdy.graphs[1].graph.nodes)
+    c = cdynamo.compile(f, backend="eager")
+    for s in (0.5, 1.5, float("nan"), 2, 4.5):
+        got, want = c(torch.ones(3), s), f(torch.ones(3), s)
+        assert torch.equal(got, want) or (got.isnan().all() and want.isnan().all()), s
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_float_inputs_in_branches_breaks_and_factories(backend):
+    """Dynamic floats through a branch (a float shape guard), a graph break (re-read by the
+    resume function), a keyword argument, and factories/int conversions that AOTAutograd
+    cannot keep as tensors (torch's TensorifyScalarRestartAnalysis: the frame is traced
+    again with that float static, as torch._dynamo restarts its analysis): graph counts as
+    torch._dynamo's, eager's results (aot_eager raised BackendCompilerFailed)."""
+    def branch(x, s):
+        if s > 1.0:
+            return x * s
+        return x - s
+
+    def with_break(x, s):
+        y = x * s
+        torch._dynamo.graph_break()
+        return y + s
+
+    def kwarg(x, *, scale=1.0):
+        return x * scale
+
+    def factory(x, s):
+        return torch.full((3,), s) + x
+
+    def to_int(x, s):
+        return x[: int(s)] * 2
+
+    for fn in (branch, with_break, kwarg, factory, to_int):
+        counts = []
+        for comp, reset in ((torch.compile, torch._dynamo.reset), (cdynamo.compile, cdynamo.reset)):
+            reset()
+            be = torch._dynamo.testing.CompileCounterWithBackend(backend)
+            c = comp(fn, backend=be)
+            for s in (0.5, 1.5, 2.5, 3.25, 4.0):
+                if fn is kwarg:
+                    assert_same(c(torch.ones(8), scale=s), fn(torch.ones(8), scale=s))
+                else:
+                    assert_same(c(torch.ones(8 if fn is to_int else 3), s),
+                                fn(torch.ones(8 if fn is to_int else 3), s), fn.__name__)
+            counts.append(be.frame_count)
+            reset()
+        assert counts[1] == counts[0], (fn.__name__, counts)
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

@@ -96,7 +96,10 @@ def test_direct_path_closure_and_global_changes():
     OFFSET = 5.0
     assert torch.equal(f2(x), x * 2.0 + 5.0)    # a global changed: a miss
     assert torch.equal(f3(x), x * 3.0 + 5.0)
-    assert counter.frame_count == 4
+    # the closure's float becomes a dynamic input at its first change (3 graphs, as
+    # torch._dynamo: g3's miss compiles an entry symbolic in k that serves both closures,
+    # the global's change one more)
+    assert counter.frame_count == 3
 
 
 def with_default(x, k=2):

@@ -439,11 +439,12 @@ def placeholder(graph, name):
 
 def rollback(graph, last):
     """Erase the call nodes added to `graph` after node `last` (None: since the start), newest
-    first. Placeholders and get_attr nodes stay (the trace keeps values for them)."""
+    first. Placeholders, get_attr nodes and the .item() of a float input stay (the trace
+    keeps values for them)."""
     for node in reversed(list(graph.nodes)):
         if node is last:
             break
-        if node.op in ("placeholder", "get_attr") or node.users:
+        if node.op in ("placeholder", "get_attr") or node.users or "cdynamo_keep" in node.meta:
             continue
         graph.erase_node(node)
 
@@ -506,6 +507,16 @@ class BackendCompilerFailed(RuntimeError):
         self.inner_exception = inner
 
 
+class RestartTrace(Exception):
+    """The backend's AOTAutograd could not turn these float inputs into tensors (torch's
+    TensorifyScalarRestartAnalysis): the engine traces the frame again with them static, as
+    torch._dynamo restarts its analysis. sources: tuple of engine sources."""
+
+    def __init__(self, sources):
+        super().__init__(f"float inputs to specialise: {sources}")
+        self.sources = tuple(sources)
+
+
 _CALL_OPS = ("call_function", "call_method", "call_module")
 
 
@@ -542,14 +553,35 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
     try:
         compiled = shapes.call_backend(options.backend, gm, inputs)
     except Exception as e:
+        restart = shapes.floats_to_specialise(e)
+        if restart:
+            raise RestartTrace(restart) from None
         raise BackendCompilerFailed(options.backend_name, e) from e
     if not callable(compiled):
         raise TypeError(
             f"backend {options.backend_name!r} returned {type(compiled).__name__}, "
             "expected a callable")
+    floats = [k for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")
+              if n.meta.get("cdynamo_float_input")]
+    if floats:
+        compiled = _floats_as_tensors(compiled, floats)
     wrapped = _C.disable(compiled)
     wrapped._cdynamo_name = name
     return name, wrapped, gm, keep, graph_device_types(gm)
+
+
+def _floats_as_tensors(compiled, positions):
+    """compiled, called with the Python floats at `positions` (dynamic float inputs) as 0-d
+    float64 tensors, as torch._dynamo passes an unspecialized float to its graph."""
+    as_tensor = torch._as_tensor_fullprec
+
+    def call(*args):
+        args = list(args)
+        for k in positions:
+            args[k] = as_tensor(args[k])
+        return compiled(*args)
+    call._cdynamo_inner = compiled
+    return call
 
 
 def tensor_guard_manager(tensors, sizes, strides):

@@ -42,7 +42,7 @@ from torch.fx.experimental.symbolic_shapes import (DimDynamic, RelaxedUnspecCons
 _DIMS = {0: DimDynamic.STATIC, 1: DimDynamic.DYNAMIC, 2: DimDynamic.DUCK}
 # Constraint codes: 0 none, 1 relaxed (automatic: warn only), 2 relaxed strict (mark_dynamic).
 # Slot properties (guards.c uses the same numbers).
-PROP_SIZE, PROP_STRIDE, PROP_OFFSET, PROP_INT = 0, 1, 2, 3
+PROP_SIZE, PROP_STRIDE, PROP_OFFSET, PROP_INT, PROP_FLOAT = 0, 1, 2, 3, 4
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -83,6 +83,8 @@ class ShapeTrace:
         self.capture_scalar_outputs = bool(capture_scalar_outputs)
         #: (fake or SymInt, torch source, symbolic context or None, engine source)
         self.tracked: list = []
+        self.float_sources: set = set()   # names of the float inputs (their slots hold floats)
+        self.float_symbols: dict = {}     # their symbols (str) -> engine source
         #: sympy.Symbol -> the placeholder node that binds it
         self.bound: dict = {}
         self._torch_sources: dict = {}
@@ -176,6 +178,56 @@ class ShapeTrace:
         self.bound[sym.node.expr] = ph
         self.tracked.append((sym, ts, None, src, None))
         return ph, sym
+
+    def float_input(self, value, src, graph, name):
+        """A Python float read through `src` as a dynamic input, as torch._dynamo's
+        unspecialized float (specialize_float=False): the graph takes it as a 0-d float64
+        tensor (placeholder `name`) and reads it back with .item(), a SymFloat of the
+        ShapeEnv whose source is `src`. Returns (placeholder, example tensor, item node,
+        SymFloat), or None when the ShapeEnv keeps it a constant."""
+        from torch._dynamo.source import FloatTensorSource
+        ts = self.torch_source(src)
+        wrapped = torch.tensor(value, dtype=torch.float64)
+        fts = FloatTensorSource(ts)
+        ctx = StatefulSymbolicContext(dynamic_sizes=[], dynamic_strides=[], constraint_sizes=[],
+                                      constraint_strides=[], tensor_source=fts,
+                                      shape_env_to_source_to_symbol_cache={})
+        fake = self.fake_mode.from_tensor(wrapped, source=fts, symbolic_context=ctx, trace=False)
+        self.tracing_context.tensor_to_context[wrapped] = ctx   # AOTAutograd's fake: the same
+        sym = getattr(fake, "item_memo", None)
+        if not isinstance(sym, torch.SymFloat):
+            return None
+        first = next((n for n in graph.nodes if n.op != "placeholder"), None)
+        if first is None:
+            ph = graph.placeholder(name)
+        else:
+            with graph.inserting_before(first):
+                ph = graph.placeholder(name)
+        ph.meta["example_value"] = fake
+        ph.meta["cdynamo_float_input"] = True
+        item = graph.call_method("item", (ph,))
+        item.meta["example_value"] = sym
+        item.meta["cdynamo_keep"] = True   # the trace keeps the value: rollback leaves it
+        self.tracked.append((sym, ts, None, src, None))
+        self.float_sources.add(ts.name)
+        self.float_symbols[str(sym.node.expr)] = src
+        return ph, wrapped, item, sym
+
+    def floats_to_specialise(self, exc):
+        """For an exception of the backend: the engine sources of the float inputs that
+        torch's tensorify pass asks to specialise (TensorifyScalarRestartAnalysis, which
+        torch._dynamo answers by restarting its analysis), else an empty list. Clears torch's
+        record of them (a new trace starts from none, as torch._dynamo's)."""
+        from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+        from torch._dynamo.symbolic_convert import TensorifyState
+        cause = exc
+        while cause is not None and not isinstance(cause, TensorifyScalarRestartAnalysis):
+            cause = getattr(cause, "inner_exception", None) or cause.__cause__
+        if cause is None:
+            return []
+        names = set(TensorifyState.force_specializations)
+        TensorifyState.clear()
+        return [src for name, src in self.float_symbols.items() if name in names]
 
     def bound_node(self, sym):
         """The placeholder bound to sym's expression when it is one input symbol, or None."""
@@ -298,14 +350,18 @@ class ShapeTrace:
         renumber = {old: new for new, old in enumerate(used)}
         slots = []
         for old in used:
-            slots.append(_slot_of(slot_specs[old], by_name))
+            slot = _slot_of(slot_specs[old], by_name)
+            if slot[1] == PROP_INT and slot_specs[old].name in self.float_sources:
+                slot = (slot[0], PROP_FLOAT, -1)
+            slots.append(slot)
+        float_slots = {k for k, sl in enumerate(slots) if sl[1] == PROP_FLOAT}
         slot_names = [slot_specs[old].name for old in used]
         programs = []
         for e in exprs:
             e2 = re.sub(r"\b_v(\d+)\b", lambda m: f"_v{renumber[int(m.group(1))]}", e)
             text = re.sub(r"\b_v(\d+)\b", lambda m: slot_names[int(m.group(1))], e2)
             reads = tuple(sorted({int(m) for m in re.findall(r"\b_v(\d+)\b", e2)}))
-            code, fn = _lower(e2, len(slots))
+            code, fn = _lower(e2, len(slots), frozenset(float_slots))
             programs.append((code, fn, text, reads))
         return masks, slots, programs, slot_names
 
@@ -383,7 +439,7 @@ def set_example(node, value):
 # Opcodes of a guard program (guards.c evaluates them; keep the numbers in sync).
 OP_CONST, OP_SLOT, OP_ADD, OP_SUB, OP_MUL, OP_FLOORDIV, OP_MOD, OP_POW, OP_NEG = range(9)
 OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_NOT, OP_MIN, OP_MAX, OP_ABS = range(9, 19)
-OP_JUMP_IF_FALSE_OR_POP, OP_JUMP_IF_TRUE_OR_POP, OP_AND, OP_OR = range(19, 23)
+OP_JUMP_IF_FALSE_OR_POP, OP_JUMP_IF_TRUE_OR_POP, OP_AND, OP_OR, OP_ISNAN = range(19, 24)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 MAX_DEPTH = 32
 
@@ -400,9 +456,10 @@ class _Lowering:
     _CMP = {ast.Eq: OP_EQ, ast.NotEq: OP_NE, ast.Lt: OP_LT, ast.LtE: OP_LE, ast.Gt: OP_GT,
             ast.GtE: OP_GE}
 
-    def __init__(self, nslots):
+    def __init__(self, nslots, float_slots=frozenset()):
         self.code: list = []
         self.nslots = nslots
+        self.float_slots = float_slots   # slots holding a float's bits: only math.isnan reads them
         self.depth = 0
         self.max_depth = 0
 
@@ -421,9 +478,16 @@ class _Lowering:
             self._push()
         elif isinstance(node, ast.Name):
             m = re.fullmatch(r"_v(\d+)", node.id)
-            if m is None or int(m.group(1)) >= self.nslots:
+            if m is None or int(m.group(1)) >= self.nslots or int(m.group(1)) in self.float_slots:
                 raise _Unsupported(node.id)
             self.code += [OP_SLOT, int(m.group(1))]
+            self._push()
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "math.isnan" and \
+                len(node.args) == 1 and not node.keywords and \
+                isinstance(node.args[0], ast.Name) and \
+                (m := re.fullmatch(r"_v(\d+)", node.args[0].id)) is not None and \
+                int(m.group(1)) in self.float_slots:
+            self.code += [OP_SLOT, int(m.group(1)), OP_ISNAN]   # math.isnan(float input)
             self._push()
         elif isinstance(node, ast.BinOp) and type(node.op) in self._BIN:
             self.emit(node.left)
@@ -488,12 +552,13 @@ class _Lowering:
             raise _Unsupported(ast.dump(node)[:80])
 
 
-def _lower(expr: str, nslots: int):
-    """(code tuple, None) for an expression in the program language, else (None, callable)
-    taking the slot values positionally."""
+def _lower(expr: str, nslots: int, float_slots=frozenset()):
+    """(code tuple, None) for an expression in the program language (int64 arithmetic; a
+    float input's slot only as math.isnan's argument), else (None, callable) taking the slot
+    values positionally."""
     try:
         tree = ast.parse(expr, mode="eval")
-        low = _Lowering(nslots)
+        low = _Lowering(nslots, float_slots)
         low.emit(tree.body)
         if low.max_depth > MAX_DEPTH:
             raise _Unsupported("too deep")

@@ -112,6 +112,7 @@ struct cdyn_guards {
     guard *items;          /* PyMem */
     Py_ssize_t len, cap;
     int nslots;            /* slots the SHAPE guards read (filled in check order) */
+    uint64_t float_slots[4];   /* bit k: slot k holds a float input's double (MAX_SLOTS bits) */
     PyObject *slot_names;  /* strong tuple of str (slot -> source name), or NULL */
     Py_ssize_t refs;       /* the owner's reference plus one per check running on the set */
     src_node *nodes;       /* PyMem; a base precedes the nodes built on it */
@@ -907,7 +908,8 @@ cdyn_guards_tensor_dynamic(cdyn_guards *g, PyObject *source, PyObject *size_mask
 int
 cdyn_guards_bind_slot(cdyn_guards *g, PyObject *source, int prop, int dim, int slot)
 {
-    guard *gd = find_guard(g, prop == CDYN_SLOT_INT ? G_TYPE : G_TENSOR, source);
+    int scalar = prop == CDYN_SLOT_INT || prop == CDYN_SLOT_FLOAT;
+    guard *gd = find_guard(g, scalar ? G_TYPE : G_TENSOR, source);
     int at;
     if (gd == NULL || slot < 0 || slot >= MAX_SLOTS) {
         PyErr_Format(PyExc_SystemError, "cdynamo: no guard to read slot %d from %R", slot,
@@ -917,8 +919,11 @@ cdyn_guards_bind_slot(cdyn_guards *g, PyObject *source, int prop, int dim, int s
     if (slot >= g->nslots) {
         g->nslots = slot + 1;
     }
-    if (prop == CDYN_SLOT_INT) {
+    if (scalar) {
         gd->slot = slot;
+        if (prop == CDYN_SLOT_FLOAT) {
+            g->float_slots[slot / 64] |= (uint64_t)1 << (slot % 64);
+        }
         return 0;
     }
     at = prop == CDYN_SLOT_SIZE ? dim : prop == CDYN_SLOT_STRIDE ? gd->ndim + dim : 2 * gd->ndim;
@@ -1151,6 +1156,7 @@ enum {
     SP_CONST, SP_SLOT, SP_ADD, SP_SUB, SP_MUL, SP_FLOORDIV, SP_MOD, SP_POW, SP_NEG,
     SP_EQ, SP_NE, SP_LT, SP_LE, SP_GT, SP_GE, SP_NOT, SP_MIN, SP_MAX, SP_ABS,
     SP_JUMP_IF_FALSE_OR_POP, SP_JUMP_IF_TRUE_OR_POP, SP_AND, SP_OR,
+    SP_ISNAN,   /* the top is a float input's slot (its double's bits): isnan of it */
 };
 #define SP_STACK 32
 
@@ -1225,6 +1231,15 @@ eval_program(const int64_t *code, Py_ssize_t n, const int64_t *slots, int nslots
             }
             continue;
         }
+        if (op == SP_ISNAN) {
+            double d;
+            if (sp < 1) {
+                return -1;
+            }
+            memcpy(&d, &st[sp - 1], sizeof(d));
+            st[sp - 1] = isnan(d) ? 1 : 0;
+            continue;
+        }
         if (op == SP_NEG || op == SP_NOT || op == SP_ABS) {
             if (sp < 1) {
                 return -1;
@@ -1265,6 +1280,18 @@ eval_program(const int64_t *code, Py_ssize_t n, const int64_t *slots, int nslots
     return sp == 1 ? st[0] != 0 : -1;
 }
 
+/* Slot k as a Python number: a float for a float input's slot, else an int. New ref. */
+static PyObject *
+slot_value(const cdyn_guards *g, const int64_t *slots, int k)
+{
+    if (g->float_slots[k / 64] & ((uint64_t)1 << (k % 64))) {
+        double d;
+        memcpy(&d, &slots[k], sizeof(d));
+        return PyFloat_FromDouble(d);
+    }
+    return PyLong_FromLongLong((long long)slots[k]);
+}
+
 /* New str "name = value, ..." of the slots a SHAPE guard reads, for messages. */
 static PyObject *
 shape_values(const cdyn_guards *g, const guard *gd, const int64_t *slots)
@@ -1274,7 +1301,9 @@ shape_values(const cdyn_guards *g, const guard *gd, const int64_t *slots)
         long k = PyLong_AsLong(PyTuple_GET_ITEM(gd->args, i));
         PyObject *name = (g->slot_names != NULL && k >= 0 && k < PyTuple_GET_SIZE(g->slot_names))
                              ? PyTuple_GET_ITEM(g->slot_names, k) : Py_None;
-        PyObject *p = PyUnicode_FromFormat("%S = %lld", name, (long long)slots[k]);
+        PyObject *val = k >= 0 && k < g->nslots ? slot_value(g, slots, (int)k) : NULL;
+        PyObject *p = val ? PyUnicode_FromFormat("%S = %R", name, val) : NULL;
+        Py_XDECREF(val);
         if (p == NULL || PyList_Append(parts, p) < 0) {
             Py_XDECREF(p);
             Py_CLEAR(parts);
@@ -1301,7 +1330,7 @@ check_shape(const cdyn_guards *g, const guard *gd, why_t why, const int64_t *slo
     else {
         PyObject *args = PyTuple_New(g->nslots), *res = NULL;
         for (int k = 0; args != NULL && k < g->nslots; k++) {
-            PyObject *iv = PyLong_FromLongLong((long long)slots[k]);
+            PyObject *iv = slot_value(g, slots, k);
             if (iv == NULL) {
                 Py_CLEAR(args);
                 break;
@@ -2177,6 +2206,10 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         if (rc == 0) {
             rc = fail_with(why, "expected type %s, actual %s",
                            ((PyTypeObject *)gd->value)->tp_name, Py_TYPE(v)->tp_name);
+        }
+        else if (gd->slot >= 0 && PyFloat_CheckExact(v)) {   /* a float input (its bits) */
+            double d = PyFloat_AS_DOUBLE(v);
+            memcpy(&slots[gd->slot], &d, sizeof(d));
         }
         else if (gd->slot >= 0) {   /* an int input read by SHAPE guards */
             int overflow = 0;

@@ -87,14 +87,17 @@ int cdyn_guards_add_distinct(cdyn_guards *g, PyObject *sources);
 int cdyn_guards_add_hasattr(cdyn_guards *g, PyObject *attr_source, int present);
 
 /* Slot properties (cdynamo/_shapes.py uses the same numbers). */
-enum { CDYN_SLOT_SIZE = 0, CDYN_SLOT_STRIDE = 1, CDYN_SLOT_OFFSET = 2, CDYN_SLOT_INT = 3 };
+enum { CDYN_SLOT_SIZE = 0, CDYN_SLOT_STRIDE = 1, CDYN_SLOT_OFFSET = 2, CDYN_SLOT_INT = 3,
+       CDYN_SLOT_FLOAT = 4 };
 
 /* The TENSOR_MATCH on source stops comparing the dims whose byte is nonzero in size_mask /
  * stride_mask (bytes of ndim each). 0 / -1 (SystemError when there is no TENSOR_MATCH). */
 int cdyn_guards_tensor_dynamic(cdyn_guards *g, PyObject *source, PyObject *size_mask,
                                PyObject *stride_mask);
 /* The guard on source (TENSOR_MATCH for CDYN_SLOT_SIZE/STRIDE/OFFSET with dim, TYPE_MATCH
- * for CDYN_SLOT_INT) stores that value into slot while checking. 0 / -1. */
+ * for CDYN_SLOT_INT, and for CDYN_SLOT_FLOAT, a float input whose slot holds its double's
+ * bits: only fallback callables read it, as a float) stores that value into slot while
+ * checking. 0 / -1. */
 int cdyn_guards_bind_slot(cdyn_guards *g, PyObject *source, int prop, int dim, int slot);
 /* SHAPE_GUARD: code a tuple of int program words (or None: fallback, a callable taking
  * every slot value, is called instead); text the relation over source names; reads a

@@ -1717,9 +1717,63 @@ functorch_check(cdyn_tx *tx)
                   : TR_OK;
 }
 
+/* The backend's AOTAutograd could not turn the float inputs named by the pending
+ * cdynamo._glue.RestartTrace into tensors (torch's TensorifyScalarRestartAnalysis): they are
+ * marked static in the code's frame state (cdyn_sym_float_input reads it) and the error is
+ * cleared. 1 when it was that error, 0 otherwise (the error stays), -1 on a new error. */
+static int
+note_restart(cdyn_tx *tx)
+{
+    PyObject *et, *ev, *tb, *srcs;
+    int rc = 1;
+    if (tx->frame_state == NULL || !PyErr_ExceptionMatches(cdyn_G.restart_trace)) {
+        return 0;
+    }
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    srcs = ev ? PyObject_GetAttrString(ev, "sources") : NULL;
+    if (srcs == NULL || !PyTuple_Check(srcs)) {
+        rc = -1;
+    }
+    for (Py_ssize_t i = 0; rc == 1 && i < PyTuple_GET_SIZE(srcs); i++) {
+        if (cdyn_sym_mark_float_static(tx, PyTuple_GET_ITEM(srcs, i)) < 0) {
+            rc = -1;
+        }
+    }
+    Py_XDECREF(srcs);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    if (rc < 0 && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_SystemError, "cdynamo: bad RestartTrace");
+    }
+    return rc;
+}
+
+static int translate_once(struct _PyInterpreterFrame *frame, PyObject *options,
+                          cdyn_translation *out, int *restart);
+
 int
 cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
                      cdyn_translation *out)
+{
+    /* a few restarts: each marks at least one more float input static */
+    for (int attempt = 0;; attempt++) {
+        int restart = 0;
+        int rc = translate_once(frame, options, out, attempt < 4 ? &restart : NULL);
+        if (!restart) {
+            return rc;
+        }
+        cdyn_log(20, "restarting the trace of %U: float inputs made static",
+                 frame->f_code->co_qualname);
+    }
+}
+
+/* One trace of the frame; *restart set (when restart is not NULL) when the trace must be
+ * made again (note_restart). */
+static int
+translate_once(struct _PyInterpreterFrame *frame, PyObject *options, cdyn_translation *out,
+               int *restart)
 {
     cdyn_tx tx;
     cdyn_fs fs;
@@ -1778,6 +1832,13 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
     out->guards = tx.guards;
     tx.guards = NULL;
 done:
+    if (rc < 0 && restart != NULL) {
+        int r = note_restart(&tx);
+        if (r > 0) {
+            *restart = 1;
+            rc = 0;
+        }
+    }
     if (rc < 0) {
         assert(PyErr_Occurred());
         rc = internal_error(&tx, &fs, user_error);
@@ -1883,6 +1944,7 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.autocast_exit_type, "cdynamo._glue", "AutocastExit"},
         {&cdyn_G.autocast_enter_type, "cdynamo._glue", "AutocastEnter"},
         {&cdyn_G.backend_failed, "cdynamo._glue", "BackendCompilerFailed"},
+        {&cdyn_G.restart_trace, "cdynamo._glue", "RestartTrace"},
         {&cdyn_G.enter_autocast, "torch.amp.autocast_mode", "_enter_autocast"},
         {&cdyn_G.exit_autocast, "torch.amp.autocast_mode", "_exit_autocast"},
     };

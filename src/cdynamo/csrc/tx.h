@@ -651,6 +651,13 @@ tr_status cdyn_sym_specialize(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* A Python int input read through source: *out a SYMINT graph input when automatic dynamic
  * shapes / dynamic=True make it dynamic, else NULL (the caller specialises it). */
 tr_status cdyn_sym_int_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* A Python float of the frame read through source (both borrowed) that changed between calls
+ * (or dynamic=True): *out a new SymFloat value, the graph taking the float as a 0-d float64
+ * tensor input (as torch._dynamo's unspecialized float); *out NULL when it stays a constant. */
+tr_status cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* Keep the float input read through source (borrowed) static in this code's later traces
+ * (the backend could not tensorify it). 0 / -1. */
+int cdyn_sym_mark_float_static(cdyn_tx *tx, PyObject *source);
 /* The fake of an input tensor read through source, its dims static or symbolic as
  * automatic dynamic shapes, dynamic= and mark_dynamic/mark_static decide. *fake new. */
 tr_status cdyn_sym_tensor_input(cdyn_tx *tx, PyObject *tensor, PyObject *source,
@@ -729,7 +736,7 @@ typedef struct {
         *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
-        *grad_mode_exit_type, *backend_failed, *enter_autocast, *exit_autocast,
+        *grad_mode_exit_type, *backend_failed, *restart_trace, *enter_autocast, *exit_autocast,
         *autocast_exit_type, *autocast_enter_type;
     /* interned strings */
     PyObject *s_self, *s_closure, *s_cell_contents, *s_parameters, *s_buffers, *s_modules,

@@ -659,6 +659,13 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
             return st;
         }
     }
+    if (PyFloat_CheckExact(obj) && source != NULL) {
+        /* a float input that changed between calls (or dynamic=True): a SymFloat */
+        tr_status st = cdyn_sym_float_input(tx, obj, source, out);
+        if (st != TR_OK || *out != NULL) {
+            return st;
+        }
+    }
     if (source != NULL && (PyTuple_CheckExact(obj) ||
                            Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) &&
         cdyn_is_constant(obj)) {

@@ -21,6 +21,8 @@
  * mark_dynamic. mark_dynamic / maybe_mark_dynamic / mark_static are read from the tensor's
  * attributes (_dynamo_dynamic_indices, ...), as torch._dynamo reads them.
  */
+#include <math.h>
+
 #include "../tx.h"
 #include "../codegen.h"
 #include "../cache.h"
@@ -33,7 +35,7 @@ static PyObject *b_int, *b_float, *b_bool, *b_min, *b_max, *b_range, *b_slice, *
 static PyObject *math_sym_fns;   /* dict: math.sqrt -> torch._sym_sqrt, ... (symbolic-aware) */
 static PyObject *s_maybe_as_int, *s_maybe_as_bool, *s_maybe_as_float, *s_node, *s_fake_input,
     *s_lift_symbols, *s_sym_input, *s_bound_node, *s_specialize, *s_guards, *s_call_method,
-    *s_call_function, *s_create_node, *s_size, *s_stride;
+    *s_call_function, *s_create_node, *s_size, *s_stride, *s_float_input;
 static PyObject *str_marks[3];   /* _dynamo_dynamic_indices, _weak_, _static_ */
 
 /* ---- set-up ---------------------------------------------------------------------------- */
@@ -81,6 +83,7 @@ sym_init(void)
         {&s_specialize, "specialize"}, {&s_guards, "guards"},
         {&s_call_method, "call_method"}, {&s_call_function, "call_function"},
         {&s_create_node, "create_node"}, {&s_size, "size"}, {&s_stride, "stride"},
+        {&s_float_input, "float_input"},
         {&str_marks[0], "_dynamo_dynamic_indices"},
         {&str_marks[1], "_dynamo_weak_dynamic_indices"},
         {&str_marks[2], "_dynamo_static_indices"},
@@ -1216,6 +1219,82 @@ cdyn_sym_int_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         goto done;
     }
     rc = cdyn_sym_value(tx, PyTuple_GET_ITEM(res, 1), PyTuple_GET_ITEM(res, 0), source, out);
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(res);
+    return rc;
+}
+
+/* The frame-state key saying the float input at source repr r stays static. New ref. */
+static PyObject *
+float_static_key(PyObject *r)
+{
+    return PyTuple_Pack(2, s_float_input, r);
+}
+
+int
+cdyn_sym_mark_float_static(cdyn_tx *tx, PyObject *source)
+{
+    PyObject *key = cdyn_Source_Check(source) ? float_static_key(cdyn_source_repr(source)) : NULL;
+    int rc = key ? PyDict_SetItem(tx->frame_state, key, Py_True) : -1;
+    if (key == NULL && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_TypeError, "cdynamo: not a source");
+    }
+    Py_XDECREF(key);
+    return rc;
+}
+
+tr_status
+cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    PyObject *entry = NULL, *st = NULL, *name = NULL, *res = NULL;
+    tr_status rc = TR_ERROR;
+    double d;
+    *out = NULL;
+    if (!PyFloat_CheckExact(obj) || source == NULL || tx->shapes == NULL ||
+        !rooted_in_frame(source) || under_nn_module(tx, source)) {
+        return TR_OK;
+    }
+    d = PyFloat_AS_DOUBLE(obj);
+    if (isnan(d) || isinf(d)) {
+        return TR_OK;   /* specialised, as torch._dynamo */
+    }
+    {
+        PyObject *key = float_static_key(cdyn_source_repr(source));
+        int marked = key ? PyDict_Contains(tx->frame_state, key) : -1;
+        Py_XDECREF(key);
+        if (marked != 0) {
+            return marked < 0 ? TR_ERROR : TR_OK;   /* the backend could not tensorify it */
+        }
+    }
+    entry = PyTuple_Pack(3, obj, DYN, DYN);
+    st = entry ? state_update(tx, cdyn_source_repr(source), entry) : NULL;   /* borrowed */
+    Py_XDECREF(entry);
+    if (st == NULL) {
+        return TR_ERROR;
+    }
+    if (!((tx->dynamic != 0 && PyTuple_GET_ITEM(st, 0) == DYN) || tx->dynamic == 1)) {
+        return TR_OK;
+    }
+    name = cdyn_sanitized_name(source);
+    res = name ? PyObject_CallMethodObjArgs(tx->shapes, s_float_input, obj, source, tx->graph,
+                                            name, NULL)
+               : NULL;
+    if (res == NULL) {
+        goto done;
+    }
+    if (res == Py_None) {
+        rc = TR_OK;
+        goto done;
+    }
+    /* (placeholder, example tensor, item node, SymFloat): the graph input is the float as a
+       0-d tensor (the compiled graph's caller converts it), its value the item() */
+    if (cdyn_guards_add_type(tx->guards, source, &PyFloat_Type) < 0 ||
+        PyList_Append(tx->input_sources, source) < 0 ||
+        PyList_Append(tx->input_values, PyTuple_GET_ITEM(res, 1)) < 0) {
+        goto done;
+    }
+    rc = cdyn_sym_value(tx, PyTuple_GET_ITEM(res, 3), PyTuple_GET_ITEM(res, 2), source, out);
 done:
     Py_XDECREF(name);
     Py_XDECREF(res);
