@@ -441,6 +441,26 @@ def test_float_inputs_in_branches_breaks_and_factories(backend):
         assert counts[1] == counts[0], (fn.__name__, counts)
 
 
+def test_symbolic_int_index_and_dict_key():
+    """x[x.size(0) - 1] with a dynamic size is torch.select(x, 0, n - 1) (indexing called
+    __index__ and specialised the size: one graph per size), and a size used as a dict key is
+    specialised (guarded) instead of a graph break: graph counts as torch._dynamo's."""
+    def last_row(x):
+        return x[x.size(0) - 1] * 2
+
+    def keyed(x):
+        scale = {4: 10.0, 5: 20.0}
+        return x * scale.get(x.size(0), -1.0)
+
+    dyn, cdy = sweep(last_row, [(torch.randn(n, 3),) for n in (4, 5, 6, 7, 9, 12)])
+    assert cdy.frame_count == dyn.frame_count == 2
+    dyn, cdy = sweep(keyed, [(torch.randn(n, 3),) for n in (4, 5, 4, 6)])
+    assert cdy.frame_count == dyn.frame_count
+    c = cdynamo.compile(keyed, backend="eager", fullgraph=True)
+    for n in (4, 5, 6):
+        assert_same(c(torch.randn(n, 3) * 0 + 1), keyed(torch.ones(n, 3)))
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

@@ -215,3 +215,63 @@ def test_module_registry_change_recompiles():
     compiled(x)
     m.blocks[1].register_parameter("extra", torch.nn.Parameter(torch.ones(3)))
     assert torch.allclose(compiled(x)[0], m(x)[0])
+
+
+class _Rotaryish(nn.Module):
+    """An HF-style rotary cache: grown with register_buffer inside forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.set_cache(6)
+
+    def set_cache(self, n):
+        self.max_len = n
+        self.register_buffer("cached", torch.arange(n, dtype=torch.float32), persistent=False)
+
+    def forward(self, x):
+        n = x.shape[0]
+        if n > self.max_len:
+            self.set_cache(n)
+        return x + self.cached[:n]
+
+
+class _Registers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.zeros(3))
+        self.register_buffer("c", torch.ones(3))
+        self.hist = torch.zeros(0)
+
+    @property
+    def hist_len(self):
+        return self.hist.shape[0]
+
+    def forward(self, x):
+        self.register_buffer("b", None)
+        self.c = x * 3
+        y = x + (self.c if self.b is None else 0)
+        self.register_buffer("d", y * 2, persistent=False)
+        del self.c
+        self.hist = torch.cat([self.hist, x])
+        return y + self.d + self.hist_len, hasattr(self, "c"), self.b is None
+
+
+def test_registry_changes_and_properties_inside_forward_are_read_back():
+    """register_buffer / del inside forward, then reads of the module (a buffer re-registered,
+    set to None, a new one, an attribute deleted) and a @property reading an attribute the
+    same forward assigned: eager's values and module state (the reads saw the module from
+    before the call: wrong results, and the growing rotary cache raised a size mismatch)."""
+    for make, calls in ((_Registers, [(torch.ones(3),)]),
+                        (_Rotaryish, [(torch.zeros(n),) for n in (4, 5, 7, 9)])):
+        eager_m, comp_m = make(), make()
+        c = cdynamo.compile(comp_m, backend="eager")
+        for args in calls:
+            want, got = eager_m(*args), c(*args)
+            if isinstance(want, tuple):
+                assert torch.equal(got[0], want[0]) and got[1:] == want[1:], (got, want)
+            else:
+                assert torch.equal(got, want), (got, want)
+        assert sorted(comp_m._buffers) == sorted(eager_m._buffers)
+        for k, v in eager_m._buffers.items():
+            assert (v is None and comp_m._buffers[k] is None) or torch.equal(v, comp_m._buffers[k])
+        cdynamo.reset()

@@ -138,6 +138,19 @@ cdyn_hash_key(cdyn_tx *tx, PyObject *v, PyObject **out)
     case VK_FROZENSET:
         *out = PyFrozenSet_New(x->u.set.order);
         return *out ? TR_OK : TR_ERROR;
+    case VK_SYMINT: {
+        /* a symbolic number as a key: by its value (guarded), as torch._dynamo */
+        PyObject *k = NULL;
+        st = cdyn_sym_specialize(tx, v, &k);
+        if (st == TR_OK && V(k)->kind == VK_CONST) {
+            *out = Py_NewRef(V(k)->u.cnst.value);
+        }
+        else if (st == TR_OK) {
+            st = cdyn_tx_unsupported(tx, "%S as a dict key", v);
+        }
+        Py_XDECREF(k);
+        return st;
+    }
     default:
         break;
     }
@@ -1803,6 +1816,28 @@ dict_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
+/* A store into / delete from an nn.Module's _parameters, _buffers or _modules
+ * (register_buffer, add_module, ... inlined): what the trace read of module.<key> before is
+ * stale; the next read asks the registries again (values/nnmodule.c reads this trace's). */
+static int
+registry_key_changed(cdyn_tx *tx, PyObject *v, PyObject *key)
+{
+    cdyn_source *s = (cdyn_source *)V(v)->source;
+    PyObject *k, *asrc;
+    int rc;
+    if (s == NULL || s->kind != CDYN_SRC_ATTR || V(key)->kind != VK_CONST ||
+        !PyUnicode_CheckExact(V(key)->u.cnst.value) ||
+        !(cdyn_name_is(s->name, "_parameters") || cdyn_name_is(s->name, "_buffers") ||
+          cdyn_name_is(s->name, "_modules"))) {
+        return 0;
+    }
+    k = V(key)->u.cnst.value;
+    asrc = cdyn_source_attr((PyObject *)s->base, k);
+    rc = asrc ? cdyn_tx_memo_write(tx, cdyn_source_repr(asrc), NULL) : -1;
+    Py_XDECREF(asrc);
+    return rc;
+}
+
 static tr_status
 dict_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
@@ -1817,6 +1852,9 @@ dict_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
         st = cdyn_container_mutating(tx, v);
     }
     if (st == TR_OK && raw_set(v, h, key, value) < 0) {
+        st = TR_ERROR;
+    }
+    if (st == TR_OK && registry_key_changed(tx, v, key) < 0) {
         st = TR_ERROR;
     }
     Py_XDECREF(h);
@@ -1842,6 +1880,9 @@ dict_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
     }
     st = cdyn_container_mutating(tx, v);
     if (st == TR_OK && raw_del(v, i) < 0) {
+        st = TR_ERROR;
+    }
+    if (st == TR_OK && registry_key_changed(tx, v, key) < 0) {
         st = TR_ERROR;
     }
     return st;

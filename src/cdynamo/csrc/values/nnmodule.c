@@ -172,6 +172,72 @@ generic_lookup_finds(PyObject *mod, PyObject *name)
     return PyDict_GetItemWithError(*dictptr, name) != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
 }
 
+/* name in registry i (0 _parameters, 1 _buffers, 2 _modules) of the module whose source is
+ * msrc, as this trace left it: 1 with *out the value (None included) when the trace has the
+ * registry (register_buffer, add_module, ... inlined stored into it), 0 when it has not (the
+ * real registry answers), -1 unsupported/error (status in *st). A name not in a traced
+ * registry: 1 with *out NULL. */
+static int
+traced_registry_get(cdyn_tx *tx, PyObject *msrc, int i, PyObject *name, PyObject **out,
+                    tr_status *st)
+{
+    PyObject *rsrc = cdyn_source_attr(msrc, i == 0 ? cdyn_G.s_parameters
+                                             : i == 1 ? cdyn_G.s_buffers : cdyn_G.s_modules);
+    PyObject *d, *key = NULL;
+    int has = 0;
+    *out = NULL;
+    *st = TR_OK;
+    if (rsrc == NULL) {
+        *st = TR_ERROR;
+        return -1;
+    }
+    d = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(rsrc));   /* borrowed */
+    Py_DECREF(rsrc);
+    if (d == NULL) {
+        if (PyErr_Occurred()) {
+            *st = TR_ERROR;
+            return -1;
+        }
+        return 0;
+    }
+    if ((key = cdyn_value_const(name)) == NULL) {
+        *st = TR_ERROR;
+        return -1;
+    }
+    *st = cdyn_v_contains(tx, d, key, &has);
+    if (*st == TR_OK && has) {
+        *st = cdyn_v_subscr(tx, d, key, out);
+    }
+    Py_DECREF(key);
+    return *st == TR_OK ? 1 : -1;
+}
+
+/* A property of the module's class read after this trace changed state: its getter is
+ * inlined on the traced module (the real property would read the state from before the
+ * trace). *done = 0 when name is no such property. */
+static tr_status
+traced_property(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out, int *done)
+{
+    PyObject *d = _PyType_Lookup(Py_TYPE(mobj(v)), name), *fget;
+    tr_status st;
+    *done = 0;
+    if (tx->mutations == 0 || d == NULL || Py_TYPE(d) != &PyProperty_Type) {
+        return TR_OK;
+    }
+    fget = PyObject_GetAttrString(d, "fget");
+    if (fget == NULL) {
+        return TR_ERROR;
+    }
+    if (!PyFunction_Check(fget)) {
+        Py_DECREF(fget);
+        return TR_OK;
+    }
+    *done = 1;
+    st = cdyn_tx_inline_function(tx, fget, NULL, v, NULL, 0, NULL, out);
+    Py_DECREF(fget);
+    return st;
+}
+
 /* Look name up on the module as Python does: what the class defines or the instance dict
  * holds (a method of the class wins over a submodule of the same name), then parameters,
  * buffers and submodules (nn.Module.__getattr__). */
@@ -185,6 +251,14 @@ module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (st != TR_OK || *out != NULL) {
         Py_XDECREF(src);
         return st;
+    }
+    {
+        int done = 0;
+        st = traced_property(tx, v, name, out, &done);
+        if (st != TR_OK || done) {
+            Py_XDECREF(src);
+            return st;
+        }
     }
     if (src != NULL && (which = registry_index(name)) >= 0) {
         attr = PyObject_GetAttr(mod, name);
@@ -204,7 +278,19 @@ module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         goto done;
     }
     for (int i = 0; i < 3 && !generic; i++) {
-        PyObject *d = PyObject_GetAttr(mod, dicts[i]), *found = NULL;
+        PyObject *d = NULL, *found = NULL;
+        int traced = V(v)->source != NULL
+                         ? traced_registry_get(tx, V(v)->source, i, name, out, &st) : 0;
+        if (traced < 0) {
+            goto done;
+        }
+        if (traced > 0) {
+            if (*out != NULL) {
+                goto done;   /* this trace's registry has it (None included) */
+            }
+            continue;
+        }
+        d = PyObject_GetAttr(mod, dicts[i]);
         if (d == NULL) {
             PyErr_Clear();
             continue;

@@ -209,10 +209,26 @@ tensor_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     return l ? TR_OK : TR_ERROR;
 }
 
+/* t[i]: operator.getitem; with i a symbolic int, torch.select(t, 0, i) (indexing would call
+ * i.__index__ and specialise it), as torch._dynamo. */
 static tr_status
 tensor_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
-    PyObject *args[2] = {v, key};
+    static PyObject *select_fn;   /* torch.select (process lifetime) */
+    PyObject *args[3] = {v, key, NULL};
+    tr_status st;
+    if (V(key)->kind == VK_SYMINT && cdyn_v_python_type(key) == &PyLong_Type) {
+        if (select_fn == NULL && (select_fn = PyObject_GetAttrString(cdyn_G.torch, "select")) == NULL) {
+            return TR_ERROR;
+        }
+        if ((args[1] = cdyn_value_const_steal(PyLong_FromLong(0))) == NULL) {
+            return TR_ERROR;
+        }
+        args[2] = key;
+        st = cdyn_tx_graph_call(tx, "call_function", select_fn, NULL, args, 3, NULL, out);
+        Py_DECREF(args[1]);
+        return st;
+    }
     return cdyn_tx_graph_call(tx, "call_function", cdyn_G.getitem_fn, NULL, args, 2, NULL, out);
 }
 
