@@ -461,6 +461,34 @@ def test_symbolic_int_index_and_dict_key():
         assert_same(c(torch.randn(n, 3) * 0 + 1), keyed(torch.ones(n, 3)))
 
 
+def test_broadcast_shapes_of_symbolic_sizes():
+    """torch.broadcast_shapes of dynamic shapes is traced (a polyfill of torch's
+    _broadcast_shapes): no graph break (fullgraph=True compiles), eager's results and errors,
+    at most one graph more than torch._dynamo over a sweep (its guard_or_false avoids one
+    guard; the break made one graph per size)."""
+    def f(x, y):
+        s = torch.broadcast_shapes(x.shape, y.shape)
+        return x.expand(s) + y
+
+    calls = [(torch.randn(n, 1, 3), torch.randn(1, n + 1, 3)) for n in (2, 3, 4, 5, 6)]
+    torch._dynamo.reset()
+    dyn = RecordingBackend()
+    d = torch.compile(f, backend=dyn)
+    cdynamo.reset()
+    cdy = RecordingBackend()
+    c = cdynamo.compile(f, backend=cdy, fullgraph=True)
+    for args in calls:
+        d(*args)
+        assert_same(c(*args), f(*args))
+    assert cdy.frame_count <= dyn.frame_count + 1, (cdy.frame_count, dyn.frame_count)
+    g = cdynamo.compile(lambda *s: torch.broadcast_shapes(*s), backend="eager")
+    for shapes in [((2,), (3, 1), (1, 1, 1)), ((5,),), (3, (2, 3)), ((1, 4), (3, 1))]:
+        assert g(*shapes) == torch.broadcast_shapes(*shapes)
+        assert type(g(*shapes)) is torch.Size
+    with pytest.raises(RuntimeError, match="Attempting to broadcast a dimension of length 4"):
+        g((2, 3), (4, 3))
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

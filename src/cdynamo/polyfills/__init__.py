@@ -83,6 +83,6 @@ _LOADED = []
 def registry():
     """The table ``{real callable: polyfill}`` (a new dict), every polyfill module loaded."""
     from . import (bisect, builtins, collections, contextlib, copy, functools,  # noqa: F401
-                   heapq, itertools, mathfns, operator, os, typing)
+                   heapq, itertools, mathfns, operator, os, torchfns, typing)
     _LOADED.append(True)
     return dict(_REGISTRY)

@@ -167,13 +167,13 @@ is_tensor_like(cdyn_tx *tx, PyObject *arg, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
-/* 1 when v is a symbolic number or a list/tuple holding one (depth levels deep). */
+/* 1 when v is a value of kind k or a list/tuple holding one (depth levels deep). */
 static int
-holds_symbolic(PyObject *v, int depth)
+holds_kind(PyObject *v, cdyn_vkind k, int depth)
 {
     PyObject *items = NULL;
     int r = 0;
-    if (V(v)->kind == VK_SYMINT) {
+    if (V(v)->kind == k) {
         return 1;
     }
     if (depth == 0 || (V(v)->kind != VK_LIST && V(v)->kind != VK_TUPLE) ||
@@ -182,9 +182,39 @@ holds_symbolic(PyObject *v, int depth)
     }
     items = V(v)->u.seq.items;
     for (Py_ssize_t i = 0; items != NULL && !r && i < PyList_GET_SIZE(items); i++) {
-        r = holds_symbolic(PyList_GET_ITEM(items, i), depth - 1);
+        r = holds_kind(PyList_GET_ITEM(items, i), k, depth - 1);
     }
     return r;
+}
+
+static int
+holds_symbolic(PyObject *v, int depth)
+{
+    return holds_kind(v, VK_SYMINT, depth);
+}
+
+/* 1 when an argument is a symbolic number or a list/tuple (two levels deep) holding one. */
+static int
+any_sym_arg(PyObject *const *args, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (holds_kind(args[i], VK_SYMINT, 2)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 when an argument is a tensor or a list/tuple (two levels deep) holding one. */
+static int
+any_tensor_arg(PyObject *const *args, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (holds_kind(args[i], VK_TENSOR, 2) || (V(args[i])->bits & SEQ_LAZY)) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* torch._check(cond[, message]): a constant cond checked now; a symbolic bool (a relation
@@ -456,10 +486,12 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
         return cdyn_tx_graph_call(tx, "call_function", fn_refs_tensor, NULL, args, nargs,
                                   kwnames, out);
     }
-    if (PyFunction_Check(obj) && cdyn_all_const(args, nargs)) {
+    if (PyFunction_Check(obj) && (cdyn_all_const(args, nargs) ||
+                                  (any_sym_arg(args, nargs) && !any_tensor_arg(args, nargs)))) {
         /* a Python helper of torch on constants (F._none_or_dtype(None), F._canonical_mask
-           without a mask) has no tensor to record: its body is traced instead (its trace
-           rule permitting), as torch._dynamo inlines torch's Python functions */
+           without a mask) or on sizes only (torch.broadcast_shapes of symbolic shapes) has
+           no tensor to record: its body is traced instead (its trace rule permitting), as
+           torch._dynamo inlines torch's Python functions */
         return cdyn_tx_inline_function(tx, obj, V(fn)->source, NULL, args, nargs, kwnames, out);
     }
     return cdyn_tx_graph_call(tx, "call_function", obj, NULL, args, nargs, kwnames, out);
