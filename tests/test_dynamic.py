@@ -489,6 +489,17 @@ def test_broadcast_shapes_of_symbolic_sizes():
         g((2, 3), (4, 3))
 
 
+def test_list_repeated_by_a_symbolic_size():
+    """[t] * (x.size(0) // 3): the count specialised (guarded) as torch._dynamo, no graph
+    break; graph counts as torch._dynamo's."""
+    def f(x):
+        return torch.cat([x[:1]] * (x.size(0) // 3) + [x])
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 3),) for n in (4, 5, 6, 7, 9, 12, 13)],
+                     same_inputs=False)
+    assert cdy.frame_count == dyn.frame_count
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

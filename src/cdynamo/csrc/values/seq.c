@@ -592,9 +592,18 @@ seq_kind_of(PyObject *v)
 static tr_status
 seq_repeat(cdyn_tx *tx, PyObject *seq, PyObject *count, PyObject **out)
 {
-    PyObject *l = NULL, *res = NULL;
+    PyObject *l = NULL, *res = NULL, *c = NULL;
     tr_status st;
     long n;
+    if (V(count)->kind == VK_SYMINT && cdyn_v_python_type(count) == &PyLong_Type) {
+        /* [t] * n with a symbolic n: by its value (guarded), as torch._dynamo */
+        if ((st = cdyn_sym_specialize(tx, count, &c)) != TR_OK) {
+            return st;
+        }
+        st = V(c)->kind == VK_CONST ? seq_repeat(tx, seq, c, out) : TR_NOTIMPL;
+        Py_DECREF(c);
+        return st;
+    }
     if (V(count)->kind != VK_CONST || !PyLong_CheckExact(V(count)->u.cnst.value)) {
         return TR_NOTIMPL;
     }
