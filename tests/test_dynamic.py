@@ -16,6 +16,7 @@ import sys
 import pytest
 import torch
 import torch._dynamo
+import torch._dynamo.testing
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -498,6 +499,67 @@ def test_list_repeated_by_a_symbolic_size():
     dyn, cdy = sweep(f, [(torch.randn(n, 3),) for n in (4, 5, 6, 7, 9, 12, 13)],
                      same_inputs=False)
     assert cdy.frame_count == dyn.frame_count
+
+
+def test_floats_inside_a_list_stay_constants_and_checks_on_item():
+    """Floats inside containers (a tolist() result live across its graph break) stay
+    constants: aot_eager is handed as many graphs as torch._dynamo's (making them dynamic
+    inputs restarted and recompiled the resume function once per length); and a 0-d int
+    input's .item() under dynamic=True with capture_scalar_outputs is unbacked, its
+    torch._check a graph break (it raised an internal error producing the guards)."""
+    def f(x):
+        sizes = x.shape
+        lst = x[:, 0].tolist()
+        return x + len(lst) + sizes[0], lst
+
+    counts = []
+    for comp, reset in ((torch.compile, torch._dynamo.reset), (cdynamo.compile, cdynamo.reset)):
+        reset()
+        be = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+        c = comp(f, backend=be)
+        for k in (4, 5, 6, 7, 9, 12):
+            x = torch.randn(k, 3)
+            got, want = c(x), f(x)
+            assert_same(got[0], want[0], exact=False)
+            assert got[1] == want[1]
+        counts.append(be.frame_count)
+        reset()
+    assert counts[1] <= counts[0], counts
+
+    def g(x, y):
+        b = x.item()
+        torch._check(b >= 0)
+        torch._check(b < y.shape[0])
+        return y[:b]
+
+    saved = cdynamo.config.capture_scalar_outputs
+    cdynamo.config.capture_scalar_outputs = True
+    try:
+        cdynamo.reset()
+        c = cdynamo.compile(g, backend="eager", dynamic=True)
+        for n in (4, 2, 7):
+            args = (torch.tensor(n), torch.ones(10))
+            assert_same(c(*args), g(*args))
+    finally:
+        cdynamo.config.capture_scalar_outputs = saved
+
+
+def test_method_of_a_symbolic_number_specialises_it():
+    """m.is_integer() on a dynamic float, n.bit_length() on a dynamic size: the method runs
+    on the value (guarded; was a graph break, fullgraph=True refused)."""
+    def forward(t, m):
+        return 2 * t if m.is_integer() else t
+
+    c = cdynamo.compile(forward, backend="eager", fullgraph=True)
+    t = torch.tensor([1])
+    assert [c(t, m).item() for m in (1.0, 1.5, 2.0, 2.5)] == [2, 1, 2, 1]
+
+    def g(x):
+        return x * x.size(0).bit_length()
+
+    c = cdynamo.compile(g, backend="eager", fullgraph=True)
+    for n in (4, 5, 9, 17):
+        assert_same(c(torch.ones(n)), g(torch.ones(n)))
 
 
 def test_zero_one_sizes_specialise():

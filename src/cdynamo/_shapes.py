@@ -133,6 +133,10 @@ class ShapeTrace:
         )
         assert ndim == tensor.dim()
         fake = self.fake_mode.from_tensor(tensor, source=ts, symbolic_context=ctx, trace=False)
+        if getattr(fake, "item_memo", None) is not None:
+            # torch memoises .item() of a 0-d input as a backed symbol read through
+            # L['x'].item(), a guard source the C guards cannot read: .item() stays unbacked
+            fake.item_memo = None
         self.tracing_context.tensor_to_context[tensor] = ctx
         # the metadata the input came with: an in-place view op of the trace (t.unsqueeze_(0))
         # changes the fake's, and the guards are about the input as it came in

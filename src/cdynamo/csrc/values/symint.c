@@ -652,6 +652,19 @@ sym_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
             }
         }
     }
+    if (V(v)->kind == VK_SYMINT) {
+        /* n.bit_length(), s.is_integer(), ...: on its value (guarded), as for what else
+           needs a concrete value */
+        PyObject *c = NULL;
+        tr_status st = cdyn_sym_specialize(tx, v, &c);
+        if (st == TR_OK) {
+            st = V(c)->kind == VK_CONST ? cdyn_v_getattr(tx, c, name, out)
+                                        : cdyn_tx_unsupported(tx, "attribute %U of a symbolic value",
+                                                              name);
+        }
+        Py_XDECREF(c);
+        return st;
+    }
     return cdyn_tx_unsupported(tx, "attribute %U of a symbolic value", name);
 }
 
@@ -972,6 +985,18 @@ module_tensor_static(cdyn_tx *tx, PyObject *source)
     return 0;
 }
 
+/* 1 when source reads an item or entry of a container somewhere on its path. */
+static int
+in_container(PyObject *source)
+{
+    for (cdyn_source *s = (cdyn_source *)source; s != NULL; s = s->base) {
+        if (s->kind == CDYN_SRC_ITEM || s->kind == CDYN_SRC_ENTRY) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* 1 when source starts at a local or a closure cell of the frame (an input). */
 static int
 rooted_in_frame(PyObject *source)
@@ -1252,8 +1277,8 @@ cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     double d;
     *out = NULL;
     if (!PyFloat_CheckExact(obj) || source == NULL || tx->shapes == NULL ||
-        !rooted_in_frame(source) || under_nn_module(tx, source)) {
-        return TR_OK;
+        !rooted_in_frame(source) || under_nn_module(tx, source) || in_container(source)) {
+        return TR_OK;   /* floats inside lists/tuples/dicts (a tolist() result) stay constants */
     }
     d = PyFloat_AS_DOUBLE(obj);
     if (isnan(d) || isinf(d)) {

@@ -237,6 +237,25 @@ call_check(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         }
     }
     else if (V(cond)->kind == VK_SYMINT && cdyn_v_python_type(cond) == &PyBool_Type) {
+        static PyObject *free_unbacked;   /* symbolic_shapes.free_unbacked_symbols */
+        int unbacked;
+        if (free_unbacked == NULL) {
+            PyObject *m = PyImport_ImportModule("torch.fx.experimental.symbolic_shapes");
+            free_unbacked = m ? PyObject_GetAttrString(m, "free_unbacked_symbols") : NULL;
+            Py_XDECREF(m);
+            if (free_unbacked == NULL) {
+                return TR_ERROR;
+            }
+        }
+        r = PyObject_CallOneArg(free_unbacked, V(cond)->u.sym.fake);
+        unbacked = r != NULL ? PyObject_IsTrue(r) : -1;
+        Py_XDECREF(r);
+        if (unbacked != 0) {
+            /* a check on an unbacked value (item()) is a runtime assertion of torch's, which
+               this engine's graphs do not carry: a graph break, the check runs in Python */
+            return unbacked < 0 ? TR_ERROR
+                                : cdyn_tx_unsupported(tx, "torch._check of an unbacked value");
+        }
         r = PyObject_CallOneArg(fn_check, V(cond)->u.sym.fake);
         if (r == NULL) {
             PyErr_Clear();
