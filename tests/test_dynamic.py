@@ -562,6 +562,16 @@ def test_method_of_a_symbolic_number_specialises_it():
         assert_same(c(torch.ones(n)), g(torch.ones(n)))
 
 
+def test_size_numel_of_symbolic_sizes():
+    """x.shape.numel() and a slice's numel() with dynamic dims: the product of the sizes in
+    the graph (was a graph break), 2 graphs as torch._dynamo."""
+    def f(x):
+        return x * x.shape.numel() + x.shape[1:].numel() + torch.Size([]).numel()
+
+    dyn, cdy = sweep(f, [(torch.ones(n, 3),) for n in (4, 5, 6, 7)])
+    assert cdy.frame_count == dyn.frame_count == 2
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

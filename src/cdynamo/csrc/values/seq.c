@@ -367,6 +367,27 @@ done:
 
 /* Methods of lists and tuples. An input list whose items were never read only records its
  * appends (replayed; the list stays unread). */
+static int is_size(PyObject *v);
+
+/* torch.Size.numel() of a Size with symbolic items: the product of its items (1 for none). */
+static tr_status
+size_numel(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *acc = cdyn_value_const_steal(PyLong_FromLong(1));
+    tr_status st = acc ? TR_OK : TR_ERROR;
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(items(v)); i++) {
+        PyObject *r = NULL;
+        st = cdyn_v_binop(tx, 5 /* * */, acc, PyList_GET_ITEM(items(v), i), &r);
+        Py_SETREF(acc, r);
+    }
+    if (st != TR_OK) {
+        Py_XDECREF(acc);
+        return st;
+    }
+    *out = acc;
+    return TR_OK;
+}
+
 static tr_status
 seq_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
                 Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -399,6 +420,9 @@ seq_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
         if (handled) {
             return st;
         }
+    }
+    if (is_size(v) && cdyn_name_is(name, "numel") && nargs == 0 && kwnames == NULL) {
+        return size_numel(tx, v, out);
     }
     if (x->kind != VK_LIST || x->u.seq.nt_type != NULL) {
         return cdyn_tx_unsupported(tx, "method %U of %S", name, v);
