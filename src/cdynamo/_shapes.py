@@ -172,13 +172,7 @@ class ShapeTrace:
         sym = self.shape_env.create_unspecified_symint_and_symbol(value, ts, DimDynamic.DYNAMIC)
         if not isinstance(sym, torch.SymInt) or not isinstance(sym.node.expr, sympy.Symbol):
             return None
-        first = next((n for n in graph.nodes if n.op != "placeholder"), None)
-        if first is None:
-            ph = graph.placeholder(name)
-        else:
-            with graph.inserting_before(first):
-                ph = graph.placeholder(name)
-        ph.meta["example_value"] = sym
+        ph = _input_placeholder(graph, name, sym)
         self.bound[sym.node.expr] = ph
         self.tracked.append((sym, ts, None, src, None))
         return ph, sym
@@ -201,13 +195,7 @@ class ShapeTrace:
         sym = getattr(fake, "item_memo", None)
         if not isinstance(sym, torch.SymFloat):
             return None
-        first = next((n for n in graph.nodes if n.op != "placeholder"), None)
-        if first is None:
-            ph = graph.placeholder(name)
-        else:
-            with graph.inserting_before(first):
-                ph = graph.placeholder(name)
-        ph.meta["example_value"] = fake
+        ph = _input_placeholder(graph, name, fake)
         ph.meta["cdynamo_float_input"] = True
         item = graph.call_method("item", (ph,))
         item.meta["example_value"] = sym
@@ -368,6 +356,19 @@ class ShapeTrace:
             code, fn = _lower(e2, len(slots), frozenset(float_slots))
             programs.append((code, fn, text, reads))
         return masks, slots, programs, slot_names
+
+
+def _input_placeholder(graph, name, example):
+    """A placeholder `name` after the graph's inputs (before its first other node), its
+    example_value `example`."""
+    first = next((n for n in graph.nodes if n.op != "placeholder"), None)
+    if first is None:
+        ph = graph.placeholder(name)
+    else:
+        with graph.inserting_before(first):
+            ph = graph.placeholder(name)
+    ph.meta["example_value"] = example
+    return ph
 
 
 def _as_it_came(fake, meta):

@@ -1206,48 +1206,66 @@ done:
     return st;
 }
 
+/* Automatic dynamic shapes for a scalar input obj read through source: records it in the
+ * frame state; 1 when it is dynamic now (it changed, or dynamic=True), 0 when it stays a
+ * constant, -1 on error. */
+static int
+scalar_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source)
+{
+    PyObject *entry = PyTuple_Pack(3, obj, DYN, DYN);
+    PyObject *st = entry ? state_update(tx, cdyn_source_repr(source), entry) : NULL;   /* borrowed */
+    Py_XDECREF(entry);
+    if (st == NULL) {
+        return -1;
+    }
+    return (tx->dynamic != 0 && PyTuple_GET_ITEM(st, 0) == DYN) || tx->dynamic == 1;
+}
+
+/* The graph input of a dynamic scalar read through source: tx->shapes.<meth>(obj, source,
+ * graph, name) gives a tuple whose items ex, val and node are the example input, the
+ * symbolic value and its FX node (None: the ShapeEnv keeps it a constant, *out NULL); the
+ * input is guarded TYPE_MATCH type. */
+static tr_status
+scalar_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject *meth, PyTypeObject *type,
+             int ex, int val, int node, PyObject **out)
+{
+    PyObject *name = cdyn_sanitized_name(source), *res = NULL;
+    tr_status rc = TR_ERROR;
+    res = name ? PyObject_CallMethodObjArgs(tx->shapes, meth, obj, source, tx->graph, name, NULL)
+               : NULL;
+    if (res == NULL) {
+        goto done;
+    }
+    if (res == Py_None) {
+        rc = TR_OK;
+        goto done;
+    }
+    if (cdyn_guards_add_type(tx->guards, source, type) < 0 ||
+        PyList_Append(tx->input_sources, source) < 0 ||
+        PyList_Append(tx->input_values, PyTuple_GET_ITEM(res, ex)) < 0) {
+        goto done;
+    }
+    rc = cdyn_sym_value(tx, PyTuple_GET_ITEM(res, val), PyTuple_GET_ITEM(res, node), source, out);
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(res);
+    return rc;
+}
+
 tr_status
 cdyn_sym_int_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
-    PyObject *entry = NULL, *st = NULL, *name = NULL, *res = NULL;
-    tr_status rc = TR_ERROR;
     int dyn;
     *out = NULL;
     if (!PyLong_CheckExact(obj) || source == NULL || tx->shapes == NULL ||
         !rooted_in_frame(source) || under_nn_module(tx, source)) {
         return TR_OK;   /* globals, module state, constants: specialised */
     }
-    entry = PyTuple_Pack(3, obj, DYN, DYN);
-    st = entry ? state_update(tx, cdyn_source_repr(source), entry) : NULL;
-    Py_XDECREF(entry);
-    if (st == NULL) {
-        return TR_ERROR;
+    if ((dyn = scalar_dynamic(tx, obj, source)) <= 0) {
+        return dyn < 0 ? TR_ERROR : TR_OK;
     }
-    dyn = (tx->dynamic != 0 && PyTuple_GET_ITEM(st, 0) == DYN) || tx->dynamic == 1;
-    if (!dyn) {
-        return TR_OK;
-    }
-    name = cdyn_sanitized_name(source);
-    res = name ? PyObject_CallMethodObjArgs(tx->shapes, s_sym_input, obj, source, tx->graph, name,
-                                            NULL)
-               : NULL;
-    if (res == NULL) {
-        goto done;
-    }
-    if (res == Py_None) {   /* the ShapeEnv specialised it */
-        rc = TR_OK;
-        goto done;
-    }
-    if (cdyn_guards_add_type(tx->guards, source, &PyLong_Type) < 0 ||
-        PyList_Append(tx->input_sources, source) < 0 ||
-        PyList_Append(tx->input_values, PyTuple_GET_ITEM(res, 1)) < 0) {
-        goto done;
-    }
-    rc = cdyn_sym_value(tx, PyTuple_GET_ITEM(res, 1), PyTuple_GET_ITEM(res, 0), source, out);
-done:
-    Py_XDECREF(name);
-    Py_XDECREF(res);
-    return rc;
+    /* (placeholder, SymInt): the placeholder is the int itself */
+    return scalar_input(tx, obj, source, s_sym_input, &PyLong_Type, 1, 1, 0, out);
 }
 
 /* The frame-state key saying the float input at source repr r stays static. New ref. */
@@ -1272,9 +1290,8 @@ cdyn_sym_mark_float_static(cdyn_tx *tx, PyObject *source)
 tr_status
 cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
-    PyObject *entry = NULL, *st = NULL, *name = NULL, *res = NULL;
-    tr_status rc = TR_ERROR;
     double d;
+    int dyn;
     *out = NULL;
     if (!PyFloat_CheckExact(obj) || source == NULL || tx->shapes == NULL ||
         !rooted_in_frame(source) || under_nn_module(tx, source) || in_container(source)) {
@@ -1292,38 +1309,12 @@ cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
             return marked < 0 ? TR_ERROR : TR_OK;   /* the backend could not tensorify it */
         }
     }
-    entry = PyTuple_Pack(3, obj, DYN, DYN);
-    st = entry ? state_update(tx, cdyn_source_repr(source), entry) : NULL;   /* borrowed */
-    Py_XDECREF(entry);
-    if (st == NULL) {
-        return TR_ERROR;
-    }
-    if (!((tx->dynamic != 0 && PyTuple_GET_ITEM(st, 0) == DYN) || tx->dynamic == 1)) {
-        return TR_OK;
-    }
-    name = cdyn_sanitized_name(source);
-    res = name ? PyObject_CallMethodObjArgs(tx->shapes, s_float_input, obj, source, tx->graph,
-                                            name, NULL)
-               : NULL;
-    if (res == NULL) {
-        goto done;
-    }
-    if (res == Py_None) {
-        rc = TR_OK;
-        goto done;
+    if ((dyn = scalar_dynamic(tx, obj, source)) <= 0) {
+        return dyn < 0 ? TR_ERROR : TR_OK;
     }
     /* (placeholder, example tensor, item node, SymFloat): the graph input is the float as a
        0-d tensor (the compiled graph's caller converts it), its value the item() */
-    if (cdyn_guards_add_type(tx->guards, source, &PyFloat_Type) < 0 ||
-        PyList_Append(tx->input_sources, source) < 0 ||
-        PyList_Append(tx->input_values, PyTuple_GET_ITEM(res, 1)) < 0) {
-        goto done;
-    }
-    rc = cdyn_sym_value(tx, PyTuple_GET_ITEM(res, 3), PyTuple_GET_ITEM(res, 2), source, out);
-done:
-    Py_XDECREF(name);
-    Py_XDECREF(res);
-    return rc;
+    return scalar_input(tx, obj, source, s_float_input, &PyFloat_Type, 1, 3, 2, out);
 }
 
 int
