@@ -572,6 +572,18 @@ def test_size_numel_of_symbolic_sizes():
     assert cdy.frame_count == dyn.frame_count == 2
 
 
+def test_new_tensor_of_a_symbolic_size():
+    """x.new_tensor(x.size(0)) (and of n / 2) with a dynamic size: built by torch._refs.tensor
+    with x's dtype and device (new_tensor specialised the size: one graph per size); results,
+    dtypes and graph counts as torch._dynamo's."""
+    def f(x):
+        return x.new_tensor(x.size(0)) * 2 + x.new_tensor(x.size(0) / 2)
+
+    dyn, cdy = sweep(f, [(torch.ones(n, 3, dtype=torch.float64),) for n in (4, 5, 6, 7, 9)],
+                     same_inputs=False)
+    assert cdy.frame_count == dyn.frame_count == 2
+
+
 def test_zero_one_sizes_specialise():
     def f(x):
         return x * x.size(0)

@@ -118,6 +118,39 @@ call_meta_method(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *a
     }
 }
 
+/* t.new_tensor(n) of a symbolic number: torch._refs.tensor(n, dtype=t.dtype,
+ * device=t.device), which keeps it symbolic (new_tensor would specialise it), as
+ * torch.tensor of sizes (values/torch.c). */
+static tr_status
+new_tensor_of_symbol(cdyn_tx *tx, PyObject *self, PyObject *n, PyObject **out)
+{
+    static PyObject *refs_tensor, *kw;   /* torch._refs.tensor, ("dtype", "device") */
+    PyObject *a[3] = {n, NULL, NULL}, *s_dtype, *s_device;
+    tr_status st;
+    if (refs_tensor == NULL) {
+        PyObject *m = PyImport_ImportModule("torch._refs");
+        refs_tensor = m ? PyObject_GetAttrString(m, "tensor") : NULL;
+        Py_XDECREF(m);
+        kw = refs_tensor ? Py_BuildValue("(ss)", "dtype", "device") : NULL;
+        if (kw == NULL) {
+            Py_CLEAR(refs_tensor);
+            return TR_ERROR;
+        }
+    }
+    s_dtype = PyTuple_GET_ITEM(kw, 0);
+    s_device = PyTuple_GET_ITEM(kw, 1);
+    st = cdyn_v_getattr(tx, self, s_dtype, &a[1]);
+    if (st == TR_OK) {
+        st = cdyn_v_getattr(tx, self, s_device, &a[2]);
+    }
+    if (st == TR_OK) {
+        st = cdyn_tx_graph_call(tx, "call_function", refs_tensor, NULL, a, 3, kw, out);
+    }
+    Py_XDECREF(a[1]);
+    Py_XDECREF(a[2]);
+    return st;
+}
+
 static tr_status
 tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -143,6 +176,10 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     }
     if (cdyn_name_is(name, "numpy")) {
         return cdyn_ndarray_from_tensor(tx, self, args, nargs, kwnames, out);
+    }
+    if (cdyn_name_is(name, "new_tensor") && nargs == 1 && kwnames == NULL &&
+        V(args[0])->kind == VK_SYMINT) {
+        return new_tensor_of_symbol(tx, self, args[0], out);
     }
     if (nargs > 64) {
         return cdyn_tx_unsupported(tx, "too many arguments");
