@@ -28,9 +28,14 @@ def _aot_eager_counter():
     return CountingBackend(torch._dynamo.backends.registry.lookup_backend("aot_eager"))
 
 
-def _run(m, x, counter):
+def _run(m, x, counter, calls=1):
+    """m compiled with counter, called `calls` times on x (the later calls hit the cache and
+    fill its per-call caches): (compiled, output of the first call)."""
     c = cdynamo.compile(m, backend=counter)
-    return c, c(x)
+    out = c(x)
+    for _ in range(calls - 1):
+        c(x)
+    return c, out
 
 
 def test_replaced_parameter_of_another_shape_recompiles():
@@ -54,8 +59,7 @@ def test_in_place_update_is_seen_without_recompiling():
     torch.manual_seed(0)
     m, x = Block(), torch.randn(2, 4)
     counter = CountingBackend()
-    c, _ = _run(m, x, counter)
-    c(x)
+    c, _ = _run(m, x, counter, calls=2)
     with torch.no_grad():
         m.lin.weight.mul_(2)
     assert torch.equal(c(x), m(x))
@@ -66,9 +70,7 @@ def test_freezing_parameters_after_compile_recompiles():
     torch.manual_seed(0)
     m, x = Block(), torch.randn(2, 4)
     counter = _aot_eager_counter()
-    c, out = _run(m, x, counter)
-    c(x)
-    c(x)                                            # the parameters' guards now cached
+    c, out = _run(m, x, counter, calls=3)  # the parameters' guards now cached
     out.sum().backward()
     g1 = m.lin.weight.grad.clone()
     for p in m.lin.parameters():
@@ -90,9 +92,7 @@ def test_freezing_under_no_grad_keeps_the_entry():
     m, x = Block(), torch.randn(2, 4)
     counter = _aot_eager_counter()
     with torch.no_grad():
-        c, _ = _run(m, x, counter)
-        c(x)
-        c(x)
+        c, _ = _run(m, x, counter, calls=3)
         for p in m.parameters():
             p.requires_grad_(False)
         out = c(x)
@@ -123,9 +123,7 @@ def test_requires_grad_read_under_no_grad_is_still_guarded():
     m, x = ReadsRequiresGrad(), torch.randn(2, 4)
     counter = CountingBackend()
     with torch.no_grad():
-        c, _ = _run(m, x, counter)
-        c(x)
-        c(x)                                        # the parameters' guards now cached
+        c, _ = _run(m, x, counter, calls=3)  # the parameters' guards now cached
         m.lin.weight.requires_grad_(False)
         assert torch.equal(c(x), m(x)), "the branch on requires_grad must be re-taken"
     assert counter.frame_count == 2
@@ -145,8 +143,7 @@ def test_enable_grad_inside_no_grad_frame_is_still_guarded():
     m, x = GradInside(), torch.randn(2, 4)
     counter = _aot_eager_counter()
     with torch.no_grad():
-        c, _ = _run(m, x, counter)
-        c(x)
+        c, _ = _run(m, x, counter, calls=2)
         assert c(x).requires_grad
         for p in m.lin.parameters():
             p.requires_grad_(False)
@@ -159,9 +156,7 @@ def test_hook_added_after_caching_is_run():
     torch.manual_seed(0)
     m, x = Block(), torch.randn(2, 4)
     counter = CountingBackend()
-    c, _ = _run(m, x, counter)
-    c(x)
-    c(x)
+    c, _ = _run(m, x, counter, calls=3)
     calls = []
     h = m.lin.register_forward_hook(lambda mod, inp, out: calls.append(1))
     try:
@@ -177,8 +172,7 @@ def test_instance_forward_set_after_caching_is_used():
     torch.manual_seed(0)
     m, x = Block(), torch.randn(2, 4)
     counter = CountingBackend()
-    c, _ = _run(m, x, counter)
-    c(x)
+    c, _ = _run(m, x, counter, calls=2)
     m.ln.forward = lambda t: t * 0 + 7
     assert torch.equal(c(x), m(x))
     del m.ln.forward

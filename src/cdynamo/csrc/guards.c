@@ -1231,16 +1231,8 @@ eval_program(const int64_t *code, Py_ssize_t n, const int64_t *slots, int nslots
             }
             continue;
         }
-        if (op == SP_ISNAN) {
+        if (op == SP_NEG || op == SP_NOT || op == SP_ABS || op == SP_ISNAN) {
             double d;
-            if (sp < 1) {
-                return -1;
-            }
-            memcpy(&d, &st[sp - 1], sizeof(d));
-            st[sp - 1] = isnan(d) ? 1 : 0;
-            continue;
-        }
-        if (op == SP_NEG || op == SP_NOT || op == SP_ABS) {
             if (sp < 1) {
                 return -1;
             }
@@ -1248,7 +1240,9 @@ eval_program(const int64_t *code, Py_ssize_t n, const int64_t *slots, int nslots
             if ((op == SP_NEG || op == SP_ABS) && a == INT64_MIN) {
                 return -1;
             }
-            st[sp - 1] = op == SP_NEG ? -a : op == SP_NOT ? (a == 0) : (a < 0 ? -a : a);
+            memcpy(&d, &a, sizeof(d));   /* SP_ISNAN: a float input's slot */
+            st[sp - 1] = op == SP_NEG ? -a : op == SP_NOT ? (a == 0)
+                         : op == SP_ABS ? (a < 0 ? -a : a) : (isnan(d) ? 1 : 0);
             continue;
         }
         if (sp < 2) {
@@ -1278,6 +1272,29 @@ eval_program(const int64_t *code, Py_ssize_t n, const int64_t *slots, int nslots
         st[sp - 1] = r;
     }
     return sp == 1 ? st[0] != 0 : -1;
+}
+
+/* Store the int (or the float's bits) v of a TYPE_MATCHed input into *slot. 1 / 0 (an
+ * int beyond 64 bits) / -1. */
+static int
+store_scalar_slot(PyObject *v, why_t why, int64_t *slot)
+{
+    int overflow = 0;
+    long long iv;
+    if (PyFloat_CheckExact(v)) {
+        double d = PyFloat_AS_DOUBLE(v);
+        memcpy(slot, &d, sizeof(d));
+        return 1;
+    }
+    iv = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (iv == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow) {
+        return fail_with(why, "int does not fit in 64 bits");
+    }
+    *slot = (int64_t)iv;
+    return 1;
 }
 
 /* Slot k as a Python number: a float for a float input's slot, else an int. New ref. */
@@ -2207,22 +2224,8 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
             rc = fail_with(why, "expected type %s, actual %s",
                            ((PyTypeObject *)gd->value)->tp_name, Py_TYPE(v)->tp_name);
         }
-        else if (gd->slot >= 0 && PyFloat_CheckExact(v)) {   /* a float input (its bits) */
-            double d = PyFloat_AS_DOUBLE(v);
-            memcpy(&slots[gd->slot], &d, sizeof(d));
-        }
-        else if (gd->slot >= 0) {   /* an int input read by SHAPE guards */
-            int overflow = 0;
-            long long iv = PyLong_AsLongLongAndOverflow(v, &overflow);
-            if (iv == -1 && PyErr_Occurred()) {
-                rc = -1;
-            }
-            else if (overflow) {
-                rc = fail_with(why, "int does not fit in 64 bits");
-            }
-            else {
-                slots[gd->slot] = (int64_t)iv;
-            }
+        else if (gd->slot >= 0) {   /* an int or float input read by SHAPE guards */
+            rc = store_scalar_slot(v, why, &slots[gd->slot]);
         }
         break;
     case G_ID:

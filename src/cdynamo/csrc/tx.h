@@ -644,6 +644,9 @@ tr_status cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_
  * input would be; 1 when one of them is dynamic now (wrap the tuple item by item), 0 when
  * all stay static (one constant), -1 on error. */
 int cdyn_sym_tuple_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source);
+/* torch._refs.tensor (borrowed), or NULL when torch has none: builds a tensor from symbolic
+ * numbers without specialising them (values/torch.c). */
+PyObject *cdyn_torch_refs_tensor(void);
 tr_status cdyn_sym_build_slice(cdyn_tx *tx, PyObject *const *parts, int n, PyObject **out);
 /* A constant for v: a SYMINT specialised to its value (the ShapeEnv guards it); other
  * values returned as they are. *out new. */

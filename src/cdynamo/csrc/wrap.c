@@ -631,6 +631,29 @@ wrap_grad_exit(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* An int, a float, or a tuple / torch.Size of ints of the frame (source not NULL) that
+ * automatic dynamic shapes made dynamic (values/symint.c): an int or float that changed
+ * between calls (or dynamic=True) is a symbolic input; a tuple whose int changed is wrapped
+ * item by item (that int then a SymInt input). *out NULL when obj stays a constant. */
+static tr_status
+wrap_dynamic_number(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    int dyn;
+    *out = NULL;
+    if (PyLong_CheckExact(obj)) {
+        return cdyn_sym_int_input(tx, obj, source, out);
+    }
+    if (PyFloat_CheckExact(obj)) {
+        return cdyn_sym_float_input(tx, obj, source, out);
+    }
+    if (!(PyTuple_CheckExact(obj) || Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) ||
+        !cdyn_is_constant(obj)) {
+        return TR_OK;
+    }
+    dyn = cdyn_sym_tuple_dynamic(tx, obj, source);
+    return dyn == 0 ? TR_OK : dyn < 0 ? TR_ERROR : wrap_input_container(tx, obj, source, out);
+}
+
 /* Wrap obj (not memoized yet) guarded through source (may be NULL). */
 static tr_status
 build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
@@ -652,28 +675,10 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         *out = cdyn_value_alloc(VK_AUTOCAST_EXIT, source);
         return *out ? TR_OK : TR_ERROR;
     }
-    if (PyLong_CheckExact(obj) && source != NULL) {
-        /* an int input that changed between calls (or dynamic=True): a SymInt input */
-        tr_status st = cdyn_sym_int_input(tx, obj, source, out);
+    if (source != NULL) {
+        tr_status st = wrap_dynamic_number(tx, obj, source, out);
         if (st != TR_OK || *out != NULL) {
             return st;
-        }
-    }
-    if (PyFloat_CheckExact(obj) && source != NULL) {
-        /* a float input that changed between calls (or dynamic=True): a SymFloat */
-        tr_status st = cdyn_sym_float_input(tx, obj, source, out);
-        if (st != TR_OK || *out != NULL) {
-            return st;
-        }
-    }
-    if (source != NULL && (PyTuple_CheckExact(obj) ||
-                           Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) &&
-        cdyn_is_constant(obj)) {
-        /* a tuple or torch.Size of ints: one constant until one of its ints changes between
-           calls, then item by item (that int a SymInt input), as automatic dynamic shapes */
-        int dyn = cdyn_sym_tuple_dynamic(tx, obj, source);
-        if (dyn != 0) {
-            return dyn < 0 ? TR_ERROR : wrap_input_container(tx, obj, source, out);
         }
     }
     if (cdyn_is_constant(obj)) {

@@ -124,18 +124,15 @@ call_meta_method(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *a
 static tr_status
 new_tensor_of_symbol(cdyn_tx *tx, PyObject *self, PyObject *n, PyObject **out)
 {
-    static PyObject *refs_tensor, *kw;   /* torch._refs.tensor, ("dtype", "device") */
+    static PyObject *kw;   /* ("dtype", "device") */
     PyObject *a[3] = {n, NULL, NULL}, *s_dtype, *s_device;
+    PyObject *refs_tensor = cdyn_torch_refs_tensor();
     tr_status st;
     if (refs_tensor == NULL) {
-        PyObject *m = PyImport_ImportModule("torch._refs");
-        refs_tensor = m ? PyObject_GetAttrString(m, "tensor") : NULL;
-        Py_XDECREF(m);
-        kw = refs_tensor ? Py_BuildValue("(ss)", "dtype", "device") : NULL;
-        if (kw == NULL) {
-            Py_CLEAR(refs_tensor);
-            return TR_ERROR;
-        }
+        return cdyn_tx_unsupported(tx, "Tensor.new_tensor of a symbolic value");
+    }
+    if (kw == NULL && (kw = Py_BuildValue("(ss)", "dtype", "device")) == NULL) {
+        return TR_ERROR;
     }
     s_dtype = PyTuple_GET_ITEM(kw, 0);
     s_device = PyTuple_GET_ITEM(kw, 1);

@@ -167,6 +167,12 @@ is_tensor_like(cdyn_tx *tx, PyObject *arg, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+PyObject *
+cdyn_torch_refs_tensor(void)
+{
+    return fn_refs_tensor;
+}
+
 /* 1 when v is a value of kind k or a list/tuple holding one (depth levels deep). */
 static int
 holds_kind(PyObject *v, cdyn_vkind k, int depth)
@@ -187,30 +193,13 @@ holds_kind(PyObject *v, cdyn_vkind k, int depth)
     return r;
 }
 
+/* 1 when an argument is a value of kind k or a list/tuple (two levels deep) holding one; an
+ * input container not read yet may hold anything: 1. */
 static int
-holds_symbolic(PyObject *v, int depth)
-{
-    return holds_kind(v, VK_SYMINT, depth);
-}
-
-/* 1 when an argument is a symbolic number or a list/tuple (two levels deep) holding one. */
-static int
-any_sym_arg(PyObject *const *args, Py_ssize_t n)
+any_arg_holds(PyObject *const *args, Py_ssize_t n, cdyn_vkind k)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (holds_kind(args[i], VK_SYMINT, 2)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* 1 when an argument is a tensor or a list/tuple (two levels deep) holding one. */
-static int
-any_tensor_arg(PyObject *const *args, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (holds_kind(args[i], VK_TENSOR, 2) || (V(args[i])->bits & SEQ_LAZY)) {
+        if (holds_kind(args[i], k, 2) || (V(args[i])->bits & SEQ_LAZY)) {
             return 1;
         }
     }
@@ -499,14 +488,15 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
             return st;
         }
     }
-    if (obj == fn_tensor && fn_refs_tensor != NULL && nargs >= 1 && holds_symbolic(args[0], 3)) {
+    if (obj == fn_tensor && fn_refs_tensor != NULL && nargs >= 1 && holds_kind(args[0], VK_SYMINT, 3)) {
         /* torch.tensor([n, 3]) of a symbolic size: torch._refs.tensor builds it from the
            SymInts (torch.tensor would specialise them), as torch._dynamo */
         return cdyn_tx_graph_call(tx, "call_function", fn_refs_tensor, NULL, args, nargs,
                                   kwnames, out);
     }
     if (PyFunction_Check(obj) && (cdyn_all_const(args, nargs) ||
-                                  (any_sym_arg(args, nargs) && !any_tensor_arg(args, nargs)))) {
+                                  (any_arg_holds(args, nargs, VK_SYMINT) &&
+                                   !any_arg_holds(args, nargs, VK_TENSOR)))) {
         /* a Python helper of torch on constants (F._none_or_dtype(None), F._canonical_mask
            without a mask) or on sizes only (torch.broadcast_shapes of symbolic shapes) has
            no tensor to record: its body is traced instead (its trace rule permitting), as
