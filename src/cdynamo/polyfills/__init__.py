@@ -21,7 +21,8 @@ Python).
 
 _REGISTRY = {}
 
-__all__ = ["substitute_for", "registry", "polyfill_of", "unsupported", "exact_type", "same"]
+__all__ = ["substitute_for", "registry", "polyfill_of", "unsupported", "exact_type", "same",
+           "is_symbolic"]
 
 
 def substitute_for(*reals, result_type=None):
@@ -62,7 +63,14 @@ def same(a, b):
     return a is b
 
 
-for _helper in (unsupported, exact_type, same):
+def is_symbolic(x):
+    """True while tracing when x is a symbolic number (an int or float that dynamic shapes
+    made a SymInt / SymFloat: its value differs between calls); False for every other value
+    and always in eager (values/polyfill.c)."""
+    return False
+
+
+for _helper in (unsupported, exact_type, same, is_symbolic):
     _REGISTRY[_helper] = _helper
 
 

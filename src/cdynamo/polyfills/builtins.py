@@ -5,7 +5,7 @@ The names defined here shadow the builtins inside this module only; a polyfill t
 the real builtin (which the engine then treats as usual) reaches it through ``_b``."""
 import builtins as _b
 
-from . import substitute_for, unsupported
+from . import is_symbolic, substitute_for, unsupported
 
 _DICT_LIKE = (dict, type({}.keys()), type({}.values()), type({}.items()))
 
@@ -180,6 +180,10 @@ def sorted(iterable, /, *, key=None, reverse=False):
         keys = items
     else:
         keys = [key(x) for x in items]
+    for k in keys:
+        if is_symbolic(k):
+            # as torch._dynamo: a graph break, not a guard on the order of sizes
+            unsupported("sort with symbolic keys (a SymInt or SymFloat)")
     order = _merge_sort(keys, reverse)
     return [items[i] for i in order]
 

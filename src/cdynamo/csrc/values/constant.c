@@ -114,7 +114,17 @@ const_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 static tr_status
 const_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
-    PyObject *r;
+    PyObject *r, *k = NULL;
+    tr_status st;
+    if (V(key)->kind == VK_SYMINT || V(key)->kind == VK_SYMSLICE) {
+        /* "abcdef"[:n % 4]: on the sizes' values, guarded (as torch._dynamo) */
+        if ((st = cdyn_sym_specialize(tx, key, &k)) != TR_OK) {
+            return st;
+        }
+        st = const_subscr(tx, v, k, out);
+        Py_DECREF(k);
+        return st;
+    }
     if (V(key)->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "subscript of a constant with %S", key);
     }

@@ -15,12 +15,13 @@
  *   exact_type(x)     type(x) as the trace knows it (or a break);
  *   same(a, b)        `a is b` for mutable containers (lists, dicts) made in the frame or
  *                     read from it: distinct values are distinct objects (wrap.c refuses
- *                     one input container under two names).
+ *                     one input container under two names);
+ *   is_symbolic(x)    whether x is a symbolic number (VK_SYMINT: a SymInt or SymFloat).
  */
 #include "../tx.h"
 
 static PyObject *table;          /* dict: real callable -> polyfill function */
-static PyObject *h_unsupported, *h_exact_type, *h_same;   /* the helpers above */
+static PyObject *h_unsupported, *h_exact_type, *h_same, *h_is_symbolic; /* the helpers above */
 static PyObject *s_result_type;  /* "__cdynamo_result_type__" */
 
 int cdyn_polyfill_init(void);
@@ -41,10 +42,12 @@ cdyn_polyfill_init(void)
     h_unsupported = PyObject_GetAttrString(mod, "unsupported");
     h_exact_type = PyObject_GetAttrString(mod, "exact_type");
     h_same = PyObject_GetAttrString(mod, "same");
+    h_is_symbolic = PyObject_GetAttrString(mod, "is_symbolic");
     s_result_type = PyUnicode_InternFromString("__cdynamo_result_type__");
     Py_DECREF(mod);
     if (table == NULL || !PyDict_Check(table) || h_unsupported == NULL ||
-        h_exact_type == NULL || h_same == NULL || s_result_type == NULL) {
+        h_exact_type == NULL || h_same == NULL || h_is_symbolic == NULL ||
+        s_result_type == NULL) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "cdynamo.polyfills.registry() is not a dict");
         }
@@ -91,6 +94,10 @@ call_helper(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
         }
         return cdyn_tx_wrap_real(tx, (PyObject *)t, NULL, out);
     }
+    if (fn == h_is_symbolic) {
+        *out = cdyn_value_bool(V(args[0])->kind == VK_SYMINT);
+        return *out ? TR_OK : TR_ERROR;
+    }
     if (args[0] != args[1] && !((V(args[0])->kind == VK_LIST || V(args[0])->kind == VK_DICT) &&
                                 (V(args[1])->kind == VK_LIST || V(args[1])->kind == VK_DICT))) {
         return cdyn_tx_unsupported(tx, "identity of %S and %S", args[0], args[1]);
@@ -109,7 +116,7 @@ cdyn_polyfill_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t 
     if (pf == NULL) {
         return TR_OK;
     }
-    if (fn == h_unsupported || fn == h_exact_type || fn == h_same) {
+    if (fn == h_unsupported || fn == h_exact_type || fn == h_same || fn == h_is_symbolic) {
         if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
             return cdyn_tx_unsupported(tx, "polyfill helper with keywords");
         }

@@ -334,10 +334,36 @@ done:
     return st;
 }
 
+/* A symbolic slice as a constant slice: each symbolic bound specialised; a tensor bound
+ * cannot be. */
+static tr_status
+specialize_slice(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *c[3] = {NULL, NULL, NULL}, *r = NULL;
+    tr_status st = TR_OK;
+    for (int i = 0; st == TR_OK && i < 3; i++) {
+        PyObject *p = PyList_GET_ITEM(V(v)->u.slice.parts, i);
+        st = V(p)->kind == VK_TENSOR ? cdyn_tx_unsupported(tx, "slice bound %S", p)
+                                     : cdyn_sym_specialize(tx, p, &c[i]);
+    }
+    if (st == TR_OK) {
+        r = PySlice_New(cdyn_v_real(c[0]), cdyn_v_real(c[1]), cdyn_v_real(c[2]));
+        *out = r ? cdyn_value_const_steal(r) : NULL;
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(c[i]);
+    }
+    return st;
+}
+
 tr_status
 cdyn_sym_specialize(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
     PyObject *r;
+    if (V(v)->kind == VK_SYMSLICE) {
+        return specialize_slice(tx, v, out);
+    }
     if (V(v)->kind != VK_SYMINT) {
         *out = Py_NewRef(v);
         return TR_OK;
@@ -685,11 +711,42 @@ sym_truth(cdyn_tx *tx, PyObject *v, int *out)
     return TR_OK;
 }
 
+/* 1 when v is a constant str, bytes or tuple: what a number repeats or formats. */
+static int
+is_const_sequence(PyObject *v)
+{
+    PyObject *c = V(v)->kind == VK_CONST ? V(v)->u.cnst.value : NULL;
+    return c != NULL && (PyUnicode_Check(c) || PyBytes_Check(c) || PyTuple_Check(c));
+}
+
+/* A binary operation of a constant sequence and a symbolic number: on the number's value,
+ * guarded (the result is a constant of that value, as torch._dynamo specialises it). */
+static tr_status
+on_constants(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    PyObject *ca = NULL, *cb = NULL;
+    tr_status st = cdyn_sym_specialize(tx, a, &ca);
+    if (st == TR_OK) {
+        st = cdyn_sym_specialize(tx, b, &cb);
+    }
+    if (st == TR_OK) {
+        st = V(ca)->kind == VK_CONST && V(cb)->kind == VK_CONST
+                 ? cdyn_v_binop(tx, op, ca, cb, out)
+                 : cdyn_tx_unsupported(tx, "BINARY_OP %d on %S and %S", op, a, b);
+    }
+    Py_XDECREF(ca);
+    Py_XDECREF(cb);
+    return st;
+}
+
 /* Arithmetic between numbers of which one is symbolic: a node of the graph. */
 static tr_status
 sym_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     PyObject *args[2] = {a, b};
+    if (is_const_sequence(a) || is_const_sequence(b)) {
+        return on_constants(tx, op, a, b, out);   /* "ab" * n, (1, 2) * n, "%d" % n */
+    }
     if (!is_number(a) || !is_number(b)) {
         return TR_NOTIMPL;   /* tensors (and everything else) take it from here */
     }
