@@ -292,14 +292,14 @@ def test_aliased_input_containers_guarded():
     reuse that entry (IS guard)."""
     def alias(a, b, x):
         a.append(x)
-        return len(b), a is b
+        return len(b), a is b, x + 1   # one op: a frame without any is not compiled
 
     cdynamo.reset()
     f = cdynamo.compile(alias, backend="eager")
     shared = [1]
-    assert f(shared, shared, X) == (2, True) and len(shared) == 2
+    assert f(shared, shared, X)[:2] == (2, True) and len(shared) == 2
     l1, l2 = [1], [1]
-    assert f(l1, l2, X) == (1, False) and len(l1) == 2 and len(l2) == 1
+    assert f(l1, l2, X)[:2] == (1, False) and len(l1) == 2 and len(l2) == 1
     assert len(cdynamo.cache_entries(alias)) == 2
 
 

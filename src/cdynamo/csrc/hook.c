@@ -484,7 +484,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
     cdyn_tls *t = &tls;
     PyCodeObject *code = f->f_code;
     PyObject *reason = NULL, *res = NULL;
-    cdyn_translation out = {NULL, NULL};
+    cdyn_translation out = {NULL, NULL, 0};
     int saved_disabled = t->disabled;
     int rc, locked = 0;
 
@@ -573,7 +573,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
         assert(out.guards == NULL);
         compile_lock_release();
         locked = 0;
-        cdyn_counts.unmodified++;
+        cdyn_counts.unmodified += !out.no_ops;   /* no ops: nothing was given up */
         if (x->nentries == 0) {
             x->skip = 1;
             x->decided = 1;

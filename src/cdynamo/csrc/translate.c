@@ -17,6 +17,7 @@
  */
 #include "translate.h"
 #include "analysis.h"
+#include "cache.h"
 #include "tx.h"
 
 cdyn_tx_globals cdyn_G;
@@ -1619,19 +1620,28 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
     return 0;
 }
 
-/* fullgraph=True: raise the error naming the reason and the source line(s). Returns 1 when
- * it raised (a user-facing error), 0 when fullgraph is off, -1 on an internal error. */
+/* 1 when the frame is compiled with fullgraph=True, 0 when not, -1 on error. */
 static int
-fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
+fullgraph_on(cdyn_tx *tx)
 {
-    PyObject *fullgraph = PyObject_GetAttrString(tx->options, "fullgraph"), *r = NULL;
-    Py_ssize_t pc = st == TR_BREAK ? tx->break_pc : fs->pc - 1;
+    PyObject *fullgraph = PyObject_GetAttrString(tx->options, "fullgraph");
     int on;
     if (fullgraph == NULL) {
         return -1;
     }
     on = PyObject_IsTrue(fullgraph);
     Py_DECREF(fullgraph);
+    return on;
+}
+
+/* fullgraph=True: raise the error naming the reason and the source line(s). Returns 1 when
+ * it raised (a user-facing error), 0 when fullgraph is off, -1 on an internal error. */
+static int
+fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
+{
+    PyObject *r = NULL;
+    Py_ssize_t pc = st == TR_BREAK ? tx->break_pc : fs->pc - 1;
+    int on = fullgraph_on(tx);
     if (on <= 0) {
         return on;
     }
@@ -1753,6 +1763,14 @@ note_restart(cdyn_tx *tx)
 static int translate_once(struct _PyInterpreterFrame *frame, PyObject *options,
                           cdyn_translation *out, int *restart);
 
+/* 1 when code has a cache entry. */
+static int
+has_entries(PyCodeObject *code)
+{
+    cdyn_extra *x = cdyn_cache_get(code);
+    return x != NULL && x->nentries > 0;
+}
+
 int
 cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
                      cdyn_translation *out)
@@ -1783,6 +1801,7 @@ translate_once(struct _PyInterpreterFrame *frame, PyObject *options, cdyn_transl
 
     out->code = NULL;
     out->guards = NULL;
+    out->no_ops = 0;
     if (tx_open(&tx, &fs, frame, options) < 0) {
         goto done;
     }
@@ -1796,6 +1815,23 @@ translate_once(struct _PyInterpreterFrame *frame, PyObject *options, cdyn_transl
         int fg = fullgraph_check(&tx, &fs, st);
         if (fg != 0) {
             user_error = fg > 0;
+            goto done;
+        }
+    }
+    if (st == TR_OK && tx.n_call_nodes == 0 && !has_entries(tx.code)) {
+        /* as torch._dynamo: a frame that returns without one operation in its graph runs as
+           it is, and from then on is not traced again (unless fullgraph=True asks for its
+           graph). A code with cache entries keeps them and gets one more, without a graph
+           (torch._dynamo would stop running the compiled ones) */
+        int fg = fullgraph_on(&tx);
+        if (fg < 0) {
+            goto done;
+        }
+        if (fg == 0) {
+            cdyn_log(20, "skipping %U (%U:%d): no operation traced, it runs as it is",
+                     tx.code->co_qualname, tx.code->co_filename, tx.code->co_firstlineno);
+            out->no_ops = 1;
+            rc = 0;
             goto done;
         }
     }

@@ -12,6 +12,9 @@
 typedef struct {
     PyObject *code;        /* new ref: the transformed code object, or NULL: run unmodified */
     cdyn_guards *guards;   /* owned by the receiver; non-NULL iff code != NULL */
+    int no_ops;            /* code == NULL because the trace returned with no operation in
+                              its graph and the code has no cache entry: the caller skips the
+                              code from now on (torch._dynamo's "No ops traced" skip) */
 } cdyn_translation;
 
 /* Trace `frame` under the compile options `options` (borrowed Python object with
