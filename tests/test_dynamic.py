@@ -12,6 +12,7 @@ import math
 import os
 import subprocess
 import sys
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -988,3 +989,120 @@ def test_warm_start_hits_torch_caches_from_a_second_process(tmp_path):
     child = json.loads(r.stdout.strip().splitlines()[-1])
     assert child["inductor"].get("fxgraph_cache_hit", 0) == 1, child
     assert child["aot_autograd"].get("autograd_cache_hit", 0) == 1, child
+
+
+def test_constant_sequences_indexed_or_repeated_by_a_size_specialise():
+    """"abcdef"[: n % 4] and (1, 2) * (n % 3) with n a symbolic size: the size's value is used
+    (guarded), as torch._dynamo; they were graph breaks, which made a resume function and a
+    graph of size arithmetic per size (9 graphs, torch._dynamo 7)."""
+    def f(x):
+        n = x.size(0)
+        return torch.cat([x[:1]] * (n // 3) + [x]), ("abcdef"[: n % 4], (1, 2) * (n % 3))
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 3),) for n in (4, 5, 6, 7, 9, 12, 13)],
+                     same_inputs=False)
+    assert cdy.frame_count == dyn.frame_count == 7
+
+
+def test_sorting_symbolic_sizes_is_a_graph_break():
+    """sorted() of a list holding a symbolic size breaks the graph there, as torch._dynamo
+    ("sort with non-constant keys"): no guard on the order of the sizes, so one graph serves
+    sizes on both sides of the constants (was 3 graphs, torch._dynamo 2)."""
+    def f(x):
+        return (x.new_zeros(min(x.shape), max(x.shape[1:])), min(x.shape),
+                sorted([x.size(0), 3, 7]))
+
+    calls = [(torch.randn(n, n % 4 + 2),) for n in (4, 5, 6, 7, 9, 12, 13)]
+    dyn, cdy = sweep(f, calls)
+    assert cdy.frame_count == dyn.frame_count == 2
+    ex = cdynamo.explain(f)(torch.randn(5, 3))
+    assert ex.graph_break_count == 0    # static sizes: sorted() on constants is folded
+    cdynamo.reset()
+    c = cdynamo.compile(f, backend="eager", dynamic=True)
+    assert c(torch.randn(9, 3))[2] == [3, 7, 9]
+    assert c(torch.randn(5, 3))[2] == [3, 5, 7]
+
+
+def test_resume_function_without_ops_runs_as_it_is():
+    """A trace that returns without one op in its graph is not compiled: its code runs as it is
+    from then on (torch._dynamo's "No ops traced" skip). Here the resume function after the
+    print only appends y.size(0) + 1: it is skipped on its first (static) call, so no graph of
+    size arithmetic is compiled when the sizes change (was 3 graphs, torch._dynamo 2)."""
+    def f(x, log):
+        y = x * 2
+        print("", end="")
+        log.append(y.size(0) + 1)
+        return y
+
+    calls = [(torch.randn(n, 3), []) for n in (4, 5, 6, 7, 9)]
+    cdynamo.reset_counters()
+    dyn, cdy = sweep(f, calls)
+    assert cdy.frame_count == dyn.frame_count == 2
+    assert cdynamo.counters()["skipped"] >= 1 and cdynamo.counters()["unmodified"] == 0
+    log = []
+    cdynamo.compile(f, backend="eager")(torch.randn(11, 3), log)
+    assert log == [12]
+
+
+def test_frame_without_ops_is_skipped_but_fullgraph_compiles_it():
+    def g(a, b):
+        return a + b
+
+    cdynamo.reset()
+    cdynamo.reset_counters()
+    c = cdynamo.compile(g, backend="eager")
+    assert c(1, 2) == 3 and c(3, 4) == 7
+    assert cdynamo.cache_entries(g) == [] and cdynamo.counters()["compiles"] == 0
+    assert cdynamo.counters()["skipped"] == 1
+    cdynamo.reset()
+    c = cdynamo.compile(g, backend="eager", fullgraph=True)
+    assert c(1, 2) == 3
+    assert len(cdynamo.cache_entries(g)) == 1
+
+
+STATE = {"step": 0, "scale": 2}
+
+
+def test_store_into_a_global_dict_does_not_guard_the_old_value():
+    """STATE["step"] = n stores without reading: the old value is not guarded (as
+    torch._dynamo), so the next call with another value is a cache hit (was one graph per
+    call); the key read (STATE["scale"]) is guarded."""
+    def f(x):
+        STATE["step"] = x.size(0) * 2
+        STATE["last"] = x.size(1)
+        return x * STATE["scale"]
+
+    STATE.clear()
+    STATE.update(step=0, scale=2)
+    calls = [(torch.randn(n, 3),) for n in (4, 5, 6, 7, 9)]
+    dyn, cdy = sweep(f, calls)
+    assert STATE == {"step": 18, "scale": 2, "last": 3}
+    assert cdy.frame_count == dyn.frame_count == 2
+    STATE["scale"] = 3            # read: guarded
+    x = torch.randn(8, 3)
+    cdynamo.reset()
+    c = cdynamo.compile(f, backend="eager")
+    assert_same(c(x), x * 3)
+    STATE["scale"] = 4
+    assert_same(c(x), x * 4)
+    assert len(cdynamo.cache_entries(f)) == 2
+
+
+def test_stores_into_an_input_dict_then_reads_it_whole():
+    """Stores into a dict argument wait unread until the dict is read whole: the order, the
+    overwritten and new keys and the values are eager's."""
+    def f(x, d):
+        d["c"] = x * 2
+        d["a"] = x.size(0)
+        y = x + d["a"]
+        return y, list(d), [type(v).__name__ for v in d.values()], len(d)
+
+    for mk in (dict, OrderedDict):
+        c = cdynamo.compile(f, backend="eager")
+        for n in (3, 4, 5):
+            x = torch.randn(n, 2)
+            d1, d2 = mk(a=1, b=2), mk(a=1, b=2)
+            assert_same(c(x, d2), f(x, d1))
+            assert list(d1) == list(d2) and type(d1) is type(d2)
+            assert_same(list(d1.values()), list(d2.values()))
+        cdynamo.reset()

@@ -477,7 +477,12 @@ cdyn_v_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 tr_status
 cdyn_v_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
-    tr_status st = cdyn_tx_materialize(tx, v);
+    tr_status st = V(v)->vt->store_subscr_lazy ? V(v)->vt->store_subscr_lazy(tx, v, key, value)
+                                               : TR_NOTIMPL;
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    st = cdyn_tx_materialize(tx, v);
     if (st != TR_OK) {
         return st;
     }

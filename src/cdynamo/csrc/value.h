@@ -274,6 +274,10 @@ typedef struct cdyn_vtable {
        reads (an input dict read by one key); TR_NOTIMPL: not such a read, materialize */
     tr_status (*subscr_lazy)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
     tr_status (*store_subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value);
+    /* v[key] = value done before v is materialized, reading nothing of it (a store into an
+       input dict, replayed); TR_NOTIMPL: materialize, then store_subscr */
+    tr_status (*store_subscr_lazy)(struct cdyn_tx *tx, PyObject *v, PyObject *key,
+                                   PyObject *value);
     tr_status (*delete_subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key);
     tr_status (*contains)(struct cdyn_tx *tx, PyObject *v, PyObject *item, int *out);
     /* op: BINARY_OP oparg (0..25, in-place forms >= 13); compare op: Py_LT..Py_GE. Either

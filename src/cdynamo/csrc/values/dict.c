@@ -1156,20 +1156,82 @@ wrap_factory(cdyn_tx *tx, PyObject *v)
     return st;
 }
 
+/* The stores made while v was lazy (lazy_store): its entries so far, taken out of v (which
+ * is left empty) into a new dict value *ov, or *ov NULL when there were none. 0 / -1. */
+static int
+take_overlay(PyObject *v, PyObject **ov)
+{
+    cdyn_value *x = V(v);
+    *ov = NULL;
+    if (x->u.dict.keys != NULL) {
+        *ov = cdyn_dict_new(NULL);
+        if (*ov == NULL) {
+            return -1;
+        }
+        Py_SETREF(V(*ov)->u.dict.keys, x->u.dict.keys);
+        Py_SETREF(V(*ov)->u.dict.vals, x->u.dict.vals);
+        x->u.dict.keys = x->u.dict.vals = NULL;
+    }
+    if ((x->u.dict.keys = PyList_New(0)) == NULL || (x->u.dict.vals = PyList_New(0)) == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Entry i (key k) of the input dict v being materialized: the value stored while v was lazy
+ * when there is one (the real value, overwritten, is not read or guarded), else the real
+ * one (wrap_entry). */
+static tr_status
+add_entry(cdyn_tx *tx, PyObject *v, PyObject *ov, Py_ssize_t i, PyObject *k)
+{
+    Py_ssize_t j = ov != NULL && cdyn_is_constant(k) ? find(ov, k) : -1;
+    PyObject *kv;
+    int e;
+    if (j == -2) {
+        return TR_ERROR;
+    }
+    if (j < 0) {
+        return wrap_entry(tx, v, i, k);
+    }
+    kv = cdyn_value_const(k);
+    e = kv == NULL || raw_set(v, k, kv, PyList_GET_ITEM(vals(ov), j)) < 0;
+    Py_XDECREF(kv);
+    return e ? TR_ERROR : TR_OK;
+}
+
+/* The keys stored while v was lazy that the real dict did not have, at the end in the
+ * order they were stored. */
+static tr_status
+add_new_overlay_keys(PyObject *v, PyObject *ov)
+{
+    for (Py_ssize_t j = 0; ov != NULL && j < dlen(ov); j++) {
+        PyObject *k = PyList_GET_ITEM(keys(ov), j), *kv;
+        Py_ssize_t i = find(v, k);
+        int e;
+        if (i == -2) {
+            return TR_ERROR;
+        }
+        if (i >= 0) {
+            continue;
+        }
+        kv = cdyn_value_const(k);
+        e = kv == NULL || raw_set(v, k, kv, PyList_GET_ITEM(vals(ov), j)) < 0;
+        Py_XDECREF(kv);
+        if (e) {
+            return TR_ERROR;
+        }
+    }
+    return TR_OK;
+}
+
 tr_status
 cdyn_dict_materialize(cdyn_tx *tx, PyObject *v)
 {
     cdyn_value *x = V(v);
-    PyObject *kl = NULL, *kt = NULL;
+    PyObject *kl = NULL, *kt = NULL, *ov = NULL;
     tr_status st = TR_ERROR;
-    if (dict_init() < 0) {
-        return TR_ERROR;
-    }
-    if (x->u.dict.keys == NULL && (x->u.dict.keys = PyList_New(0)) == NULL) {
-        return TR_ERROR;
-    }
-    if (x->u.dict.vals == NULL && (x->u.dict.vals = PyList_New(0)) == NULL) {
-        return TR_ERROR;
+    if (dict_init() < 0 || take_overlay(v, &ov) < 0) {
+        goto done;
     }
     kl = real_keys(x->u.dict.real);
     if (kl == NULL) {
@@ -1195,17 +1257,21 @@ cdyn_dict_materialize(cdyn_tx *tx, PyObject *v)
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(kl); i++) {
-        if ((st = wrap_entry(tx, v, i, PyList_GET_ITEM(kl, i))) != TR_OK) {
+        if ((st = add_entry(tx, v, ov, i, PyList_GET_ITEM(kl, i))) != TR_OK) {
             goto done;
         }
     }
-    st = IS_DDICT(v) ? wrap_factory(tx, v) : TR_OK;
+    st = add_new_overlay_keys(v, ov);
+    if (st == TR_OK) {
+        st = IS_DDICT(v) ? wrap_factory(tx, v) : TR_OK;
+    }
     if (st == TR_OK) {
         x->bits &= ~SEQ_LAZY;
     }
 done:
     Py_XDECREF(kl);
     Py_XDECREF(kt);
+    Py_XDECREF(ov);
     return st;
 }
 
@@ -1801,6 +1867,16 @@ dict_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
         k == NULL || cdyn_is_tensor(k) || !cdyn_pinnable_key(k)) {
         return TR_NOTIMPL;
     }
+    if (V(v)->u.dict.keys != NULL) {   /* stored while lazy (lazy_store) */
+        Py_ssize_t j = find(v, k);
+        if (j >= 0) {
+            *out = Py_NewRef(PyList_GET_ITEM(vals(v), j));
+            return TR_OK;
+        }
+        if (j == -2) {
+            return TR_ERROR;
+        }
+    }
     val = PyDict_GetItemWithError(real, k);   /* borrowed */
     if (val == NULL) {
         return PyErr_Occurred() ? TR_ERROR : TR_NOTIMPL;
@@ -1816,6 +1892,16 @@ dict_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
+/* 1 when v is an nn.Module's _parameters, _buffers or _modules read through its source. */
+static int
+is_module_registry(PyObject *v)
+{
+    cdyn_source *s = (cdyn_source *)V(v)->source;
+    return s != NULL && s->kind == CDYN_SRC_ATTR &&
+           (cdyn_name_is(s->name, "_parameters") || cdyn_name_is(s->name, "_buffers") ||
+            cdyn_name_is(s->name, "_modules"));
+}
+
 /* A store into / delete from an nn.Module's _parameters, _buffers or _modules
  * (register_buffer, add_module, ... inlined): what the trace read of module.<key> before is
  * stale; the next read asks the registries again (values/nnmodule.c reads this trace's). */
@@ -1825,10 +1911,8 @@ registry_key_changed(cdyn_tx *tx, PyObject *v, PyObject *key)
     cdyn_source *s = (cdyn_source *)V(v)->source;
     PyObject *k, *asrc;
     int rc;
-    if (s == NULL || s->kind != CDYN_SRC_ATTR || V(key)->kind != VK_CONST ||
-        !PyUnicode_CheckExact(V(key)->u.cnst.value) ||
-        !(cdyn_name_is(s->name, "_parameters") || cdyn_name_is(s->name, "_buffers") ||
-          cdyn_name_is(s->name, "_modules"))) {
+    if (!is_module_registry(v) || V(key)->kind != VK_CONST ||
+        !PyUnicode_CheckExact(V(key)->u.cnst.value)) {
         return 0;
     }
     k = V(key)->u.cnst.value;
@@ -1836,6 +1920,33 @@ registry_key_changed(cdyn_tx *tx, PyObject *v, PyObject *key)
     rc = asrc ? cdyn_tx_memo_write(tx, cdyn_source_repr(asrc), NULL) : -1;
     Py_XDECREF(asrc);
     return rc;
+}
+
+/* d[k] = value on an input dict not read yet (SEQ_LAZY: a plain dict or OrderedDict, k a
+ * constant the DICT_KEYS guard could pin): replayed as it is (EFF_STORE_SUBSCR) and the dict
+ * kept unread, so the trace guards nothing of it it does not read (STATE["step"] = step does
+ * not guard the old step, as torch._dynamo); the values stored wait in its entries until the
+ * dict is read whole (cdyn_dict_materialize). TR_NOTIMPL otherwise. */
+static tr_status
+lazy_store(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
+{
+    cdyn_value *x = V(v);
+    PyObject *real = x->u.dict.real, *k = V(key)->kind == VK_CONST ? V(key)->u.cnst.value : NULL;
+    if (x->kind != VK_DICT || !(x->bits & SEQ_LAZY) || (x->bits & DICT_MIRROR) ||
+        x->source == NULL || real == NULL || k == NULL || !cdyn_is_constant(k) ||
+        !(PyDict_CheckExact(real) || Py_IS_TYPE(real, (PyTypeObject *)odict_type)) ||
+        is_module_registry(v) || dict_init() < 0) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    cdyn_tx_mutated(tx, v);   /* first: the undo log keeps its state before */
+    if ((x->u.dict.keys == NULL && (x->u.dict.keys = PyList_New(0)) == NULL) ||
+        (x->u.dict.vals == NULL && (x->u.dict.vals = PyList_New(0)) == NULL) ||
+        cdyn_tx_effect(tx, EFF_STORE_SUBSCR, v, k, value) != TR_OK ||
+        raw_set(v, k, key, value) < 0) {
+        return TR_ERROR;
+    }
+    return TR_OK;
 }
 
 static tr_status
@@ -2414,6 +2525,7 @@ const cdyn_vtable cdyn_dict_vt = {
     .subscr = dict_subscr,
     .subscr_lazy = dict_subscr_lazy,
     .store_subscr = dict_store_subscr,
+    .store_subscr_lazy = lazy_store,
     .delete_subscr = dict_delete_subscr,
     .contains = dict_contains,
     .binop = dict_binop,
