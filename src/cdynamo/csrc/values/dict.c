@@ -1932,8 +1932,9 @@ lazy_store(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
     cdyn_value *x = V(v);
     PyObject *real = x->u.dict.real, *k = V(key)->kind == VK_CONST ? V(key)->u.cnst.value : NULL;
-    if (x->kind != VK_DICT || !(x->bits & SEQ_LAZY) || (x->bits & DICT_MIRROR) ||
-        x->source == NULL || real == NULL || k == NULL || !cdyn_is_constant(k) ||
+    if (x->kind != VK_DICT || !(x->bits & SEQ_LAZY) ||
+        (x->bits & (DICT_MIRROR | DICT_BY_POSITION)) || x->source == NULL || real == NULL ||
+        k == NULL || !cdyn_is_constant(k) ||
         !(PyDict_CheckExact(real) || Py_IS_TYPE(real, (PyTypeObject *)odict_type)) ||
         is_module_registry(v) || dict_init() < 0) {
         PyErr_Clear();
