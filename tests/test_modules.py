@@ -256,6 +256,47 @@ class _Registers(nn.Module):
         return y + self.d + self.hist_len, hasattr(self, "c"), self.b is None
 
 
+class _AddModuleAfterBreak(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Identity()
+        self.register_buffer("b", torch.ones(3))
+
+    def forward(self, x):
+        y = x * 2
+        print("", end="")                                   # a graph break
+        self.add_module("lin", nn.Linear(3, 3, bias=False))  # constructing it breaks too
+        return y + self.lin.weight.shape[0]
+
+
+class _RegisterThroughStackedMethod(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Identity()
+        self.register_buffer("b", torch.ones(3))
+
+    def forward(self, x):
+        # the break inside the arguments hands the bound method to the resume function,
+        # which reads self.b, then re-registers b through the method's __self__
+        self.register_buffer("b", x * 3 + self.b if print("", end="") is None else None)
+        return x + self.b
+
+
+def test_registry_change_through_another_name_of_the_module():
+    """After a graph break the module is reached both as self and as the __self__ of a
+    bound method on the resume function's stack: add_module / register_buffer through one
+    name are seen by reads through the other (they read the old submodule: AttributeError
+    'Identity' object has no attribute 'weight', or the old buffer: a wrong result)."""
+    for make in (_AddModuleAfterBreak, _RegisterThroughStackedMethod):
+        eager_m, m = make(), make()
+        c = cdynamo.compile(m, backend="eager")
+        for _ in range(3):
+            want = eager_m(torch.ones(3))
+            assert torch.equal(c(torch.ones(3)), want), want
+        assert torch.equal(m.b, eager_m.b) and type(m.lin) is type(eager_m.lin)
+        cdynamo.reset()
+
+
 def test_registry_changes_and_properties_inside_forward_are_read_back():
     """register_buffer / del inside forward, then reads of the module (a buffer re-registered,
     set to None, a new one, an attribute deleted) and a @property reading an attribute the

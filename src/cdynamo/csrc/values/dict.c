@@ -1892,14 +1892,55 @@ dict_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
-/* 1 when v is an nn.Module's _parameters, _buffers or _modules read through its source. */
+/* The source of the module (borrowed) when v is an nn.Module's _parameters, _buffers or
+ * _modules read through its source, as `m._buffers` or `m.__dict__['_buffers']`; NULL
+ * otherwise. */
+static PyObject *
+module_registry_owner(PyObject *v)
+{
+    cdyn_source *s = (cdyn_source *)V(v)->source;
+    if (s == NULL || s->base == NULL || !PyUnicode_Check(s->name) ||
+        !(cdyn_name_is(s->name, "_parameters") || cdyn_name_is(s->name, "_buffers") ||
+          cdyn_name_is(s->name, "_modules"))) {
+        return NULL;
+    }
+    if (s->kind == CDYN_SRC_ATTR) {
+        return (PyObject *)s->base;
+    }
+    if (s->kind == CDYN_SRC_ITEM && s->base->kind == CDYN_SRC_ATTR && s->base->base != NULL &&
+        cdyn_name_is(s->base->name, "__dict__")) {
+        return (PyObject *)s->base->base;
+    }
+    return NULL;
+}
+
 static int
 is_module_registry(PyObject *v)
 {
-    cdyn_source *s = (cdyn_source *)V(v)->source;
-    return s != NULL && s->kind == CDYN_SRC_ATTR &&
-           (cdyn_name_is(s->name, "_parameters") || cdyn_name_is(s->name, "_buffers") ||
-            cdyn_name_is(s->name, "_modules"));
+    return module_registry_owner(v) != NULL;
+}
+
+/* Drop every memoised read `<source>.<name>`: the module whose registry changed may have
+ * been read under another name too (self, and the __self__ of a bound method handed to a
+ * resume function), and such a read is stale now; a read of another object's `.name` is only
+ * made again. 0 / -1. */
+static int
+drop_alias_memos(cdyn_tx *tx, PyObject *name)
+{
+    PyObject *suffix = PyUnicode_FromFormat(".%U", name), *stale = PyList_New(0), *k, *v;
+    Py_ssize_t pos = 0;
+    int rc = suffix && stale ? 0 : -1;
+    while (rc == 0 && PyDict_Next(tx->by_source, &pos, &k, &v)) {
+        if (PyUnicode_Check(k) && PyUnicode_Tailmatch(k, suffix, 0, PY_SSIZE_T_MAX, 1) == 1) {
+            rc = PyList_Append(stale, k);
+        }
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(stale); i++) {
+        rc = cdyn_tx_memo_write(tx, PyList_GET_ITEM(stale, i), NULL);
+    }
+    Py_XDECREF(suffix);
+    Py_XDECREF(stale);
+    return rc;
 }
 
 /* A store into / delete from an nn.Module's _parameters, _buffers or _modules
@@ -1908,18 +1949,17 @@ is_module_registry(PyObject *v)
 static int
 registry_key_changed(cdyn_tx *tx, PyObject *v, PyObject *key)
 {
-    cdyn_source *s = (cdyn_source *)V(v)->source;
-    PyObject *k, *asrc;
+    PyObject *owner = module_registry_owner(v), *k, *asrc;
     int rc;
-    if (!is_module_registry(v) || V(key)->kind != VK_CONST ||
+    if (owner == NULL || V(key)->kind != VK_CONST ||
         !PyUnicode_CheckExact(V(key)->u.cnst.value)) {
         return 0;
     }
     k = V(key)->u.cnst.value;
-    asrc = cdyn_source_attr((PyObject *)s->base, k);
+    asrc = cdyn_source_attr(owner, k);
     rc = asrc ? cdyn_tx_memo_write(tx, cdyn_source_repr(asrc), NULL) : -1;
     Py_XDECREF(asrc);
-    return rc;
+    return rc < 0 ? -1 : drop_alias_memos(tx, k);
 }
 
 /* d[k] = value on an input dict not read yet (SEQ_LAZY: a plain dict or OrderedDict, k a

@@ -172,27 +172,48 @@ generic_lookup_finds(PyObject *mod, PyObject *name)
     return PyDict_GetItemWithError(*dictptr, name) != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
 }
 
-/* name in registry i (0 _parameters, 1 _buffers, 2 _modules) of the module whose source is
- * msrc, as this trace left it: 1 with *out the value (None included) when the trace has the
+/* The value this trace has for registry i (0 _parameters, 1 _buffers, 2 _modules) of the
+ * module mod whose source is msrc: the one wrapped through msrc.<registry>, or the one the
+ * trace changed through another name of the same dict (the module reached as self and as a
+ * bound method's __self__ on a resume function's stack); borrowed, NULL when the trace has
+ * none (or on error). */
+static PyObject *
+traced_registry(cdyn_tx *tx, PyObject *mod, PyObject *msrc, int i)
+{
+    PyObject *rname = i == 0 ? cdyn_G.s_parameters : i == 1 ? cdyn_G.s_buffers
+                                                            : cdyn_G.s_modules;
+    PyObject *rsrc = cdyn_source_attr(msrc, rname), *d = NULL, *real = NULL, *key = NULL;
+    PyObject **dictptr = _PyObject_GetDictPtr(mod);
+    if (rsrc == NULL) {
+        return NULL;
+    }
+    d = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(rsrc));   /* borrowed */
+    Py_DECREF(rsrc);
+    if (d != NULL || PyErr_Occurred()) {
+        return d;
+    }
+    real = dictptr && *dictptr ? PyDict_GetItemWithError(*dictptr, rname) : NULL;
+    key = real ? PyLong_FromVoidPtr(real) : NULL;
+    d = key ? PyDict_GetItemWithError(tx->by_id, key) : NULL;
+    Py_XDECREF(key);
+    /* under another name, only when the trace changed it (what it only read, the real
+       registry answers as well) */
+    return d != NULL && V(d)->kind == VK_DICT && (V(d)->bits & SEQ_SYNCED) ? d : NULL;
+}
+
+/* name in registry i (0 _parameters, 1 _buffers, 2 _modules) of the module mod whose source
+ * is msrc, as this trace left it: 1 with *out the value (None included) when the trace has the
  * registry (register_buffer, add_module, ... inlined stored into it), 0 when it has not (the
  * real registry answers), -1 unsupported/error (status in *st). A name not in a traced
  * registry: 1 with *out NULL. */
 static int
-traced_registry_get(cdyn_tx *tx, PyObject *msrc, int i, PyObject *name, PyObject **out,
-                    tr_status *st)
+traced_registry_get(cdyn_tx *tx, PyObject *mod, PyObject *msrc, int i, PyObject *name,
+                    PyObject **out, tr_status *st)
 {
-    PyObject *rsrc = cdyn_source_attr(msrc, i == 0 ? cdyn_G.s_parameters
-                                             : i == 1 ? cdyn_G.s_buffers : cdyn_G.s_modules);
-    PyObject *d, *key = NULL;
+    PyObject *d = traced_registry(tx, mod, msrc, i), *key = NULL;
     int has = 0;
     *out = NULL;
     *st = TR_OK;
-    if (rsrc == NULL) {
-        *st = TR_ERROR;
-        return -1;
-    }
-    d = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(rsrc));   /* borrowed */
-    Py_DECREF(rsrc);
     if (d == NULL) {
         if (PyErr_Occurred()) {
             *st = TR_ERROR;
@@ -280,7 +301,7 @@ module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     for (int i = 0; i < 3 && !generic; i++) {
         PyObject *d = NULL, *found = NULL;
         int traced = V(v)->source != NULL
-                         ? traced_registry_get(tx, V(v)->source, i, name, out, &st) : 0;
+                         ? traced_registry_get(tx, mod, V(v)->source, i, name, out, &st) : 0;
         if (traced < 0) {
             goto done;
         }
