@@ -1106,3 +1106,48 @@ def test_stores_into_an_input_dict_then_reads_it_whole():
             assert list(d1) == list(d2) and type(d1) is type(d2)
             assert_same(list(d1.values()), list(d2.values()))
         cdynamo.reset()
+
+
+@pytest.mark.parametrize("rnn", ["GRU", "LSTM"])
+def test_rnn_module_over_growing_lengths_stops_recompiling(rnn):
+    """nn.GRU / nn.LSTM cannot be inlined and a call_module node specialises a symbolic length
+    (one graph per length until the cache limit; torch._dynamo does not trace RNN modules at
+    all): on symbolic sizes the call is a graph break, so the first graph holds the RNN and
+    the graphs after the break serve every length."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = getattr(nn, rnn)(6, 8, batch_first=True)
+
+        def forward(self, x):
+            out, h = self.rnn(x)
+            h = h[0] if isinstance(h, tuple) else h
+            return out[:, -1] + h[0]
+
+    torch.manual_seed(0)
+    m = M()
+    cdy = RecordingBackend()
+    c = cdynamo.compile(m, backend=cdy)
+    cdynamo.reset_counters()
+    for k, n in enumerate((4, 5, 6, 7, 9, 12, 13, 15, 17, 20)):
+        x = torch.randn(2, n, 6)
+        assert_same(c(x), m(x), f"length {n}", exact=False)
+        if k == 4:
+            after_five = cdy.frame_count
+    # the static graph, then after the break at most a static and a dynamic one
+    assert cdy.frame_count == after_five <= 3, (cdy.frame_count, after_five)
+    assert cdynamo.counters()["cache_limit_hits"] == 0
+
+
+def test_torch_sym_functions_of_sizes():
+    """torch.sym_max / sym_min / sym_int / sym_float on sizes are traced (constants folded,
+    symbolic ones recorded as torch.sym_max, ...): they were graph breaks (trace rule skip),
+    with a resume function per call and an int guarded per size (5 graphs, torch._dynamo 2)."""
+    def f(x):
+        n = x.size(0)
+        return (x[: torch.sym_max(n - 5, 1)], torch.sym_min(n, 6), torch.sym_int(n / 2),
+                torch.sym_float(n), torch.sym_max(2.0, 1))
+
+    dyn, cdy = sweep(f, [(torch.randn(n, 3),) for n in (4, 5, 6, 7, 9, 12, 13)])
+    assert cdy.frame_count == dyn.frame_count == 2
+    assert cdynamo.explain(f)(torch.randn(5, 3)).graph_break_count == 0

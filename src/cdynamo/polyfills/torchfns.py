@@ -1,6 +1,9 @@
 """Polyfills of torch helpers written in Python whose own code the engine does not trace:
 torch._refs._broadcast_shapes (behind torch.broadcast_shapes), plain comparisons of sizes
-(guarded as any branch on a size) instead of torch's guard_or_false."""
+(guarded as any branch on a size) instead of torch's guard_or_false; torch.sym_max, sym_min,
+sym_int and sym_float as the builtins they stand for (symbolic operands make graph nodes)."""
+import math as _math
+
 import torch as _torch
 import torch._refs as _refs
 
@@ -38,3 +41,36 @@ def _broadcast_shapes(*_shapes):
                 f"Mismatching argument at index {arg_idx} had {shape}; but expected shape "
                 f"should be broadcastable to {common}")
     return common
+
+
+@substitute_for(_torch.sym_max)
+def sym_max(a, b):
+    """torch.sym_max(a, b) of ints and floats: max() (a torch.sym_max node for symbolic
+    operands, no guard on their order); a float when either is a float, as torch's."""
+    r = max(a, b)
+    if isinstance(a, float) or isinstance(b, float):
+        return float(r)
+    return r
+
+
+@substitute_for(_torch.sym_min)
+def sym_min(a, b):
+    """torch.sym_min(a, b): as sym_max, with min()."""
+    r = min(a, b)
+    if isinstance(a, float) or isinstance(b, float):
+        return float(r)
+    return r
+
+
+@substitute_for(_torch.sym_int)
+def sym_int(a):
+    """torch.sym_int(a): a float truncated toward zero (math.trunc), anything else int(a)."""
+    if isinstance(a, float):
+        return _math.trunc(a)
+    return int(a)
+
+
+@substitute_for(_torch.sym_float)
+def sym_float(a):
+    """torch.sym_float(a): float(a)."""
+    return float(a)

@@ -719,9 +719,37 @@ call_sequential(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *arg, PyObject *
     return TR_OK;
 }
 
+/* 1 when a tensor among args[0..n) has a symbolic size (dynamic shapes), 0 when none has,
+ * -1 on error. */
+static int
+any_dynamic_tensor(PyObject *const *args, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *shape;
+        int dyn = 0;
+        if (V(args[i])->kind != VK_TENSOR || V(args[i])->u.tensor.fake == NULL) {
+            continue;
+        }
+        shape = PyObject_GetAttrString(V(args[i])->u.tensor.fake, "shape");
+        if (shape == NULL) {
+            return -1;
+        }
+        for (Py_ssize_t d = 0; PyTuple_Check(shape) && d < PyTuple_GET_SIZE(shape); d++) {
+            dyn |= cdyn_is_symbolic(PyTuple_GET_ITEM(shape, d));
+        }
+        Py_DECREF(shape);
+        if (dyn) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* A torch.nn leaf module: its forward inlined (functional calls on its parameters, no
  * nn.Module call at run time, as torch._dynamo); if that fails, undone and recorded as one
- * call_module node instead. */
+ * call_module node instead, unless an argument has symbolic sizes: the module's own forward
+ * on fake tensors would specialise them (nn.GRU / nn.LSTM: one graph per sequence length),
+ * so the call is a graph break (torch._dynamo does not trace RNN modules at all). */
 static tr_status
 call_leaf(cdyn_tx *tx, PyObject *v, PyObject *fwd, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
@@ -751,6 +779,16 @@ call_leaf(cdyn_tx *tx, PyObject *v, PyObject *fwd, PyObject *const *args, Py_ssi
         if (!fall_back) {
             return st;
         }
+    }
+    switch (any_dynamic_tensor(args, nargs)) {
+    case -1:
+        return TR_ERROR;
+    case 1:
+        return cdyn_tx_unsupported(tx, "%s (not inlinable) called on tensors of symbolic sizes "
+                                   "(a call_module node would specialise them)",
+                                   Py_TYPE(mod)->tp_name);
+    default:
+        break;
     }
     if (cdyn_v_pin_identity(tx, v) != TR_OK) {
         return TR_ERROR;   /* the graph holds this instance */
