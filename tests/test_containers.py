@@ -22,6 +22,7 @@ from torch._dynamo.utils import counters
 import cdynamo
 from cdynamo import _glue
 from conftest import requires_engine
+from helpers import CountingBackend, assert_same
 from test_graph_breaks import T, run_both
 
 pytestmark = [requires_engine,
@@ -799,3 +800,34 @@ def extend_with_map_reading_the_list(a):
 def test_list_extend_consumes_a_generator_item_by_item():
     # PyTorch's test_map_list_extend_2: [1, 1, 2, 4] (was [1, 1, 2, 3])
     run_both(extend_with_map_reading_the_list, T(3))
+
+
+def test_tuple_argument_guards_only_the_items_read():
+    """args[0] of a tuple argument reads that item alone (LENGTH_CHECK plus its own guard), as
+    torch._dynamo: another tuple of the same length whose other item differs in structure is
+    a cache hit (test_repros' test_guard_fail_nested_tuple: was 2 graphs, torch._dynamo 1);
+    reading the tuple whole afterwards gets the same item values."""
+    def fn(args):
+        return torch.ones(()), args[0] * 2
+
+    dyn, cdy = CountingBackend(), CountingBackend()
+    d, c = torch.compile(fn, backend=dyn), cdynamo.compile(fn, backend=cdy)
+    a1 = (torch.ones(1), (torch.ones(1), torch.ones(1)))
+    a2 = (torch.ones(1), torch.ones(1))
+    for a in (a1, a2):
+        d(a)
+        assert_same(c(a), fn(a))
+    torch._dynamo.reset()
+    assert cdy.frame_count == dyn.frame_count == 1
+    assert cdynamo.cache_entries(fn)[0].guards[-2:] == [
+        "local 'args' LENGTH_CHECK 2", "L['args'][0] TENSOR_MATCH"]
+    assert_same(c((torch.ones(1),)), fn((torch.ones(1),)))     # another length: recompiles
+    assert len(cdynamo.cache_entries(fn)) == 2
+
+    def g(t):
+        a = t[0]
+        b, c2 = t
+        return a + b + c2, a is b, t[-1] is c2
+
+    x = torch.ones(2)
+    assert_same(cdynamo.compile(g, backend="eager")((x, x * 2)), g((x, x * 2)))

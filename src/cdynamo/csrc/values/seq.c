@@ -487,6 +487,47 @@ seq_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return cdyn_tx_unsupported(tx, "sequence index of type %s", Py_TYPE(k)->tp_name);
 }
 
+/* t[i] on an input tuple not read yet (SEQ_LAZY), i a constant int in range: that item
+ * through its ITEM source with a LENGTH_CHECK, the other items unread and unguarded, as
+ * torch._dynamo guards a tuple's length and the items it reads (a tuple argument of which
+ * only args[0] is used serves another args[1]). A later read of the whole tuple gets the
+ * same value (memoised by source). TR_NOTIMPL otherwise. */
+static tr_status
+seq_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    cdyn_value *x = V(v);
+    PyObject *real = x->u.seq.real, *k, *idx, *src;
+    Py_ssize_t i, n;
+    tr_status st;
+    if (x->kind != VK_TUPLE || (x->bits & (SEQ_LAZY | SEQ_APPENDED)) != SEQ_LAZY ||
+        x->source == NULL || real == NULL || !PyTuple_Check(real) || V(key)->kind != VK_CONST ||
+        !PyLong_CheckExact(k = V(key)->u.cnst.value)) {
+        return TR_NOTIMPL;
+    }
+    n = PyTuple_GET_SIZE(real);
+    i = PyLong_AsSsize_t(k);
+    if (i == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    i = i < 0 ? i + n : i;
+    if (i < 0 || i >= n) {
+        return TR_NOTIMPL;   /* the whole read raises IndexError */
+    }
+    if (cdyn_guards_add_len(tx->guards, x->source, n) < 0 ||
+        (idx = PyLong_FromSsize_t(i)) == NULL) {
+        return TR_ERROR;
+    }
+    src = cdyn_source_item(x->source, idx);
+    Py_DECREF(idx);
+    if (src == NULL) {
+        return TR_ERROR;
+    }
+    st = cdyn_tx_wrap_real(tx, PyTuple_GET_ITEM(real, i), src, out);
+    Py_DECREF(src);
+    return st;
+}
+
 /* l[i] = x, l[a:b] = iterable, l[a:b:c] = iterable of the same length. */
 static tr_status
 seq_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
@@ -1041,6 +1082,7 @@ const cdyn_vtable cdyn_seq_vt = {
     .truth = seq_truth,
     .unpack = seq_unpack,
     .subscr = seq_subscr,
+    .subscr_lazy = seq_subscr_lazy,
     .store_subscr = seq_store_subscr,
     .delete_subscr = seq_delete_subscr,
     .contains = seq_contains,
