@@ -831,3 +831,42 @@ def test_tuple_argument_guards_only_the_items_read():
 
     x = torch.ones(2)
     assert_same(cdynamo.compile(g, backend="eager")((x, x * 2)), g((x, x * 2)))
+
+
+SD = {2: 5, 4: 10}
+
+
+def test_key_in_an_input_dict_guards_only_that_key():
+    """`k in d` on a global or argument dict not read otherwise guards only k's presence
+    (DICT_CONTAINS), as torch._dynamo: a change of another value is a cache hit, adding k
+    recompiles (test_dicts' test_dict_contains: was 3 graphs, torch._dynamo 2)."""
+    def fn(x):
+        if 1 in SD:
+            x = x * 2
+        else:
+            x = x * 3
+        return x
+
+    SD.clear()
+    SD.update({2: 5, 4: 10})
+    cdy = CountingBackend()
+    c = cdynamo.compile(fn, backend=cdy, fullgraph=True)
+    x = torch.randn(4)
+    assert_same(c(x), fn(x))
+    SD[2] = 10                    # not read: no recompile
+    assert_same(c(x), fn(x))
+    SD[1] = 15                    # the key tested appears: recompile
+    assert_same(c(x), fn(x))
+    assert cdy.frame_count == 2
+    assert "global 'SD' DICT_CONTAINS 1 absent" in cdynamo.cache_entries(fn)[1].guards
+
+    def g(x, d):
+        d["new"] = 1
+        a = "new" in d and "b" in d and "zz" not in d
+        return x + (1 if a else 2), list(d)
+
+    c = cdynamo.compile(g, backend="eager")
+    for d in ({"b": 1}, {"c": 2}, {"b": 3, "zz": 1}, {"b": 4}):
+        d1, d2 = dict(d), dict(d)
+        assert_same(c(x, d2), g(x, d1))
+        assert d1 == d2 and list(d1) == list(d2)

@@ -506,8 +506,9 @@ def test_floats_inside_a_list_stay_constants_and_checks_on_item():
     """Floats inside containers (a tolist() result live across its graph break) stay
     constants: aot_eager is handed as many graphs as torch._dynamo's (making them dynamic
     inputs restarted and recompiled the resume function once per length); and a 0-d int
-    input's .item() under dynamic=True with capture_scalar_outputs is unbacked, its
-    torch._check a graph break (it raised an internal error producing the guards)."""
+    input's .item() under dynamic=True with capture_scalar_outputs is unbacked (it raised an
+    internal error producing the guards), its torch._check a runtime assertion in the graph,
+    as torch._dynamo (fullgraph=True compiles it; a failing check raises torch's error)."""
     def f(x):
         sizes = x.shape
         lst = x[:, 0].tolist()
@@ -536,11 +537,15 @@ def test_floats_inside_a_list_stay_constants_and_checks_on_item():
     saved = cdynamo.config.capture_scalar_outputs
     cdynamo.config.capture_scalar_outputs = True
     try:
-        cdynamo.reset()
-        c = cdynamo.compile(g, backend="eager", dynamic=True)
-        for n in (4, 2, 7):
-            args = (torch.tensor(n), torch.ones(10))
-            assert_same(c(*args), g(*args))
+        for dynamic in (True, None):
+            cdynamo.reset()
+            c = cdynamo.compile(g, backend="eager", dynamic=dynamic, fullgraph=True)
+            for n in (4, 2, 7):
+                args = (torch.tensor(n), torch.ones(10))
+                assert_same(c(*args), g(*args))
+            with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+                c(torch.tensor(12), torch.ones(10))
+            assert len(cdynamo.cache_entries(g)) == 1
     finally:
         cdynamo.config.capture_scalar_outputs = saved
 

@@ -33,12 +33,13 @@ typedef enum {
     G_KEYS,
     G_DISTINCT,
     G_NNMODULE,
+    G_CONTAINS,
 } guard_kind;
 
 static const char *const guard_kind_names[] = {
     "TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "GRAD_MODE",
     "LENGTH_CHECK", "HASATTR", "GLOBAL_STATE", "SHAPE_GUARD", "SAME_OBJECT", "DICT_KEYS",
-    "NO_TENSOR_ALIASING", "NN_MODULE",
+    "NO_TENSOR_ALIASING", "NN_MODULE", "DICT_CONTAINS",
 };
 
 /* What an NN_MODULE guard's module_state() read last time it passed: the instance dict and
@@ -59,7 +60,7 @@ typedef struct {
     PyObject *value;       /* strong: EQUALS value, TYPE type, ID/FUNCTION object,
                               TENSOR Python type; NULL for GRAD_MODE */
     int flag;              /* GRAD_MODE: enabled (bit 0) and any autocast enabled (bit 1);
-                              TENSOR: requires_grad; HASATTR: present;
+                              TENSOR: requires_grad; HASATTR, DICT_CONTAINS: present;
                               NN_MODULE: the module_state() mask at trace time */
     PyObject *args;        /* strong; CALL: the argument tuple (value is the callable) */
     PyObject *expected;    /* strong; CALL: the result expected */
@@ -813,6 +814,31 @@ cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys)
     }
     gd->value = Py_NewRef(keys);
     gd->len = PyTuple_GET_SIZE(keys);
+    return 0;
+}
+
+int
+cdyn_guards_add_contains(cdyn_guards *g, PyObject *source, PyObject *key, int present)
+{
+    guard *gd;
+    if (check_source_arg(source) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        const guard *o = &g->items[i];
+        if (o->kind == G_CONTAINS && cdyn_source_equal(o->source, source) &&
+            PyObject_RichCompareBool(o->value, key, Py_EQ) == 1 &&
+            Py_TYPE(o->value) == Py_TYPE(key)) {
+            return 0;
+        }
+    }
+    PyErr_Clear();
+    gd = guards_append(g, G_CONTAINS, source);
+    if (gd == NULL) {
+        return -1;
+    }
+    gd->value = Py_NewRef(key);
+    gd->flag = present != 0;
     return 0;
 }
 
@@ -2290,6 +2316,20 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
     case G_NNMODULE:
         rc = check_nn_module(gd, v, why);
         break;
+    case G_CONTAINS:
+        rc = PyDict_Check(v) ? PyDict_Contains(v, gd->value) : -1;
+        if (rc < 0) {
+            PyErr_Clear();
+            rc = fail_with(why, "not a dict: %.100s", Py_TYPE(v)->tp_name);
+        }
+        else if (rc != gd->flag) {
+            rc = fail_with(why, "expected the key %R to be %s", gd->value,
+                           gd->flag ? "present" : "absent");
+        }
+        else {
+            rc = 1;
+        }
+        break;
     case G_GRAD_MODE:
     case G_CALL:
     case G_SHAPE:
@@ -2432,6 +2472,11 @@ guard_describe(const guard *gd)
     }
     if (head != NULL && gd->kind == G_HASATTR) {
         res = PyUnicode_FromFormat("%U %s", head, gd->flag ? "present" : "absent");
+        Py_DECREF(head);
+        return res;
+    }
+    if (head != NULL && gd->kind == G_CONTAINS) {
+        res = PyUnicode_FromFormat("%U %R %s", head, gd->value, gd->flag ? "present" : "absent");
         Py_DECREF(head);
         return res;
     }

@@ -72,6 +72,10 @@ int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);
  * `keys` (borrowed), in order, each of the same type and == (pins constants and objects
  * compared by identity). */
 int cdyn_guards_add_keys(cdyn_guards *g, PyObject *source, PyObject *keys);
+/* DICT_CONTAINS: (key in the dict at source) == present, key a constant (borrowed); the
+ * dict's other keys and its values are not read (printed as "<source> DICT_CONTAINS key
+ * present|absent"). */
+int cdyn_guards_add_contains(cdyn_guards *g, PyObject *source, PyObject *key, int present);
 /* The placeholder of a DICT_KEYS tuple for a key another guard checks (a tensor key, guarded
  * through its entry source); borrowed, NULL + MemoryError. */
 PyObject *cdyn_guards_any_key(void);

@@ -508,7 +508,13 @@ cdyn_v_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
 tr_status
 cdyn_v_contains(cdyn_tx *tx, PyObject *container, PyObject *item, int *out)
 {
-    tr_status st = cdyn_tx_materialize(tx, container);
+    tr_status st = V(container)->vt->contains_lazy
+                       ? V(container)->vt->contains_lazy(tx, container, item, out)
+                       : TR_NOTIMPL;
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    st = cdyn_tx_materialize(tx, container);
     if (st != TR_OK) {
         return st;
     }

@@ -280,6 +280,9 @@ typedef struct cdyn_vtable {
                                    PyObject *value);
     tr_status (*delete_subscr)(struct cdyn_tx *tx, PyObject *v, PyObject *key);
     tr_status (*contains)(struct cdyn_tx *tx, PyObject *v, PyObject *item, int *out);
+    /* item in v answered before v is materialized, guarding only that (a constant key of an
+       input dict); TR_NOTIMPL: materialize, then contains */
+    tr_status (*contains_lazy)(struct cdyn_tx *tx, PyObject *v, PyObject *item, int *out);
     /* op: BINARY_OP oparg (0..25, in-place forms >= 13); compare op: Py_LT..Py_GE. Either
        operand may be of this family; TR_NOTIMPL passes to the other operand's family. */
     tr_status (*binop)(struct cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);

@@ -1892,6 +1892,20 @@ dict_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
+/* 1 when v is an input dict not read yet whose entries the trace may answer one key at a
+ * time: a plain dict or OrderedDict, read through a source, no object's mirror and no
+ * registry read by position. */
+static int
+lazy_readable(PyObject *v)
+{
+    cdyn_value *x = V(v);
+    return x->kind == VK_DICT && (x->bits & SEQ_LAZY) &&
+           !(x->bits & (DICT_MIRROR | DICT_BY_POSITION)) && x->source != NULL &&
+           x->u.dict.real != NULL && dict_init() == 0 &&
+           (PyDict_CheckExact(x->u.dict.real) ||
+            Py_IS_TYPE(x->u.dict.real, (PyTypeObject *)odict_type));
+}
+
 /* The source of the module (borrowed) when v is an nn.Module's _parameters, _buffers or
  * _modules read through its source, as `m._buffers` or `m.__dict__['_buffers']`; NULL
  * otherwise. */
@@ -1971,12 +1985,8 @@ static tr_status
 lazy_store(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
     cdyn_value *x = V(v);
-    PyObject *real = x->u.dict.real, *k = V(key)->kind == VK_CONST ? V(key)->u.cnst.value : NULL;
-    if (x->kind != VK_DICT || !(x->bits & SEQ_LAZY) ||
-        (x->bits & (DICT_MIRROR | DICT_BY_POSITION)) || x->source == NULL || real == NULL ||
-        k == NULL || !cdyn_is_constant(k) ||
-        !(PyDict_CheckExact(real) || Py_IS_TYPE(real, (PyTypeObject *)odict_type)) ||
-        is_module_registry(v) || dict_init() < 0) {
+    PyObject *k = V(key)->kind == VK_CONST ? V(key)->u.cnst.value : NULL;
+    if (k == NULL || !cdyn_is_constant(k) || !lazy_readable(v) || is_module_registry(v)) {
         PyErr_Clear();
         return TR_NOTIMPL;
     }
@@ -2089,6 +2099,37 @@ dict_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     }
     Py_DECREF(h);
     *out = i >= 0;
+    return TR_OK;
+}
+
+/* k in d on an input dict not read yet, k a constant: a key stored by the trace is there; any
+ * other is looked up in the real dict and guarded by DICT_CONTAINS alone (the values and the
+ * other keys stay unread), as torch._dynamo guards only the key tested. TR_NOTIMPL
+ * otherwise. */
+static tr_status
+dict_contains_lazy(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
+{
+    PyObject *k = V(item)->kind == VK_CONST ? V(item)->u.cnst.value : NULL;
+    Py_ssize_t j;
+    int has;
+    if (k == NULL || !cdyn_is_constant(k) || !lazy_readable(v)) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    if (V(v)->u.dict.keys != NULL) {   /* stored while lazy (lazy_store) */
+        if ((j = find(v, k)) == -2) {
+            return TR_ERROR;
+        }
+        if (j >= 0) {
+            *out = 1;
+            return TR_OK;
+        }
+    }
+    has = PyDict_Contains(V(v)->u.dict.real, k);
+    if (has < 0 || cdyn_guards_add_contains(tx->guards, V(v)->source, k, has) < 0) {
+        return TR_ERROR;
+    }
+    *out = has;
     return TR_OK;
 }
 
@@ -2569,6 +2610,7 @@ const cdyn_vtable cdyn_dict_vt = {
     .store_subscr_lazy = lazy_store,
     .delete_subscr = dict_delete_subscr,
     .contains = dict_contains,
+    .contains_lazy = dict_contains_lazy,
     .binop = dict_binop,
     .compare = dict_compare,
     .unary = dict_unary,

@@ -207,9 +207,9 @@ any_arg_holds(PyObject *const *args, Py_ssize_t n, cdyn_vkind k)
 }
 
 /* torch._check(cond[, message]): a constant cond checked now; a symbolic bool (a relation
- * between sizes) checked by torch._check itself on its fake, which makes it a shape guard (a
- * runtime assertion of the ShapeEnv when unbacked), as torch._dynamo; never a graph node. A
- * check that fails is a graph break: torch._check raises in Python. */
+ * between sizes) checked by torch._check itself on its fake, which makes it a shape guard, or,
+ * on an unbacked value, a runtime assertion the ShapeEnv defers into the graph, as
+ * torch._dynamo. A check that fails is a graph break: torch._check raises in Python. */
 static tr_status
 call_check(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
            PyObject **out)
@@ -226,25 +226,8 @@ call_check(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         }
     }
     else if (V(cond)->kind == VK_SYMINT && cdyn_v_python_type(cond) == &PyBool_Type) {
-        static PyObject *free_unbacked;   /* symbolic_shapes.free_unbacked_symbols */
-        int unbacked;
-        if (free_unbacked == NULL) {
-            PyObject *m = PyImport_ImportModule("torch.fx.experimental.symbolic_shapes");
-            free_unbacked = m ? PyObject_GetAttrString(m, "free_unbacked_symbols") : NULL;
-            Py_XDECREF(m);
-            if (free_unbacked == NULL) {
-                return TR_ERROR;
-            }
-        }
-        r = PyObject_CallOneArg(free_unbacked, V(cond)->u.sym.fake);
-        unbacked = r != NULL ? PyObject_IsTrue(r) : -1;
-        Py_XDECREF(r);
-        if (unbacked != 0) {
-            /* a check on an unbacked value (item()) is a runtime assertion of torch's, which
-               this engine's graphs do not carry: a graph break, the check runs in Python */
-            return unbacked < 0 ? TR_ERROR
-                                : cdyn_tx_unsupported(tx, "torch._check of an unbacked value");
-        }
+        /* on an unbacked value (item() with capture_scalar_outputs) the check is deferred by
+           the ShapeEnv: a runtime assertion node of the graph (_shapes.py finalize) */
         r = PyObject_CallOneArg(fn_check, V(cond)->u.sym.fake);
         if (r == NULL) {
             PyErr_Clear();
