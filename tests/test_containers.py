@@ -870,3 +870,32 @@ def test_key_in_an_input_dict_guards_only_that_key():
         d1, d2 = dict(d), dict(d)
         assert_same(c(x, d2), g(x, d1))
         assert d1 == d2 and list(d1) == list(d2)
+
+
+def test_get_on_kwargs_guards_only_the_keys_read():
+    """kwargs.get(k[, default]) reads k alone: the value when present (guarded at its item),
+    else the default under DICT_CONTAINS absent; another keyword argument the function never
+    reads changes nothing (before, the whole **kwargs dict was guarded)."""
+    def f(x, **kwargs):
+        scale = kwargs.get("scale", 1.0)
+        if kwargs.get("flag"):
+            x = x * 2
+        return x * scale + kwargs.get("missing", 3)
+
+    c = cdynamo.compile(f, backend="eager")
+    x = torch.ones(2)
+    calls = ({}, {"scale": 2.0}, {"flag": True, "other": 5}, {"flag": True, "other": 6},
+             {"flag": False, "scale": 3.0})
+    for kw in calls:
+        assert_same(c(x, **kw), f(x, **kw))
+    assert len(cdynamo.cache_entries(f)) == 4     # "other" is never read
+
+    def g(x, d):
+        d["a"] = 7
+        return x + d.get("a") + d.get("b", 0), len(d)
+
+    c = cdynamo.compile(g, backend="eager")
+    for d in ({"b": 1}, {}):
+        d1, d2 = dict(d), dict(d)
+        assert_same(c(x, d2), g(x, d1))
+        assert d1 == d2

@@ -1695,6 +1695,34 @@ view_call_method(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const *args
     return st;
 }
 
+static tr_status dict_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
+static tr_status dict_contains_lazy(cdyn_tx *tx, PyObject *v, PyObject *item, int *out);
+static int lazy_readable(PyObject *v);
+
+/* d.get(k[, default]) on an input dict not read yet, k a constant: d[k] read alone
+ * (dict_subscr_lazy) when k is there, else the default with a DICT_CONTAINS absent guard;
+ * the other entries stay unread (kwargs.get("flag", False)). TR_NOTIMPL otherwise. */
+static tr_status
+get_lazy(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+         PyObject **out)
+{
+    int has = 0;
+    tr_status st;
+    if (kwnames != NULL || nargs < 1 || nargs > 2 || !lazy_readable(v)) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    st = dict_contains_lazy(tx, v, args[0], &has);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (has) {
+        return dict_subscr_lazy(tx, v, args[0], out);
+    }
+    *out = nargs == 2 ? Py_NewRef(args[1]) : cdyn_value_const(Py_None);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 static tr_status
 dict_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
                  Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -1705,6 +1733,10 @@ dict_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject
     tr_status st;
     int counter;
     (void)fs;
+    if (cdyn_name_is(name, "get") && (st = get_lazy(tx, v, args, nargs, kwnames, out)) !=
+                                         TR_NOTIMPL) {
+        return st;
+    }
     st = cdyn_tx_materialize(tx, v);
     if (st != TR_OK) {
         return st;
