@@ -121,6 +121,8 @@ struct cdyn_guards {
     PyObject *node_index;  /* strong dict: source repr -> node number, or NULL */
     /* torch's TensorGuards over the static TENSOR_MATCHes of plain locals (tg_build) */
     PyObject *tg;          /* strong, or NULL */
+    PyObject *tg_tuple;    /* strong, or NULL: the argument tuple of tg's check kept for the
+                              next call (its items NULL between calls; tg_call) */
     PyObject *rgm_check;   /* strong: the check of torch's guard tree over the same tensors
                               (_glue.tensor_guard_manager), used instead of tg's from
                               RGM_MIN tensors on (cheaper per tensor, dearer per call); NULL:
@@ -170,6 +172,7 @@ static PyObject *fn_any_autocast;            /* torch._C._is_any_autocast_enable
 static PyObject *tg_type;                    /* torch._C._dynamo.guards.TensorGuards, or NULL */
 static PyObject *gsg_type;                   /* torch._C._dynamo.guards.GlobalStateGuard, or NULL */
 static PyObject *tg_check_fn, *tg_verbose_fn; /* its check / check_verbose descriptors */
+static PyCFunctionWithKeywords tg_check_c;   /* the C function of its check, or NULL */
 static PyObject *str_dims_sizes, *str_dims_strides, *str_check_names;
 
 static int global_state(void);
@@ -234,6 +237,7 @@ cdyn_guards_free(cdyn_guards *g)
     PyMem_Free(g->nodes);
     Py_XDECREF(g->node_index);
     Py_XDECREF(g->tg);
+    Py_XDECREF(g->tg_tuple);
     Py_XDECREF(g->rgm_check);
     Py_XDECREF(g->graph_devices);
     PyMem_Free(g->tg_locals);
@@ -1773,6 +1777,42 @@ tg_args(const cdyn_guards *g, PyObject *const *localsplus, PyObject **stack)
     return 1;
 }
 
+/* torch's TensorGuards check of g's tensors (stack: tg, then the tg_n tensors), new ref or
+ * NULL. Its C function is called on an argument tuple the set keeps between calls (what
+ * calling the method would build and free each time); the tuple holds the tensors only
+ * during the call. */
+static PyObject *
+tg_call(cdyn_guards *g, PyObject *const *stack)
+{
+    PyObject *t = g->tg_tuple, *r;
+    if (tg_check_c == NULL) {
+        return PyObject_Vectorcall(tg_check_fn, stack, (size_t)g->tg_n + 1, NULL);
+    }
+    g->tg_tuple = NULL;   /* a check running meanwhile on another thread makes its own */
+    if (t == NULL && (t = PyTuple_New(g->tg_n)) == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < g->tg_n; i++) {
+        PyTuple_SET_ITEM(t, i, Py_NewRef(stack[i + 1]));
+    }
+    r = tg_check_c(g->tg, t, NULL);
+    if (Py_REFCNT(t) == 1 && g->tg_tuple == NULL) {
+        for (int i = 0; i < g->tg_n; i++) {
+            PyObject *o = PyTuple_GET_ITEM(t, i);
+            PyTuple_SET_ITEM(t, i, NULL);
+            Py_DECREF(o);
+        }
+        g->tg_tuple = t;
+    }
+    else {
+        Py_DECREF(t);     /* kept by the callee, or another one is kept already */
+    }
+    if (r == NULL && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_SystemError, "TensorGuards.check returned NULL without an error");
+    }
+    return r;
+}
+
 /* 1 when the n (<= TG_MAX) objects of objs are pairwise different objects: an open-addressing
  * set of their addresses, O(n). */
 static int
@@ -1832,7 +1872,7 @@ check_batched(cdyn_guards *g, const guard *gd, PyObject *v, eval_ctx *cx)
         Py_DECREF(t);
     }
     else {
-        r = PyObject_Vectorcall(tg_check_fn, stack, (size_t)g->tg_n + 1, NULL);
+        r = tg_call(g, stack);
     }
     if (r == NULL) {
         return -1;
@@ -2583,6 +2623,12 @@ tg_init(void)
         Py_CLEAR(tg_verbose_fn);
         PyErr_Clear();
         return 0;
+    }
+    if (PyObject_TypeCheck(tg_check_fn, &PyMethodDescr_Type)) {
+        PyMethodDef *d = ((PyMethodDescrObject *)tg_check_fn)->d_method;
+        if ((d->ml_flags & ~METH_COEXIST) == (METH_VARARGS | METH_KEYWORDS)) {
+            tg_check_c = (PyCFunctionWithKeywords)(void (*)(void))d->ml_meth;
+        }
     }
     str_dims_sizes = PyUnicode_InternFromString("dynamic_dims_sizes");
     str_dims_strides = PyUnicode_InternFromString("dynamic_dims_strides");
