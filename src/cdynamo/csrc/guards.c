@@ -1777,6 +1777,22 @@ tg_args(const cdyn_guards *g, PyObject *const *localsplus, PyObject **stack)
     return 1;
 }
 
+/* DICT_CONTAINS: (key in v) == present, v a dict. 1 / 0 (reason in *why). */
+static int
+check_contains(const guard *gd, PyObject *v, why_t why)
+{
+    int rc = PyDict_Check(v) ? PyDict_Contains(v, gd->value) : -1;
+    if (rc < 0) {
+        PyErr_Clear();
+        return fail_with(why, "not a dict: %.100s", Py_TYPE(v)->tp_name);
+    }
+    if (rc != gd->flag) {
+        return fail_with(why, "expected the key %R to be %s", gd->value,
+                         gd->flag ? "present" : "absent");
+    }
+    return 1;
+}
+
 /* torch's TensorGuards check of g's tensors (stack: tg, then the tg_n tensors), new ref or
  * NULL. Its C function is called on an argument tuple the set keeps between calls (what
  * calling the method would build and free each time); the tuple holds the tensors only
@@ -2357,18 +2373,7 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         rc = check_nn_module(gd, v, why);
         break;
     case G_CONTAINS:
-        rc = PyDict_Check(v) ? PyDict_Contains(v, gd->value) : -1;
-        if (rc < 0) {
-            PyErr_Clear();
-            rc = fail_with(why, "not a dict: %.100s", Py_TYPE(v)->tp_name);
-        }
-        else if (rc != gd->flag) {
-            rc = fail_with(why, "expected the key %R to be %s", gd->value,
-                           gd->flag ? "present" : "absent");
-        }
-        else {
-            rc = 1;
-        }
+        rc = check_contains(gd, v, why);
         break;
     case G_GRAD_MODE:
     case G_CALL:
