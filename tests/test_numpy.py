@@ -879,3 +879,49 @@ def test_array_dtype_is_a_constant():
     # torch._dynamo breaks on ndarray.dtype (0 graphs); cdynamo folds the dtype check
     cdy, reasons = run_np(subdtype_of_array, X, graphs=1, ops=2)
     assert not reasons
+
+
+def ones_of_int_to_tensor(n, y):
+    arr = np.stack([np.ones([2, n])], axis=0)
+    t = torch.tensor(arr, dtype=torch.long)
+    t.unsqueeze_(0)
+    return t + y
+
+
+def test_torch_tensor_of_array_with_a_dynamic_size_stays_in_one_graph():
+    # PyTorch's test_graph_break_correctly_when_passing_numpy_ndarray_to_torch_function:
+    # torch.tensor of a traced array is a copy in the graph (no break), and checking numpy's
+    # result on the probe reads the sizes' hints, so the int n stays symbolic: 2 graphs for
+    # 9 values of n, as torch._dynamo
+    counts = {}
+    for name, comp in (("dynamo", torch.compile), ("cdynamo", cdynamo.compile)):
+        torch._dynamo.reset()
+        cdynamo.reset()
+        cnt = CountingBackend()
+        f = comp(ones_of_int_to_tensor, backend=cnt)
+        for n in range(1, 10):
+            y = torch.randn(1, 2, n)
+            ref, out = ones_of_int_to_tensor(n, y), f(n, y)
+            assert out.dtype == ref.dtype and torch.equal(out, ref)
+        counts[name] = cnt.frame_count
+    assert counts["cdynamo"] == counts["dynamo"] == 2
+
+
+def tensor_of_array_copies(x):
+    a = x.numpy() * 2
+    t = torch.tensor(a)
+    a += 1                      # the copy does not see later writes into the array
+    return t, torch.tensor(a, device="cpu", dtype=torch.float64)
+
+
+def test_torch_tensor_of_array_is_a_copy_without_a_warning():
+    import warnings
+    cdy, reasons = run_np(tensor_of_array_copies, X, graphs=1)
+    assert not reasons
+    nodes = cdy.graphs[0].graph.nodes
+    assert [n.target for n in nodes if n.op == "call_method"].count("to") == 2
+    cdynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # torch.tensor(tensor) in the graph would warn
+        out = cdynamo.compile(tensor_of_array_copies, backend="eager")(X.clone())
+    assert_same_np(out, tensor_of_array_copies(X.clone()))

@@ -14,6 +14,7 @@ Nothing here runs on a cache hit except the wrappers (inside compiled graphs) an
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -270,18 +271,38 @@ def array_probe(fake, scalar=False):
     return _ArrayProbe(fake, bool(scalar))
 
 
+class _NoHint(Exception):
+    """A symbolic value without a hint (unbacked): the probe cannot run."""
+
+
+def _hint(v):
+    """The value a symbolic int/float/bool has on this trace's example inputs, read from its
+    hint, so that probing adds no guard (int(v) would specialise it); plain values as they
+    are. Raises _NoHint for an unbacked value."""
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        h = v.node.hint
+        if h is None:
+            raise _NoHint
+        return h
+    return v
+
+
+def _hint_shape(shape):
+    return tuple(int(_hint(s)) for s in shape)
+
+
 def _probe_value(x):
     if isinstance(x, _ArrayProbe):
-        z = np.zeros(tuple(x.fake.shape), dtype=numpy_dtype(x.fake.dtype))
+        z = np.zeros(_hint_shape(x.fake.shape), dtype=numpy_dtype(x.fake.dtype))
         return z[()] if x.scalar else z
     if isinstance(x, torch.Tensor):
         if x.device.type != "cpu":
             raise TypeError("a tensor not on the CPU")
-        t = torch.zeros(tuple(x.shape), dtype=x.dtype)
+        t = torch.zeros(_hint_shape(x.shape), dtype=x.dtype)
         return t.requires_grad_(True) if x.requires_grad else t
     if isinstance(x, (tuple, list)):
         return type(x)(_probe_value(i) for i in x)
-    return x
+    return _hint(x)
 
 
 class _MethodCaller:
@@ -326,22 +347,29 @@ def check_call(np_fn, args, kwargs, traced, strict):
     for a container's items). Not strict, numpy raising on zeros (np.linalg.inv) or too large
     arguments leave the call trusted, as torch._dynamo trusts torch._numpy."""
     name = getattr(np_fn, "__name__", repr(np_fn))
-    sizes = [(a.fake if isinstance(a, _ArrayProbe) else a).numel()
-             for a in _flat(list(args) + list(kwargs.values()))
-             if isinstance(a, (torch.Tensor, _ArrayProbe))]
+    try:
+        sizes = [math.prod(_hint_shape((a.fake if isinstance(a, _ArrayProbe) else a).shape))
+                 for a in _flat(list(args) + list(kwargs.values()))
+                 if isinstance(a, (torch.Tensor, _ArrayProbe))]
+        probe_args = _probe_value(tuple(args))
+        probe_kwargs = {k: _probe_value(v) for k, v in kwargs.items()}
+    except _NoHint:   # unbacked sizes: trusted, as torch._dynamo trusts torch._numpy
+        return None
     if sum(sizes) > _PROBE_MAX_NUMEL:
         return "numpy call on a large tensor (its eager result cannot be checked)" \
             if strict else None
     try:
         with np.errstate(all="ignore"):
-            out = np_fn(*_probe_value(tuple(args)),
-                        **{k: _probe_value(v) for k, v in kwargs.items()})
+            out = np_fn(*probe_args, **probe_kwargs)
     except Exception as e:  # noqa: BLE001 - raises here; on tensors: so does eager
         return f"numpy {name} on a tensor raises {type(e).__name__} in eager" if strict else None
     if strict and not all(isinstance(o, (np.ndarray, np.generic, int, float, bool, complex))
                           for o in _flat([out])):
         return f"numpy {name} on a tensor does not give an ndarray in eager"
-    why = _mismatch(out, traced)
+    try:
+        why = _mismatch(out, traced)
+    except _NoHint:
+        return None
     if why is not None:
         return f"torch._numpy's {name} differs from numpy's: {why}"
     container = None
@@ -367,8 +395,8 @@ def _mismatch(eager, traced):
         dt = numpy_dtype(traced.fake.dtype)
         if dt != eager.dtype:
             return f"dtype {dt} where numpy gives {eager.dtype}"
-        if tuple(traced.fake.shape) != tuple(np.shape(eager)):
-            return f"shape {tuple(traced.fake.shape)} where numpy gives {np.shape(eager)}"
+        if _hint_shape(traced.fake.shape) != tuple(np.shape(eager)):
+            return f"shape {_hint_shape(traced.fake.shape)} where numpy gives {np.shape(eager)}"
         return None
     if isinstance(traced, (tuple, list)):
         if not isinstance(eager, (tuple, list)) or len(eager) != len(traced):

@@ -28,7 +28,8 @@
  * object can exist before), the glue module cdynamo._numpy and torch functions; all strong,
  * kept for the process. */
 static PyObject *np_ndarray, *np_number, *np_bool, *np_generic, *np_dtype, *glue_mod;
-static PyObject *fn_from_numpy, *fn_as_tensor, *fn_asarray, *s_view_as, *s_detach, *s_cpu;
+static PyObject *fn_from_numpy, *fn_as_tensor, *fn_asarray, *fn_tensor, *s_view_as, *s_detach, *s_cpu;
+static PyObject *s_to, *kw_copy;   /* "to", ("copy",) */
 
 /* 1 when numpy has been imported (its types are then cached), else 0. Never fails. */
 static int
@@ -80,12 +81,15 @@ glue(void)
         fn_from_numpy = PyObject_GetAttrString(torch, "from_numpy");
         fn_as_tensor = PyObject_GetAttrString(torch, "as_tensor");
         fn_asarray = PyObject_GetAttrString(torch, "asarray");
+        fn_tensor = PyObject_GetAttrString(torch, "tensor");
+        s_to = PyUnicode_InternFromString("to");
+        kw_copy = Py_BuildValue("(s)", "copy");
         s_view_as = PyUnicode_InternFromString("view_as");
         s_detach = PyUnicode_InternFromString("detach");
         s_cpu = PyUnicode_InternFromString("cpu");
     }
-    if (mod != NULL && fn_from_numpy && fn_as_tensor && fn_asarray && s_view_as && s_detach &&
-        s_cpu) {
+    if (mod != NULL && fn_from_numpy && fn_as_tensor && fn_asarray && fn_tensor && s_view_as &&
+        s_detach && s_cpu && s_to && kw_copy) {
         glue_mod = Py_NewRef(mod);
     }
     else if (mod != NULL) {
@@ -436,6 +440,40 @@ cdyn_ndarray_from_tensor(cdyn_tx *tx, PyObject *self, PyObject *const *args, Py_
     return st;
 }
 
+/* torch.tensor(a[, dtype=][, device=]) of a traced ndarray a: a copy of the tensor backing
+ * it (same dtype, as torch.tensor gives for an ndarray), recorded as
+ * t.to(dtype=, device=, copy=True): recording torch.tensor on a tensor would warn at every
+ * call, which eager does not. TR_UNSUPPORTED for other keywords (requires_grad=, ...). */
+static tr_status
+tensor_of_ndarray(cdyn_tx *tx, PyObject *const *args, PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *all[4] = {NULL}, *names = NULL;
+    tr_status st = TR_ERROR;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (!cdyn_name_is(k, "dtype") && !cdyn_name_is(k, "device")) {
+            return cdyn_tx_unsupported(tx, "numpy: torch.tensor of a numpy ndarray with %U=", k);
+        }
+    }
+    if ((all[0] = cdyn_value_tensor(V(args[0])->u.tensor.fake, V(args[0])->u.tensor.node,
+                                    NULL)) == NULL ||
+        (all[nkw + 1] = cdyn_value_const(Py_True)) == NULL ||
+        (names = nkw ? PySequence_Concat(kwnames, kw_copy) : Py_NewRef(kw_copy)) == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        all[i + 1] = Py_NewRef(args[i + 1]);
+    }
+    st = cdyn_tx_graph_call(tx, "call_method", s_to, NULL, all, nkw + 2, names, out);
+done:
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(all[i]);
+    }
+    Py_XDECREF(names);
+    return st;
+}
+
 tr_status
 cdyn_ndarray_torch_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames, PyObject **out)
@@ -447,6 +485,10 @@ cdyn_ndarray_torch_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssi
     }
     if (fn == fn_from_numpy && nargs >= 1 && is_scalar(args[0])) {
         return cdyn_tx_unsupported(tx, "numpy: torch.from_numpy of a numpy scalar raises");
+    }
+    if (fn == fn_tensor && nargs >= 1 && nargs <= 3 && V(args[0])->kind == VK_NDARRAY &&
+        nargs - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0) == 1) {
+        return tensor_of_ndarray(tx, args, kwnames, out);
     }
     if (!(fn == fn_from_numpy || fn == fn_as_tensor || fn == fn_asarray) || nargs < 1 ||
         nargs > 16 || V(args[0])->kind != VK_NDARRAY || cdyn_any_ndarray(args + 1, nargs - 1) ||
