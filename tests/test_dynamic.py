@@ -681,6 +681,34 @@ def test_specialising_a_mark_dynamic_dim_raises_as_dynamo():
     assert torch.equal(cdynamo.compile(f, backend="eager")(u), u + 1)
 
 
+@pytest.mark.parametrize("mark", [torch._dynamo.mark_static, cdynamo.mark_static],
+                         ids=["torch._dynamo", "cdynamo"])
+def test_mark_static_inside_a_compiled_function_specialises(mark):
+    # as torch._dynamo (PyTorch's test_mark_static_inside): with dynamic=True and
+    # fullgraph=True, mark_static(x, 0) inside the function makes size 0 a constant (no
+    # graph break); another size 0 recompiles, size 1 stays symbolic
+    def f(x):
+        mark(x, 0)
+        return x * x.size(0) + x.size(1)
+
+    dyn, cdy = sweep(f, [(torch.randn(12, 23),), (torch.randn(12, 24),),
+                         (torch.randn(13, 25),)], dynamic=True)
+    assert cdy.frame_count == dyn.frame_count == 2
+    assert _placeholders(cdy.graphs[0]) == ["SymInt", "FakeTensor"]
+    assert cdy.graphs[0].graph.find_nodes(op="placeholder")[1].meta["example_value"].shape[0] == 12
+    cdynamo.reset()
+    c = cdynamo.compile(f, backend="eager", dynamic=True, fullgraph=True)
+    x = torch.randn(4, 5)
+    assert torch.equal(c(x), f(x))
+
+    def every_size(x):
+        mark(x)
+        return x.sum(0) * x.size(1)
+
+    _, cdy = sweep(every_size, [(torch.randn(3, 4),), (torch.randn(3, 5),)], dynamic=True)
+    assert cdy.frame_count == 2 and _placeholders(cdy.graphs[0]) == ["FakeTensor"]
+
+
 def test_mark_api_errors():
     with pytest.raises(TypeError, match="torch.Tensor"):
         cdynamo.mark_dynamic([1, 2], 0)

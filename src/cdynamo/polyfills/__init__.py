@@ -70,7 +70,14 @@ def is_symbolic(x):
     return False
 
 
-for _helper in (unsupported, exact_type, same, is_symbolic):
+def force_static(x):
+    """x, a symbolic number specialised to its value while tracing (the shape environment
+    guards that value, as torch._dynamo's comptime.force_static; values/polyfill.c); any other
+    value, and always in eager, as it is."""
+    return x
+
+
+for _helper in (unsupported, exact_type, same, is_symbolic, force_static):
     _REGISTRY[_helper] = _helper
 
 

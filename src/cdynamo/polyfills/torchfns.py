@@ -1,13 +1,17 @@
 """Polyfills of torch helpers written in Python whose own code the engine does not trace:
 torch._refs._broadcast_shapes (behind torch.broadcast_shapes), plain comparisons of sizes
 (guarded as any branch on a size) instead of torch's guard_or_false; torch.sym_max, sym_min,
-sym_int and sym_float as the builtins they stand for (symbolic operands make graph nodes)."""
+sym_int and sym_float as the builtins they stand for (symbolic operands make graph nodes);
+mark_static called inside a compiled function specialises the sizes it names."""
 import math as _math
 
 import torch as _torch
 import torch._refs as _refs
 
-from . import substitute_for
+import cdynamo._api as _cd_api
+import torch._dynamo as _dynamo
+
+from . import force_static, substitute_for, unsupported
 
 
 @substitute_for(_refs._broadcast_shapes)
@@ -74,3 +78,21 @@ def sym_int(a):
 def sym_float(a):
     """torch.sym_float(a): float(a)."""
     return float(a)
+
+
+@substitute_for(_dynamo.mark_static, _cd_api.mark_static)
+def mark_static(t, index=None):
+    """torch._dynamo.mark_static(t, index) / cdynamo.mark_static called while tracing: the
+    sizes it names (every size of t when index is None; an int or a list of ints) are
+    specialised to their values, as torch._dynamo does inside a graph (the tensor object is
+    not marked)."""
+    if not isinstance(t, _torch.Tensor):
+        unsupported("mark_static of a non-tensor inside a compiled function")
+    if index is None:
+        for s in t.size():
+            force_static(s)
+    elif isinstance(index, (list, tuple)):
+        for i in index:
+            force_static(t.size(i))
+    else:
+        force_static(t.size(index))

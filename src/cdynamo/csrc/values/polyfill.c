@@ -16,12 +16,15 @@
  *   same(a, b)        `a is b` for mutable containers (lists, dicts) made in the frame or
  *                     read from it: distinct values are distinct objects (wrap.c refuses
  *                     one input container under two names);
- *   is_symbolic(x)    whether x is a symbolic number (VK_SYMINT: a SymInt or SymFloat).
+ *   is_symbolic(x)    whether x is a symbolic number (VK_SYMINT: a SymInt or SymFloat);
+ *   force_static(x)   x as a constant: a symbolic number specialised to its value (the
+ *                     ShapeEnv guards it, as torch._dynamo's comptime.force_static).
  */
 #include "../tx.h"
 
 static PyObject *table;          /* dict: real callable -> polyfill function */
-static PyObject *h_unsupported, *h_exact_type, *h_same, *h_is_symbolic; /* the helpers above */
+static PyObject *h_unsupported, *h_exact_type, *h_same, *h_is_symbolic, *h_force_static;
+                                 /* the helpers above */
 static PyObject *s_result_type;  /* "__cdynamo_result_type__" */
 
 int cdyn_polyfill_init(void);
@@ -43,11 +46,12 @@ cdyn_polyfill_init(void)
     h_exact_type = PyObject_GetAttrString(mod, "exact_type");
     h_same = PyObject_GetAttrString(mod, "same");
     h_is_symbolic = PyObject_GetAttrString(mod, "is_symbolic");
+    h_force_static = PyObject_GetAttrString(mod, "force_static");
     s_result_type = PyUnicode_InternFromString("__cdynamo_result_type__");
     Py_DECREF(mod);
     if (table == NULL || !PyDict_Check(table) || h_unsupported == NULL ||
         h_exact_type == NULL || h_same == NULL || h_is_symbolic == NULL ||
-        s_result_type == NULL) {
+        h_force_static == NULL || s_result_type == NULL) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "cdynamo.polyfills.registry() is not a dict");
         }
@@ -98,6 +102,9 @@ call_helper(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
         *out = cdyn_value_bool(V(args[0])->kind == VK_SYMINT);
         return *out ? TR_OK : TR_ERROR;
     }
+    if (fn == h_force_static) {
+        return cdyn_sym_specialize(tx, args[0], out);
+    }
     if (args[0] != args[1] && !((V(args[0])->kind == VK_LIST || V(args[0])->kind == VK_DICT) &&
                                 (V(args[1])->kind == VK_LIST || V(args[1])->kind == VK_DICT))) {
         return cdyn_tx_unsupported(tx, "identity of %S and %S", args[0], args[1]);
@@ -116,7 +123,8 @@ cdyn_polyfill_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t 
     if (pf == NULL) {
         return TR_OK;
     }
-    if (fn == h_unsupported || fn == h_exact_type || fn == h_same || fn == h_is_symbolic) {
+    if (fn == h_unsupported || fn == h_exact_type || fn == h_same || fn == h_is_symbolic ||
+        fn == h_force_static) {
         if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
             return cdyn_tx_unsupported(tx, "polyfill helper with keywords");
         }
