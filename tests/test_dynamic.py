@@ -842,6 +842,38 @@ def test_item_is_captured_with_capture_scalar_outputs():
         assert item and isinstance(item[0].meta["example_value"], torch.SymInt)
 
 
+def test_tolist_is_captured_with_capture_scalar_outputs():
+    # PyTorch's test_split_aot_autograd: with capture_scalar_outputs, i.tolist() of an
+    # integer tensor is the .item() of each element (unbacked symbols), so fullgraph=True
+    # compiles; without it (or on a float tensor, as torch._dynamo) it is a graph break
+    def f(x, i):
+        y, z = i.tolist()
+        return torch.split(x, [y, z])
+
+    def nested(t):
+        return t.tolist(), t * 2
+
+    x, i = torch.randn(10, requires_grad=True), torch.tensor([7, 3])
+    with pytest.raises(Exception, match="tolist"):
+        cdynamo.reset()
+        cdynamo.compile(f, backend="eager", fullgraph=True)(x, i)
+    with cdynamo.config.patch(capture_scalar_outputs=True):
+        cdynamo.reset()
+        backend = CountingBackend(cdynamo._backends.aot_eager)
+        c = cdynamo.compile(f, backend=backend, fullgraph=True)
+        for args in ((x, i), (x, torch.tensor([4, 6]))):
+            assert_same(c(*args), f(*args), exact=False)
+        assert backend.frame_count == 1 and sum(
+            n.target == "item" for n in backend.graphs[0].graph.nodes) == 2
+        for t in (torch.tensor([[1, 2], [3, 4]]), torch.tensor(5)):
+            cdynamo.reset()
+            out = cdynamo.compile(nested, backend="eager", fullgraph=True)(t)
+            assert out[0] == t.tolist() and type(out[0]) is type(t.tolist())
+        with pytest.raises(Exception, match="integer dtype"):
+            cdynamo.reset()
+            cdynamo.compile(nested, backend="eager", fullgraph=True)(torch.randn(2))
+
+
 # ---- guards ------------------------------------------------------------------------------------------
 
 

@@ -411,6 +411,10 @@ PyObject *cdyn_polyfill_of(PyObject *obj);
 tr_status cdyn_polyfill_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args,
                              Py_ssize_t nargs, PyObject *kwnames, PyObject **out,
                              int *handled);
+/* Inline the function cdynamo.polyfills.<name> (a helper that stands for no real callable,
+ * e.g. "tensor_tolist") on the argument values (borrowed); *out new. */
+tr_status cdyn_polyfill_inline_named(cdyn_tx *tx, const char *name, PyObject *const *args,
+                                     Py_ssize_t nargs, PyObject **out);
 
 /* ---- functions (values/function.c) ------------------------------------------------------- */
 

@@ -18,11 +18,12 @@ are made on demand, in eager's order. What a polyfill cannot do exactly it refus
 :func:`unsupported`, which makes the call a graph break (the real function then runs in
 Python).
 """
+import torch as _torch
 
 _REGISTRY = {}
 
 __all__ = ["substitute_for", "registry", "polyfill_of", "unsupported", "exact_type", "same",
-           "is_symbolic"]
+           "is_symbolic", "force_static", "tensor_tolist"]
 
 
 def substitute_for(*reals, result_type=None):
@@ -75,6 +76,23 @@ def force_static(x):
     guards that value, as torch._dynamo's comptime.force_static; values/polyfill.c); any other
     value, and always in eager, as it is."""
     return x
+
+
+def tensor_tolist(t):
+    """t.tolist() traced with capture_scalar_outputs (values/tensor.c): the .item() of each
+    element (unbacked symbols in the graph), nested as t's dimensions, as torch._dynamo does.
+    A graph break when t is not of an integer dtype (as torch._dynamo), a size of t is
+    symbolic or t has more than 1024 elements."""
+    if t.is_floating_point() or t.is_complex() or t.dtype is _torch.bool:
+        unsupported("Tensor.tolist() of a tensor not of an integer dtype")
+    for s in t.shape:
+        if is_symbolic(s):
+            unsupported("Tensor.tolist() of a tensor of symbolic size")
+    if t.numel() > 1024:
+        unsupported("Tensor.tolist() of more than 1024 elements")
+    if t.dim() == 0:
+        return t.item()
+    return [tensor_tolist(row) for row in t.unbind(0)]
 
 
 for _helper in (unsupported, exact_type, same, is_symbolic, force_static):

@@ -23,6 +23,7 @@
 #include "../tx.h"
 
 static PyObject *table;          /* dict: real callable -> polyfill function */
+static PyObject *pf_module;      /* cdynamo.polyfills */
 static PyObject *h_unsupported, *h_exact_type, *h_same, *h_is_symbolic, *h_force_static;
                                  /* the helpers above */
 static PyObject *s_result_type;  /* "__cdynamo_result_type__" */
@@ -42,6 +43,7 @@ cdyn_polyfill_init(void)
         return -1;
     }
     table = PyObject_CallMethod(mod, "registry", NULL);
+    pf_module = Py_NewRef(mod);
     h_unsupported = PyObject_GetAttrString(mod, "unsupported");
     h_exact_type = PyObject_GetAttrString(mod, "exact_type");
     h_same = PyObject_GetAttrString(mod, "same");
@@ -146,4 +148,23 @@ cdyn_polyfill_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t 
         Py_DECREF(rt);
     }
     return TR_OK;
+}
+
+tr_status
+cdyn_polyfill_inline_named(cdyn_tx *tx, const char *name, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject **out)
+{
+    PyObject *fn;
+    tr_status st;
+    if (cdyn_polyfill_init() < 0) {
+        return TR_ERROR;
+    }
+    if ((fn = PyObject_GetAttrString(pf_module, name)) == NULL) {
+        return TR_ERROR;
+    }
+    st = PyFunction_Check(fn)
+             ? cdyn_tx_inline_function(tx, fn, NULL, NULL, args, nargs, NULL, out)
+             : cdyn_tx_unsupported(tx, "cdynamo.polyfills.%s is not a Python function", name);
+    Py_DECREF(fn);
+    return st;
 }

@@ -168,6 +168,10 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
         /* cdynamo.config.capture_scalar_outputs: an unbacked symbol, as torch._dynamo */
         return cdyn_tx_graph_call(tx, "call_method", name, NULL, &self, 1, NULL, out);
     }
+    if (tx->capture_scalars && cdyn_name_is(name, "tolist") && nargs == 0) {
+        /* a (nested) list of .item()s of a tensor of static shape, as torch._dynamo */
+        return cdyn_polyfill_inline_named(tx, "tensor_tolist", &self, 1, out);
+    }
     if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data", name);
     }
