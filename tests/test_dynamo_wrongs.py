@@ -435,3 +435,59 @@ def test_id_of_module_is_a_guarded_constant():
     compiled_other = cdynamo.compile(other, backend=counter)
     assert_same(compiled_other(data, id(m)), other(data, id(m)))   # ID_MATCH fails: recompile
     assert counter.frame_count == 3
+
+
+# ---- attributes stored on tensors (their instance dict) ---------------------------------
+
+_LIN = torch.nn.Linear(3, 3)
+_LIN.weight._no_wd = True
+
+
+def params_flagged(x):
+    s = x * 2
+    for p in _LIN.parameters():
+        if getattr(p, "_no_wd", False):
+            s = s + p.sum()
+    return s
+
+
+def tagged(x, y):
+    x = x * 2
+    if hasattr(y, "tag"):
+        return x + y.tag
+    return x
+
+
+def _add_one(x):
+    return x + 1
+
+
+_T = torch.nn.Parameter(torch.ones(1))
+_T.add_one = _add_one
+
+
+def tensor_dynamic_method(x):
+    return _T.add_one(_T) + x
+
+
+def test_attributes_in_a_tensors_instance_dict_are_seen_and_guarded():
+    # getattr(p, name, default) and hasattr(t, name) read the tensor's own attributes (they
+    # answered from the fake tensor, which has none: a wrong result); PyTorch's
+    # test_tensor_dynamic_method (a function stored on a Parameter) is one graph, as dynamo
+    with torch.no_grad():
+        run(params_flagged, torch.ones(1))
+        cdynamo.reset()
+        c = cdynamo.compile(tagged, backend="eager")
+        y = torch.ones(2)
+        assert torch.equal(c(torch.ones(2), y), torch.full((2,), 2.0))
+        y.tag = 7                      # HASATTR absent fails: recompiles
+        assert torch.equal(c(torch.ones(2), y), torch.full((2,), 9.0))
+        y.tag = 9                      # the value is guarded too
+        assert torch.equal(c(torch.ones(2), y), torch.full((2,), 11.0))
+        del y.tag
+        assert torch.equal(c(torch.ones(2), y), torch.full((2,), 2.0))
+        be = run(tensor_dynamic_method, torch.ones(1))
+        assert be.frame_count == 1
+        cdynamo.reset()
+        out = cdynamo.compile(tensor_dynamic_method, backend="eager", fullgraph=True)(X[:1])
+        assert torch.equal(out, X[:1] + 2)

@@ -465,6 +465,14 @@ int cdyn_any_tensor(PyObject *const *args, Py_ssize_t n);
 /* isinstance(v, cls) for a TENSOR value v and a real class or tuple of classes cls (both
  * borrowed): 1 / 0, -1 with an exception (values/tensor.c). */
 int cdyn_tensor_isinstance(PyObject *v, PyObject *cls);
+/* hasattr(v, name) for a TENSOR value v (name borrowed str): 1 / 0, -1 when it cannot be
+ * known here (a tensor type with its own attribute lookup, or the tensor cannot be read
+ * again through its source), -2 with an exception. A class attribute answers at once;
+ * otherwise the instance dict of the real tensor read through v's source decides, under a
+ * HASATTR guard; a tensor the graph made (no source) has no instance attribute. *inst (may
+ * be NULL): a new reference to the value found in the instance dict, else NULL
+ * (values/tensor.c). */
+int cdyn_tensor_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **inst);
 /* 1 when name (str) equals s. */
 int cdyn_name_is(PyObject *name, const char *s);
 /* 1 when name (a str) equals one of the strings of list (NULL-terminated). */

@@ -271,9 +271,8 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
     PyObject *obj = NULL, *src = NULL;
     int r;
     switch (V(v)->kind) {
-    case VK_TENSOR:
-        obj = V(v)->u.tensor.fake;   /* the fake tensor has the same attributes */
-        break;
+    case VK_TENSOR:                  /* its type's, or its own (instance dict) */
+        return cdyn_tensor_hasattr(tx, v, name, NULL);
     case VK_PYMODULE: case VK_CONST: case VK_CLASS: case VK_USERFN: case VK_BUILTIN:
     case VK_TORCHFN:
         obj = cdyn_v_real(v);        /* fixed by EQUALS/ID/FUNCTION_MATCH */

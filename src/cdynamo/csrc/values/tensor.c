@@ -27,6 +27,73 @@ getattr_node(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+int
+cdyn_tensor_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **inst)
+{
+    PyTypeObject *tp = (PyTypeObject *)(V(v)->u.tensor.type ? V(v)->u.tensor.type
+                                                             : cdyn_G.torch_tensor_type);
+    PyObject *real = NULL, **dictp, *val = NULL, *src = NULL;
+    int r = -2;
+    if (inst != NULL) {
+        *inst = NULL;
+    }
+    if (tp->tp_getattro != PyObject_GenericGetAttr) {
+        return -1;
+    }
+    if (_PyType_Lookup(tp, name) != NULL) {
+        return 1;
+    }
+    if (V(v)->source == NULL) {
+        return 0;
+    }
+    real = cdyn_source_eval((cdyn_source *)V(v)->source, tx->frame->localsplus,
+                            tx->frame->f_func, tx->frame->f_globals, tx->frame->f_builtins);
+    if (real == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    dictp = _PyObject_GetDictPtr(real);
+    if (dictp != NULL && *dictp != NULL &&
+        (val = PyDict_GetItemWithError(*dictp, name)) == NULL && PyErr_Occurred()) {
+        goto done;
+    }
+    src = cdyn_source_attr(V(v)->source, name);
+    if (src == NULL || cdyn_guards_add_hasattr(tx->guards, src, val != NULL) < 0) {
+        goto done;
+    }
+    if (inst != NULL && val != NULL) {
+        *inst = Py_NewRef(val);
+    }
+    r = val != NULL;
+done:
+    Py_XDECREF(src);
+    Py_XDECREF(real);
+    return r;
+}
+
+/* An attribute of the tensor value v that its type does not have: the value stored in the
+ * real tensor's instance dict (t.my_flag = True), read through v's source and guarded as
+ * any attribute read. Unsupported when absent or unknown. */
+static tr_status
+instance_attr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *val = NULL, *src = NULL;
+    tr_status st;
+    int r = cdyn_tensor_hasattr(tx, v, name, &val);
+    if (r == -2) {
+        return TR_ERROR;
+    }
+    if (r != 1 || val == NULL) {
+        Py_XDECREF(val);
+        return cdyn_tx_unsupported(tx, "Tensor attribute %U", name);
+    }
+    src = cdyn_source_attr(V(v)->source, name);
+    st = src != NULL ? cdyn_tx_wrap_real(tx, val, src, out) : TR_ERROR;
+    Py_XDECREF(src);
+    Py_DECREF(val);
+    return st;
+}
+
 static tr_status
 tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -79,7 +146,10 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         *out = cdyn_value_const_steal(val);
         return *out ? TR_OK : TR_ERROR;
     }
-    if (attr == NULL || !PyCallable_Check(attr)) {
+    if (attr == NULL) {
+        return instance_attr(tx, v, name, out);
+    }
+    if (!PyCallable_Check(attr)) {
         return cdyn_tx_unsupported(tx, "Tensor attribute %U", name);
     }
     *out = cdyn_value_method(NULL, name, v);
