@@ -314,3 +314,36 @@ def test_dict_new_of_class(klass):
     out = cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2), klass)[0]
     assert type(out) is klass and getattr(out, "attr", None) == (3 if klass is MyDict else None)
     assert counter.frame_count == 1
+
+
+class _ReversedKeys(dict):
+    def keys(self):
+        return ["bar", "foo"]
+
+
+class _AttrDict(dict):
+    def __getattr__(self, k):
+        try:
+            return self[k]
+        except KeyError:
+            raise AttributeError(k) from None
+
+
+def subscript_dict_subclass(x, d):
+    return x * d["foo"] * d["bar"]
+
+
+@pytest.mark.parametrize("cls", [_ReversedKeys, _AttrDict], ids=["keys_overridden", "attrdict"])
+def test_subscript_of_a_dict_subclass_input_is_one_graph(cls):
+    # PyTorch's test_custom_keys_iter_dict: d[k] of a dict subclass whose __getitem__ is
+    # dict's reads its mirrored items (was a graph break: 2 graphs where dynamo makes 1); a
+    # changed value fails the item's guard and recompiles
+    d = cls({"foo": 1, "bar": 2})
+    be = fg_compare(subscript_dict_subclass, torch.randn(4), d)
+    assert be.frame_count == 1
+    cdynamo.reset()
+    c = cdynamo.compile(subscript_dict_subclass, backend="eager")
+    x = torch.randn(4)
+    assert torch.equal(c(x, d), x * 2)
+    d["foo"] = 5
+    assert torch.equal(c(x, d), x * 10)

@@ -1681,6 +1681,18 @@ cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     if (is_mappingproxy(v)) {
         return mappingproxy_subscr(tx, v, key, out);
     }
+    {   /* a dict subclass of the frame reading items as dict does: its mirrored items */
+        PyObject *d = NULL;
+        st = mirror_for(tx, v, cdyn_U.s_getitem, &d);
+        if (st == TR_OK) {
+            st = cdyn_v_subscr(tx, d, key, out);
+            Py_DECREF(d);
+            return st;
+        }
+        if (st != TR_NOTIMPL) {
+            return st;
+        }
+    }
     return cdyn_tx_unsupported(tx, "subscript of %S", v);
 }
 
