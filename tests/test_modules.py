@@ -316,3 +316,39 @@ def test_registry_changes_and_properties_inside_forward_are_read_back():
         for k, v in eager_m._buffers.items():
             assert (v is None and comp_m._buffers[k] is None) or torch.equal(v, comp_m._buffers[k])
         cdynamo.reset()
+
+
+def _bn_steps(compile_fn, set_training):
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(3, momentum=None)
+    if set_training:
+        bn.eval()
+
+    def step(x):
+        if set_training:
+            bn.training = True
+        return bn(x) * 2
+
+    f = compile_fn(step) if compile_fn else step
+    out = []
+    for n in (4, 5, 6):
+        torch.manual_seed(n)
+        y = f(torch.randn(n, 3))
+        out.append((y, bn.num_batches_tracked.clone(), bn.running_mean.clone()))
+    return out
+
+
+@pytest.mark.parametrize("set_training", [False, True], ids=["train", "training_set_in_trace"])
+def test_module_recorded_as_call_module_does_not_run_on_real_buffers(set_training):
+    # BatchNorm(momentum=None) reads float(num_batches_tracked): its forward is not inlinable.
+    # Its fake run used the real module, so the trace itself counted a batch and updated the
+    # running statistics (num_batches_tracked 2 after one call); and a call_module node ran
+    # before a pending `bn.training = True` was replayed (eval mode on the first call). Both
+    # now match eager: the fake run uses a fake copy of the module (as torch._dynamo) and a
+    # call_module with side effects pending is a graph break.
+    expected = _bn_steps(None, set_training)
+    cdynamo.reset()
+    got = _bn_steps(lambda f: cdynamo.compile(f, backend="eager"), set_training)
+    for i, (e, g) in enumerate(zip(expected, got)):
+        for a, b in zip(e, g):
+            torch.testing.assert_close(b, a, msg=f"call {i}")

@@ -357,9 +357,34 @@ def _symbolic(mode):
 
 
 def fake_call(mode, fn, args, kwargs):
-    """Run fn(*args, **kwargs) on fake tensors under `mode`; returns the fake result."""
+    """Run fn(*args, **kwargs) on fake tensors under `mode`; returns the fake result. An
+    nn.Module (a call_module node) runs as a copy of it whose parameters and buffers are fake
+    tensors of `mode` (made once per trace), as torch._dynamo runs one: its forward would
+    otherwise update the real module's buffers at trace time (BatchNorm's
+    num_batches_tracked, running statistics)."""
+    if isinstance(fn, torch.nn.Module):
+        fn = _fake_module(mode, fn)
     with mode, _symbolic(mode):
         return fn(*args, **kwargs)
+
+
+_FAKE_MODULES: "weakref.WeakKeyDictionary" = None
+
+
+def _fake_module(mode, mod):
+    """The fake copy of module `mod` under fake mode `mode` (cached while the mode lives)."""
+    global _FAKE_MODULES
+    import copy
+    import weakref
+    from torch._subclasses.fake_tensor import FakeCopyMode
+    if _FAKE_MODULES is None:
+        _FAKE_MODULES = weakref.WeakKeyDictionary()
+    per_mode = _FAKE_MODULES.setdefault(mode, {})
+    hit = per_mode.get(id(mod))
+    if hit is None or hit[0] is not mod:
+        with FakeCopyMode(mode):
+            hit = per_mode[id(mod)] = (mod, copy.deepcopy(mod))
+    return hit[1]
 
 
 def _memory_offsets(t):

@@ -790,6 +790,12 @@ call_leaf(cdyn_tx *tx, PyObject *v, PyObject *fwd, PyObject *const *args, Py_ssi
     default:
         break;
     }
+    if (PyList_GET_SIZE(tx->effects) > 0) {
+        /* the node runs the real module before the side effects are replayed (a pending
+           `m.training = True` would not be seen) */
+        return cdyn_tx_unsupported(tx, "%s (not inlinable) called while side effects of the "
+                                   "trace are pending", Py_TYPE(mod)->tp_name);
+    }
     if (cdyn_v_pin_identity(tx, v) != TR_OK) {
         return TR_ERROR;   /* the graph holds this instance */
     }
