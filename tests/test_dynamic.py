@@ -842,6 +842,37 @@ def test_item_is_captured_with_capture_scalar_outputs():
         assert item and isinstance(item[0].meta["example_value"], torch.SymInt)
 
 
+def bool_of_sizes(x):
+    n = x.size(0)
+    return x * 2, bool(n % 3), bool(n > 4), bool(n % 2 == 0)
+
+
+def test_bool_of_a_symbolic_size_is_a_symbool_not_a_guard():
+    # bool(n % 3) is the SymBool n % 3 != 0 (a graph output), as torch._dynamo: it added a
+    # guard on its value, so every flip recompiled (4 graphs where dynamo makes 1)
+    def mark(args):
+        cdynamo.mark_dynamic(args[0], 0)
+        return args
+    calls = [mark((torch.ones(n, 3),)) for n in (2, 3, 4, 5, 6, 7)]
+    dyn, cdy = sweep(bool_of_sizes, calls, same_inputs=False)
+    assert cdy.frame_count == dyn.frame_count == 1
+
+
+def max_with_key_of_a_size(x):
+    n = x.size(0) - 1
+    c = max(n, 4, key=lambda v: -v)
+    return x + 1, c
+
+
+def test_builtin_refused_on_a_size_does_not_specialise_it():
+    # max(n, 4, key=...) with n symbolic is a graph break; the refusal came after n had been
+    # specialised (its guard kept), so the graph before the break stayed static: one graph
+    # per size (9 over 7 sizes where torch._dynamo makes 4)
+    dyn, cdy = sweep(max_with_key_of_a_size, [(torch.ones(n, 3),) for n in range(3, 10)],
+                     same_inputs=False)
+    assert cdy.frame_count <= 4
+
+
 def test_tolist_is_captured_with_capture_scalar_outputs():
     # PyTorch's test_split_aot_autograd: with capture_scalar_outputs, i.tolist() of an
     # integer tensor is the .item() of each element (unbacked symbols), so fullgraph=True

@@ -622,10 +622,12 @@ b_bool(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t
     int truth = 0;
     tr_status st = TR_OK;
     (void)fs;
-    (void)fn;
     (void)kwnames;
     if (npos > 1 || nkw != 0) {
         return cdyn_tx_unsupported(tx, "bool() with %zd arguments", npos + nkw);
+    }
+    if (npos == 1 && V(args[0])->kind == VK_SYMINT) {   /* a SymBool, not decided here */
+        return cdyn_sym_builtin(tx, fn, args, 1, NULL, out);
     }
     if (npos == 1) {
         st = cdyn_v_truth(tx, args[0], &truth);

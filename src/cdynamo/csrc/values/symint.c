@@ -29,6 +29,8 @@
 
 /* Resolved once (strong, process lifetime). */
 static PyObject *symint_type, *symfloat_type, *symbool_type;
+
+static tr_status sym_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
 static PyObject *fn_sym_float, *fn_sym_int, *fn_sym_max, *fn_sym_min;
 static PyObject *b_int, *b_float, *b_bool, *b_min, *b_max, *b_range, *b_slice, *b_str,
     *b_repr, *b_format, *b_ascii, *b_hash, *b_divmod, *layout_strided, *constraint_violation;
@@ -611,6 +613,21 @@ cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t na
         if (fn == b_float && npos == 1) {
             return sym_call(tx, fn_sym_float, args, 1, out);
         }
+        if (fn == b_bool && npos == 1 && V(args[0])->kind == VK_SYMINT) {
+            /* bool(n % 3): the SymBool n % 3 != 0, decided (and guarded) only where it is
+               branched on, as torch._dynamo */
+            PyObject *zero;
+            if (PyObject_TypeCheck(V(args[0])->u.sym.fake, (PyTypeObject *)symbool_type)) {
+                *out = Py_NewRef(args[0]);
+                return TR_OK;
+            }
+            if ((zero = cdyn_value_const_steal(PyLong_FromLong(0))) == NULL) {
+                return TR_ERROR;
+            }
+            st = sym_compare(tx, Py_NE, args[0], zero, out);
+            Py_DECREF(zero);
+            return st;
+        }
         if (fn == b_bool && npos == 1) {
             int t = 0;
             st = cdyn_v_truth(tx, args[0], &t);
@@ -646,6 +663,11 @@ cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t na
         for (Py_ssize_t i = 0; i < nargs; i++) {
             if (V(args[i])->kind == VK_SYMSLICE) {
                 return cdyn_tx_unsupported(tx, "%R of a symbolic slice", fn);
+            }
+            if (V(args[i])->kind != VK_SYMINT && V(args[i])->kind != VK_CONST) {
+                /* refused before specialising: the ShapeEnv keeps a guard it added, and
+                   a break here would leave the sizes static (one graph per size) */
+                return cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
             }
         }
         st = specialize_all(tx, args, nargs, vals);
