@@ -709,6 +709,41 @@ def test_mark_static_inside_a_compiled_function_specialises(mark):
     assert cdy.frame_count == 2 and _placeholders(cdy.graphs[0]) == ["FakeTensor"]
 
 
+@pytest.mark.parametrize("mark", [torch._dynamo.mark_dynamic, cdynamo.mark_dynamic],
+                         ids=["torch._dynamo", "cdynamo"])
+def test_mark_dynamic_min_max_bound_the_symbol(mark):
+    # as torch._dynamo: min=/max= bound the marked dim (a SHAPE_GUARD on the range); a
+    # program narrowing it, or a size outside it, raises ConstraintViolationError
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    def f(x):
+        n = x.size(1)
+        return torch.ones(n, n).tril() @ x
+
+    def branchy(x):
+        return x * 2 if x.size(0) > 10 else x + 1
+
+    cdynamo.reset()
+    backend = CountingBackend()
+    c = cdynamo.compile(f, backend=backend)
+    for n in (4, 6, 9):
+        x = torch.randn(2, n, 8)
+        mark(x, 1, min=3, max=40)
+        assert_same(c(x), f(x), exact=False)
+    assert backend.frame_count == 1
+    assert "SHAPE_GUARD: 3 <= L['x'].size()[1] and L['x'].size()[1] <= 40" in \
+        cdynamo.cache_entries(f)[0].guards
+    x = torch.randn(2, 70, 8)
+    mark(x, 1, min=3, max=40)
+    with pytest.raises(ConstraintViolationError, match="70 not in range"):
+        c(x)
+    x = torch.randn(5)
+    mark(x, 0, min=2, max=64)
+    cdynamo.reset()
+    with pytest.raises(ConstraintViolationError):
+        cdynamo.compile(branchy, backend="eager")(x)
+
+
 def test_mark_api_errors():
     with pytest.raises(TypeError, match="torch.Tensor"):
         cdynamo.mark_dynamic([1, 2], 0)
@@ -716,6 +751,10 @@ def test_mark_api_errors():
         cdynamo.mark_dynamic(torch.randn(2), 3)
     with pytest.raises(TypeError, match="index"):
         cdynamo.mark_static(torch.randn(2), "0")
+    with pytest.raises(TypeError, match="max must be an int"):
+        cdynamo.mark_dynamic(torch.randn(2), 0, max=2.5)
+    with pytest.raises(ValueError, match="larger than max"):
+        cdynamo.mark_dynamic(torch.randn(2), 0, min=4, max=3)
     assert "torch._dynamo.mark_dynamic" in cdynamo.mark_dynamic.__doc__
 
 

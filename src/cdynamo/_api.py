@@ -492,16 +492,32 @@ def _dims(t, index, who: str) -> list:
     return [i % t.dim() if t.dim() else i for i in dims]
 
 
-def mark_dynamic(t: torch.Tensor, index) -> None:
+def mark_dynamic(t: torch.Tensor, index, *, min: int | None = None,
+                 max: int | None = None) -> None:
     """Mark dim(s) `index` (int or list of ints) of tensor t dynamic: a compile that sees t
     makes those dims symbolic from the first compile, with any other setting (also
     ``dynamic=False``), as torch._dynamo.mark_dynamic (whose marks cdynamo also reads: both
     set the same attributes on the tensor). If tracing then specialises such a dim (e.g.
     a branch on its exact value, or a size of 0 or 1), compiling raises
     torch.fx.experimental.symbolic_shapes.ConstraintViolationError, as torch._dynamo does.
+    ``min``/``max`` (ints, inclusive) bound the dim's sizes as torch._dynamo's: the symbol's
+    range, guarded; a program that narrows it, or a size outside it, raises the same
+    ConstraintViolationError.
 
-    Raises TypeError (t not a tensor, bad index) or IndexError (dim out of range)."""
-    for i in _dims(t, index, "mark_dynamic"):
+    Raises TypeError (t not a tensor, bad index, min/max not ints), IndexError (dim out of
+    range) or ValueError (min > max)."""
+    for name, b in (("min", min), ("max", max)):
+        if b is not None and (not isinstance(b, int) or isinstance(b, bool)):
+            raise TypeError(f"cdynamo.mark_dynamic: {name} must be an int or None, got {b!r}")
+    if min is not None and max is not None and min > max:
+        raise ValueError(f"cdynamo.mark_dynamic: min={min} is larger than max={max}")
+    dims = _dims(t, index, "mark_dynamic")
+    if min is not None or max is not None:
+        import torch._dynamo   # the ranges in torch._dynamo's own marks (_dynamo_dynamic_range)
+        for i in dims:
+            torch._dynamo.mark_dynamic(t, i, min=min, max=max)
+        return
+    for i in dims:
         if not hasattr(t, "_dynamo_dynamic_indices"):
             t._dynamo_dynamic_indices = set()
         t._dynamo_dynamic_indices.add(i)

@@ -63,12 +63,33 @@ class _NamedSource(Source):
         return GuardSource.LOCAL
 
 
-def _constraint(code: int):
+def _constraint(code: int, dim_range=None):
+    """The constraint of a dim: 1 automatic (warn only), 2 marked dynamic (strict; bounded by
+    dim_range = (min, max) when mark_dynamic gave min=/max=, as torch._dynamo), else None."""
     if code == 1:
         return RelaxedUnspecConstraint(warn_only=True)
+    if code == 2 and dim_range is not None:
+        from torch.fx.experimental.symbolic_shapes import StrictMinMaxConstraint
+        from torch.utils._sympy.numbers import int_oo
+        from torch.utils._sympy.value_ranges import ValueRanges
+        lo, hi = dim_range
+        return StrictMinMaxConstraint(
+            vr=ValueRanges(lower=0 if lo is None else lo, upper=int_oo if hi is None else hi),
+            warn_only=False)
     if code == 2:
         return RelaxedUnspecConstraint(warn_only=False)
     return None
+
+
+def _dim_ranges(tensor) -> dict:
+    """{dim: (min, max)} of the dims mark_dynamic(..., min=, max=) bounded (torch._dynamo's
+    _dynamo_dynamic_range marks; entries without bounds are left out)."""
+    out = {}
+    for r in getattr(tensor, "_dynamo_dynamic_range", ()) or ():
+        lo, hi = getattr(r, "min", None), getattr(r, "max", None)
+        if lo is not None or hi is not None:
+            out[r.dim] = (lo, hi)
+    return out
 
 
 class ShapeTrace:
@@ -123,10 +144,11 @@ class ShapeTrace:
         size_constraints: 0 none, 1 automatic (warn only), 2 marked dynamic (strict)."""
         ts = self.torch_source(src)
         ndim = len(sizes)
+        ranges = _dim_ranges(tensor) if 2 in size_constraints else {}
         ctx = StatefulSymbolicContext(
             dynamic_sizes=[_DIMS[c] for c in sizes],
             dynamic_strides=[DimDynamic.DYNAMIC if c else DimDynamic.INFER_STRIDE for c in strides],
-            constraint_sizes=[_constraint(c) for c in size_constraints],
+            constraint_sizes=[_constraint(c, ranges.get(i)) for i, c in enumerate(size_constraints)],
             constraint_strides=[_constraint(1) if c else None for c in strides],
             tensor_source=ts,
             shape_env_to_source_to_symbol_cache={},

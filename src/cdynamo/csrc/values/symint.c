@@ -1247,8 +1247,10 @@ cdyn_sym_tensor_input(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyObject 
         *fake = PyObject_CallMethodObjArgs(tx->shapes, s_fake_input, tensor, source, t_sizes,
                                            t_cons, t_strides, NULL);
         st = *fake ? TR_OK
-                   : cdyn_tx_unsupported(tx, "cannot make a fake tensor for %U",
-                                         cdyn_source_repr(source));
+             : cdyn_sym_user_error()   /* a size outside mark_dynamic's min/max: raised */
+                 ? TR_ERROR
+                 : cdyn_tx_unsupported(tx, "cannot make a fake tensor for %U",
+                                       cdyn_source_repr(source));
     }
     Py_XDECREF(t_sizes);
     Py_XDECREF(t_cons);
