@@ -4,6 +4,7 @@ import torch
 import torch.fx
 import torch.nn as nn
 
+import cdynamo
 from cdynamo._backends import BACKEND_NAMES, resolve_backend
 
 
@@ -108,3 +109,51 @@ def test_module_graph_training(name):
     assert torch.allclose(out, ref, atol=1e-5)
     for g, w in zip(got, want):
         assert torch.allclose(g, w, atol=1e-5, rtol=1e-4)
+
+
+def _input_requires_grad_(x):
+    x.requires_grad_()
+    return (x * x).sum()
+
+
+def _factory_requires_grad(x):
+    w = torch.ones(3, requires_grad=True)
+    return (x * w).sum(), w
+
+
+def _intermediate_requires_grad_(x):
+    w = torch.ones(3).requires_grad_()
+    return (x * w).sum()
+
+
+def _gradient_penalty(x):
+    with torch.enable_grad():
+        x = x.detach().requires_grad_(True)
+        out = (x * x).sum()
+        return torch.autograd.grad(out, x)[0]
+
+
+@pytest.mark.parametrize("fn", [_input_requires_grad_, _factory_requires_grad,
+                                _intermediate_requires_grad_, _gradient_penalty])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_tensors_made_to_require_grad_keep_autograd_with_aot(fn, backend):
+    # requires_grad_() / requires_grad=True made the graph's leaf: under AOTAutograd the
+    # results did not require grad (backward raised "element 0 of tensors does not require
+    # grad") and an input's flag stayed unchanged; such calls now run in Python (a graph
+    # break), as torch._dynamo breaks or lifts them
+    x = torch.randn(3)
+    xr = x.clone()
+    expected = fn(xr)
+    cdynamo.reset()
+    got = cdynamo.compile(fn, backend=backend)(x)
+    e0 = expected[0] if isinstance(expected, tuple) else expected
+    g0 = got[0] if isinstance(got, tuple) else got
+    torch.testing.assert_close(g0, e0)
+    assert g0.requires_grad == e0.requires_grad and x.requires_grad == xr.requires_grad
+    if e0.requires_grad:
+        e0.backward()
+        g0.backward()
+        leaves = [(xr, x)] if fn is _input_requires_grad_ else \
+            [(expected[1], got[1])] if isinstance(expected, tuple) else []
+        for a, b in leaves:
+            torch.testing.assert_close(b.grad, a.grad)

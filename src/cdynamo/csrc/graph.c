@@ -323,13 +323,42 @@ fail:
     return st;
 }
 
+/* 1 when the call makes a tensor require grad: requires_grad=True (a factory, a copy) or
+ * t.requires_grad_() / t.requires_grad_(True). A graph compiled through AOTAutograd
+ * (aot_eager, inductor) cannot make such a leaf: its result would not require grad, or the
+ * input's flag would stay unchanged (torch._dynamo lifts such tensors out of the graph or
+ * breaks); the call runs in Python instead. A non-constant flag counts as True. */
+static int
+makes_grad_leaf(const char *op, PyObject *target, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        if (cdyn_name_is(PyTuple_GET_ITEM(kwnames, i), "requires_grad")) {
+            PyObject *v = args[npos + i];
+            return V(v)->kind != VK_CONST || PyObject_IsTrue(V(v)->u.cnst.value) != 0;
+        }
+    }
+    if (strcmp(op, "call_method") == 0 && PyUnicode_Check(target) &&
+        cdyn_name_is(target, "requires_grad_")) {
+        return npos < 2 || V(args[1])->kind != VK_CONST ||
+               PyObject_IsTrue(V(args[1])->u.cnst.value) != 0;
+    }
+    return 0;
+}
+
 tr_status
 cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *module,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
     PyObject *fargs = NULL, *nargs_t = NULL, *fkw = NULL, *nkw_d = NULL, *res = NULL,
              *node = NULL, *opname = NULL;
-    tr_status st = graph_args(tx, args, nargs, kwnames, &fargs, &nargs_t, &fkw, &nkw_d);
+    tr_status st;
+    if (makes_grad_leaf(op, target, args, nargs, kwnames)) {
+        return cdyn_tx_unsupported(tx, "%s %R makes a tensor that requires grad (a leaf of "
+                                   "autograd: made in Python, not in the graph)", op, target);
+    }
+    st = graph_args(tx, args, nargs, kwnames, &fargs, &nargs_t, &fkw, &nkw_d);
     if (st != TR_OK) {
         return st;
     }
