@@ -5,6 +5,7 @@ import torch.fx
 import torch.nn as nn
 
 import cdynamo
+from helpers import CountingBackend
 from cdynamo._backends import BACKEND_NAMES, resolve_backend
 
 
@@ -157,3 +158,28 @@ def test_tensors_made_to_require_grad_keep_autograd_with_aot(fn, backend):
             [(expected[1], got[1])] if isinstance(expected, tuple) else []
         for a, b in leaves:
             torch.testing.assert_close(b.grad, a.grad)
+
+
+def _train_step(model, x):
+    loss = model(x).sum()
+    loss.backward()           # a graph break: AOTAutograd's backward graph runs here
+    return loss.detach() * 2
+
+
+def test_backward_run_in_a_graph_break_is_not_compiled_again():
+    # the backward graph AOTAutograd made for the first graph is an FX module whose forward
+    # the frame hook saw while loss.backward() ran in the break, and compiled as a frame of its
+    # own (one graph more per shape with aot_eager than with eager); autograd's backward now
+    # runs with the hook off, as torch._dynamo leaves it
+    counts = {}
+    for backend in ("eager", "aot_eager"):
+        torch.manual_seed(0)
+        model = nn.Linear(4, 3)
+        cdynamo.reset()
+        counter = CountingBackend(None if backend == "eager" else cdynamo._backends.aot_eager)
+        step = cdynamo.compile(_train_step, backend=counter)
+        for b in (2, 3, 5):
+            out = step(model, torch.randn(b, 4))
+            assert model.weight.grad is not None and out.requires_grad is False
+        counts[backend] = counter.frame_count
+    assert counts["aot_eager"] == counts["eager"]

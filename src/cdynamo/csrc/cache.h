@@ -38,6 +38,9 @@ typedef struct cdyn_extra {
     unsigned rule : 4;          /* cdyn_rule of the code (valid when decided) */
     unsigned limit_logged : 1;  /* the cache_size_limit message was logged */
     unsigned decided : 1;       /* the skip rules were evaluated */
+    unsigned quiet : 1;         /* SKIP, and every frame its frames call runs with the hook
+                                   off too (autograd's backward: AOTAutograd's backward
+                                   graphs, user autograd.Function backwards, hooks) */
     int nunmodified;            /* translations given up (run unmodified) while the code had
                                    entries: they count toward cache_size_limit, so a call
                                    pattern that cannot compile is not traced again on every

@@ -290,6 +290,25 @@ eval_below(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
     return res;
 }
 
+/* 1 when code is torch.autograd.graph._engine_run_backward (where every backward pass run
+ * from Python enters the autograd engine). */
+static int
+is_engine_run_backward(PyCodeObject *code)
+{
+    static const char suffix[] = "autograd/graph.py";
+    const char *fn;
+    size_t n, k = sizeof(suffix) - 1;
+    if (!PyUnicode_Check(code->co_name) ||
+        PyUnicode_CompareWithASCIIString(code->co_name, "_engine_run_backward") != 0 ||
+        !PyUnicode_Check(code->co_filename) ||
+        (fn = PyUnicode_AsUTF8(code->co_filename)) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    n = strlen(fn);
+    return n >= k && strcmp(fn + n - k, suffix) == 0;
+}
+
 /* Decide once whether frames of code (run with globals, borrowed) are translated: fills
  * x->rule, x->skip and x->decided. Never fails. */
 static void
@@ -320,6 +339,13 @@ decide_skip(PyCodeObject *code, PyObject *globals, cdyn_extra *x)
            configs (mutually recursive overrides with RecursionError fallbacks) ran for
            minutes */
         skip = 1;
+    }
+    if (is_engine_run_backward(code)) {
+        /* torch.autograd's backward (Tensor.backward, autograd.grad, in the plain Python of
+           a graph break): the backward graphs AOTAutograd compiled and the user's
+           autograd.Function backwards run as they are, as torch._dynamo leaves them */
+        skip = 1;
+        x->quiet = 1;
     }
     x->rule = (unsigned)rule;
     x->decided = 1;
@@ -643,6 +669,13 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
             return NULL;
         }
         decide_skip(code, f->f_globals, x);
+    }
+    if (x->quiet) {
+        PyObject *res;
+        t->disabled = 1;
+        res = eval_plain(ts, f, 0);
+        t->disabled = 0;
+        return res;
     }
     if (x->skip || f->prev_instr != _PyCode_CODE(code) - 1 || f->f_func == NULL) {
         return eval_plain(ts, f, 0);
