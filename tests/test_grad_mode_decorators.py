@@ -145,3 +145,28 @@ def test_decorating_a_generator_function_is_a_break():
     cdynamo.reset()
     assert_same(results(lambda t: (cdynamo.compile(fn, backend="eager")(t),), x),
                 results(lambda t: (fn(t),), x))
+
+
+def _grad_by_batch(x, w):
+    with torch.set_grad_enabled(x.size(0) > 2):
+        y = x * w
+    return y.sum(), y.requires_grad
+
+
+def test_set_grad_enabled_of_a_size_condition_is_decided_and_guarded():
+    # set_grad_enabled(x.size(0) > 2) was a graph break ("non-constant mode") whose resume
+    # function guarded the per-call grad-mode object: a recompile every call. The mode is now
+    # decided by the current sizes (a shape guard): one graph per outcome
+    import cdynamo
+    from helpers import CountingBackend
+    w = torch.randn(3, requires_grad=True)
+    cdynamo.reset()
+    backend = CountingBackend()
+    c = cdynamo.compile(_grad_by_batch, backend=backend)
+    for b in (2, 3, 1, 5, 4, 6, 2):
+        x = torch.randn(b, 3)
+        out, rg = c(x, w)
+        ref, ref_rg = _grad_by_batch(x, w)
+        torch.testing.assert_close(out, ref)
+        assert rg == ref_rg
+    assert backend.frame_count <= 3

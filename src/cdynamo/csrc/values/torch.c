@@ -405,11 +405,18 @@ set_grad_enabled(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject 
     PyObject *mv = NULL, *r = NULL;
     int prev = tx->grad_enabled, mode;
     tr_status st;
-    if (nargs != 1 || kwnames != NULL || V(args[0])->kind != VK_CONST) {
+    if (nargs != 1 || kwnames != NULL ||
+        (V(args[0])->kind != VK_CONST && V(args[0])->kind != VK_SYMINT)) {
         return cdyn_tx_unsupported(tx, "torch.set_grad_enabled with a non-constant mode");
     }
-    mode = PyObject_IsTrue(V(args[0])->u.cnst.value);
-    if (mode < 0) {
+    if (V(args[0])->kind == VK_SYMINT) {
+        /* set_grad_enabled(x.size(0) > 2): decided by the current sizes, guarded */
+        st = cdyn_v_truth(tx, args[0], &mode);
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    else if ((mode = PyObject_IsTrue(V(args[0])->u.cnst.value)) < 0) {
         return TR_ERROR;
     }
     mv = cdyn_value_bool(mode);
