@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import itertools
 import logging
 import operator
+import weakref
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import FakeCopyMode
 
 log = logging.getLogger("cdynamo")
 _graph_counter = itertools.count()
@@ -368,17 +371,11 @@ def fake_call(mode, fn, args, kwargs):
         return fn(*args, **kwargs)
 
 
-_FAKE_MODULES: "weakref.WeakKeyDictionary" = None
+_FAKE_MODULES = weakref.WeakKeyDictionary()   # fake mode -> {id(module): (module, fake copy)}
 
 
 def _fake_module(mode, mod):
-    """The fake copy of module `mod` under fake mode `mode` (cached while the mode lives)."""
-    global _FAKE_MODULES
-    import copy
-    import weakref
-    from torch._subclasses.fake_tensor import FakeCopyMode
-    if _FAKE_MODULES is None:
-        _FAKE_MODULES = weakref.WeakKeyDictionary()
+    """The fake copy of module `mod` under fake mode `mode` (made once while the mode lives)."""
     per_mode = _FAKE_MODULES.setdefault(mode, {})
     hit = per_mode.get(id(mod))
     if hit is None or hit[0] is not mod:

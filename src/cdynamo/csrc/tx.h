@@ -470,7 +470,8 @@ int cdyn_tensor_isinstance(PyObject *v, PyObject *cls);
  * again through its source), -2 with an exception. A class attribute answers at once;
  * otherwise the instance dict of the real tensor read through v's source decides, under a
  * HASATTR guard; a tensor the graph made (no source) has no instance attribute. *inst (may
- * be NULL): a new reference to the value found in the instance dict, else NULL
+ * be NULL): a new reference to the value found in the instance dict, else NULL; when set,
+ * no HASATTR is added (the caller guards the value through <source>.<name>)
  * (values/tensor.c). */
 int cdyn_tensor_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **inst);
 /* 1 when name (str) equals s. */

@@ -1960,7 +1960,6 @@ module_registry_owner(PyObject *v)
     return NULL;
 }
 
-
 /* Drop every memoised read `<source>.<name>`: the module whose registry changed may have
  * been read under another name too (self, and the __self__ of a bound method handed to a
  * resume function), and such a read is stale now; a read of another object's `.name` is only
@@ -2013,7 +2012,8 @@ lazy_store(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
     cdyn_value *x = V(v);
     PyObject *k = V(key)->kind == VK_CONST ? V(key)->u.cnst.value : NULL;
-    if (k == NULL || !cdyn_is_constant(k) || !lazy_readable(v) || module_registry_owner(v) != NULL) {
+    if (k == NULL || !cdyn_is_constant(k) || !lazy_readable(v) ||
+        module_registry_owner(v) != NULL) {
         PyErr_Clear();
         return TR_NOTIMPL;
     }

@@ -29,8 +29,6 @@
 
 /* Resolved once (strong, process lifetime). */
 static PyObject *symint_type, *symfloat_type, *symbool_type;
-
-static tr_status sym_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
 static PyObject *fn_sym_float, *fn_sym_int, *fn_sym_max, *fn_sym_min;
 static PyObject *b_int, *b_float, *b_bool, *b_min, *b_max, *b_range, *b_slice, *b_str,
     *b_repr, *b_format, *b_ascii, *b_hash, *b_divmod, *layout_strided, *constraint_violation;
@@ -39,6 +37,8 @@ static PyObject *s_maybe_as_int, *s_maybe_as_bool, *s_maybe_as_float, *s_node, *
     *s_lift_symbols, *s_sym_input, *s_bound_node, *s_specialize, *s_guards, *s_call_method,
     *s_call_function, *s_create_node, *s_size, *s_stride, *s_float_input;
 static PyObject *str_marks[3];   /* _dynamo_dynamic_indices, _weak_, _static_ */
+
+static tr_status sym_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
 
 /* ---- set-up ---------------------------------------------------------------------------- */
 
@@ -626,15 +626,6 @@ cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t na
             }
             st = sym_compare(tx, Py_NE, args[0], zero, out);
             Py_DECREF(zero);
-            return st;
-        }
-        if (fn == b_bool && npos == 1) {
-            int t = 0;
-            st = cdyn_v_truth(tx, args[0], &t);
-            if (st == TR_OK) {
-                *out = cdyn_value_bool(t);
-                st = *out ? TR_OK : TR_ERROR;
-            }
             return st;
         }
         if ((fn == b_min || fn == b_max) && npos >= 2) {

@@ -57,12 +57,16 @@ cdyn_tensor_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **inst)
         (val = PyDict_GetItemWithError(*dictp, name)) == NULL && PyErr_Occurred()) {
         goto done;
     }
+    if (inst != NULL && val != NULL) {
+        /* the caller wraps the value under <source>.<name>: that guard fails when the
+           attribute is gone, so no HASATTR is added for it */
+        *inst = Py_NewRef(val);
+        r = 1;
+        goto done;
+    }
     src = cdyn_source_attr(V(v)->source, name);
     if (src == NULL || cdyn_guards_add_hasattr(tx->guards, src, val != NULL) < 0) {
         goto done;
-    }
-    if (inst != NULL && val != NULL) {
-        *inst = Py_NewRef(val);
     }
     r = val != NULL;
 done:
