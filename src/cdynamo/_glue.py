@@ -50,15 +50,39 @@ class AutocastExit:
 
     __slots__ = ("mode",)
 
+    @staticmethod
+    def _enter(*args):
+        return torch.amp.autocast_mode._enter_autocast(*args)
+
+    @staticmethod
+    def _exit(mode):
+        torch.amp.autocast_mode._exit_autocast(mode)
+
     def __init__(self, *args):
-        self.mode = torch.amp.autocast_mode._enter_autocast(*args)
+        self.mode = self._enter(*args)
 
     def __call__(self, *exc_info):
-        torch.amp.autocast_mode._exit_autocast(self.mode)
+        self._exit(self.mode)
         return None
 
     def __repr__(self):
-        return "AutocastExit()"
+        return f"{type(self).__name__}()"
+
+
+class InferenceModeExit(AutocastExit):
+    """An entered `with torch.inference_mode(mode)` block split by a graph break, as
+    AutocastExit: ``args`` = (mode,), entered and left as
+    torch.autograd.grad_mode._enter_inference_mode / _exit_inference_mode do."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _enter(*args):
+        return torch.autograd.grad_mode._enter_inference_mode(*args)
+
+    @staticmethod
+    def _exit(mode):
+        torch.autograd.grad_mode._exit_inference_mode(mode)
 
 
 class AutocastEnter:
@@ -69,15 +93,24 @@ class AutocastEnter:
     torch._dynamo's resume functions enter their context managers again)."""
 
     __slots__ = ("args",)
+    _exit_type = AutocastExit
 
     def __init__(self, *args):
         self.args = args
 
     def __call__(self):
-        return AutocastExit(*self.args)
+        return self._exit_type(*self.args)
 
     def __repr__(self):
-        return f"AutocastEnter{self.args!r}"
+        return f"{type(self).__name__}{self.args!r}"
+
+
+class InferenceModeEnter(AutocastEnter):
+    """As AutocastEnter, for a `with torch.inference_mode(mode)` block: ``args`` = (mode,);
+    traced, the call is an _enter_inference_mode node."""
+
+    __slots__ = ()
+    _exit_type = InferenceModeExit
 
 
 def autocast_args(cls, args, kwargs):

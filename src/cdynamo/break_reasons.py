@@ -36,8 +36,9 @@ CATALOGUE: tuple[BreakReason, ...] = (
                 "Leave cdynamo.config.graph_break_in_loops on (the default), or move the "
                 "unsupported code out of the loop."),
     BreakReason("CDB0006", "break inside autocast", r"graph break inside torch\.autocast",
-                "A graph break inside a torch.autocast block that was entered in a called "
-                "function (not the frame that breaks) makes the frame run unmodified.",
+                "A graph break inside a torch.autocast or torch.inference_mode block that was "
+                "entered in a called function (not the frame that breaks) makes the frame run "
+                "unmodified.",
                 "Move the unsupported code out of the autocast block, or the block into the "
                 "caller."),
     BreakReason("CDB0020", "break inside an exception handler",

@@ -193,6 +193,8 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch._utils.is_compiling": (CONSTANT, True),
     "torch.backends.mha.get_fastpath_enabled": INLINE,
     "typing.cast": INLINE,   # returns its value (pytree's namedtuple flatten uses it)
+    # a function decorated by @torch.inference_mode() enters self.clone() per call
+    "torch.autograd.grad_mode.inference_mode.clone": INLINE,
     # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
     "torch.promote_types": (FOLD, None),
     "torch.nn.functional._Reduction.get_enum": (FOLD, None),
@@ -201,6 +203,7 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.get_default_dtype": (FOLD, "state"),
     "torch.get_autocast_gpu_dtype": (FOLD, "state"),
     "torch._C._is_any_autocast_enabled": (FOLD, "state"),
+    "torch.is_inference_mode_enabled": (FOLD, "state"),
     "torch._C._get_privateuse1_backend_name": (FOLD, "state"),
     "torch._C._get_cublas_allow_tf32": (FOLD, "state"),
     "torch.cuda.is_available": (FOLD, "state"),

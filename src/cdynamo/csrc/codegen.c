@@ -1451,11 +1451,13 @@ close_autocast(cdyn_tx *tx, cdyn_fs *fs, PyObject **exits)
     }
     if (*exits == Py_None) {
         Py_CLEAR(*exits);
-        return cdyn_tx_unsupported(tx, "graph break inside torch.autocast");
+        return cdyn_tx_unsupported(tx, "graph break inside torch.autocast / inference_mode");
     }
     for (Py_ssize_t k = PyList_GET_SIZE(*exits) - 1; k >= 0; k--) {
-        PyObject *args = PyTuple_Pack(1, V(PyList_GET_ITEM(*exits, k))->u.amp.node), *node = NULL;
-        tr_status st = args ? cdyn_tx_graph_raw(tx, cdyn_G.exit_autocast, args, &node) : TR_ERROR;
+        PyObject *ex = PyList_GET_ITEM(*exits, k), *node = NULL;
+        PyObject *args = PyTuple_Pack(1, V(ex)->u.amp.node);
+        tr_status st = args ? cdyn_tx_graph_raw(tx, *cdyn_ctx_family(ex)->exit, args, &node)
+                            : TR_ERROR;
         Py_XDECREF(args);
         Py_XDECREF(node);
         if (st != TR_OK) {
@@ -1477,9 +1479,9 @@ emit_autocast_enters(cdyn_cg *cg, PyObject *exits)
         return -1;
     }
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(exits); k++) {
-        PyObject *args = V(PyList_GET_ITEM(exits, k))->u.amp.args;
+        PyObject *ex = PyList_GET_ITEM(exits, k), *args = V(ex)->u.amp.args;
         int tmp = new_temp(cg, "autocast");
-        if (tmp < 0 || cdyn_cg_push_callable(cg, cdyn_G.autocast_exit_type) < 0) {
+        if (tmp < 0 || cdyn_cg_push_callable(cg, *cdyn_ctx_family(ex)->exit_type) < 0) {
             return -1;
         }
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {

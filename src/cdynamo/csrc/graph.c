@@ -440,9 +440,12 @@ cdyn_tx_exit_modes(cdyn_tx *tx, Py_ssize_t n)
     PyErr_Fetch(&et, &ev, &tb);
     while (PyList_GET_SIZE(tx->open_modes) > n) {
         Py_ssize_t last = PyList_GET_SIZE(tx->open_modes) - 1;
-        PyObject *r = PyObject_CallOneArg(cdyn_G.exit_autocast,
-                                          PyList_GET_ITEM(tx->open_modes, last));
+        PyObject *entry = PyList_GET_ITEM(tx->open_modes, last);
+        PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1));
         Py_XDECREF(r);
+        if (PyTuple_GET_ITEM(entry, 0) == cdyn_G.set_grad_enabled) {
+            tx->grad_enabled = PyTuple_GET_ITEM(entry, 1) == Py_True;
+        }
         PyErr_Clear();
         PyList_SetSlice(tx->open_modes, last, last + 1, NULL);
     }

@@ -1392,7 +1392,7 @@ begin_break(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t pc)
         }
         Py_DECREF(exits);
         if (!ok) {
-            msg = PyUnicode_FromFormat("graph break inside torch.autocast (%U)",
+            msg = PyUnicode_FromFormat("graph break inside torch.autocast / inference_mode (%U)",
                                        tx->reason ? tx->reason : Py_None);
             if (msg == NULL) {
                 return TR_ERROR;
@@ -1983,6 +1983,11 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.restart_trace, "cdynamo._glue", "RestartTrace"},
         {&cdyn_G.enter_autocast, "torch.amp.autocast_mode", "_enter_autocast"},
         {&cdyn_G.exit_autocast, "torch.amp.autocast_mode", "_exit_autocast"},
+        {&cdyn_G.enter_inference_mode, "torch.autograd.grad_mode", "_enter_inference_mode"},
+        {&cdyn_G.exit_inference_mode, "torch.autograd.grad_mode", "_exit_inference_mode"},
+        {&cdyn_G.inference_mode_type, "torch", "inference_mode"},
+        {&cdyn_G.inference_exit_type, "cdynamo._glue", "InferenceModeExit"},
+        {&cdyn_G.inference_enter_type, "cdynamo._glue", "InferenceModeEnter"},
     };
     if (cdyn_value_init(module) < 0 || init_strings() < 0) {
         return -1;

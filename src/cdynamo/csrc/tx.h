@@ -34,7 +34,7 @@ typedef struct cdyn_tx {
     PyObject *by_source;    /* dict: source repr -> value (each source wrapped once) */
     PyObject *by_id;        /* dict: id(real object) -> value (aliases share a value) */
     PyObject *last_node;    /* the newest call node made (checkpoints), or NULL */
-    PyObject *open_modes;   /* list of the real autocast modes entered at trace time (exited
+    PyObject *open_modes;   /* list of the autocast / inference_mode blocks entered at trace time (exited
                                at the end of the trace, or on a rollback) */
     PyObject *exc;          /* the exception being raised (with TR_EXCEPTION), or NULL */
     PyObject *exc_info;     /* list: the exceptions being handled (PUSH_EXC_INFO), innermost
@@ -253,7 +253,9 @@ tr_status cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source
  * without a fake run (state functions: torch.amp._enter_autocast, functorch's interpreter
  * stack). *node: new ref. */
 tr_status cdyn_tx_graph_raw(cdyn_tx *tx, PyObject *target, PyObject *args, PyObject **node);
-/* Exit the real autocast modes entered at trace time beyond the first n. */
+/* Leave the blocks of tx->open_modes entered at trace time beyond the first n, innermost
+ * first (each entry a pair (fn, arg): fn(arg) leaves it; set_grad_enabled also restores
+ * tx->grad_enabled). */
 void cdyn_tx_exit_modes(cdyn_tx *tx, Py_ssize_t n);
 /* A parameter or buffer of an nn.Module as a graph input read through source (its
  * attribute path), as torch._dynamo's inline_inbuilt_nn_modules. */
@@ -512,6 +514,18 @@ tr_status cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args,
  * torch.utils.checkpoint.checkpoint, <Function subclass>.apply, torch.func transforms; 0
  * for anything else. Decided by identity, before the graph-function rule. */
 int cdyn_hop_classify(PyObject *obj);
+/* A family of context managers entered by one graph node and left by another, whose
+ * blocks a graph break can split (values/ctx.c): torch.autocast and torch.inference_mode.
+ * All pointers are to cdyn_G's fields (borrowed). */
+typedef struct {
+    const char *what;        /* "torch.autocast": for messages */
+    PyObject **enter, **exit;   /* the graph nodes' targets: enter(*args), exit(enter node) */
+    PyObject **exit_type;    /* glue: made by a break's code (entering the block in Python)
+                                and called at the block's end */
+    PyObject **enter_type;   /* glue: handed to a resume function, whose prologue calls it */
+} cdyn_mode_family;
+/* The family of an AUTOCAST or AUTOCAST_EXIT value v (borrowed). */
+const cdyn_mode_family *cdyn_ctx_family(PyObject *v);
 /* The exits of the torch.autocast blocks open at a graph break of the top frame fs, outer
  * first: a new list of the AUTOCAST_EXIT values on fs's stack, one per entry of
  * tx->open_modes in order, or Py_None (new reference) when the open blocks are not all the
@@ -520,13 +534,17 @@ PyObject *cdyn_ctx_open_autocast_exits(cdyn_tx *tx, cdyn_fs *fs);
 /* 1 when v (borrowed) is the exit of a block the resume function enters again (its stack
  * slot is a CDYN_SLOT_CALL, resume.h), else 0. */
 int cdyn_ctx_reentered_in_resume(PyObject *v);
-/* Wrap a cdynamo._glue.AutocastEnter handed to a resume function (obj borrowed, source
- * borrowed or NULL; its type and args guarded): an AUTOCAST value that a call with no
- * arguments enters. *out new. */
-tr_status cdyn_ctx_wrap_autocast_enter(cdyn_tx *tx, PyObject *obj, PyObject *source,
-                                       PyObject **out);
+/* 1 when obj (borrowed) is a mode family's glue object (AutocastEnter, AutocastExit,
+ * InferenceModeEnter, InferenceModeExit), else 0. */
+int cdyn_ctx_is_mode_glue(PyObject *obj);
+/* Wrap such an object handed to a resume function (obj borrowed, source borrowed or NULL;
+ * its type guarded): an ...Enter is an AUTOCAST value that a call with no arguments enters
+ * (its args guarded), an ...Exit an AUTOCAST_EXIT without node, whose call is a break.
+ * *out new. */
+tr_status cdyn_ctx_wrap_mode_glue(cdyn_tx *tx, PyObject *obj, PyObject *source,
+                                  PyObject **out);
 /* Context-manager factories (values/ctx.c): torch.autocast and its device forms,
- * contextlib.nullcontext. cdyn_ctx_factory makes the value; *handled = 0 for others. */
+ * torch.inference_mode, contextlib.nullcontext, the profiler's. cdyn_ctx_factory makes the value; *handled = 0 for others. */
 int cdyn_is_ctx_factory(PyObject *obj);
 /* *out (new): a GRADFN, function value fn (borrowed) decorated by a grad-mode context that
  * sets `mode` (torch.no_grad(f), torch.enable_grad()(f)); a generator function or another
@@ -753,7 +771,8 @@ typedef struct {
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
         *grad_mode_exit_type, *backend_failed, *restart_trace, *enter_autocast, *exit_autocast,
-        *autocast_exit_type, *autocast_enter_type;
+        *autocast_exit_type, *autocast_enter_type, *enter_inference_mode,
+        *exit_inference_mode, *inference_mode_type, *inference_exit_type, *inference_enter_type;
     /* interned strings */
     PyObject *s_self, *s_closure, *s_cell_contents, *s_parameters, *s_buffers, *s_modules,
         *s_forward, *s_module, *s_placeholder, *s_create_node, *s_fake_from_tensor,

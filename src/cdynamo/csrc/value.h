@@ -46,7 +46,8 @@
  *   iterators     values/iter.c       ITER         u.iter (+ pos)     the items, and the next position
  *   contexts      values/ctx.c        GRADCTX      -                  a grad-mode context manager (bits)
  *                                     GRADEXIT     -                  the __exit__ restoring a grad mode
- *                                     AUTOCAST     u.amp.args         torch.autocast(...) (its 4 arguments)
+ *                                     AUTOCAST     u.amp.args         torch.autocast(...) (its 4 arguments),
+ *                                                                     torch.inference_mode(m)
  *                                     AUTOCAST_EXIT u.amp             the __exit__ of an entered autocast
  *                                     NULLCTX      u.nullctx          contextlib.nullcontext(enter_result)
  *   symbolic      values/symint.c     SYMINT       u.sym              a SymInt/SymFloat/SymBool (example value)
@@ -156,8 +157,9 @@ typedef struct cdyn_value {
            `items` takes lazily, each guarded when taken (values/iter.c); else NULL */
         struct { PyObject *items, *type, *rest; } iter;
         struct { PyObject *dict; } view;           /* the DICT value; bits: VIEW_* */
-        /* args: (device_type, dtype, enabled, cache_enabled); node: the _enter_autocast
-           node; mode: the real autocast entered at trace time (fake runs see it) */
+        /* args: (device_type, dtype, enabled, cache_enabled), or (mode,) for
+           torch.inference_mode (AMP_INFERENCE); node: the enter node; mode: the entry of
+           tx->open_modes for the block entered at trace time */
         struct { PyObject *args, *node, *mode; } amp;
         struct { PyObject *enter_result; } nullctx; /* a value */
         /* type: the class; args: list of argument values; context / cause: the EXC values
@@ -229,6 +231,7 @@ typedef struct cdyn_value {
 #define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */
 #define AMP_REENTER     0x1u   /* AUTOCAST: a resume function's AutocastEnter, entered by a
                                    call with no arguments (values/ctx.c) */
+#define AMP_INFERENCE   0x2u   /* AUTOCAST, AUTOCAST_EXIT: torch.inference_mode's family */
 #define NULLCTX_EXIT    0x1u   /* NULLCTX: the __exit__ of an entered nullcontext */
 #define NULLCTX_PROFILER 0x2u  /* NULLCTX: torch.profiler.profile() / record_function(...),
                                    ignored as torch._dynamo does; entering gives itself */

@@ -664,16 +664,8 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     if ((PyObject *)Py_TYPE(obj) == cdyn_G.grad_mode_exit_type) {
         return wrap_grad_exit(tx, obj, source, out);
     }
-    if ((PyObject *)Py_TYPE(obj) == cdyn_G.autocast_enter_type) {
-        return cdyn_ctx_wrap_autocast_enter(tx, obj, source, out);
-    }
-    if ((PyObject *)Py_TYPE(obj) == cdyn_G.autocast_exit_type) {
-        /* the exit of an autocast block split by a break: calling it is a break (ctx.c) */
-        if (source != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
-            return TR_ERROR;
-        }
-        *out = cdyn_value_alloc(VK_AUTOCAST_EXIT, source);
-        return *out ? TR_OK : TR_ERROR;
+    if (cdyn_ctx_is_mode_glue(obj)) {   /* AutocastEnter / AutocastExit and the like */
+        return cdyn_ctx_wrap_mode_glue(tx, obj, source, out);
     }
     if (source != NULL) {
         tr_status st = wrap_dynamic_number(tx, obj, source, out);

@@ -15,6 +15,12 @@
  *             before the instruction it runs; resume functions receive it on their stack
  *             (an AUTOCAST_EXIT with a source and no node), and calling it there is a
  *             graph break (it runs in Python).
+ *             torch.inference_mode(mode) is an AUTOCAST of the other family (AMP_INFERENCE,
+ *             args (mode,)): _enter_inference_mode(mode) / _exit_inference_mode(node) in the
+ *             graph, as torch._dynamo; at trace time the block only sets grad mode to
+ *             `not mode` (fake tensors are never inference tensors, as torch._dynamo's
+ *             fake_tensor_disable_inference_mode); a break inside it is handled as
+ *             autocast's, with InferenceModeExit / InferenceModeEnter.
  *   NULLCTX   contextlib.nullcontext(enter_result). Also the torch profiler's context
  *             managers (torch.profiler.profile, torch.autograd.profiler.profile,
  *             record_function), which torch._dynamo ignores (capture_profiler_record_function
@@ -49,6 +55,21 @@ set_mode(cdyn_tx *tx, int mode)
 }
 
 static PyObject *autocast_type, *nullcontext_type;   /* resolved by cdyn_ctx_init */
+
+/* The blocks entered by one graph node and left by another, indexed by AMP_INFERENCE. */
+static const cdyn_mode_family families[2] = {
+    {"torch.autocast", &cdyn_G.enter_autocast, &cdyn_G.exit_autocast,
+     &cdyn_G.autocast_exit_type, &cdyn_G.autocast_enter_type},
+    {"torch.inference_mode", &cdyn_G.enter_inference_mode, &cdyn_G.exit_inference_mode,
+     &cdyn_G.inference_exit_type, &cdyn_G.inference_enter_type},
+};
+
+const cdyn_mode_family *
+cdyn_ctx_family(PyObject *v)
+{
+    assert(V(v)->kind == VK_AUTOCAST || V(v)->kind == VK_AUTOCAST_EXIT);
+    return &families[(V(v)->bits & AMP_INFERENCE) ? 1 : 0];
+}
 static PyObject *profiler_types[3];   /* the profiler's context managers (cdyn_ctx_init) */
 
 static int
@@ -67,7 +88,37 @@ cdyn_is_ctx_factory(PyObject *obj)
 {
     return PyType_Check(obj) &&
            ((autocast_type && PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)autocast_type)) ||
-            obj == nullcontext_type || is_profiler_ctx(obj));
+            obj == nullcontext_type || obj == cdyn_G.inference_mode_type || is_profiler_ctx(obj));
+}
+
+/* torch.inference_mode(mode=True) of a constant bool: an AUTOCAST of the inference family
+ * (the bare decorator form, inference_mode(f), is refused: a break). */
+static tr_status
+inference_mode_factory(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                       PyObject **out)
+{
+    PyObject *mode = Py_True;
+    if (nargs > 1 || (kwnames != NULL && (PyTuple_GET_SIZE(kwnames) != 1 ||
+                                          !cdyn_name_is(PyTuple_GET_ITEM(kwnames, 0), "mode")))) {
+        return cdyn_tx_unsupported(tx, "torch.inference_mode with these arguments");
+    }
+    if (nargs == 1) {
+        mode = cdyn_all_const(args, 1) ? V(args[0])->u.cnst.value : NULL;
+        if (mode == NULL || !PyBool_Check(mode)) {
+            return cdyn_tx_unsupported(tx, "torch.inference_mode(%S): not a constant bool", args[0]);
+        }
+    }
+    *out = cdyn_value_alloc(VK_AUTOCAST, NULL);
+    if (*out == NULL) {
+        return TR_ERROR;
+    }
+    V(*out)->bits |= AMP_INFERENCE;
+    V(*out)->u.amp.args = PyTuple_Pack(1, mode);
+    if (V(*out)->u.amp.args == NULL) {
+        Py_CLEAR(*out);
+        return TR_ERROR;
+    }
+    return TR_OK;
 }
 
 tr_status
@@ -79,6 +130,9 @@ cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t n
     *handled = cdyn_is_ctx_factory(obj);
     if (!*handled) {
         return TR_OK;
+    }
+    if (obj == cdyn_G.inference_mode_type) {
+        return inference_mode_factory(tx, args, nargs, kwnames, out);
     }
     if (is_profiler_ctx(obj)) {   /* its arguments are ignored with it */
         *out = cdyn_value_alloc(VK_NULLCTX, NULL);
@@ -130,20 +184,56 @@ cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t n
     return TR_OK;
 }
 
-/* Enter torch.autocast: the _enter_autocast node, and the same autocast entered now. */
+/* Enter the block at trace time; *entry (new): what tx->open_modes keeps for it, a pair
+ * (fn, arg) that cdyn_tx_exit_modes calls to leave it. torch.autocast is entered for real
+ * (the fake runs see its dtypes); torch.inference_mode(m) only sets grad mode to `not m`. */
 static tr_status
-autocast_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
+trace_enter(cdyn_tx *tx, PyObject *v, PyObject **entry)
 {
-    PyObject *args = V(v)->u.amp.args, *node = NULL, *mode = NULL;
-    tr_status st = cdyn_tx_graph_raw(tx, cdyn_G.enter_autocast, args, &node);
+    PyObject *args = V(v)->u.amp.args, *r;
+    int mode;
+    if (!(V(v)->bits & AMP_INFERENCE)) {
+        r = PyObject_Call(cdyn_G.enter_autocast, args, NULL);
+        if (r == NULL) {
+            return cdyn_tx_unsupported(tx, "torch.autocast%R failed", args);
+        }
+        *entry = PyTuple_Pack(2, cdyn_G.exit_autocast, r);
+        Py_DECREF(r);
+        return *entry ? TR_OK : TR_ERROR;
+    }
+    mode = PyTuple_GET_ITEM(args, 0) == Py_True;
+    *entry = PyTuple_Pack(2, cdyn_G.set_grad_enabled, tx->grad_enabled ? Py_True : Py_False);
+    r = *entry ? PyObject_CallOneArg(cdyn_G.set_grad_enabled, mode ? Py_False : Py_True) : NULL;
+    if (r == NULL) {
+        Py_CLEAR(*entry);
+        return TR_ERROR;
+    }
+    Py_DECREF(r);
+    tx->grad_enabled = !mode;
+    if (tx->grad_enabled) {
+        cdyn_guards_note_requires_grad(tx->guards);
+    }
+    return TR_OK;
+}
+
+/* Enter a block of a mode family: its enter node, and the block entered at trace time. */
+static tr_status
+mode_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
+{
+    PyObject *args = V(v)->u.amp.args, *node = NULL, *entry = NULL;
+    tr_status st = cdyn_tx_graph_raw(tx, *cdyn_ctx_family(v)->enter, args, &node);
     if (st != TR_OK) {
         return st;
     }
-    mode = PyObject_Call(cdyn_G.enter_autocast, args, NULL);
-    if (mode == NULL || PyList_Append(tx->open_modes, mode) < 0) {
-        Py_XDECREF(mode);
+    st = trace_enter(tx, v, &entry);
+    if (st != TR_OK || PyList_Append(tx->open_modes, entry) < 0) {
+        if (st == TR_OK) {   /* not kept: leave it again at once */
+            Py_XDECREF(PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1)));
+            st = TR_ERROR;
+        }
+        Py_XDECREF(entry);
         Py_DECREF(node);
-        return mode == NULL ? cdyn_tx_unsupported(tx, "torch.autocast%R failed", args) : TR_ERROR;
+        return st;
     }
     *exit_fn = cdyn_value_alloc(VK_AUTOCAST_EXIT, NULL);
     *result = cdyn_value_const(Py_None);
@@ -151,18 +241,19 @@ autocast_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
         Py_CLEAR(*exit_fn);
         Py_CLEAR(*result);
         Py_DECREF(node);
-        Py_DECREF(mode);
+        Py_DECREF(entry);
         return TR_ERROR;
     }
+    V(*exit_fn)->bits = V(v)->bits & AMP_INFERENCE;
     V(*exit_fn)->u.amp.node = node;
-    V(*exit_fn)->u.amp.mode = mode;
+    V(*exit_fn)->u.amp.mode = entry;
     V(*exit_fn)->u.amp.args = Py_NewRef(args);
     return TR_OK;
 }
 
-/* Leave an autocast entered by autocast_enter (the innermost one). */
+/* Leave a block entered by mode_enter (the innermost one). */
 static tr_status
-autocast_exit(cdyn_tx *tx, PyObject *v, PyObject **out)
+mode_exit(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
     PyObject *args = PyTuple_Pack(1, V(v)->u.amp.node), *node = NULL;
     Py_ssize_t n = PyList_GET_SIZE(tx->open_modes);
@@ -172,9 +263,9 @@ autocast_exit(cdyn_tx *tx, PyObject *v, PyObject **out)
     }
     if (n == 0 || PyList_GET_ITEM(tx->open_modes, n - 1) != V(v)->u.amp.mode) {
         Py_DECREF(args);
-        return cdyn_tx_unsupported(tx, "autocast blocks exited out of order");
+        return cdyn_tx_unsupported(tx, "%s blocks exited out of order", cdyn_ctx_family(v)->what);
     }
-    st = cdyn_tx_graph_raw(tx, cdyn_G.exit_autocast, args, &node);
+    st = cdyn_tx_graph_raw(tx, *cdyn_ctx_family(v)->exit, args, &node);
     Py_DECREF(args);
     Py_XDECREF(node);
     if (st != TR_OK) {
@@ -192,7 +283,7 @@ ctx_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
     int restore;
     tr_status st = TR_OK;
     if (c->kind == VK_AUTOCAST) {
-        return autocast_enter(tx, v, exit_fn, result);
+        return mode_enter(tx, v, exit_fn, result);
     }
     if (c->kind == VK_NULLCTX) {
         *exit_fn = cdyn_value_alloc(VK_NULLCTX, NULL);   /* its exit does nothing */
@@ -298,16 +389,16 @@ ctx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
     if (V(fn)->kind == VK_AUTOCAST && (V(fn)->bits & AMP_REENTER) && nargs == 0 && kwnames == NULL) {
         /* AutocastEnter() in a resume function's prologue: the block entered again */
         PyObject *result = NULL;
-        st = autocast_enter(tx, fn, out, &result);
+        st = mode_enter(tx, fn, out, &result);
         Py_XDECREF(result);
         return st;
     }
     if (V(fn)->kind == VK_AUTOCAST_EXIT) {
         if (V(fn)->u.amp.node == NULL) {   /* a block entered before a graph break */
-            return cdyn_tx_unsupported(tx, "exit of a torch.autocast block split by a graph "
-                                           "break (runs in Python)");
+            return cdyn_tx_unsupported(tx, "exit of a %s block split by a graph break (runs "
+                                           "in Python)", cdyn_ctx_family(fn)->what);
         }
-        return autocast_exit(tx, fn, out);
+        return mode_exit(tx, fn, out);
     }
     if (V(fn)->kind == VK_NULLCTX) {
         *out = cdyn_value_const(Py_None);
@@ -360,7 +451,7 @@ autocast_exit_reconstruct(cdyn_cg *cg, PyObject *v)
     if (args == NULL) {
         return cdyn_cg_source(cg, V(v)->source);
     }
-    if (cdyn_cg_push_callable(cg, cdyn_G.autocast_enter_type) < 0) {
+    if (cdyn_cg_push_callable(cg, *cdyn_ctx_family(v)->enter_type) < 0) {
         return -1;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
@@ -437,16 +528,50 @@ cdyn_ctx_open_autocast_exits(cdyn_tx *tx, cdyn_fs *fs)
     return exits;
 }
 
-tr_status
-cdyn_ctx_wrap_autocast_enter(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+/* Which glue object of the mode families obj is: 1 + 2*family for an ...Enter, 2 + 2*family
+ * for an ...Exit, 0 for none. */
+static int
+mode_glue_kind(PyObject *obj)
 {
-    PyObject *args = PyObject_GetAttrString(obj, "args"), *asrc = NULL, *name = NULL;
-    int e = args == NULL || !PyTuple_Check(args);
+    PyObject *t = (PyObject *)Py_TYPE(obj);
+    for (int f = 0; f < 2; f++) {
+        if (t == *families[f].enter_type || t == *families[f].exit_type) {
+            return 1 + 2 * f + (t == *families[f].exit_type);
+        }
+    }
+    return 0;
+}
+
+int
+cdyn_ctx_is_mode_glue(PyObject *obj)
+{
+    return mode_glue_kind(obj) != 0;
+}
+
+tr_status
+cdyn_ctx_wrap_mode_glue(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    PyObject *args = NULL, *asrc = NULL, *name = NULL;
+    int kind = mode_glue_kind(obj), e;
+    unsigned int family = kind > 2 ? AMP_INFERENCE : 0;
+    assert(kind != 0);
+    if (source != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+        return TR_ERROR;
+    }
+    if (kind % 2 == 0) {
+        /* the exit of a block split by a break: calling it is a break (ctx_call) */
+        *out = cdyn_value_alloc(VK_AUTOCAST_EXIT, source);
+        if (*out != NULL) {
+            V(*out)->bits |= family;
+        }
+        return *out ? TR_OK : TR_ERROR;
+    }
+    args = PyObject_GetAttrString(obj, "args");
+    e = args == NULL || !PyTuple_Check(args);
     if (!e && source != NULL) {
         name = PyUnicode_InternFromString("args");
         asrc = name ? cdyn_source_attr(source, name) : NULL;
-        e = asrc == NULL || cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0 ||
-            cdyn_guards_add_equals(tx->guards, asrc, args) < 0;
+        e = asrc == NULL || cdyn_guards_add_equals(tx->guards, asrc, args) < 0;
     }
     if (!e) {
         *out = cdyn_value_alloc(VK_AUTOCAST, source);
@@ -454,7 +579,7 @@ cdyn_ctx_wrap_autocast_enter(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObj
     }
     if (!e) {
         V(*out)->u.amp.args = Py_NewRef(args);
-        V(*out)->bits |= AMP_REENTER;
+        V(*out)->bits |= AMP_REENTER | family;
     }
     Py_XDECREF(args);
     Py_XDECREF(asrc);

@@ -249,6 +249,11 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data", name);
     }
+    if (cdyn_name_is(name, "is_inference") && V(self)->source == NULL) {
+        /* made by the graph: an inference tensor when the graph runs in inference mode,
+           which the fake tensors (never inference tensors) do not show */
+        return cdyn_tx_unsupported(tx, "Tensor.is_inference() of a tensor the graph makes");
+    }
     if (cdyn_name_is(name, "numpy")) {
         return cdyn_ndarray_from_tensor(tx, self, args, nargs, kwnames, out);
     }
