@@ -85,6 +85,32 @@ class InferenceModeExit(AutocastExit):
         torch.autograd.grad_mode._exit_inference_mode(mode)
 
 
+def sdpa_kernel_enter(names, set_priority):
+    """Enter torch.nn.attention.sdpa_kernel(backends, set_priority) for the SDPBackend members
+    named in ``names`` (a tuple of str: names keep the FX graph printable), as its generator
+    does; returns what sdpa_kernel_exit needs to restore the backends enabled before."""
+    from torch.nn import attention
+    prev = tuple(b.name for b in attention._cur_sdpa_kernel_backends(with_priority=set_priority))
+    attention._sdpa_kernel([getattr(attention.SDPBackend, n) for n in names], set_priority)
+    return prev, set_priority
+
+
+def sdpa_kernel_exit(state):
+    """Leave an sdpa_kernel block entered by sdpa_kernel_enter (``state`` its result)."""
+    from torch.nn import attention
+    prev, set_priority = state
+    attention._sdpa_kernel([getattr(attention.SDPBackend, n) for n in prev], set_priority)
+
+
+class SdpaKernelExit(AutocastExit):
+    """An entered `with torch.nn.attention.sdpa_kernel(...)` block split by a graph break, as
+    AutocastExit: ``args`` = (names, set_priority) of sdpa_kernel_enter."""
+
+    __slots__ = ()
+    _enter = staticmethod(sdpa_kernel_enter)
+    _exit = staticmethod(sdpa_kernel_exit)
+
+
 class AutocastEnter:
     """The autocast block a resume function continues inside: handed on its stack in place
     of the block's __exit__, and called (no arguments) by the resume function's prologue,
@@ -103,6 +129,13 @@ class AutocastEnter:
 
     def __repr__(self):
         return f"{type(self).__name__}{self.args!r}"
+
+
+class SdpaKernelEnter(AutocastEnter):
+    """As AutocastEnter, for a `with torch.nn.attention.sdpa_kernel(...)` block."""
+
+    __slots__ = ()
+    _exit_type = SdpaKernelExit
 
 
 class InferenceModeEnter(AutocastEnter):

@@ -1988,6 +1988,12 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.inference_mode_type, "torch", "inference_mode"},
         {&cdyn_G.inference_exit_type, "cdynamo._glue", "InferenceModeExit"},
         {&cdyn_G.inference_enter_type, "cdynamo._glue", "InferenceModeEnter"},
+        {&cdyn_G.sdpa_kernel_fn, "torch.nn.attention", "sdpa_kernel"},
+        {&cdyn_G.sdpa_backend_type, "torch.nn.attention", "SDPBackend"},
+        {&cdyn_G.sdpa_enter, "cdynamo._glue", "sdpa_kernel_enter"},
+        {&cdyn_G.sdpa_exit, "cdynamo._glue", "sdpa_kernel_exit"},
+        {&cdyn_G.sdpa_exit_type, "cdynamo._glue", "SdpaKernelExit"},
+        {&cdyn_G.sdpa_enter_type, "cdynamo._glue", "SdpaKernelEnter"},
     };
     if (cdyn_value_init(module) < 0 || init_strings() < 0) {
         return -1;

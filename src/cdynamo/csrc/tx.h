@@ -772,7 +772,8 @@ typedef struct {
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
         *grad_mode_exit_type, *backend_failed, *restart_trace, *enter_autocast, *exit_autocast,
         *autocast_exit_type, *autocast_enter_type, *enter_inference_mode,
-        *exit_inference_mode, *inference_mode_type, *inference_exit_type, *inference_enter_type;
+        *exit_inference_mode, *inference_mode_type, *inference_exit_type, *inference_enter_type,
+        *sdpa_kernel_fn, *sdpa_backend_type, *sdpa_enter, *sdpa_exit, *sdpa_exit_type, *sdpa_enter_type;
     /* interned strings */
     PyObject *s_self, *s_closure, *s_cell_contents, *s_parameters, *s_buffers, *s_modules,
         *s_forward, *s_module, *s_placeholder, *s_create_node, *s_fake_from_tensor,

@@ -157,8 +157,9 @@ typedef struct cdyn_value {
            `items` takes lazily, each guarded when taken (values/iter.c); else NULL */
         struct { PyObject *items, *type, *rest; } iter;
         struct { PyObject *dict; } view;           /* the DICT value; bits: VIEW_* */
-        /* args: (device_type, dtype, enabled, cache_enabled), or (mode,) for
-           torch.inference_mode (AMP_INFERENCE); node: the enter node; mode: the entry of
+        /* args: (device_type, dtype, enabled, cache_enabled), (mode,) for
+           torch.inference_mode (AMP_INFERENCE), (backend names, set_priority) for
+           sdpa_kernel (AMP_SDPA); node: the enter node; mode: the entry of
            tx->open_modes for the block entered at trace time */
         struct { PyObject *args, *node, *mode; } amp;
         struct { PyObject *enter_result; } nullctx; /* a value */
@@ -232,6 +233,8 @@ typedef struct cdyn_value {
 #define AMP_REENTER     0x1u   /* AUTOCAST: a resume function's AutocastEnter, entered by a
                                    call with no arguments (values/ctx.c) */
 #define AMP_INFERENCE   0x2u   /* AUTOCAST, AUTOCAST_EXIT: torch.inference_mode's family */
+#define AMP_SDPA        0x4u   /* AUTOCAST, AUTOCAST_EXIT: torch.nn.attention.sdpa_kernel's */
+#define AMP_FAMILY      (AMP_INFERENCE | AMP_SDPA)
 #define NULLCTX_EXIT    0x1u   /* NULLCTX: the __exit__ of an entered nullcontext */
 #define NULLCTX_PROFILER 0x2u  /* NULLCTX: torch.profiler.profile() / record_function(...),
                                    ignored as torch._dynamo does; entering gives itself */

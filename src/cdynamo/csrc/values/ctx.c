@@ -56,19 +56,29 @@ set_mode(cdyn_tx *tx, int mode)
 
 static PyObject *autocast_type, *nullcontext_type;   /* resolved by cdyn_ctx_init */
 
-/* The blocks entered by one graph node and left by another, indexed by AMP_INFERENCE. */
-static const cdyn_mode_family families[2] = {
+/* The blocks entered by one graph node and left by another; the AMP_* bit of each. */
+static const cdyn_mode_family families[] = {
     {"torch.autocast", &cdyn_G.enter_autocast, &cdyn_G.exit_autocast,
      &cdyn_G.autocast_exit_type, &cdyn_G.autocast_enter_type},
     {"torch.inference_mode", &cdyn_G.enter_inference_mode, &cdyn_G.exit_inference_mode,
      &cdyn_G.inference_exit_type, &cdyn_G.inference_enter_type},
+    {"torch.nn.attention.sdpa_kernel", &cdyn_G.sdpa_enter, &cdyn_G.sdpa_exit,
+     &cdyn_G.sdpa_exit_type, &cdyn_G.sdpa_enter_type},
 };
+static const unsigned int family_bits[] = {0, AMP_INFERENCE, AMP_SDPA};
+#define N_FAMILIES ((int)(sizeof families / sizeof *families))
 
 const cdyn_mode_family *
 cdyn_ctx_family(PyObject *v)
 {
+    unsigned int bits = V(v)->bits & AMP_FAMILY;
     assert(V(v)->kind == VK_AUTOCAST || V(v)->kind == VK_AUTOCAST_EXIT);
-    return &families[(V(v)->bits & AMP_INFERENCE) ? 1 : 0];
+    for (int f = 1; f < N_FAMILIES; f++) {
+        if (bits == family_bits[f]) {
+            return &families[f];
+        }
+    }
+    return &families[0];
 }
 static PyObject *profiler_types[3];   /* the profiler's context managers (cdyn_ctx_init) */
 
@@ -86,9 +96,100 @@ is_profiler_ctx(PyObject *obj)
 int
 cdyn_is_ctx_factory(PyObject *obj)
 {
-    return PyType_Check(obj) &&
-           ((autocast_type && PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)autocast_type)) ||
-            obj == nullcontext_type || obj == cdyn_G.inference_mode_type || is_profiler_ctx(obj));
+    return (PyType_Check(obj) &&
+            ((autocast_type && PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)autocast_type)) ||
+             obj == nullcontext_type || obj == cdyn_G.inference_mode_type || is_profiler_ctx(obj))) ||
+           obj == cdyn_G.sdpa_kernel_fn;
+}
+
+/* A new AUTOCAST of family `bits` with args (stolen; NULL: error). */
+static tr_status
+family_value(unsigned int bits, PyObject *args, PyObject **out)
+{
+    *out = args ? cdyn_value_alloc(VK_AUTOCAST, NULL) : NULL;
+    if (*out == NULL) {
+        Py_XDECREF(args);
+        return TR_ERROR;
+    }
+    V(*out)->bits |= bits;
+    V(*out)->u.amp.args = args;
+    return TR_OK;
+}
+
+/* The name of the SDPBackend member value v stands for (a new str), pinned by ID_MATCH when
+ * v comes from a source (without one, it was read from a module or class the trace knows
+ * exactly); NULL without an exception when v is not known to be one. */
+static PyObject *
+sdpa_backend_name(cdyn_tx *tx, PyObject *v)
+{
+    PyObject *obj = cdyn_v_real(v);
+    if (obj == NULL || !PyObject_TypeCheck(obj, (PyTypeObject *)cdyn_G.sdpa_backend_type)) {
+        return NULL;
+    }
+    if (V(v)->kind != VK_CONST && V(v)->source != NULL &&
+        cdyn_guards_add_id(tx->guards, V(v)->source, obj, 0) < 0) {
+        return NULL;
+    }
+    return PyObject_GetAttrString(obj, "name");
+}
+
+/* torch.nn.attention.sdpa_kernel(backends, set_priority=False) of SDPBackend members known
+ * at trace time (guarded): args (names, set_priority), the names deduplicated in order as
+ * sdpa_kernel does (a bad argument is a break: eager raises its error there). */
+static tr_status
+sdpa_kernel_factory(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    PyObject *names = NULL, *items = NULL, *prio = Py_False, *tup = NULL;
+    tr_status st = TR_UNSUPPORTED;
+    if (npos < 1 || npos > 2 || nkw > 1 ||
+        (nkw == 1 && (npos != 1 || !cdyn_name_is(PyTuple_GET_ITEM(kwnames, 0), "set_priority")))) {
+        return cdyn_tx_unsupported(tx, "sdpa_kernel with these arguments");
+    }
+    if (nargs == 2) {
+        prio = cdyn_all_const(args + 1, 1) ? V(args[1])->u.cnst.value : NULL;
+        if (prio == NULL || !PyBool_Check(prio)) {
+            return cdyn_tx_unsupported(tx, "sdpa_kernel with a non-constant set_priority");
+        }
+    }
+    if (cdyn_v_python_type(args[0]) == &PyList_Type) {
+        st = cdyn_v_unpack(tx, args[0], &items);
+        if (st != TR_OK) {
+            return st;
+        }
+        st = TR_UNSUPPORTED;
+    }
+    else {
+        items = PyList_New(1);
+        if (items == NULL) {
+            return TR_ERROR;
+        }
+        PyList_SET_ITEM(items, 0, Py_NewRef(args[0]));
+    }
+    names = PyList_New(0);
+    for (Py_ssize_t i = 0; names != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *name = sdpa_backend_name(tx, PyList_GET_ITEM(items, i));
+        if (name == NULL) {
+            goto done;
+        }
+        if (PySequence_Contains(names, name) == 0 && PyList_Append(names, name) < 0) {
+            Py_CLEAR(names);
+        }
+        Py_DECREF(name);
+    }
+    tup = names ? PyList_AsTuple(names) : NULL;
+    st = tup ? family_value(AMP_SDPA, PyTuple_Pack(2, tup, prio), out) : TR_ERROR;
+done:
+    Py_XDECREF(items);
+    Py_XDECREF(names);
+    Py_XDECREF(tup);
+    if (st == TR_UNSUPPORTED && PyErr_Occurred()) {
+        st = TR_ERROR;
+    }
+    return st == TR_UNSUPPORTED
+               ? cdyn_tx_unsupported(tx, "sdpa_kernel(%S): not SDPBackend members", args[0])
+               : st;
 }
 
 /* torch.inference_mode(mode=True) of a constant bool: an AUTOCAST of the inference family
@@ -108,17 +209,7 @@ inference_mode_factory(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyO
             return cdyn_tx_unsupported(tx, "torch.inference_mode(%S): not a constant bool", args[0]);
         }
     }
-    *out = cdyn_value_alloc(VK_AUTOCAST, NULL);
-    if (*out == NULL) {
-        return TR_ERROR;
-    }
-    V(*out)->bits |= AMP_INFERENCE;
-    V(*out)->u.amp.args = PyTuple_Pack(1, mode);
-    if (V(*out)->u.amp.args == NULL) {
-        Py_CLEAR(*out);
-        return TR_ERROR;
-    }
-    return TR_OK;
+    return family_value(AMP_INFERENCE, PyTuple_Pack(1, mode), out);
 }
 
 tr_status
@@ -133,6 +224,9 @@ cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t n
     }
     if (obj == cdyn_G.inference_mode_type) {
         return inference_mode_factory(tx, args, nargs, kwnames, out);
+    }
+    if (obj == cdyn_G.sdpa_kernel_fn) {
+        return sdpa_kernel_factory(tx, args, nargs, kwnames, out);
     }
     if (is_profiler_ctx(obj)) {   /* its arguments are ignored with it */
         *out = cdyn_value_alloc(VK_NULLCTX, NULL);
@@ -185,19 +279,21 @@ cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t n
 }
 
 /* Enter the block at trace time; *entry (new): what tx->open_modes keeps for it, a pair
- * (fn, arg) that cdyn_tx_exit_modes calls to leave it. torch.autocast is entered for real
- * (the fake runs see its dtypes); torch.inference_mode(m) only sets grad mode to `not m`. */
+ * (fn, arg) that cdyn_tx_exit_modes calls to leave it. torch.autocast and sdpa_kernel are
+ * entered for real (the fake runs see their state); torch.inference_mode(m) only sets grad
+ * mode to `not m`. */
 static tr_status
 trace_enter(cdyn_tx *tx, PyObject *v, PyObject **entry)
 {
+    const cdyn_mode_family *fam = cdyn_ctx_family(v);
     PyObject *args = V(v)->u.amp.args, *r;
     int mode;
     if (!(V(v)->bits & AMP_INFERENCE)) {
-        r = PyObject_Call(cdyn_G.enter_autocast, args, NULL);
+        r = PyObject_Call(*fam->enter, args, NULL);
         if (r == NULL) {
-            return cdyn_tx_unsupported(tx, "torch.autocast%R failed", args);
+            return cdyn_tx_unsupported(tx, "%s%R failed", fam->what, args);
         }
-        *entry = PyTuple_Pack(2, cdyn_G.exit_autocast, r);
+        *entry = PyTuple_Pack(2, *fam->exit, r);
         Py_DECREF(r);
         return *entry ? TR_OK : TR_ERROR;
     }
@@ -236,7 +332,8 @@ mode_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
         return st;
     }
     *exit_fn = cdyn_value_alloc(VK_AUTOCAST_EXIT, NULL);
-    *result = cdyn_value_const(Py_None);
+    /* sdpa_kernel's generator yields {} */
+    *result = (V(v)->bits & AMP_SDPA) ? cdyn_dict_new(NULL) : cdyn_value_const(Py_None);
     if (*exit_fn == NULL || *result == NULL) {
         Py_CLEAR(*exit_fn);
         Py_CLEAR(*result);
@@ -244,7 +341,7 @@ mode_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
         Py_DECREF(entry);
         return TR_ERROR;
     }
-    V(*exit_fn)->bits = V(v)->bits & AMP_INFERENCE;
+    V(*exit_fn)->bits = V(v)->bits & AMP_FAMILY;
     V(*exit_fn)->u.amp.node = node;
     V(*exit_fn)->u.amp.mode = entry;
     V(*exit_fn)->u.amp.args = Py_NewRef(args);
@@ -534,7 +631,7 @@ static int
 mode_glue_kind(PyObject *obj)
 {
     PyObject *t = (PyObject *)Py_TYPE(obj);
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < N_FAMILIES; f++) {
         if (t == *families[f].enter_type || t == *families[f].exit_type) {
             return 1 + 2 * f + (t == *families[f].exit_type);
         }
@@ -553,7 +650,7 @@ cdyn_ctx_wrap_mode_glue(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject *
 {
     PyObject *args = NULL, *asrc = NULL, *name = NULL;
     int kind = mode_glue_kind(obj), e;
-    unsigned int family = kind > 2 ? AMP_INFERENCE : 0;
+    unsigned int family = kind > 0 ? family_bits[(kind - 1) / 2] : 0;
     assert(kind != 0);
     if (source != NULL && cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
         return TR_ERROR;
