@@ -513,3 +513,32 @@ def test_yield_inside_except_block_is_not_traced():
     def f(x):
         return list(gen(x))[0] + 1
     check(f, X, dynamo=None)
+
+
+@contextlib.contextmanager
+def _grad_mode(mode):
+    prev = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(mode)
+    try:
+        yield
+    finally:
+        torch._C._set_grad_enabled(prev)
+
+
+def test_generator_setting_grad_mode_is_not_drained_at_a_break():
+    """A @contextmanager made before a graph break and entered after it: its body sets grad
+    mode, so it must not be run ahead (drained) to rebuild it as a plain iterator: that lost
+    the mode change, and `x * 3` in the block kept its grad_fn (wrong result)."""
+    def fn(x):
+        ctx = _grad_mode(False)
+        torch._dynamo.graph_break()
+        with ctx:
+            w = x * 3
+        return w, torch.is_grad_enabled()
+
+    x = torch.ones(2, requires_grad=True)
+    compiled = cdynamo.compile(fn, backend="eager")
+    for _ in range(2):
+        out, mode = compiled(x)
+        assert not out.requires_grad and mode
+        assert torch.equal(out, x.detach() * 3)

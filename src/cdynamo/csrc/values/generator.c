@@ -541,7 +541,9 @@ gen_python_type(PyObject *v)
 
 /* 1 when a graph node made after `last` (a node or NULL: the graph's start) may write a
  * tensor in place: a method or function whose name ends with "_" (add_, relu_), an
- * in-place operator (iadd, setitem), or an out= / inplace=True argument; -1 on error. */
+ * in-place operator (iadd, setitem), or an out= / inplace=True argument; or changes global
+ * state: grad mode, autocast, inference mode, the SDPA backends (a generator whose body
+ * sets them, e.g. a @contextmanager, must run where eager runs it); -1 on error. */
 static int
 inplace_since(cdyn_tx *tx, PyObject *last)
 {
@@ -573,7 +575,11 @@ inplace_since(cdyn_tx *tx, PyObject *last)
         if (s != NULL) {
             static const char *const ops[] = {"setitem", "iadd", "iand", "ifloordiv", "ilshift",
                                               "imatmul", "imod", "imul", "ior", "ipow",
-                                              "irshift", "isub", "itruediv", "ixor", NULL};
+                                              "irshift", "isub", "itruediv", "ixor",
+                                              "_set_grad_enabled", "_enter_autocast",
+                                              "_exit_autocast", "_enter_inference_mode",
+                                              "_exit_inference_mode", "sdpa_kernel_enter",
+                                              "sdpa_kernel_exit", NULL};
             size_t len = strlen(s);
             found = len > 1 && s[len - 1] == '_' && s[0] != '_';
             for (int k = 0; !found && ops[k] != NULL; k++) {
