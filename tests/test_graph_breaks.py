@@ -1929,3 +1929,44 @@ def test_tensor_lengths_slice_in_a_loop_equal_to_eager():
     x = torch.randn(3, 5)
     for lengths in (torch.tensor([2, 5, 1]), torch.tensor([4, 0, 3])):
         assert_same(compiled(x, lengths), fn(x, lengths), str(lengths))
+
+
+def test_torch_dynamo_disable_is_recursive():
+    """torch._dynamo.disable(fn) (recursive, its default): fn runs uncompiled and so does
+    every frame it calls, as under torch._dynamo (a generator frame that a @contextmanager
+    inside it runs was compiled before); a function compiled explicitly inside still is."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def ctx(x):
+        try:
+            yield x + 1
+        finally:
+            pass
+
+    def helper(x):
+        return x * 2
+
+    inner_cd = CountingBackend()
+    inner = cdynamo.compile(lambda x: x - 1, backend=inner_cd)
+
+    @torch._dynamo.disable
+    def g(x):
+        with ctx(x) as y:
+            return helper(y) + inner(y)
+
+    def fn(x):
+        return g(x) * 3
+
+    expected = fn(torch.ones(2))
+    torch._dynamo.reset()
+    dyn = CountingBackend()
+    torch.testing.assert_close(torch.compile(fn, backend=dyn)(torch.ones(2)), expected)
+    cdynamo.reset()
+    inner_cd.graphs.clear()
+    cdy = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=cdy)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(torch.ones(2)), expected)
+    # the `* 3` after the call (torch._dynamo: the same) and nothing inside g but inner
+    assert (cdy.n_graphs, dyn.n_graphs, inner_cd.n_graphs) == (1, 1, 1)

@@ -290,23 +290,41 @@ eval_below(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
     return res;
 }
 
-/* 1 when code is torch.autograd.graph._engine_run_backward (where every backward pass run
- * from Python enters the autograd engine). */
+/* Code whose frames run with the hook off for their whole extent (cache.h's `quiet`):
+ * (qualified name, file name suffix). */
+static const struct {
+    const char *qualname, *file;
+} quiet_codes[] = {
+    /* torch.autograd.graph._engine_run_backward, where every backward pass run from Python
+       enters the autograd engine: the backward graphs AOTAutograd compiled and the user's
+       autograd.Function backwards run as they are, as torch._dynamo leaves them */
+    {"_engine_run_backward", "autograd/graph.py"},
+    /* the wrapper torch._dynamo.disable(fn) makes (recursive, its default): fn and all it
+       calls run uncompiled, as under torch._dynamo (a function compiled explicitly inside
+       still compiles: its wrapper turns the hook on again) */
+    {"DisableContext.__call__.<locals>._fn", "_dynamo/eval_frame.py"},
+};
+
+/* 1 when frames of code run quietly (quiet_codes). */
 static int
-is_engine_run_backward(PyCodeObject *code)
+is_quiet_code(PyCodeObject *code)
 {
-    static const char suffix[] = "autograd/graph.py";
     const char *fn;
-    size_t n, k = sizeof(suffix) - 1;
-    if (!PyUnicode_Check(code->co_name) ||
-        PyUnicode_CompareWithASCIIString(code->co_name, "_engine_run_backward") != 0 ||
-        !PyUnicode_Check(code->co_filename) ||
+    size_t n;
+    if (!PyUnicode_Check(code->co_qualname) || !PyUnicode_Check(code->co_filename) ||
         (fn = PyUnicode_AsUTF8(code->co_filename)) == NULL) {
         PyErr_Clear();
         return 0;
     }
     n = strlen(fn);
-    return n >= k && strcmp(fn + n - k, suffix) == 0;
+    for (size_t i = 0; i < sizeof quiet_codes / sizeof *quiet_codes; i++) {
+        size_t k = strlen(quiet_codes[i].file);
+        if (PyUnicode_CompareWithASCIIString(code->co_qualname, quiet_codes[i].qualname) == 0 &&
+            n >= k && strcmp(fn + n - k, quiet_codes[i].file) == 0) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Decide once whether frames of code (run with globals, borrowed) are translated: fills
@@ -340,10 +358,7 @@ decide_skip(PyCodeObject *code, PyObject *globals, cdyn_extra *x)
            minutes */
         skip = 1;
     }
-    if (is_engine_run_backward(code)) {
-        /* torch.autograd's backward (Tensor.backward, autograd.grad, in the plain Python of
-           a graph break): the backward graphs AOTAutograd compiled and the user's
-           autograd.Function backwards run as they are, as torch._dynamo leaves them */
+    if (is_quiet_code(code)) {
         skip = 1;
         x->quiet = 1;
     }
