@@ -1286,3 +1286,19 @@ def test_torch_sym_functions_of_sizes():
     dyn, cdy = sweep(f, [(torch.randn(n, 3),) for n in (4, 5, 6, 7, 9, 12, 13)])
     assert cdy.frame_count == dyn.frame_count == 2
     assert cdynamo.explain(f)(torch.randn(5, 3)).graph_break_count == 0
+
+
+def test_float_output_under_inductor_specialises_instead_of_failing():
+    """A float input made dynamic whose arithmetic is returned (`s * 2`): inductor cannot
+    return a SymFloat (InductorError, raised to the user as BackendCompilerFailed before);
+    the trace restarts with the float inputs static. torch.compile returns a stale 1.5 on the
+    third call here."""
+    def f(x, s):
+        return x * s, s * 2
+
+    compiled = cdynamo.compile(f, backend="inductor")
+    for i in range(3):
+        s = i * 0.5 + 0.25
+        out, twice = compiled(torch.ones(3), s)
+        torch.testing.assert_close(out, torch.full((3,), s))
+        assert twice == s * 2 and type(twice) is float

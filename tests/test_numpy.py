@@ -860,14 +860,65 @@ def modulo_of_numpy_scalars(x, a, b):
     return x + (a % b)
 
 
-def test_numpy_scalar_arguments_fold_under_guards():
-    # numpy scalars are constants guarded by value (torch._dynamo makes them graph inputs:
-    # one op more, wrapped_mod); a new value recompiles
-    run_np(modulo_of_numpy_scalars, X, np.int64(12), np.int64(5), ops=1)
+def test_numpy_scalar_arguments_are_graph_inputs():
+    # numpy int64 / float64 arguments are graph inputs from the first call (SymInts of
+    # int(a)), as torch._dynamo makes them graph inputs: a new value reuses the graph (it
+    # recompiled for every value before, up to the cache limit: PyTorch's
+    # test_no_recompilations 8 graphs [1]); another numpy type (int32: a constant) compiles
+    run_np(modulo_of_numpy_scalars, X, np.int64(12), np.int64(5))
     f = cdynamo.compile(modulo_of_numpy_scalars, backend="eager")
-    for a in (np.int64(12), np.int64(13), np.int32(13)):
+    for a in (np.int64(12), np.int64(13), np.int64(7), np.int32(13)):
         torch.testing.assert_close(f(X, a, np.int64(5)), X + (a % np.int64(5)))
-    assert len(cdynamo.cache_entries(modulo_of_numpy_scalars)) == 3
+    assert len(cdynamo.cache_entries(modulo_of_numpy_scalars)) == 2
+
+
+def numpy_scalar_arithmetic(x, t, s):
+    return (x * t + s, t // 2, t % 3, t ** 2, -t, abs(t), t / 4, t + 1.5, s * 2, t > 3,
+            max(t, 4), min(s, 0.5), int(t) + 1, float(s), isinstance(t, np.integer))
+
+
+def _same_typed(actual, expected):
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(actual, expected)
+        return
+    if isinstance(expected, tuple):
+        assert type(actual) is tuple and len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            _same_typed(a, e)
+        return
+    assert type(actual) is type(expected) and actual == expected, (actual, expected)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_numpy_scalar_results_keep_numpy_types(backend):
+    """What arithmetic makes of a numpy scalar input stays the numpy scalar eager gives
+    (np.int64 // 2 is np.int64, / gives np.float64, a comparison np.bool_; int() a Python
+    int; max() the winning argument itself), rebuilt from the graph's outputs; torch._dynamo
+    returns 0-d float32 arrays here. One graph serves every value (under eager; AOTAutograd
+    specialises float outputs, as for Python float inputs)."""
+    from torch._dynamo.backends.registry import lookup_backend
+    cdy = CountingBackend(inner=None if backend == "eager" else lookup_backend(backend))
+    f = cdynamo.compile(numpy_scalar_arithmetic, backend=cdy)
+    for i in range(5):
+        args = (X, np.int64(i + 5), np.float64(0.07 * i + 0.1))
+        _same_typed(f(*args), numpy_scalar_arithmetic(*args))
+    if backend == "eager":
+        assert cdy.frame_count == 1
+
+
+def numpy_scalar_needs_numpy(x, t):
+    return x + 1, np.sqrt(t), t.item(), t.dtype, str(t)
+
+
+def test_numpy_function_of_a_dynamic_numpy_scalar_runs_in_python():
+    """numpy functions and attributes of a numpy scalar input run in Python on the scalar
+    (a graph break, once: the graph is not recompiled per value)."""
+    cdy = CountingBackend()
+    f = cdynamo.compile(numpy_scalar_needs_numpy, backend=cdy)
+    for i in range(5):
+        args = (X, np.int64(i + 2))
+        _same_typed(f(*args), numpy_scalar_needs_numpy(*args))
+    assert cdy.frame_count <= 2
 
 
 def subdtype_of_array(x):

@@ -230,15 +230,19 @@ class ShapeTrace:
     def floats_to_specialise(self, exc):
         """For an exception of the backend: the engine sources of the float inputs that
         torch's tensorify pass asks to specialise (TensorifyScalarRestartAnalysis, which
-        torch._dynamo answers by restarting its analysis), else an empty list. Clears torch's
-        record of them (a new trace starts from none, as torch._dynamo's)."""
+        torch._dynamo answers by restarting its analysis); for any other exception of a graph
+        with float inputs, all of them (e.g. inductor cannot return a SymFloat computed from
+        one: `return s * 2` raised InductorError, where torch._dynamo returns a stale value);
+        else an empty list. Clears torch's record of them (a new trace starts from none, as
+        torch._dynamo's)."""
         from torch._dynamo.exc import TensorifyScalarRestartAnalysis
         from torch._dynamo.symbolic_convert import TensorifyState
         cause = exc
         while cause is not None and not isinstance(cause, TensorifyScalarRestartAnalysis):
             cause = getattr(cause, "inner_exception", None) or cause.__cause__
         if cause is None:
-            return []
+            TensorifyState.clear()
+            return list(self.float_symbols.values())
         names = set(TensorifyState.force_specializations)
         TensorifyState.clear()
         return [src for name, src in self.float_symbols.items() if name in names]

@@ -586,6 +586,9 @@ PyTypeObject *cdyn_python_type_obj(PyObject *v);
  * numpy is not imported. */
 int cdyn_is_numpy_constant(PyObject *obj);
 int cdyn_is_numpy_scalar(PyObject *obj);
+/* 1 for a numpy.int64 scalar, 2 for a numpy.float64 one (the scalars made dynamic when
+ * they change, cdyn_sym_numpy_scalar_input), else 0. Never fails. */
+int cdyn_numpy_scalar_kind(PyObject *obj);
 int cdyn_is_numpy_array(PyObject *obj);
 int cdyn_is_numpy_callable(PyObject *obj);
 /* 1 when some value in args is an NDARRAY. */
@@ -689,6 +692,16 @@ tr_status cdyn_sym_int_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObj
  * (or dynamic=True): *out a new SymFloat value, the graph taking the float as a 0-d float64
  * tensor input (as torch._dynamo's unspecialized float); *out NULL when it stays a constant. */
 tr_status cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* A numpy int64 (kind 1) or float64 (kind 2) scalar of the frame read through source (both
+ * borrowed): unless dynamic=False, a SymInt / SymFloat of int(<source>) / float(<source>)
+ * from the first call (torch converts numpy scalars to Python numbers in its operations; as
+ * torch._dynamo, which makes them graph inputs, one graph serves every value), its type
+ * TYPE_MATCH-guarded; read back, it is the numpy scalar itself, and what arithmetic makes of
+ * it stays a numpy scalar (SYM_NUMPY). *out NULL when it stays a constant. */
+tr_status cdyn_sym_numpy_scalar_input(cdyn_tx *tx, PyObject *obj, PyObject *source, int kind,
+                                      PyObject **out);
+/* 1 when v (borrowed) is a symbolic value standing for a numpy scalar (SYM_NUMPY). */
+int cdyn_sym_is_numpy(PyObject *v);
 /* Keep the float input read through source (borrowed) static in this code's later traces
  * (the backend could not tensorify it). 0 / -1. */
 int cdyn_sym_mark_float_static(cdyn_tx *tx, PyObject *source);

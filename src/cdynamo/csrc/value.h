@@ -230,6 +230,8 @@ typedef struct cdyn_value {
 #define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
 #define GRAD_MODE_ON    0x1u   /* GRADCTX: the mode it sets; GRADEXIT: the mode it restores */
 #define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */
+#define SYM_NUMPY       0x1u   /* SYMINT: stands for a numpy scalar (np.int64, np.float64,
+                                   np.bool_ by its kind) derived from a numpy scalar input */
 #define AMP_REENTER     0x1u   /* AUTOCAST: a resume function's AutocastEnter, entered by a
                                    call with no arguments (values/ctx.c) */
 #define AMP_INFERENCE   0x2u   /* AUTOCAST, AUTOCAST_EXIT: torch.inference_mode's family */

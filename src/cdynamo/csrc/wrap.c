@@ -646,6 +646,9 @@ wrap_dynamic_number(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out
     if (PyFloat_CheckExact(obj)) {
         return cdyn_sym_float_input(tx, obj, source, out);
     }
+    if ((dyn = cdyn_numpy_scalar_kind(obj)) != 0) {
+        return cdyn_sym_numpy_scalar_input(tx, obj, source, dyn, out);
+    }
     if (!(PyTuple_CheckExact(obj) || Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) ||
         !cdyn_is_constant(obj)) {
         return TR_OK;

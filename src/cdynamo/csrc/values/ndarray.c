@@ -143,6 +143,28 @@ cdyn_is_numpy_scalar(PyObject *obj)
                               PyObject_TypeCheck(obj, (PyTypeObject *)np_bool));
 }
 
+int
+cdyn_numpy_scalar_kind(PyObject *obj)
+{
+    static PyObject *np_int64, *np_float64;   /* strong, kept for the process */
+    if (!numpy_loaded() || !PyObject_TypeCheck(obj, (PyTypeObject *)np_number)) {
+        return 0;
+    }
+    if (np_int64 == NULL) {
+        PyObject *np = PyImport_ImportModule("numpy");
+        np_int64 = np ? PyObject_GetAttrString(np, "int64") : NULL;
+        np_float64 = np ? PyObject_GetAttrString(np, "float64") : NULL;
+        Py_XDECREF(np);
+        if (np_int64 == NULL || np_float64 == NULL) {
+            Py_CLEAR(np_int64);
+            Py_CLEAR(np_float64);
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return (PyObject *)Py_TYPE(obj) == np_int64 ? 1 : (PyObject *)Py_TYPE(obj) == np_float64 ? 2 : 0;
+}
+
 /* Exactly numpy.ndarray (subclasses such as np.matrix are opaque objects). */
 int
 cdyn_is_numpy_array(PyObject *obj)
@@ -827,6 +849,11 @@ npfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     tr_status st;
     int arrays;
     (void)fs;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (cdyn_sym_is_numpy(args[i])) {   /* it runs in Python on the numpy scalar */
+            return cdyn_tx_unsupported(tx, "numpy: %R of a numpy scalar input made dynamic", obj);
+        }
+    }
     coll = glue_call("constant_collection", obj, NULL);
     if (coll == NULL) {
         return TR_ERROR;

@@ -31,7 +31,8 @@
 static PyObject *symint_type, *symfloat_type, *symbool_type;
 static PyObject *fn_sym_float, *fn_sym_int, *fn_sym_max, *fn_sym_min;
 static PyObject *b_int, *b_float, *b_bool, *b_min, *b_max, *b_range, *b_slice, *b_str,
-    *b_repr, *b_format, *b_ascii, *b_hash, *b_divmod, *layout_strided, *constraint_violation;
+    *b_repr, *b_format, *b_ascii, *b_hash, *b_divmod, *b_abs, *b_pow, *layout_strided,
+    *constraint_violation;
 static PyObject *math_sym_fns;   /* dict: math.sqrt -> torch._sym_sqrt, ... (symbolic-aware) */
 static PyObject *s_maybe_as_int, *s_maybe_as_bool, *s_maybe_as_float, *s_node, *s_fake_input,
     *s_lift_symbols, *s_sym_input, *s_bound_node, *s_specialize, *s_guards, *s_call_method,
@@ -73,6 +74,7 @@ sym_init(void)
         {&b_str, "builtins", "str"}, {&b_repr, "builtins", "repr"},
         {&b_format, "builtins", "format"}, {&b_ascii, "builtins", "ascii"},
         {&b_hash, "builtins", "hash"}, {&b_divmod, "builtins", "divmod"},
+        {&b_abs, "builtins", "abs"}, {&b_pow, "builtins", "pow"},
         {&layout_strided, "torch", "strided"},
         {&constraint_violation, "torch.fx.experimental.symbolic_shapes",
          "ConstraintViolationError"},
@@ -359,6 +361,100 @@ specialize_slice(cdyn_tx *tx, PyObject *v, PyObject **out)
     return st;
 }
 
+/* ---- numpy scalars (SYM_NUMPY) ---------------------------------------------------------
+ * A numpy int64 / float64 input made dynamic is a SymInt / SymFloat (cdyn_sym_numpy_scalar_
+ * input); what arithmetic and comparisons make of it stays a numpy scalar as in eager (numpy's
+ * rules with Python numbers: int64 op int -> int64, / or a float -> float64, a comparison ->
+ * bool_): such results carry SYM_NUMPY, their type is the numpy type, and they are rebuilt,
+ * or specialised, as numpy scalars. */
+
+static PyObject *np_sym_types[3];   /* numpy.int64, float64, bool_ (strong), or NULL */
+
+/* 1 when numpy's types are known (numpy imported), else 0. Never fails. */
+static int
+numpy_types(void)
+{
+    static const char *const names[3] = {"int64", "float64", "bool_"};
+    PyObject *np;
+    if (np_sym_types[0] != NULL) {
+        return 1;
+    }
+    np = PyImport_ImportModule("numpy");   /* imported already: a numpy scalar exists */
+    for (int i = 0; np != NULL && i < 3; i++) {
+        np_sym_types[i] = PyObject_GetAttrString(np, names[i]);
+    }
+    Py_XDECREF(np);
+    if (np_sym_types[0] == NULL || np_sym_types[1] == NULL || np_sym_types[2] == NULL) {
+        for (int i = 0; i < 3; i++) {
+            Py_CLEAR(np_sym_types[i]);
+        }
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* The numpy type (borrowed) of a SYM_NUMPY value of example value fake, or of a Python
+ * number constant; NULL when numpy is not loaded. */
+static PyObject *
+numpy_type_of(PyObject *fake)
+{
+    if (!numpy_types()) {
+        return NULL;
+    }
+    if (PyBool_Check(fake) || PyObject_TypeCheck(fake, (PyTypeObject *)symbool_type)) {
+        return np_sym_types[2];
+    }
+    if (PyFloat_Check(fake) || PyObject_TypeCheck(fake, (PyTypeObject *)symfloat_type)) {
+        return np_sym_types[1];
+    }
+    return np_sym_types[0];
+}
+
+static int
+is_numpy_sym(PyObject *v)
+{
+    return V(v)->kind == VK_SYMINT && (V(v)->bits & SYM_NUMPY);
+}
+
+int
+cdyn_sym_is_numpy(PyObject *v)
+{
+    return is_numpy_sym(v);
+}
+
+/* *out (a result of an operation on args): a numpy scalar as eager's when some argument is
+ * one: a SYMINT marked SYM_NUMPY, a Python number constant turned into the numpy scalar. */
+static tr_status
+numpy_result(PyObject *const *args, Py_ssize_t n, PyObject **out)
+{
+    int any = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        any |= is_numpy_sym(args[i]);
+    }
+    if (!any) {
+        return TR_OK;
+    }
+    if (V(*out)->kind == VK_SYMINT) {
+        V(*out)->bits |= SYM_NUMPY;
+        return TR_OK;
+    }
+    if (V(*out)->kind == VK_CONST) {
+        PyObject *c = V(*out)->u.cnst.value, *t = numpy_type_of(c), *r;
+        if (t == NULL || !(PyLong_CheckExact(c) || PyFloat_CheckExact(c) || PyBool_Check(c))) {
+            return TR_OK;
+        }
+        r = PyObject_CallOneArg(t, c);
+        if (r == NULL) {
+            Py_CLEAR(*out);
+            return TR_ERROR;
+        }
+        Py_SETREF(*out, cdyn_value_const_steal(r));
+        return *out ? TR_OK : TR_ERROR;
+    }
+    return TR_OK;
+}
+
 tr_status
 cdyn_sym_specialize(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
@@ -376,7 +472,7 @@ cdyn_sym_specialize(cdyn_tx *tx, PyObject *v, PyObject **out)
                                    V(v)->u.sym.fake);
     }
     *out = cdyn_value_const_steal(r);
-    return *out ? TR_OK : TR_ERROR;
+    return *out ? numpy_result(&v, 1, out) : TR_ERROR;
 }
 
 /* Specialise every SYMINT of args into a new array of values (vals[i] new refs). */
@@ -578,9 +674,85 @@ sym_divmod(cdyn_tx *tx, PyObject *const *args, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* A builtin with a numpy scalar among its arguments, as eager: int() / float() / bool() give
+ * Python numbers, min() / max() the winning argument itself (decided by comparisons, which
+ * the ShapeEnv guards), abs() and pow() numpy scalars; what else keeps numpy's result type
+ * unknown is a break. *handled 0: the generic path (str(), range(), ...: specialised to the
+ * numpy constants). */
+static tr_status sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames, PyObject **out);
+
+static tr_status
+numpy_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames, PyObject **out, int *handled)
+{
+    PyObject *plain = NULL, *best = NULL;
+    tr_status st;
+    *handled = 1;
+    if ((fn == b_int || fn == b_float || fn == b_bool) && nargs == 1 && kwnames == NULL) {
+        st = cdyn_sym_value(tx, V(args[0])->u.sym.fake, V(args[0])->u.sym.node, NULL, &plain);
+        if (st == TR_OK) {
+            st = cdyn_sym_builtin(tx, fn, &plain, 1, NULL, out);
+        }
+        Py_XDECREF(plain);
+        return st;
+    }
+    if ((fn == b_min || fn == b_max) && nargs >= 2 && kwnames == NULL) {
+        best = Py_NewRef(args[0]);
+        for (Py_ssize_t i = 1; i < nargs; i++) {
+            PyObject *cmp = NULL;
+            int wins = 0;
+            st = cdyn_v_compare(tx, fn == b_max ? Py_GT : Py_LT, args[i], best, &cmp);
+            if (st == TR_OK) {
+                st = cdyn_v_truth(tx, cmp, &wins);
+            }
+            Py_XDECREF(cmp);
+            if (st != TR_OK) {
+                Py_DECREF(best);
+                return st;
+            }
+            if (wins) {
+                Py_SETREF(best, Py_NewRef(args[i]));
+            }
+        }
+        *out = best;
+        return TR_OK;
+    }
+    if ((fn == b_abs || fn == b_pow) && kwnames == NULL) {
+        *handled = 0;
+        return TR_OK;   /* the generic path, its result made a numpy scalar by the caller */
+    }
+    if (fn == b_str || fn == b_repr || fn == b_format || fn == b_hash || fn == b_range) {
+        *handled = 0;
+        return TR_OK;
+    }
+    return cdyn_tx_unsupported(tx, "call to %R with a numpy scalar input made dynamic", fn);
+}
+
 tr_status
 cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
                  PyObject *kwnames, PyObject **out)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (is_numpy_sym(args[i])) {
+            int handled = 0;
+            tr_status st = numpy_builtin(tx, fn, args, nargs, kwnames, out, &handled);
+            if (handled || st != TR_OK) {
+                return st;
+            }
+            if (fn == b_abs || fn == b_pow) {
+                st = sym_builtin(tx, fn, args, nargs, kwnames, out);
+                return st == TR_OK ? numpy_result(args, nargs, out) : st;
+            }
+            break;
+        }
+    }
+    return sym_builtin(tx, fn, args, nargs, kwnames, out);
+}
+
+static tr_status
+sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames, PyObject **out)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
     PyObject *vals[64];
@@ -691,6 +863,9 @@ sym_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
             }
         }
     }
+    if (is_numpy_sym(v)) {   /* t.item(), t.dtype: on the numpy scalar, in Python */
+        return cdyn_tx_unsupported(tx, "attribute %U of a numpy scalar input made dynamic", name);
+    }
     if (V(v)->kind == VK_SYMINT) {
         /* n.bit_length(), s.is_integer(), ...: on its value (guarded), as for what else
            needs a concrete value */
@@ -757,6 +932,7 @@ static tr_status
 sym_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     PyObject *args[2] = {a, b};
+    tr_status st;
     if (is_const_sequence(a) || is_const_sequence(b)) {
         return on_constants(tx, op, a, b, out);   /* "ab" * n, (1, 2) * n, "%d" % n */
     }
@@ -769,7 +945,8 @@ sym_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     if (op == 4 /* @ */) {
         return TR_NOTIMPL;
     }
-    return sym_call(tx, cdyn_G.binop_fns[op], args, 2, out);
+    st = sym_call(tx, cdyn_G.binop_fns[op], args, 2, out);
+    return st == TR_OK ? numpy_result(args, 2, out) : st;
 }
 
 /* A comparison of numbers: a SymBool (decided and guarded when branched on). */
@@ -777,10 +954,12 @@ static tr_status
 sym_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     PyObject *args[2] = {a, b};
+    tr_status st;
     if (!is_number(a) || !is_number(b)) {
         return TR_NOTIMPL;
     }
-    return sym_call(tx, cdyn_G.cmp_fns[op], args, 2, out);
+    st = sym_call(tx, cdyn_G.cmp_fns[op], args, 2, out);
+    return st == TR_OK ? numpy_result(args, 2, out) : st;
 }
 
 /* -n, +n, ~n of a symbolic int. */
@@ -789,10 +968,12 @@ sym_unary(cdyn_tx *tx, int opcode, PyObject *v, PyObject **out)
 {
     PyObject *fn = opcode == UNARY_NEGATIVE ? cdyn_G.neg
                    : opcode == UNARY_POSITIVE ? cdyn_G.pos : cdyn_G.invert;
+    tr_status st;
     if (V(v)->kind != VK_SYMINT) {
         return cdyn_tx_unsupported(tx, "unary operator on a slice");
     }
-    return sym_call(tx, fn, &v, 1, out);
+    st = sym_call(tx, fn, &v, 1, out);
+    return st == TR_OK ? numpy_result(&v, 1, out) : st;
 }
 
 /* The fake and FX argument of a symbolic value (a slice: slice objects of both). */
@@ -838,6 +1019,9 @@ sym_python_type(PyObject *v)
         return &PySlice_Type;
     }
     f = V(v)->u.sym.fake;
+    if (is_numpy_sym(v) && numpy_type_of(f) != NULL) {
+        return (PyTypeObject *)numpy_type_of(f);
+    }
     if (PyObject_TypeCheck(f, (PyTypeObject *)symbool_type)) {
         return &PyBool_Type;
     }
@@ -877,6 +1061,12 @@ sym_reconstruct(cdyn_cg *cg, PyObject *v)
     }
     if (V(v)->source != NULL) {
         return cdyn_cg_source(cg, V(v)->source);
+    }
+    if (is_numpy_sym(v) && numpy_type_of(V(v)->u.sym.fake) != NULL) {   /* np.int64(<output>) */
+        return cdyn_cg_push_callable(cg, numpy_type_of(V(v)->u.sym.fake)) < 0 ||
+                       cdyn_cg_load_output(cg, V(v)->u.sym.node) < 0
+                   ? -1
+                   : cdyn_cg_call(cg, 1);
     }
     return cdyn_cg_load_output(cg, V(v)->u.sym.node);
 }
@@ -1296,10 +1486,10 @@ scalar_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source)
 /* The graph input of a dynamic scalar read through source: tx->shapes.<meth>(obj, source,
  * graph, name) gives a tuple whose items ex, val and node are the example input, the
  * symbolic value and its FX node (None: the ShapeEnv keeps it a constant, *out NULL); the
- * input is guarded TYPE_MATCH type. */
+ * input is guarded TYPE_MATCH type. The value is read back through vsource (NULL: source). */
 static tr_status
-scalar_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject *meth, PyTypeObject *type,
-             int ex, int val, int node, PyObject **out)
+scalar_input_as(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject *vsource,
+                PyObject *meth, PyTypeObject *type, int ex, int val, int node, PyObject **out)
 {
     PyObject *name = cdyn_sanitized_name(source), *res = NULL;
     tr_status rc = TR_ERROR;
@@ -1317,11 +1507,19 @@ scalar_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject *meth, PyTyp
         PyList_Append(tx->input_values, PyTuple_GET_ITEM(res, ex)) < 0) {
         goto done;
     }
-    rc = cdyn_sym_value(tx, PyTuple_GET_ITEM(res, val), PyTuple_GET_ITEM(res, node), source, out);
+    rc = cdyn_sym_value(tx, PyTuple_GET_ITEM(res, val), PyTuple_GET_ITEM(res, node),
+                        vsource ? vsource : source, out);
 done:
     Py_XDECREF(name);
     Py_XDECREF(res);
     return rc;
+}
+
+static tr_status
+scalar_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject *meth, PyTypeObject *type,
+             int ex, int val, int node, PyObject **out)
+{
+    return scalar_input_as(tx, obj, source, NULL, meth, type, ex, val, node, out);
 }
 
 tr_status
@@ -1387,6 +1585,59 @@ cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     /* (placeholder, example tensor, item node, SymFloat): the graph input is the float as a
        0-d tensor (the compiled graph's caller converts it), its value the item() */
     return scalar_input(tx, obj, source, s_float_input, &PyFloat_Type, 1, 3, 2, out);
+}
+
+tr_status
+cdyn_sym_numpy_scalar_input(cdyn_tx *tx, PyObject *obj, PyObject *source, int kind,
+                            PyObject **out)
+{
+    PyObject *py = NULL, *csrc = NULL, *key = NULL;
+    tr_status rc = TR_ERROR;
+    int marked = 0;
+    *out = NULL;
+    if (source == NULL || tx->shapes == NULL || !rooted_in_frame(source) ||
+        under_nn_module(tx, source) || in_container(source)) {
+        return TR_OK;
+    }
+    py = kind == 2 ? PyNumber_Float(obj) : PyNumber_Index(obj);
+    if (py == NULL) {
+        PyErr_Clear();
+        return TR_OK;
+    }
+    if (kind == 2 && (isnan(PyFloat_AS_DOUBLE(py)) || isinf(PyFloat_AS_DOUBLE(py)))) {
+        rc = TR_OK;   /* specialised, as a float's */
+        goto done;
+    }
+    csrc = cdyn_source_call((PyObject *)(kind == 2 ? &PyFloat_Type : &PyLong_Type), source,
+                            kind == 2 ? "float" : "int");
+    if (csrc == NULL) {
+        goto done;
+    }
+    if (kind == 2) {   /* the backend could not tensorify it before: static */
+        key = float_static_key(cdyn_source_repr(csrc));
+        marked = key ? PyDict_Contains(tx->frame_state, key) : -1;
+        if (marked != 0) {
+            rc = marked < 0 ? TR_ERROR : TR_OK;
+            goto done;
+        }
+    }
+    if (tx->dynamic == 0) {   /* dynamic=False */
+        rc = TR_OK;
+        goto done;
+    }
+    if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
+        goto done;
+    }
+    rc = kind == 2 ? scalar_input_as(tx, py, csrc, source, s_float_input, &PyFloat_Type, 1, 3, 2, out)
+                   : scalar_input_as(tx, py, csrc, source, s_sym_input, &PyLong_Type, 1, 1, 0, out);
+    if (rc == TR_OK && *out != NULL && V(*out)->kind == VK_SYMINT) {
+        V(*out)->bits |= SYM_NUMPY;
+    }
+done:
+    Py_XDECREF(py);
+    Py_XDECREF(csrc);
+    Py_XDECREF(key);
+    return rc;
 }
 
 int
