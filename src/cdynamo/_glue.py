@@ -49,14 +49,8 @@ class AutocastExit:
     it runs in Python; a resume function makes one from its AutocastEnter."""
 
     __slots__ = ("mode",)
-
-    @staticmethod
-    def _enter(*args):
-        return torch.amp.autocast_mode._enter_autocast(*args)
-
-    @staticmethod
-    def _exit(mode):
-        torch.amp.autocast_mode._exit_autocast(mode)
+    _enter = staticmethod(torch.amp.autocast_mode._enter_autocast)
+    _exit = staticmethod(torch.amp.autocast_mode._exit_autocast)
 
     def __init__(self, *args):
         self.mode = self._enter(*args)
@@ -75,14 +69,8 @@ class InferenceModeExit(AutocastExit):
     torch.autograd.grad_mode._enter_inference_mode / _exit_inference_mode do."""
 
     __slots__ = ()
-
-    @staticmethod
-    def _enter(*args):
-        return torch.autograd.grad_mode._enter_inference_mode(*args)
-
-    @staticmethod
-    def _exit(mode):
-        torch.autograd.grad_mode._exit_inference_mode(mode)
+    _enter = staticmethod(torch.autograd.grad_mode._enter_inference_mode)
+    _exit = staticmethod(torch.autograd.grad_mode._exit_inference_mode)
 
 
 def sdpa_kernel_enter(names, set_priority):
