@@ -10,6 +10,7 @@ PyTorch's test/dynamo/test_functions.py.
 import copy
 import logging
 import math
+import operator
 
 import numpy as np
 import pytest
@@ -874,7 +875,8 @@ def test_numpy_scalar_arguments_are_graph_inputs():
 
 def numpy_scalar_arithmetic(x, t, s):
     return (x * t + s, t // 2, t % 3, t ** 2, -t, abs(t), t / 4, t + 1.5, s * 2, t > 3,
-            max(t, 4), min(s, 0.5), int(t) + 1, float(s), isinstance(t, np.integer))
+            max(t, 4), min(s, 0.5), int(t) + 1, float(s), isinstance(t, np.integer),
+            math.sqrt(t), math.floor(s * 10), operator.add(t, 1), operator.mul(s, 2))
 
 
 def _same_typed(actual, expected):

@@ -718,9 +718,11 @@ numpy_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs
         *out = best;
         return TR_OK;
     }
-    if ((fn == b_abs || fn == b_pow) && kwnames == NULL) {
+    if (((fn == b_abs || fn == b_pow) && kwnames == NULL) || is_operator_or_math(fn)) {
+        /* the generic path; the caller makes the result of abs, pow and operator.* a numpy
+           scalar (math.* gives Python numbers, as eager's) */
         *handled = 0;
-        return TR_OK;   /* the generic path, its result made a numpy scalar by the caller */
+        return TR_OK;
     }
     if (fn == b_str || fn == b_repr || fn == b_format || fn == b_hash || fn == b_range) {
         *handled = 0;
@@ -740,7 +742,9 @@ cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t na
             if (handled || st != TR_OK) {
                 return st;
             }
-            if (fn == b_abs || fn == b_pow) {
+            if (fn == b_abs || fn == b_pow ||
+                (is_operator_or_math(fn) &&
+                 strcmp(cdyn_pymodule_name(PyCFunction_GET_SELF(fn)), "math") != 0)) {
                 st = sym_builtin(tx, fn, args, nargs, kwnames, out);
                 return st == TR_OK ? numpy_result(args, nargs, out) : st;
             }
