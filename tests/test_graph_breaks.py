@@ -1970,3 +1970,34 @@ def test_torch_dynamo_disable_is_recursive():
         torch.testing.assert_close(compiled(torch.ones(2)), expected)
     # the `* 3` after the call (torch._dynamo: the same) and nothing inside g but inner
     assert (cdy.n_graphs, dyn.n_graphs, inner_cd.n_graphs) == (1, 1, 1)
+
+
+def test_allow_in_graph_function_is_one_node():
+    """torch._dynamo.allow_in_graph(fn): a call is one call_function node of fn (its body is
+    not traced; it runs on fake tensors while tracing), also without tensor arguments or
+    results, as torch._dynamo; it was inlined op by op before."""
+    seen = []
+
+    @torch._dynamo.allow_in_graph
+    def note_grad_mode():
+        seen.append(torch.is_grad_enabled())
+
+    @torch._dynamo.allow_in_graph
+    def scale_and_sum(x, n):
+        return x * n, x.sum()
+
+    def fn(x):
+        note_grad_mode()
+        with torch.no_grad():
+            note_grad_mode()
+        a, b = scale_and_sum(x, 3)
+        return a + b
+
+    cdy = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=cdy)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 5.0))
+    assert cdy.n_graphs == 1
+    targets = cdy.graphs[0]
+    assert targets.count(note_grad_mode) == 2 and targets.count(scale_and_sum) == 1
+    assert seen[-4:] == [True, False, True, False]   # the graph ran it, in its grad mode

@@ -499,8 +499,12 @@ tr_status cdyn_builtin_dict_read(cdyn_tx *tx, PyObject *fn, PyObject *const *arg
 /* Guard that `key in dict.__contains__(<dict_source>)` stays `present` (the dict read
  * with dict's own method, in C, on every check; values/builtin.c). */
 tr_status cdyn_guard_dict_has(cdyn_tx *tx, PyObject *dict_source, PyObject *key, int present);
-/* 1 when obj is a torch callable recorded in the graph (values/torch.c). */
+/* 1 when obj is a torch callable recorded in the graph (values/torch.c), or a function
+ * registered with torch._dynamo.allow_in_graph. */
 int cdyn_is_graph_function(PyObject *obj);
+/* 1 when obj (borrowed) is registered with torch._dynamo.allow_in_graph (its id in torch's
+ * _allowed_callable_ids; 0 while torch._dynamo is not loaded). Never fails. */
+int cdyn_allowed_in_graph(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
 int cdyn_is_torch_special(PyObject *obj);
 /* A call of obj (borrowed) under a FOLD trace rule (trace_rules.py): with every argument a

@@ -7,6 +7,42 @@
 #include "../trace_rules.h"
 
 int
+cdyn_allowed_in_graph(PyObject *obj)
+{
+    static PyObject *s_mod, *allowed;   /* the module name; torch's FunctionIdSet (strong) */
+    PyObject *mod, *ids, *key;
+    int r;
+    if (allowed == NULL) {   /* only once torch._dynamo is loaded: no import of our own */
+        if (s_mod == NULL && (s_mod = PyUnicode_InternFromString("torch._dynamo.trace_rules")) == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        mod = PyImport_GetModule(s_mod);
+        allowed = mod ? PyObject_GetAttrString(mod, "_allowed_callable_ids") : NULL;
+        Py_XDECREF(mod);
+        if (allowed == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    ids = PyObject_GetAttrString(allowed, "function_ids");   /* None until initialised */
+    if (ids == NULL || !PyAnySet_Check(ids)) {
+        PyErr_Clear();
+        Py_XDECREF(ids);
+        return 0;
+    }
+    key = PyLong_FromVoidPtr(obj);
+    r = key ? PySet_Contains(ids, key) : -1;
+    Py_XDECREF(key);
+    Py_DECREF(ids);
+    if (r < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return r;
+}
+
+int
 cdyn_is_graph_function(PyObject *obj)
 {
     if (PyType_Check(obj) || PyMethod_Check(obj)) {
@@ -18,6 +54,9 @@ cdyn_is_graph_function(PyObject *obj)
     }
     if (!(PyCFunction_Check(obj) || PyFunction_Check(obj) || Py_TYPE(obj)->tp_call != NULL)) {
         return 0;
+    }
+    if (PyFunction_Check(obj) && cdyn_allowed_in_graph(obj)) {
+        return 1;   /* torch._dynamo.allow_in_graph(fn): one node, as torch._dynamo */
     }
     if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "torch.fx") ||
         cdyn_module_startswith(obj, "torch.compiler") ||
@@ -484,7 +523,7 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
         return cdyn_tx_graph_call(tx, "call_function", fn_refs_tensor, NULL, args, nargs,
                                   kwnames, out);
     }
-    if (PyFunction_Check(obj) && (cdyn_all_const(args, nargs) ||
+    if (PyFunction_Check(obj) && !cdyn_allowed_in_graph(obj) && (cdyn_all_const(args, nargs) ||
                                   (any_arg_holds(args, nargs, VK_SYMINT) &&
                                    !any_arg_holds(args, nargs, VK_TENSOR)))) {
         /* a Python helper of torch on constants (F._none_or_dtype(None), F._canonical_mask
