@@ -170,3 +170,25 @@ def test_set_grad_enabled_of_a_size_condition_is_decided_and_guarded():
         torch.testing.assert_close(out, ref)
         assert rg == ref_rg
     assert backend.frame_count <= 3
+
+
+def test_set_grad_enabled_to_the_current_mode_makes_no_node():
+    """torch.set_grad_enabled(False) under no_grad changes nothing: no _set_grad_enabled node
+    (PyTorch's test_no_grad: 3 ops, as torch._dynamo's coalesced no-op)."""
+    def fn(a, b):
+        x = a + 1
+        with torch.set_grad_enabled(False):
+            x = x + b
+        return x + 2
+
+    targets = []
+
+    def backend(gm, example_inputs):
+        targets.extend(n.target for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    a, b = torch.ones(2, requires_grad=True), torch.ones(2)
+    with torch.no_grad():
+        out = cdynamo.compile(fn, backend=backend)(a, b)
+    assert torch.equal(out, torch.full((2,), 5.0)) and not out.requires_grad
+    assert torch._C._set_grad_enabled not in targets and len(targets) == 3

@@ -458,15 +458,18 @@ set_grad_enabled(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject 
     else if ((mode = PyObject_IsTrue(V(args[0])->u.cnst.value)) < 0) {
         return TR_ERROR;
     }
-    mv = cdyn_value_bool(mode);
-    if (mv == NULL) {
-        return TR_ERROR;
-    }
-    st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.set_grad_enabled, NULL, &mv, 1, NULL, &r);
-    Py_DECREF(mv);
-    Py_XDECREF(r);
-    if (st != TR_OK) {
-        return st;
+    if (mode != tx->grad_enabled) {   /* no node for a no-op change, as torch._dynamo */
+        mv = cdyn_value_bool(mode);
+        if (mv == NULL) {
+            return TR_ERROR;
+        }
+        st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.set_grad_enabled, NULL, &mv, 1,
+                                NULL, &r);
+        Py_DECREF(mv);
+        Py_XDECREF(r);
+        if (st != TR_OK) {
+            return st;
+        }
     }
     *out = grad_ctx(mode, 1, prev);
     return *out ? TR_OK : TR_ERROR;
