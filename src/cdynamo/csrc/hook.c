@@ -685,14 +685,14 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
         }
         decide_skip(code, f->f_globals, x);
     }
-    if (x->quiet) {
-        PyObject *res;
-        t->disabled = 1;
-        res = eval_plain(ts, f, 0);
-        t->disabled = 0;
-        return res;
-    }
     if (x->skip || f->prev_instr != _PyCode_CODE(code) - 1 || f->f_func == NULL) {
+        if (x->quiet) {   /* a quiet code is skipped too: its extent runs with the hook off */
+            PyObject *res;
+            t->disabled = 1;
+            res = eval_plain(ts, f, 0);
+            t->disabled = 0;
+            return res;
+        }
         return eval_plain(ts, f, 0);
     }
     if (x->force) {

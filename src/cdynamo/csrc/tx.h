@@ -530,6 +530,12 @@ typedef struct {
 } cdyn_mode_family;
 /* The family of an AUTOCAST or AUTOCAST_EXIT value v (borrowed). */
 const cdyn_mode_family *cdyn_ctx_family(PyObject *v);
+/* 1 when an FX call_function target (borrowed) changes global state: set_grad_enabled or a
+ * mode family's enter / exit. */
+int cdyn_ctx_changes_state(PyObject *target);
+/* Set grad mode `mode` in the graph (a _set_grad_enabled node), unless the graph is in that
+ * mode at this point already (no node for a no-op change, as torch._dynamo). */
+tr_status cdyn_ctx_set_grad(cdyn_tx *tx, int mode);
 /* The exits of the torch.autocast blocks open at a graph break of the top frame fs, outer
  * first: a new list of the AUTOCAST_EXIT values on fs's stack, one per entry of
  * tx->open_modes in order, or Py_None (new reference) when the open blocks are not all the
@@ -593,6 +599,9 @@ int cdyn_is_numpy_scalar(PyObject *obj);
 /* 1 for a numpy.int64 scalar, 2 for a numpy.float64 one (the scalars made dynamic when
  * they change, cdyn_sym_numpy_scalar_input), else 0. Never fails. */
 int cdyn_numpy_scalar_kind(PyObject *obj);
+/* numpy.int64 (kind 1), numpy.float64 (2) or numpy.bool_ (3), borrowed; NULL while numpy is
+ * not imported. */
+PyObject *cdyn_numpy_scalar_type(int kind);
 int cdyn_is_numpy_array(PyObject *obj);
 int cdyn_is_numpy_callable(PyObject *obj);
 /* 1 when some value in args is an NDARRAY. */

@@ -33,26 +33,15 @@
  */
 #include "../tx.h"
 #include "../codegen.h"
+#include "hop.h"
 
-/* Record torch._C._set_grad_enabled(mode) in the graph, unless the graph is in that mode
- * at this point already (no node for a no-op change, as torch._dynamo). */
-static tr_status
-set_mode(cdyn_tx *tx, int mode)
+tr_status
+cdyn_ctx_set_grad(cdyn_tx *tx, int mode)
 {
-    PyObject *mv, *r = NULL;
-    tr_status st;
-    if (mode == tx->grad_enabled) {
-        return TR_OK;
-    }
-    mv = cdyn_value_bool(mode);
-    if (mv == NULL) {
-        return TR_ERROR;
-    }
-    st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.set_grad_enabled, NULL, &mv, 1, NULL, &r);
-    Py_DECREF(mv);
-    Py_XDECREF(r);
-    return st;
+    return mode == tx->grad_enabled ? TR_OK : cdyn_hop_set_grad(tx, mode);
 }
+
+
 
 static PyObject *autocast_type, *nullcontext_type;   /* resolved by cdyn_ctx_init */
 
@@ -67,6 +56,20 @@ static const cdyn_mode_family families[] = {
 };
 static const unsigned int family_bits[] = {0, AMP_INFERENCE, AMP_SDPA};
 #define N_FAMILIES ((int)(sizeof families / sizeof *families))
+
+int
+cdyn_ctx_changes_state(PyObject *target)
+{
+    if (target == cdyn_G.set_grad_enabled) {
+        return 1;
+    }
+    for (int f = 0; f < N_FAMILIES; f++) {
+        if (target == *families[f].enter || target == *families[f].exit) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 const cdyn_mode_family *
 cdyn_ctx_family(PyObject *v)
@@ -402,7 +405,7 @@ ctx_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
     }
     else {
         restore = tx->grad_enabled;
-        st = set_mode(tx, (c->bits & GRAD_MODE_ON) != 0);
+        st = cdyn_ctx_set_grad(tx, (c->bits & GRAD_MODE_ON) != 0);
     }
     if (st != TR_OK) {
         return st;
@@ -444,13 +447,13 @@ grad_fn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
              PyObject *kwnames, PyObject **out)
 {
     int prev = tx->grad_enabled;
-    tr_status st = set_mode(tx, (V(fn)->bits & GRAD_MODE_ON) != 0), rst;
+    tr_status st = cdyn_ctx_set_grad(tx, (V(fn)->bits & GRAD_MODE_ON) != 0), rst;
     if (st != TR_OK) {
         return st;
     }
     st = cdyn_v_call(tx, fs, V(fn)->u.gradfn.fn, args, nargs, kwnames, out);
     if (st == TR_OK || st == TR_EXCEPTION) {
-        rst = set_mode(tx, prev);
+        rst = cdyn_ctx_set_grad(tx, prev);
         if (rst != TR_OK) {
             if (st == TR_OK) {
                 Py_CLEAR(*out);
@@ -472,7 +475,7 @@ grad_ctx_decorate(cdyn_tx *tx, PyObject *ctx, PyObject *const *args, Py_ssize_t 
         return cdyn_tx_unsupported(tx, "call of %S with %zd arguments", ctx, nargs);
     }
     if (V(ctx)->bits & GRAD_APPLIED) {
-        st = set_mode(tx, (V(ctx)->bits & GRAD_PREV_ON) != 0);
+        st = cdyn_ctx_set_grad(tx, (V(ctx)->bits & GRAD_PREV_ON) != 0);
     }
     return st == TR_OK ? cdyn_ctx_grad_fn(tx, args[0], (V(ctx)->bits & GRAD_MODE_ON) != 0, out)
                        : st;
@@ -510,7 +513,7 @@ ctx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
     if (V(fn)->kind != VK_GRADEXIT) {
         return cdyn_tx_unsupported(tx, "call of %S", fn);
     }
-    st = set_mode(tx, (V(fn)->bits & GRAD_MODE_ON) != 0);
+    st = cdyn_ctx_set_grad(tx, (V(fn)->bits & GRAD_MODE_ON) != 0);
     if (st != TR_OK) {
         return st;
     }

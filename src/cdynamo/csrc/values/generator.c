@@ -568,6 +568,7 @@ inplace_since(cdyn_tx *tx, PyObject *last)
             Py_DECREF(lst);
             return -1;
         }
+        found = cdyn_ctx_changes_state(t);
         name = PyUnicode_Check(t) ? Py_NewRef(t) : PyObject_GetAttrString(t, "__name__");
         PyErr_Clear();
         s = name != NULL && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
@@ -575,13 +576,9 @@ inplace_since(cdyn_tx *tx, PyObject *last)
         if (s != NULL) {
             static const char *const ops[] = {"setitem", "iadd", "iand", "ifloordiv", "ilshift",
                                               "imatmul", "imod", "imul", "ior", "ipow",
-                                              "irshift", "isub", "itruediv", "ixor",
-                                              "_set_grad_enabled", "_enter_autocast",
-                                              "_exit_autocast", "_enter_inference_mode",
-                                              "_exit_inference_mode", "sdpa_kernel_enter",
-                                              "sdpa_kernel_exit", NULL};
+                                              "irshift", "isub", "itruediv", "ixor", NULL};
             size_t len = strlen(s);
-            found = len > 1 && s[len - 1] == '_' && s[0] != '_';
+            found = found || (len > 1 && s[len - 1] == '_' && s[0] != '_');
             for (int k = 0; !found && ops[k] != NULL; k++) {
                 found = strcmp(s, ops[k]) == 0;
             }

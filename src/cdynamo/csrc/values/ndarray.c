@@ -27,7 +27,8 @@
 /* numpy's types once numpy is imported (this file never imports numpy itself: no numpy
  * object can exist before), the glue module cdynamo._numpy and torch functions; all strong,
  * kept for the process. */
-static PyObject *np_ndarray, *np_number, *np_bool, *np_generic, *np_dtype, *glue_mod;
+static PyObject *np_ndarray, *np_number, *np_bool, *np_generic, *np_dtype, *np_int64,
+    *np_float64, *glue_mod;
 static PyObject *fn_from_numpy, *fn_as_tensor, *fn_asarray, *fn_tensor, *s_view_as, *s_detach, *s_cpu;
 static PyObject *s_to, *kw_copy;   /* "to", ("copy",) */
 
@@ -36,8 +37,10 @@ static int
 numpy_loaded(void)
 {
     static PyObject *s_numpy;
-    PyObject *np = NULL, *t[5] = {NULL};
-    static const char *const names[5] = {"ndarray", "number", "bool_", "generic", "dtype"};
+    enum { N = 7 };
+    PyObject *np = NULL, *t[N] = {NULL};
+    static const char *const names[N] = {"ndarray", "number", "bool_", "generic", "dtype",
+                                         "int64", "float64"};
     int ok = 1;
     if (np_ndarray != NULL) {
         return 1;
@@ -47,13 +50,13 @@ numpy_loaded(void)
         return 0;
     }
     np = PyImport_GetModule(s_numpy);
-    for (int i = 0; np != NULL && i < 5; i++) {
+    for (int i = 0; np != NULL && i < N; i++) {
         ok = ok && (t[i] = PyObject_GetAttrString(np, names[i])) != NULL;
     }
     Py_XDECREF(np);
     if (np == NULL || !ok) {
         PyErr_Clear();
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < N; i++) {
             Py_XDECREF(t[i]);
         }
         return 0;
@@ -62,6 +65,8 @@ numpy_loaded(void)
     np_bool = t[2];
     np_generic = t[3];
     np_dtype = t[4];
+    np_int64 = t[5];
+    np_float64 = t[6];
     np_ndarray = t[0];   /* last: it marks the set as complete */
     return 1;
 }
@@ -146,23 +151,19 @@ cdyn_is_numpy_scalar(PyObject *obj)
 int
 cdyn_numpy_scalar_kind(PyObject *obj)
 {
-    static PyObject *np_int64, *np_float64;   /* strong, kept for the process */
-    if (!numpy_loaded() || !PyObject_TypeCheck(obj, (PyTypeObject *)np_number)) {
+    if (!numpy_loaded()) {
         return 0;
     }
-    if (np_int64 == NULL) {
-        PyObject *np = PyImport_ImportModule("numpy");
-        np_int64 = np ? PyObject_GetAttrString(np, "int64") : NULL;
-        np_float64 = np ? PyObject_GetAttrString(np, "float64") : NULL;
-        Py_XDECREF(np);
-        if (np_int64 == NULL || np_float64 == NULL) {
-            Py_CLEAR(np_int64);
-            Py_CLEAR(np_float64);
-            PyErr_Clear();
-            return 0;
-        }
-    }
     return (PyObject *)Py_TYPE(obj) == np_int64 ? 1 : (PyObject *)Py_TYPE(obj) == np_float64 ? 2 : 0;
+}
+
+PyObject *
+cdyn_numpy_scalar_type(int kind)
+{
+    if (!numpy_loaded()) {
+        return NULL;
+    }
+    return kind == 1 ? np_int64 : kind == 2 ? np_float64 : np_bool;
 }
 
 /* Exactly numpy.ndarray (subclasses such as np.matrix are opaque objects). */

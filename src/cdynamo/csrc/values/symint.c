@@ -368,47 +368,18 @@ specialize_slice(cdyn_tx *tx, PyObject *v, PyObject **out)
  * bool_): such results carry SYM_NUMPY, their type is the numpy type, and they are rebuilt,
  * or specialised, as numpy scalars. */
 
-static PyObject *np_sym_types[3];   /* numpy.int64, float64, bool_ (strong), or NULL */
-
-/* 1 when numpy's types are known (numpy imported), else 0. Never fails. */
-static int
-numpy_types(void)
-{
-    static const char *const names[3] = {"int64", "float64", "bool_"};
-    PyObject *np;
-    if (np_sym_types[0] != NULL) {
-        return 1;
-    }
-    np = PyImport_ImportModule("numpy");   /* imported already: a numpy scalar exists */
-    for (int i = 0; np != NULL && i < 3; i++) {
-        np_sym_types[i] = PyObject_GetAttrString(np, names[i]);
-    }
-    Py_XDECREF(np);
-    if (np_sym_types[0] == NULL || np_sym_types[1] == NULL || np_sym_types[2] == NULL) {
-        for (int i = 0; i < 3; i++) {
-            Py_CLEAR(np_sym_types[i]);
-        }
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
-}
-
 /* The numpy type (borrowed) of a SYM_NUMPY value of example value fake, or of a Python
  * number constant; NULL when numpy is not loaded. */
 static PyObject *
 numpy_type_of(PyObject *fake)
 {
-    if (!numpy_types()) {
-        return NULL;
-    }
     if (PyBool_Check(fake) || PyObject_TypeCheck(fake, (PyTypeObject *)symbool_type)) {
-        return np_sym_types[2];
+        return cdyn_numpy_scalar_type(3);
     }
     if (PyFloat_Check(fake) || PyObject_TypeCheck(fake, (PyTypeObject *)symfloat_type)) {
-        return np_sym_types[1];
+        return cdyn_numpy_scalar_type(2);
     }
-    return np_sym_types[0];
+    return cdyn_numpy_scalar_type(1);
 }
 
 static int
@@ -587,9 +558,9 @@ done:
 
 /* ---- builtins, slices -------------------------------------------------------------------- */
 
-/* 1 when fn is a function of the operator or math module (pure, symbolic-aware). */
+/* 1 when fn is a builtin function of the operator module (math: 0). */
 static int
-is_operator_or_math(PyObject *fn)
+is_operator_fn(PyObject *fn)
 {
     PyObject *self;
     const char *m;
@@ -597,7 +568,16 @@ is_operator_or_math(PyObject *fn)
         return 0;
     }
     m = cdyn_pymodule_name(self);
-    return strcmp(m, "_operator") == 0 || strcmp(m, "operator") == 0 || strcmp(m, "math") == 0;
+    return strcmp(m, "_operator") == 0 || strcmp(m, "operator") == 0;
+}
+
+/* 1 when fn is a function of the operator or math module (pure, symbolic-aware). */
+static int
+is_operator_or_math(PyObject *fn)
+{
+    PyObject *self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn) : NULL;
+    return is_operator_fn(fn) || (self != NULL && PyModule_Check(self) &&
+                                  strcmp(cdyn_pymodule_name(self), "math") == 0);
 }
 
 tr_status
@@ -676,9 +656,9 @@ sym_divmod(cdyn_tx *tx, PyObject *const *args, PyObject **out)
 
 /* A builtin with a numpy scalar among its arguments, as eager: int() / float() / bool() give
  * Python numbers, min() / max() the winning argument itself (decided by comparisons, which
- * the ShapeEnv guards), abs() and pow() numpy scalars; what else keeps numpy's result type
- * unknown is a break. *handled 0: the generic path (str(), range(), ...: specialised to the
- * numpy constants). */
+ * the ShapeEnv guards); what else keeps numpy's result type unknown is a break. *handled 0:
+ * the generic path (abs, pow, operator.*, math.*, str(), range(), ...; the caller makes the
+ * result a numpy scalar where numpy_typed says so). */
 static tr_status sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames, PyObject **out);
 
@@ -718,40 +698,39 @@ numpy_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs
         *out = best;
         return TR_OK;
     }
-    if (((fn == b_abs || fn == b_pow) && kwnames == NULL) || is_operator_or_math(fn)) {
-        /* the generic path; the caller makes the result of abs, pow and operator.* a numpy
-           scalar (math.* gives Python numbers, as eager's) */
-        *handled = 0;
-        return TR_OK;
-    }
-    if (fn == b_str || fn == b_repr || fn == b_format || fn == b_hash || fn == b_range) {
+    if (fn == b_abs || fn == b_pow || is_operator_or_math(fn) || fn == b_str || fn == b_repr ||
+        fn == b_format || fn == b_hash || fn == b_range) {
         *handled = 0;
         return TR_OK;
     }
     return cdyn_tx_unsupported(tx, "call to %R with a numpy scalar input made dynamic", fn);
 }
 
+/* 1 when fn's result on a numpy scalar is a numpy scalar (abs, pow, operator.*); math.*,
+ * str() and the like give Python objects. */
+static int
+numpy_typed(PyObject *fn)
+{
+    return fn == b_abs || fn == b_pow || is_operator_fn(fn);
+}
+
 tr_status
 cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
                  PyObject *kwnames, PyObject **out)
 {
+    int numpy = 0, handled = 0;
+    tr_status st;
     for (Py_ssize_t i = 0; i < nargs; i++) {
-        if (is_numpy_sym(args[i])) {
-            int handled = 0;
-            tr_status st = numpy_builtin(tx, fn, args, nargs, kwnames, out, &handled);
-            if (handled || st != TR_OK) {
-                return st;
-            }
-            if (fn == b_abs || fn == b_pow ||
-                (is_operator_or_math(fn) &&
-                 strcmp(cdyn_pymodule_name(PyCFunction_GET_SELF(fn)), "math") != 0)) {
-                st = sym_builtin(tx, fn, args, nargs, kwnames, out);
-                return st == TR_OK ? numpy_result(args, nargs, out) : st;
-            }
-            break;
+        numpy |= is_numpy_sym(args[i]);
+    }
+    if (numpy) {
+        st = numpy_builtin(tx, fn, args, nargs, kwnames, out, &handled);
+        if (handled) {
+            return st;
         }
     }
-    return sym_builtin(tx, fn, args, nargs, kwnames, out);
+    st = sym_builtin(tx, fn, args, nargs, kwnames, out);
+    return st == TR_OK && numpy && numpy_typed(fn) ? numpy_result(args, nargs, out) : st;
 }
 
 static tr_status
@@ -1492,7 +1471,7 @@ scalar_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source)
  * symbolic value and its FX node (None: the ShapeEnv keeps it a constant, *out NULL); the
  * input is guarded TYPE_MATCH type. The value is read back through vsource (NULL: source). */
 static tr_status
-scalar_input_as(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject *vsource,
+scalar_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject *vsource,
                 PyObject *meth, PyTypeObject *type, int ex, int val, int node, PyObject **out)
 {
     PyObject *name = cdyn_sanitized_name(source), *res = NULL;
@@ -1519,13 +1498,6 @@ done:
     return rc;
 }
 
-static tr_status
-scalar_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject *meth, PyTypeObject *type,
-             int ex, int val, int node, PyObject **out)
-{
-    return scalar_input_as(tx, obj, source, NULL, meth, type, ex, val, node, out);
-}
-
 tr_status
 cdyn_sym_int_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
@@ -1539,7 +1511,7 @@ cdyn_sym_int_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         return dyn < 0 ? TR_ERROR : TR_OK;
     }
     /* (placeholder, SymInt): the placeholder is the int itself */
-    return scalar_input(tx, obj, source, s_sym_input, &PyLong_Type, 1, 1, 0, out);
+    return scalar_input(tx, obj, source, NULL, s_sym_input, &PyLong_Type, 1, 1, 0, out);
 }
 
 /* The frame-state key saying the float input at source repr r stays static. New ref. */
@@ -1588,7 +1560,7 @@ cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     }
     /* (placeholder, example tensor, item node, SymFloat): the graph input is the float as a
        0-d tensor (the compiled graph's caller converts it), its value the item() */
-    return scalar_input(tx, obj, source, s_float_input, &PyFloat_Type, 1, 3, 2, out);
+    return scalar_input(tx, obj, source, NULL, s_float_input, &PyFloat_Type, 1, 3, 2, out);
 }
 
 tr_status
@@ -1632,8 +1604,8 @@ cdyn_sym_numpy_scalar_input(cdyn_tx *tx, PyObject *obj, PyObject *source, int ki
     if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
         goto done;
     }
-    rc = kind == 2 ? scalar_input_as(tx, py, csrc, source, s_float_input, &PyFloat_Type, 1, 3, 2, out)
-                   : scalar_input_as(tx, py, csrc, source, s_sym_input, &PyLong_Type, 1, 1, 0, out);
+    rc = kind == 2 ? scalar_input(tx, py, csrc, source, s_float_input, &PyFloat_Type, 1, 3, 2, out)
+                   : scalar_input(tx, py, csrc, source, s_sym_input, &PyLong_Type, 1, 1, 0, out);
     if (rc == TR_OK && *out != NULL && V(*out)->kind == VK_SYMINT) {
         V(*out)->bits |= SYM_NUMPY;
     }

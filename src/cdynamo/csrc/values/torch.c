@@ -26,7 +26,7 @@ cdyn_allowed_in_graph(PyObject *obj)
         }
     }
     ids = PyObject_GetAttrString(allowed, "function_ids");   /* None until initialised */
-    if (ids == NULL || !PyAnySet_Check(ids)) {
+    if (ids == NULL || !PyAnySet_Check(ids) || PySet_GET_SIZE(ids) == 0) {
         PyErr_Clear();
         Py_XDECREF(ids);
         return 0;
@@ -441,7 +441,6 @@ static tr_status
 set_grad_enabled(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                  PyObject **out)
 {
-    PyObject *mv = NULL, *r = NULL;
     int prev = tx->grad_enabled, mode;
     tr_status st;
     if (nargs != 1 || kwnames != NULL ||
@@ -458,18 +457,9 @@ set_grad_enabled(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject 
     else if ((mode = PyObject_IsTrue(V(args[0])->u.cnst.value)) < 0) {
         return TR_ERROR;
     }
-    if (mode != tx->grad_enabled) {   /* no node for a no-op change, as torch._dynamo */
-        mv = cdyn_value_bool(mode);
-        if (mv == NULL) {
-            return TR_ERROR;
-        }
-        st = cdyn_tx_graph_call(tx, "call_function", cdyn_G.set_grad_enabled, NULL, &mv, 1,
-                                NULL, &r);
-        Py_DECREF(mv);
-        Py_XDECREF(r);
-        if (st != TR_OK) {
-            return st;
-        }
+    st = cdyn_ctx_set_grad(tx, mode);
+    if (st != TR_OK) {
+        return st;
     }
     *out = grad_ctx(mode, 1, prev);
     return *out ? TR_OK : TR_ERROR;
