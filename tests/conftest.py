@@ -39,8 +39,10 @@ requires_engine = pytest.mark.skipif(not engine_available(),
 @pytest.fixture(autouse=True)
 def _fresh_compilers():
     """Both compilers' caches empty and cdynamo's counters at zero before each test, the
-    caches emptied again after it."""
+    caches emptied again after it; the global state a compiled call must leave as it found
+    it (grad mode, autocast, inference mode, the SDPA backends) checked after it."""
     import torch._dynamo
+    sdpa = _sdpa_backends()
     torch.manual_seed(0)
     torch._dynamo.reset()
     if engine_available():
@@ -60,3 +62,11 @@ def _fresh_compilers():
         torch.set_autocast_enabled("cpu", False)
     assert grad, "the test left grad mode disabled"
     assert not amp, "the test left autocast enabled"
+    assert not torch.is_inference_mode_enabled(), "the test left inference mode enabled"
+    assert _sdpa_backends() == sdpa, "the test left the SDPA backends changed"
+
+
+def _sdpa_backends():
+    """Which scaled_dot_product_attention backends are enabled (math, flash, mem-efficient)."""
+    return (torch.backends.cuda.math_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
+            torch.backends.cuda.mem_efficient_sdp_enabled())
