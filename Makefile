@@ -7,7 +7,7 @@ VENV   := .venv
 VPY    := $(VENV)/bin/python
 DEPS   := $(VENV)/.cdynamo-deps
 STAMP  := $(VENV)/.cdynamo-installed
-SOURCES := $(wildcard src/cdynamo/csrc/*.c src/cdynamo/csrc/*.h src/cdynamo/csrc/values/*.c src/cdynamo/*.py src/cdynamo/polyfills/*.py) setup.py pyproject.toml
+SOURCES := $(wildcard src/cdynamo/csrc/*.c src/cdynamo/csrc/*.cpp src/cdynamo/csrc/*.h src/cdynamo/csrc/values/*.c src/cdynamo/*.py src/cdynamo/polyfills/*.py) setup.py pyproject.toml
 
 # `make test-asan`: the C engine built with AddressSanitizer + UndefinedBehaviorSanitizer into
 # its own tree (build-asan/lib: the package's Python files and the instrumented _C), used through

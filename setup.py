@@ -4,6 +4,13 @@ Environment variables:
   CDYNAMO_DEBUG=1  -O0 -g with assert() checks on.
   CDYNAMO_ASAN=1   AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g, assert() on); the
                    Python process must preload the ASan runtime (see `make test-asan`).
+
+Two extensions: cdynamo._C, the engine (C11), and cdynamo._tensor_meta (C++17, one file:
+csrc/tensor_meta.cpp), which reads the metadata TENSOR_MATCH compares through torch's C++ API
+and hands it to _C as a capsule (csrc/tensor_meta.h). The second one is built against the
+torch installed in the build environment (its headers and libraries, as torch's own
+cpp_extension builds); without torch there, it is left out and _C checks tensors through
+torch's Python getters and TensorGuards instead.
 """
 import glob
 import os
@@ -32,4 +39,33 @@ ext = Extension(
     extra_link_args=SAN if asan else [],
 )
 
-setup(ext_modules=[ext])
+
+
+def tensor_meta_ext():
+    """cdynamo._tensor_meta, or None when torch is not importable in the build."""
+    try:
+        import torch
+        from torch.utils.cpp_extension import include_paths, library_paths
+    except ImportError:
+        return None
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
+    # torch's headers as system headers: -Wall -Wextra apply to our file only
+    isystem = [a for p in include_paths() for a in ("-isystem", p)]
+    libs = library_paths()
+    return Extension(
+        "cdynamo._tensor_meta",
+        sources=[os.path.join(CSRC, "tensor_meta.cpp")],
+        depends=[os.path.join(CSRC, "tensor_meta.h")],
+        include_dirs=[CSRC],
+        language="c++",
+        extra_compile_args=["-std=c++17", "-Wall", "-Wextra", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+        + isystem + opt,
+        library_dirs=libs,
+        runtime_library_dirs=libs,
+        libraries=["c10", "torch", "torch_cpu", "torch_python"],
+        extra_link_args=SAN if asan else [],
+    )
+
+
+tm = tensor_meta_ext()
+setup(ext_modules=[ext] + ([tm] if tm is not None else []))

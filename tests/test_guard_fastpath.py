@@ -272,10 +272,11 @@ def _six(a, b, c, d, e, f):
 
 @pytest.mark.parametrize("pos", [1, 5])
 def test_tensor_match_tree_of_many_inputs_sees_each_property(pos):
-    # from four tensor inputs on, torch's guard tree (RootGuardManager) checks them instead
-    # of TensorGuards once torch._dynamo is loaded (here by conftest): every property of an
-    # input still recompiles, and the old entry serves the old inputs (static shapes: a size
-    # change is one more entry)
+    # the batched tensors are checked through cdynamo._tensor_meta; without it (the
+    # CDYNAMO_TENSOR_META=0 run of test_tensor_meta.py), from four tensor inputs on, by
+    # torch's guard tree (RootGuardManager) once torch._dynamo is loaded (here by conftest):
+    # every property of an input still recompiles, and the old entry serves the old inputs
+    # (static shapes: a size change is one more entry)
     assert "torch._dynamo.guards" in sys.modules
     compiled = cdynamo.compile(_six, backend="eager", dynamic=False)
     xs = [torch.randn(2, 3) for _ in range(6)]

@@ -12,11 +12,20 @@ static PyObject *frame_states;       /* dict: code identity -> frame-state dict,
 unsigned long cdyn_cache_generation;
 unsigned long cdyn_cache_order;
 
+void
+cdyn_plan_release(cdyn_plan_box *box)
+{
+    if (box != NULL && --box->refs == 0) {
+        PyMem_Free(box);
+    }
+}
+
 /* Free one entry and what it owns (may run finalizers). */
 static void
 entry_free(cdyn_cache_entry *e)
 {
     cdyn_cache_generation++;
+    cdyn_plan_release(e->plan);
     cdyn_guards_free(e->guards);
     Py_XDECREF(e->code);
     Py_XDECREF(e->func);

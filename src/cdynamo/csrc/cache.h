@@ -22,8 +22,18 @@ typedef struct cdyn_cache_entry {
     PyObject *reason;           /* strong str or NULL: the guard failure that made this entry
                                    (set by the hook for an entry made by a recompile) */
     int plan_state;             /* 0 not looked at, 1 `plan` runs the code, -1 it cannot */
-    cdyn_direct_plan plan;      /* valid when plan_state == 1 (bytecode.h) */
+    struct cdyn_plan_box *plan; /* owned (one of its refs); set when plan_state == 1 */
 } cdyn_cache_entry;
+
+/* An entry's direct plan (bytecode.h), PyMem, shared by the entry and each run of it in
+ * progress (a run may free the entry: a reset), freed by the last cdyn_plan_release. */
+typedef struct cdyn_plan_box {
+    Py_ssize_t refs;
+    cdyn_direct_plan p;
+} cdyn_plan_box;
+
+/* Drop one reference to box (NULL: nothing). */
+void cdyn_plan_release(cdyn_plan_box *box);
 
 typedef struct cdyn_extra {
     struct cdyn_extra *reg_prev, *reg_next;  /* registry links */

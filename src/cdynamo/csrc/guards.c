@@ -11,12 +11,17 @@
  *   - sizes and strides compare against C int64 arrays; a tensor traced contiguous with
  *     every size >= 2 checks is_contiguous() instead of building the stride tuple (exact:
  *     with sizes equal and no size-1 or size-0 dim, contiguous strides are unique).
+ * Where the extension cdynamo._tensor_meta is installed (tensor_meta.h: torch's C++ API), a
+ * tensor's metadata is read from C++ instead (tm_api): a TENSOR_MATCH costs one call and no
+ * Python object, and the static tensors of plain locals are checked by it instead of
+ * torch's TensorGuards (tg_meta), which then serves only the failure reasons.
  * The slow path (first_failure, describe) rebuilds everything and formats messages.
  */
 #include "guards.h"
 
 #include <math.h>
 #include "source.h"
+#include "tensor_meta.h"
 
 typedef enum {
     G_TENSOR = 0,
@@ -74,6 +79,8 @@ typedef struct {
     int64_t *sizes;        /* PyMem, ndim entries each (one block: sizes then strides) */
     int64_t *strides;
     int marked;            /* the tensor had dimension markings (mark_dynamic, ...) */
+    cdyn_tmeta meta;       /* read through tm_api when the guard was made (its keys are not
+                              compared: read while tracing); meta.plain 0: not used */
     /* dynamic shapes (cdyn_guards_tensor_dynamic / bind_slot / add_shape) */
     unsigned char *dyn;    /* TENSOR: PyMem, 2*ndim: size then stride dims not compared */
     int *slot_of;          /* TENSOR: PyMem, 2*ndim+1: slot receiving size i, stride i,
@@ -130,6 +137,10 @@ struct cdyn_guards {
     int tg_state;          /* 0 not tried yet, 1 built, -1 not used */
     int tg_n;              /* tensors it checks */
     int *tg_locals;        /* PyMem: their local slots, in guard order */
+    cdyn_tmeta *tg_meta;   /* PyMem, tg_n entries: the metadata of each (dispatch keys
+                              included) read through tm_api from the frame tg_build saw;
+                              NULL: tg's check runs instead */
+    Py_ssize_t *tg_guard;  /* PyMem, tg_n entries: the index of each one's guard */
     Py_ssize_t tg_first;   /* the first batched guard: it runs tg for all of them */
     PyObject *graph_devices; /* strong frozenset of the device types (str) the graph's
                                 tensors are on, or NULL when not known */
@@ -162,6 +173,7 @@ struct cdyn_guards {
 /* Resolved once by cdyn_guards_init (strong references kept for the process lifetime). */
 static PyTypeObject *tensor_base_type;      /* torch._C.TensorBase */
 static PyGetSetDef *gs_dtype, *gs_device, *gs_requires_grad, *gs_shape, *gs_is_cpu;
+static PyGetSetDef *gs_is_nested;
 static PyObject *m_stride, *m_is_contiguous; /* method descriptors */
 static PyObject *m_storage_offset;            /* method descriptor */
 static PyObject *str_dim_marking;             /* "_has_dynamo_dim_marking" */
@@ -174,6 +186,10 @@ static PyObject *gsg_type;                   /* torch._C._dynamo.guards.GlobalSt
 static PyObject *tg_check_fn, *tg_verbose_fn; /* its check / check_verbose descriptors */
 static PyCFunctionWithKeywords tg_check_c;   /* the C function of its check, or NULL */
 static PyObject *str_dims_sizes, *str_dims_strides, *str_check_names;
+static const cdyn_tensor_meta_api *tm_api;   /* cdynamo._tensor_meta's table, or NULL */
+
+/* Most dimensions of a tensor the tm_api paths handle (more: the Python getters). */
+#define TM_MAX_DIMS 64
 
 static int global_state(void);
 
@@ -241,6 +257,8 @@ cdyn_guards_free(cdyn_guards *g)
     Py_XDECREF(g->rgm_check);
     Py_XDECREF(g->graph_devices);
     PyMem_Free(g->tg_locals);
+    PyMem_Free(g->tg_meta);
+    PyMem_Free(g->tg_guard);
     PyMem_Free(g->active);
     Py_XDECREF(g->slot_names);
     PyMem_Free(g);
@@ -483,6 +501,11 @@ cdyn_guards_add_tensor(cdyn_guards *g, PyObject *source, PyObject *tensor)
         expect *= gd->sizes[i];
     }
     gd->use_contiguous = contiguous;
+    if (tm_api != NULL && ndim <= TM_MAX_DIMS) {
+        if (tm_api->read(tensor, &gd->meta) < 0) {
+            goto fail_guard;
+        }
+    }
     rc = 0;
     goto done;
 fail_guard:
@@ -1071,6 +1094,39 @@ check_dims(PyObject *tup, const int64_t *expected, int n, const char *what, why_
     return 1;
 }
 
+/* check_tensor's properties through tm_api (gd's tensor was plain when traced), without a
+ * reason: dtype, ndim, device, requires_grad, the sizes and strides not marked dynamic; the
+ * slots of gd filled from the current sizes. 1 / 0 / -1. */
+static int
+check_tensor_tm(const guard *gd, PyObject *v, int64_t *slots)
+{
+    int64_t sz[TM_MAX_DIMS], st[TM_MAX_DIMS], off = 0;
+    const int nd = gd->ndim;
+    int r;
+    if (!tm_api->match(v, &gd->meta, gd->sizes, gd->strides, gd->dyn, 0)) {
+        return 0;
+    }
+    if (gd->slot_of == NULL) {
+        return 1;
+    }
+    r = tm_api->dims(v, nd, sz, st, gd->slot_of[2 * nd] >= 0 ? &off : NULL);
+    if (r != 1) {
+        return r;
+    }
+    for (int i = 0; i < nd; i++) {
+        if (gd->slot_of[i] >= 0) {
+            slots[gd->slot_of[i]] = sz[i];
+        }
+        if (gd->slot_of[nd + i] >= 0) {
+            slots[gd->slot_of[nd + i]] = st[i];
+        }
+    }
+    if (gd->slot_of[2 * nd] >= 0) {
+        slots[gd->slot_of[2 * nd]] = off;
+    }
+    return 1;
+}
+
 /* TENSOR_MATCH on v (borrowed); symbolic dims are stored into slots instead of compared.
  * 1 pass, 0 fail, -1 error. */
 static int
@@ -1084,6 +1140,9 @@ check_tensor(const guard *gd, PyObject *v, why_t why, int64_t *slots)
     }
     if (!gd->marked && tensor_marked(v)) {
         return fail_with(why, "dimension markings added (mark_dynamic / mark_static)");
+    }
+    if (why == NULL && gd->meta.plain) {
+        return check_tensor_tm(gd, v, slots);
     }
     /* dtype: a singleton per scalar type. */
     tmp = get_attr(gs_dtype, v);
@@ -1505,6 +1564,9 @@ call_state_fn(PyObject *fn)
 static int
 grad_mode_enabled(void)
 {
+    if (tm_api != NULL) {
+        return tm_api->grad_enabled();
+    }
     PyObject *r = call_state_fn(fn_is_grad_enabled);
     if (r == NULL) {
         return -1;
@@ -1852,6 +1914,41 @@ all_distinct(PyObject *const *objs, int n)
     return 1;
 }
 
+/* 1 when t (a tensor) is a nested tensor, whose sizes torch's TensorCheck reads with a C++
+ * exception that escapes its Python entry points (std::terminate), 0 when not, -1 on error.
+ * Read through tm_api, else through the is_nested getter. */
+static int
+tensor_nested(PyObject *t)
+{
+    cdyn_tmeta m;
+    PyObject *r;
+    int on;
+    if (tm_api != NULL) {
+        return tm_api->read(t, &m) < 0 ? -1 : m.nested;
+    }
+    if ((r = get_attr(gs_is_nested, t)) == NULL) {
+        return -1;
+    }
+    on = r == Py_True;
+    Py_DECREF(r);
+    return on;
+}
+
+/* The batched tensors ts[0..tg_n) against tg_meta (tm_api: the properties TensorGuards
+ * compares, dispatch keys included, and its test that they are distinct objects). 1 / 0. */
+static int
+tg_meta_check(const cdyn_guards *g, PyObject *const *ts)
+{
+    for (int i = 0; i < g->tg_n; i++) {
+        const guard *gd = &g->items[g->tg_guard[i]];
+        if ((PyObject *)Py_TYPE(ts[i]) != gd->value ||
+            !tm_api->match(ts[i], &g->tg_meta[i], gd->sizes, gd->strides, NULL, CDYN_TM_KEYS)) {
+            return 0;
+        }
+    }
+    return g->tg_n == 1 || (g->tg_n == 2 ? ts[0] != ts[1] : all_distinct(ts, g->tg_n));
+}
+
 /* A batched TENSOR_MATCH (fast path): its dimension markings, and, at the first batched
  * guard, torch's TensorGuards check of every batched tensor (exact Python type, dispatch
  * keys, dtype, device, requires_grad, sizes, strides). 1 / 0 / -1. */
@@ -1871,6 +1968,15 @@ check_batched(cdyn_guards *g, const guard *gd, PyObject *v, eval_ctx *cx)
     for (int i = 0; g->tg_unmarked && i < g->tg_n; i++) {
         if (tensor_marked(stack[i + 1])) {
             return 0;
+        }
+    }
+    if (g->tg_meta != NULL) {
+        return tg_meta_check(g, stack + 1);
+    }
+    for (int i = 0; i < g->tg_n; i++) {
+        int nested = tensor_nested(stack[i + 1]);
+        if (nested != 0) {
+            return nested;   /* torch's checks would end the process on it: a miss */
         }
     }
     if (g->rgm_check != NULL) {
@@ -1996,6 +2102,41 @@ rgm_build(PyObject *tensors, PyObject *sizes, PyObject *strides)
     return r;
 }
 
+/* tg_meta and tg_guard of g (tg built: its batched guards marked) read through tm_api from
+ * the frame whose check just passed, when every batched tensor is plain; else left NULL. */
+static void
+tg_meta_build(cdyn_guards *g, PyObject *const *localsplus)
+{
+    cdyn_tmeta *meta = PyMem_Calloc((size_t)g->tg_n, sizeof(cdyn_tmeta));
+    Py_ssize_t *idx = PyMem_Calloc((size_t)g->tg_n, sizeof(Py_ssize_t));
+    int k = 0;
+    if (meta == NULL || idx == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        const guard *gd = &g->items[i];
+        if (gd->kind != G_TENSOR || !gd->batched) {
+            continue;
+        }
+        PyObject *t = localsplus[((const cdyn_source *)gd->source)->index];
+        if (k >= g->tg_n || !gd->meta.plain || t == NULL || tm_api->read(t, &meta[k]) < 0 ||
+            !meta[k].plain) {
+            goto fail;
+        }
+        idx[k++] = i;
+    }
+    if (k != g->tg_n) {
+        goto fail;
+    }
+    g->tg_meta = meta;
+    g->tg_guard = idx;
+    return;
+fail:
+    PyErr_Clear();
+    PyMem_Free(meta);
+    PyMem_Free(idx);
+}
+
 /* Build the TensorGuards over the static TENSOR_MATCHes of plain locals (no symbolic dim,
  * no slot), from the frame whose check just passed (its tensors then agree with every
  * recorded property; the dispatch keys TensorGuards adds are theirs, as torch._dynamo
@@ -2063,7 +2204,10 @@ tg_build(cdyn_guards *g, PyObject *const *localsplus)
     }
     g->tg_autocast = tg_covers_devices(g, args);
     g->tg_state = 1;
-    if (n >= RGM_MIN) {
+    if (tm_api != NULL) {
+        tg_meta_build(g, localsplus);
+    }
+    if (g->tg_meta == NULL && n >= RGM_MIN) {
         g->rgm_check = rgm_build(args, sizes, strides);
     }
 done:
@@ -2196,6 +2340,9 @@ tensor_unchanged(const cdyn_guards *g, const guard *gd, PyObject *v)
     if (!g->rg_seen) {
         return 1;
     }
+    if (tm_api != NULL && gd->meta.plain) {
+        return tm_api->requires_grad(v) == gd->flag;
+    }
     PyObject *rg = get_attr(gs_requires_grad, v);
     int same = rg != NULL && (rg == Py_True) == gd->flag;
     if (rg == NULL) {
@@ -2232,6 +2379,23 @@ container_module_len(PyObject *v)
         return -2;
     }
     return PyDict_GET_SIZE(mods);
+}
+
+/* A TENSOR_MATCH whose tensor torch cannot read (it raised RuntimeError: a nested tensor's
+ * sizes, a sparse tensor's strides) fails: the error becomes the reason, never the caller's.
+ * 0, or -1 when the reason cannot be made. */
+static int
+unreadable_tensor(why_t why)
+{
+    PyObject *exc, *val, *tb;
+    int rc;
+    PyErr_Fetch(&exc, &val, &tb);
+    PyErr_NormalizeException(&exc, &val, &tb);
+    rc = fail_with(why, "cannot read the tensor's properties (%S)", val ? val : Py_None);
+    Py_XDECREF(exc);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+    return rc;
 }
 
 /* Check one guard of g. 1 pass, 0 fail (with *why when asked), -1 internal error. slots:
@@ -2289,6 +2453,9 @@ check_one(cdyn_guards *g, const guard *gd, why_t why, eval_ctx *cx, int64_t *slo
         }
         rc = gd->batched && cx->use_tg && why == NULL ? check_batched(g, gd, v, cx)
                                                       : check_tensor(gd, v, why, slots);
+        if (rc < 0 && PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+            rc = unreadable_tensor(why);
+        }
         if (rc == 1 && src->kind == CDYN_SRC_ATTR && gd->dyn == NULL && gd->slot_of == NULL &&
             g->nodes[gd->node].cache.value == v) {
             ((guard *)gd)->verified = g->nodes[gd->node].cache.stamp;
@@ -2642,6 +2809,12 @@ tg_init(void)
 }
 
 int
+cdyn_guards_tensor_meta_active(void)
+{
+    return tm_api != NULL;
+}
+
+int
 cdyn_guards_init(void)
 {
     PyObject *torch_c = NULL;
@@ -2665,7 +2838,8 @@ cdyn_guards_init(void)
     tensor_base_type = (PyTypeObject *)tb;
     if ((gs_dtype = find_getset("dtype")) == NULL || (gs_device = find_getset("device")) == NULL ||
         (gs_requires_grad = find_getset("requires_grad")) == NULL ||
-        (gs_shape = find_getset("shape")) == NULL || (gs_is_cpu = find_getset("is_cpu")) == NULL) {
+        (gs_shape = find_getset("shape")) == NULL || (gs_is_cpu = find_getset("is_cpu")) == NULL ||
+        (gs_is_nested = find_getset("is_nested")) == NULL) {
         goto done;
     }
     if ((m_stride = find_method("stride")) == NULL ||
@@ -2692,6 +2866,17 @@ cdyn_guards_init(void)
     }
     if (tg_init() < 0) {
         goto done;
+    }
+    /* CDYNAMO_TENSOR_META=0: the Python-getter and TensorGuards paths (tests compare them) */
+    if (getenv("CDYNAMO_TENSOR_META") == NULL || strcmp(getenv("CDYNAMO_TENSOR_META"), "0") != 0) {
+        /* PyCapsule_Import reads the capsule as attributes of "cdynamo": import it first */
+        PyObject *tm_mod = PyImport_ImportModule("cdynamo._tensor_meta");
+        tm_api = tm_mod != NULL ? PyCapsule_Import(CDYN_TENSOR_META_CAPSULE, 0) : NULL;
+        Py_XDECREF(tm_mod);   /* sys.modules keeps it */
+        if (tm_api == NULL || tm_api->version != CDYN_TENSOR_META_VERSION) {
+            tm_api = NULL;
+            PyErr_Clear();   /* not built: the Python getters */
+        }
     }
     {
         static const char *const classes[3] = {"ModuleList", "Sequential", "ModuleDict"};

@@ -62,6 +62,9 @@ void cdyn_guards_note_requires_grad(cdyn_guards *g);
 void cdyn_guards_set_graph_devices(cdyn_guards *g, PyObject *types);
 /* The current global state for GRAD_MODE; -1 with an exception. */
 int cdyn_guards_global_state(void);
+/* 1 when tensors are read through cdynamo._tensor_meta (tensor_meta.h), 0 when through
+ * torch's Python getters and TensorGuards (not built, or CDYNAMO_TENSOR_META=0). */
+int cdyn_guards_tensor_meta_active(void);
 /* GLOBAL_STATE: fn(*args) == expected (fn, args: borrowed; a tuple of constants), e.g.
  * torch.get_autocast_dtype('cpu') when the trace read it. */
 int cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *expected);

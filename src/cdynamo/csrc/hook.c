@@ -879,27 +879,29 @@ done:
  * slots, without a frame: call the plan's callee on its arguments (plan_call) and return
  * the items picked from its result. An error gets a traceback entry for the compiled
  * function's line, where the frame would have had one. New reference, or NULL with an
- * exception. The plan is copied first: the call may free e (a reset). */
+ * exception. The plan is held (its box's refs) for the call, which may free e (a reset). */
 static PyObject *
 run_plan(const cdyn_cache_entry *e, PyObject *const *slots)
 {
-    cdyn_direct_plan p = e->plan;
+    cdyn_plan_box *box = e->plan;
+    const cdyn_direct_plan *p = &box->p;
     PyCodeObject *co = (PyCodeObject *)e->code;
     PyObject *res = NULL, *seq = NULL, *out = NULL, *item = NULL;
+    box->refs++;      /* the call may free e, not the plan */
     Py_INCREF(co);    /* holds the callee, the loaders (its constants) and the names */
-    res = plan_call(&p, slots);
+    res = plan_call(p, slots);
     if (res == NULL) {
         goto done;
     }
-    if (p.ret_tuple && (out = PyTuple_New(p.nret)) == NULL) {
+    if (p->ret_tuple && (out = PyTuple_New(p->nret)) == NULL) {
         goto done;
     }
-    for (int k = 0; k < p.nret; k++) {
-        if ((item = plan_item(res, p.nunpack, p.ret[k], &seq)) == NULL) {
+    for (int k = 0; k < p->nret; k++) {
+        if ((item = plan_item(res, p->nunpack, p->ret[k], &seq)) == NULL) {
             Py_CLEAR(out);
             goto done;
         }
-        if (!p.ret_tuple) {
+        if (!p->ret_tuple) {
             out = item;
             break;
         }
@@ -909,12 +911,13 @@ done:
     if (out == NULL) {
         const char *name = PyUnicode_AsUTF8(co->co_name), *file = PyUnicode_AsUTF8(co->co_filename);
         if (name != NULL && file != NULL) {
-            _PyTraceback_Add(name, file, p.lineno > 0 ? p.lineno : co->co_firstlineno);
+            _PyTraceback_Add(name, file, p->lineno > 0 ? p->lineno : co->co_firstlineno);
         }
     }
     Py_XDECREF(seq);
     Py_XDECREF(res);
     Py_DECREF(co);
+    cdyn_plan_release(box);
     return out;
 }
 
@@ -983,9 +986,20 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
     cdyn_counts.cache_hits++;
     e->hits++;
     if (e->plan_state == 0) {
-        int m = cdyn_direct_plan_of((PyCodeObject *)e->code, &e->plan);
-        if (m < 0) {
-            return NULL;
+        cdyn_plan_box *box = PyMem_Malloc(sizeof(cdyn_plan_box));
+        int m = box != NULL ? cdyn_direct_plan_of((PyCodeObject *)e->code, &box->p) : -1;
+        if (m <= 0) {
+            PyMem_Free(box);
+            if (m < 0) {
+                if (box == NULL) {
+                    PyErr_NoMemory();
+                }
+                return NULL;
+            }
+        }
+        else {
+            box->refs = 1;
+            e->plan = box;
         }
         e->plan_state = m ? 1 : -1;
     }

@@ -8,6 +8,7 @@
  *   trace_rule(obj[, globals]) -> (rule, value)  frame_decision(code) -> (rule, skip) | None
  *   counters() -> dict, reset_counters()      hook_installed() -> bool
  *   live_counts() -> dict (live values, guard sets, cache entries)
+ *   tensor_meta_active() -> bool (TENSOR_MATCH reads through cdynamo._tensor_meta)
  *   thread_state() -> (active_depth, disabled)
  *   _time_guards(code, args, n) -> ns per guard check (benchmarks)
  * plus the translator's, the resume layer's and the bytecode layer's own methods.
@@ -176,6 +177,13 @@ mod_reset_counters(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* tensor_meta_active() -> bool: tensors are checked through cdynamo._tensor_meta */
+static PyObject *
+mod_tensor_meta_active(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(cdyn_guards_tensor_meta_active());
+}
+
 /* hook_installed() -> bool */
 static PyObject *
 mod_hook_installed(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
@@ -254,6 +262,9 @@ static PyMethodDef runtime_methods[] = {
      "live_counts() -> dict: live symbolic values (0 between translations), guard sets and "
      "cache entries (0 after reset())"},
     {"hook_installed", mod_hook_installed, METH_NOARGS, "hook_installed() -> bool"},
+    {"tensor_meta_active", mod_tensor_meta_active, METH_NOARGS,
+     "tensor_meta_active() -> bool: TENSOR_MATCH reads tensors through cdynamo._tensor_meta "
+     "(torch's C++ API) instead of torch's Python getters and TensorGuards"},
     {"thread_state", mod_thread_state, METH_NOARGS, "thread_state() -> (active, disabled)"},
     {"_other_hook", mod_other_hook, METH_O,
      "_other_hook(on) -> frames seen: 1 installs a stand-in PEP 523 hook, 0 removes it (tests)"},
