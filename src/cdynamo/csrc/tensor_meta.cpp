@@ -27,6 +27,22 @@ uint64_t applied_keys(const at::Tensor &v)
     return ks.raw_repr();
 }
 
+/* Inside a catch block: the Python RuntimeError for the C++ exception being handled
+ * ("cdynamo: <what>: <its message>"); -1. */
+int raise_current(const char *what)
+{
+    try {
+        throw;
+    }
+    catch (const std::exception &e) {
+        PyErr_Format(PyExc_RuntimeError, "cdynamo: %s: %s", what, e.what());
+    }
+    catch (...) {
+        PyErr_Format(PyExc_RuntimeError, "cdynamo: %s failed", what);
+    }
+    return -1;
+}
+
 int read_meta(PyObject *t, cdyn_tmeta *m)
 {
     try {
@@ -43,13 +59,9 @@ int read_meta(PyObject *t, cdyn_tmeta *m)
                    !impl->is_python_dispatch() && !impl->has_symbolic_sizes_strides();
         return 0;
     }
-    catch (const std::exception &e) {
-        PyErr_Format(PyExc_RuntimeError, "cdynamo: reading tensor metadata: %s", e.what());
-    }
     catch (...) {
-        PyErr_SetString(PyExc_RuntimeError, "cdynamo: reading tensor metadata failed");
+        return raise_current("reading tensor metadata");
     }
-    return -1;
 }
 
 int read_dims(PyObject *t, int n, int64_t *sizes, int64_t *strides, int64_t *offset)
@@ -77,13 +89,9 @@ int read_dims(PyObject *t, int n, int64_t *sizes, int64_t *strides, int64_t *off
         }
         return 1;
     }
-    catch (const std::exception &e) {
-        PyErr_Format(PyExc_RuntimeError, "cdynamo: reading tensor sizes: %s", e.what());
-    }
     catch (...) {
-        PyErr_SetString(PyExc_RuntimeError, "cdynamo: reading tensor sizes failed");
+        return raise_current("reading tensor sizes");
     }
-    return -1;
 }
 
 int match(PyObject *t, const cdyn_tmeta *m, const int64_t *sizes, const int64_t *strides,
