@@ -48,8 +48,8 @@ print(json.dumps({"first_result_s": t1 - t0, "ok": bool(ok),
 
 
 def run(engine, depth, cache_dir):
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir,
-               PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # the installed package (`make install`): src/ holds no built extensions
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir)
     out = subprocess.run([sys.executable, "-c", CHILD, ROOT, engine, str(depth)], env=env,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
