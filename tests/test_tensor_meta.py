@@ -19,10 +19,6 @@ import cdynamo
 from cdynamo import _C
 
 
-def _add(x, y):
-    return x + y
-
-
 def _mul2(x):
     return x * 2
 
