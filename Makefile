@@ -1,9 +1,20 @@
 # cdynamo: `make demo` and `make test` work on a fresh clone (they create .venv and install
 # torch==2.13.0, pytest and the package first). The package is reinstalled when a C source, a
 # package Python file or the build files change.
+#
+# Other Pythons and torch releases: `make test PYTHON=python3.12 TORCH=2.15.0` (any supported
+# pair) builds and tests in a venv of its own, .venv-<python>-torch<version>; PYTHON may be a
+# name that is not on PATH but installed under pyenv (.ci/find-python finds it). The default
+# pair (python3.11, torch 2.13.0: the CPU wheel on this machine's disk) keeps .venv.
 
 PYTHON ?= python3.11
+TORCH  ?= 2.13.0
+PYBIN   = $(shell .ci/find-python $(PYTHON))
+ifeq ($(PYTHON)-$(TORCH),python3.11-2.13.0)
 VENV   := .venv
+else
+VENV   := .venv-$(notdir $(PYTHON))-torch$(TORCH)
+endif
 VPY    := $(VENV)/bin/python
 DEPS   := $(VENV)/.cdynamo-deps
 STAMP  := $(VENV)/.cdynamo-installed
@@ -35,14 +46,18 @@ SAN_ENV = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-nam
 all: test
 
 $(VPY):
-	$(PYTHON) -m venv $(VENV)
+	@test -n "$(PYBIN)" || { echo "no interpreter for PYTHON=$(PYTHON)" >&2; exit 1; }
+	$(PYBIN) -m venv $(VENV)
 
-# torch==2.13.0 exactly: the local CPU wheel (a looser pin would download a CUDA build).
+# torch==$(TORCH) exactly: for 3.11 and 2.13.0 the local CPU wheel (a looser pin would
+# download a CUDA build); other pairs come from the package index (a CUDA build that runs on
+# CPU). PIP_CONSTRAINT is emptied for this one command: the machine's pip configuration caps
+# torch below the newest release.
 # transformers: Hugging Face models for the demo, the benchmark and the tests (it does not
 # require torch, so the pin above stays the only torch).
 # setuptools and wheel: the build runs with --no-build-isolation, so they must be in the venv.
 $(DEPS): | $(VPY)
-	$(VPY) -m pip install torch==2.13.0 numpy pytest "setuptools>=61" wheel transformers==5.23.0
+	PIP_CONSTRAINT=/dev/null $(VPY) -m pip install torch==$(TORCH) numpy pytest "setuptools>=61" wheel transformers==5.23.0
 	touch $@
 
 $(STAMP): $(DEPS) $(SOURCES)

@@ -14,80 +14,105 @@
  */
 #include "bytecode.h"
 
-/* The opcode table must agree with CPython's <opcode.h>. */
-#define CDYN_CHECK_OPCODE(name, num, cache) \
-    _Static_assert((name) == (num), "opcodes.h disagrees with <opcode.h> on " #name);
-CDYN_OPCODES(CDYN_CHECK_OPCODE)
-#undef CDYN_CHECK_OPCODE
-
 /* Largest oparg: four bytes (three EXTENDED_ARG prefixes), kept within int. */
 #define CDYN_MAX_OPARG 0x7FFFFFFF
 
-/* ---------------------------------------------------------------- opcode table */
+/* ---------------------------------------------------------------- opcode tables */
 
-/* Name of op, or NULL when unknown. */
+static const char *const op_names[CDYN_NOPS] = {
+#define CDYN_NAME_ENTRY(name) [name] = #name,
+    CDYN_OPS(CDYN_NAME_ENTRY)
+#undef CDYN_NAME_ENTRY
+};
+
+/* Name of op, or NULL when op is no cdyn_op. */
 const char *cdyn_opname(int op)
 {
-    switch (op) {
-#define CDYN_NAME_CASE(name, num, cache) case num: return #name;
-    CDYN_OPCODES(CDYN_NAME_CASE)
-#undef CDYN_NAME_CASE
-#define CDYN_NAME_CASE(name, base) case name: return #name;
-    CDYN_SPECIALIZED_OPCODES(CDYN_NAME_CASE)
-#undef CDYN_NAME_CASE
-    default:
-        return NULL;
-    }
+    return op >= 0 && op < CDYN_NOPS ? op_names[op] : NULL;
 }
 
-/* 1 when op is a base 3.11 opcode. */
-int cdyn_opcode_known(int op)
+int cdyn_op_by_name(const char *name)
+{
+    for (int op = 0; op < CDYN_NOPS; op++) {
+        if (strcmp(op_names[op], name) == 0) {
+            return op;
+        }
+    }
+    return -1;
+}
+
+/* The running version's number of op, or -1. */
+int cdyn_op_native(int op)
 {
     switch (op) {
-#define CDYN_KNOWN_CASE(name, num, cache) case num: return 1;
-    CDYN_OPCODES(CDYN_KNOWN_CASE)
-#undef CDYN_KNOWN_CASE
+#define CDYN_NATIVE_CASE(name, num, cache) case name: return num;
+    CDYN_NATIVE_OPS(CDYN_NATIVE_CASE)
+#undef CDYN_NATIVE_CASE
     default:
-        return 0;
+        return -1;
     }
 }
 
-/* Base opcode of op (itself for base opcodes), -1 when unknown. */
-int cdyn_opcode_deopt(int op)
+int cdyn_op_from_native(int num)
 {
-    switch (op) {
-#define CDYN_DEOPT_CASE(name, base) case name: return base;
-    CDYN_SPECIALIZED_OPCODES(CDYN_DEOPT_CASE)
-#undef CDYN_DEOPT_CASE
+    switch (num) {
+#define CDYN_FROM_CASE(name, num, cache) case num: return name;
+    CDYN_NATIVE_OPS(CDYN_FROM_CASE)
+#undef CDYN_FROM_CASE
     default:
-        return cdyn_opcode_known(op) ? op : -1;
+        return -1;
     }
 }
 
-/* CACHE units after op (0 for unknown opcodes). */
+/* CACHE units after op in the running version (0 for ops it lacks). */
 int cdyn_cache_size(int opcode)
 {
     switch (opcode) {
-#define CDYN_CACHE_CASE(name, num, cache) case num: return cache;
-    CDYN_OPCODES(CDYN_CACHE_CASE)
+#define CDYN_CACHE_CASE(name, num, cache) case name: return cache;
+    CDYN_NATIVE_OPS(CDYN_CACHE_CASE)
 #undef CDYN_CACHE_CASE
     default:
         return 0;
     }
 }
 
-/* Stack effect as CPython's own compiler counts it (the co_stacksize it wrote is what a
- * round trip must reproduce), through the exported PyCompile_OpcodeStackEffectWithJump.
- * One exception: RETURN_GENERATOR counts +1, the value the first send() pushes when the
- * generator resumes (the compiler says 0 because it adds the generator prefix after its
- * own depth pass; the POP_TOP that follows pops that value).
- * Returns PY_INVALID_STACK_EFFECT for unknown opcodes. */
+/* 1 when op may stand in an instruction list of the running version: a real opcode of it,
+ * or an operation of the normal form that assembly turns into real ones (below). */
+int cdyn_opcode_known(int op)
+{
+    if (op == CACHE || op == EXTENDED_ARG) {
+        return 0;
+    }
+    if (cdyn_op_native(op) >= 0) {
+        return 1;
+    }
+    switch (op) {
+    case POP_JUMP_IF_FALSE: case POP_JUMP_IF_TRUE: case POP_JUMP_IF_NONE:
+    case POP_JUMP_IF_NOT_NONE: case LOAD_METHOD: case KW_NAMES: case PRECALL:
+    case LOAD_CLOSURE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Stack effect of an instruction of the real (assembled) form as CPython's own compiler
+ * counts it (the co_stacksize it wrote is what a round trip must reproduce), through the
+ * exported PyCompile_OpcodeStackEffectWithJump. One exception: RETURN_GENERATOR counts +1,
+ * the value the first send() pushes when the generator resumes (the compiler says 0
+ * because it adds the generator prefix after its own depth pass; the POP_TOP that follows
+ * pops that value). Returns PY_INVALID_STACK_EFFECT for ops this version lacks. */
+static int jump_in_direction(int op, int backward);
+
 int cdyn_stack_effect(int opcode, int oparg, int jump)
 {
+    /* a conditional jump of the normal form counts as its forward real form */
+    int num = cdyn_op_native(cdyn_is_jump(opcode) ? jump_in_direction(opcode, 0) : opcode);
     if (opcode == RETURN_GENERATOR) {
         return 1;
     }
-    return PyCompile_OpcodeStackEffectWithJump(opcode, oparg, jump);
+    return num < 0 ? PY_INVALID_STACK_EFFECT
+                   : PyCompile_OpcodeStackEffectWithJump(num, oparg, jump);
 }
 
 /* 1 when opcode's relative argument points backwards. */
@@ -106,7 +131,7 @@ static int is_backward_jump(int opcode)
     }
 }
 
-/* 1 for relative jumps (3.11 has no absolute ones). */
+/* 1 for relative jumps (no version since 3.11 has absolute ones). */
 int cdyn_is_jump(int opcode)
 {
     switch (opcode) {
@@ -115,6 +140,10 @@ int cdyn_is_jump(int opcode)
     case JUMP_FORWARD:
     case JUMP_IF_FALSE_OR_POP:
     case JUMP_IF_TRUE_OR_POP:
+    case POP_JUMP_IF_FALSE:
+    case POP_JUMP_IF_TRUE:
+    case POP_JUMP_IF_NONE:
+    case POP_JUMP_IF_NOT_NONE:
     case POP_JUMP_FORWARD_IF_FALSE:
     case POP_JUMP_FORWARD_IF_TRUE:
     case POP_JUMP_FORWARD_IF_NONE:
@@ -136,30 +165,62 @@ int cdyn_is_unconditional_jump(int opcode)
 int cdyn_is_terminator(int opcode)
 {
     return cdyn_is_unconditional_jump(opcode) || opcode == RETURN_VALUE ||
-           opcode == RAISE_VARARGS || opcode == RERAISE;
+           opcode == RETURN_CONST || opcode == RAISE_VARARGS || opcode == RERAISE;
 }
 
-/* The variant of jump opcode op pointing in direction `backward`, or -1 when op has no
- * such variant (FOR_ITER, SEND and JUMP_IF_*_OR_POP only jump forward). */
+/* The real opcode for jump op of the normal form pointing in direction `backward`, or -1
+ * when the running version has none (FOR_ITER, SEND and JUMP_IF_*_OR_POP only jump forward;
+ * since 3.12 so do the conditional jumps). */
 static int jump_in_direction(int op, int backward)
 {
-    if (is_backward_jump(op) == backward) {
-        return op;
+    static const struct { int norm, fwd, back; } jumps[] = {
+        {JUMP_FORWARD, JUMP_FORWARD, JUMP_BACKWARD},
+        {JUMP_BACKWARD, JUMP_FORWARD, JUMP_BACKWARD},
+        {JUMP_BACKWARD_NO_INTERRUPT, JUMP_FORWARD, JUMP_BACKWARD_NO_INTERRUPT},
+#if PY_VERSION_HEX < 0x030C0000
+        {POP_JUMP_IF_FALSE, POP_JUMP_FORWARD_IF_FALSE, POP_JUMP_BACKWARD_IF_FALSE},
+        {POP_JUMP_IF_TRUE, POP_JUMP_FORWARD_IF_TRUE, POP_JUMP_BACKWARD_IF_TRUE},
+        {POP_JUMP_IF_NONE, POP_JUMP_FORWARD_IF_NONE, POP_JUMP_BACKWARD_IF_NONE},
+        {POP_JUMP_IF_NOT_NONE, POP_JUMP_FORWARD_IF_NOT_NONE, POP_JUMP_BACKWARD_IF_NOT_NONE},
+#endif
+    };
+    for (size_t k = 0; k < sizeof jumps / sizeof *jumps; k++) {
+        if (jumps[k].norm == op) {
+            return backward ? jumps[k].back : jumps[k].fwd;
+        }
     }
-    switch (op) {
-    case JUMP_FORWARD:                  return JUMP_BACKWARD;
-    case JUMP_BACKWARD:                 return JUMP_FORWARD;
-    case JUMP_BACKWARD_NO_INTERRUPT:    return JUMP_FORWARD;
-    case POP_JUMP_FORWARD_IF_FALSE:     return POP_JUMP_BACKWARD_IF_FALSE;
-    case POP_JUMP_BACKWARD_IF_FALSE:    return POP_JUMP_FORWARD_IF_FALSE;
-    case POP_JUMP_FORWARD_IF_TRUE:      return POP_JUMP_BACKWARD_IF_TRUE;
-    case POP_JUMP_BACKWARD_IF_TRUE:     return POP_JUMP_FORWARD_IF_TRUE;
-    case POP_JUMP_FORWARD_IF_NONE:      return POP_JUMP_BACKWARD_IF_NONE;
-    case POP_JUMP_BACKWARD_IF_NONE:     return POP_JUMP_FORWARD_IF_NONE;
-    case POP_JUMP_FORWARD_IF_NOT_NONE:  return POP_JUMP_BACKWARD_IF_NOT_NONE;
-    case POP_JUMP_BACKWARD_IF_NOT_NONE: return POP_JUMP_FORWARD_IF_NOT_NONE;
-    default:                            return -1;
+    return backward ? -1 : op;
+}
+
+/* ---------------------------------------------------------------- instruction facts */
+
+int cdyn_compare_kind(int oparg)
+{
+    return oparg >> CDYN_COMPARE_SHIFT;
+}
+
+int cdyn_compare_oparg(int cmp)
+{
+#if CDYN_COMPARE_SHIFT == 0
+    return cmp;
+#else
+    /* the low bits: CPython's comparison masks (less 2, greater 4, equal 8, unordered 1) */
+    static const int masks[6] = {2, 2 | 8, 8, 1 | 2 | 4, 4, 4 | 8};
+    return (cmp << CDYN_COMPARE_SHIFT) | (cmp >= 0 && cmp < 6 ? masks[cmp] : 0);
+#endif
+}
+
+Py_ssize_t cdyn_for_iter_exit(const cdyn_instr_list *l, Py_ssize_t target)
+{
+    Py_ssize_t i = target;
+    for (int k = 0; k < CDYN_FOR_ITER_SKIPS && i < l->len; k++) {
+        int op = l->items[i].opcode;
+        if (op != END_FOR && !(k > 0 && op == POP_TOP)) {
+            break;
+        }
+        i++;
     }
+    return i;
 }
 
 /* ---------------------------------------------------------------- instruction list */
@@ -216,6 +277,7 @@ cdyn_instr cdyn_instr_make(int opcode, int oparg)
     ins.exc_handler = -1;
     ins.exc_depth = 0;
     ins.exc_lasti = 0;
+    ins.fused = 0;
     return ins;
 }
 
@@ -411,6 +473,8 @@ static int decode_exceptions(PyCodeObject *co, cdyn_instr_list *out, const int *
     return 0;
 }
 
+static int normalize(const cdyn_instr_list *in, cdyn_instr_list *out);
+
 /* Decode co (borrowed) into out; 0, or -1 with an exception (out is then empty). */
 int cdyn_decode(PyCodeObject *co, cdyn_instr_list *out)
 {
@@ -422,6 +486,7 @@ int cdyn_decode(PyCodeObject *co, cdyn_instr_list *out)
     Py_ssize_t nunits, u;
     unsigned int ext = 0;
     int nprefix = 0, prefix_start = -1;
+    cdyn_instr_list norm;
 
     cdyn_instrs_init(out);
     code = PyCode_GetCode(co);
@@ -443,7 +508,7 @@ int cdyn_decode(PyCodeObject *co, cdyn_instr_list *out)
 
     /* Instructions: fold EXTENDED_ARG, skip caches. */
     for (u = 0; u < nunits;) {
-        int op = bytes[2 * u], arg = bytes[2 * u + 1], ncache;
+        int op = cdyn_op_from_native(bytes[2 * u]), arg = bytes[2 * u + 1], ncache;
         cdyn_instr ins;
         Py_ssize_t idx = out->len;
         unit_instr[u] = (int)idx;
@@ -459,8 +524,8 @@ int cdyn_decode(PyCodeObject *co, cdyn_instr_list *out)
             u++;
             continue;
         }
-        if (op == CACHE || !cdyn_opcode_known(op)) {
-            PyErr_Format(PyExc_ValueError, "unexpected opcode %d at unit %zd", op, u);
+        if (op == CACHE || op < 0) {
+            PyErr_Format(PyExc_ValueError, "unexpected opcode %d at unit %zd", bytes[2 * u], u);
             goto cleanup;
         }
         ncache = cdyn_cache_size(op);
@@ -509,9 +574,12 @@ int cdyn_decode(PyCodeObject *co, cdyn_instr_list *out)
     }
 
     if (decode_positions(co, out, unit_instr, nunits) < 0 ||
-        decode_exceptions(co, out, unit_instr, inst_start, nunits) < 0) {
+        decode_exceptions(co, out, unit_instr, inst_start, nunits) < 0 ||
+        normalize(out, &norm) < 0) {
         goto cleanup;
     }
+    cdyn_instrs_clear(out);
+    *out = norm;
     rc = 0;
 
 cleanup:
@@ -522,6 +590,240 @@ cleanup:
     PyMem_Free(inst_start);
     Py_XDECREF(code);
     return rc;
+}
+
+/* ---------------------------------------------------------------- normal form */
+
+/* The engine reads every version's code in one normal form (opcodes.h): decoding rewrites
+ * the real instructions into it, assembly rewrites it back. The rules, per version:
+ *   3.11   POP_JUMP_{FORWARD,BACKWARD}_IF_X -> POP_JUMP_IF_X (the direction follows from
+ *          the target; assembly picks the real opcode again).
+ *   3.12+  LOAD_ATTR with the method bit -> LOAD_METHOD, LOAD_ATTR's argument the name's
+ *          index alone (as 3.11); PRECALL (3.11's) is dropped on assembly.
+ *   3.13   LOAD_CONST k; CALL_KW n -> KW_NAMES k; CALL n (the names no longer on the stack,
+ *          as 3.12); MAKE_FUNCTION followed by SET_FUNCTION_ATTRIBUTEs -> one MAKE_FUNCTION
+ *          of their flags (as 3.12); the fused LOAD_FAST_LOAD_FAST, STORE_FAST_LOAD_FAST and
+ *          STORE_FAST_STORE_FAST -> their two halves, the second marked `fused`, joined again
+ *          on assembly when both still stand together; LOAD_CLOSURE (a pseudo-op since 3.13)
+ *          -> LOAD_FAST on assembly.
+ * The stack at every instruction of the normal form is the real one, except between
+ * KW_NAMES and its CALL on 3.13 (the names tuple is then pushed by the real code). What
+ * stays different is asked from the instruction facts (bytecode.h): the NULL's place in a
+ * call, COMPARE_OP's argument, where a FOR_ITER leaves its loop. */
+
+/* Fix the targets and handlers of out after a rewrite: map[i] is the new index of old
+ * instruction i (map has n + 1 entries, map[n] = out->len). */
+static void remap(cdyn_instr_list *out, const Py_ssize_t *map, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < out->len; i++) {
+        cdyn_instr *ins = &out->items[i];
+        if (ins->target >= 0 && ins->target <= n) {
+            ins->target = (int)map[ins->target];
+        }
+        if (ins->exc_handler >= 0 && ins->exc_handler <= n) {
+            ins->exc_handler = (int)map[ins->exc_handler];
+        }
+    }
+}
+
+/* The fused real opcode of the pair (first, second), or -1. */
+static int fused_op(int first, int second)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    if (first == LOAD_FAST && second == LOAD_FAST) {
+        return LOAD_FAST_LOAD_FAST;
+    }
+    if (first == STORE_FAST && second == LOAD_FAST) {
+        return STORE_FAST_LOAD_FAST;
+    }
+    if (first == STORE_FAST && second == STORE_FAST) {
+        return STORE_FAST_STORE_FAST;
+    }
+#else
+    (void)first;
+    (void)second;
+#endif
+    return -1;
+}
+
+/* Rewrite the decoded real list `in` into the normal form in out (initialised here). 0, or
+ * -1 with an exception. */
+static int normalize(const cdyn_instr_list *in, cdyn_instr_list *out)
+{
+    Py_ssize_t n = in->len;
+    Py_ssize_t *map = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    cdyn_instrs_init(out);
+    if (map == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        cdyn_instr ins = in->items[i];
+        map[i] = out->len;
+        switch (ins.opcode) {
+        case POP_JUMP_FORWARD_IF_FALSE: case POP_JUMP_BACKWARD_IF_FALSE:
+            ins.opcode = POP_JUMP_IF_FALSE;
+            break;
+        case POP_JUMP_FORWARD_IF_TRUE: case POP_JUMP_BACKWARD_IF_TRUE:
+            ins.opcode = POP_JUMP_IF_TRUE;
+            break;
+        case POP_JUMP_FORWARD_IF_NONE: case POP_JUMP_BACKWARD_IF_NONE:
+            ins.opcode = POP_JUMP_IF_NONE;
+            break;
+        case POP_JUMP_FORWARD_IF_NOT_NONE: case POP_JUMP_BACKWARD_IF_NOT_NONE:
+            ins.opcode = POP_JUMP_IF_NOT_NONE;
+            break;
+#if PY_VERSION_HEX >= 0x030C0000
+        case LOAD_ATTR:
+            ins.opcode = (ins.oparg & 1) ? LOAD_METHOD : LOAD_ATTR;
+            ins.oparg >>= 1;
+            break;
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+        case LOAD_CONST:
+            if (i + 1 < n && in->items[i + 1].opcode == CALL_KW) {
+                ins.opcode = KW_NAMES;
+            }
+            break;
+        case CALL_KW:
+            if (i > 0 && in->items[i - 1].opcode == LOAD_CONST) {
+                ins.opcode = CALL;
+            }
+            break;
+        case MAKE_FUNCTION:
+            while (i + 1 < n && in->items[i + 1].opcode == SET_FUNCTION_ATTRIBUTE) {
+                ins.oparg |= in->items[++i].oparg;
+                map[i] = out->len;
+            }
+            break;
+        case LOAD_FAST_LOAD_FAST: case STORE_FAST_LOAD_FAST: case STORE_FAST_STORE_FAST: {
+            cdyn_instr second = ins;
+            ins.opcode = ins.opcode == LOAD_FAST_LOAD_FAST ? LOAD_FAST : STORE_FAST;
+            second.opcode = in->items[i].opcode == STORE_FAST_STORE_FAST ? STORE_FAST : LOAD_FAST;
+            ins.oparg >>= 4;
+            second.oparg &= 15;
+            second.fused = 1;
+            if (cdyn_instrs_append(out, &ins) < 0) {
+                goto error;
+            }
+            ins = second;
+            break;
+        }
+#endif
+        default:
+            break;
+        }
+        if (cdyn_instrs_append(out, &ins) < 0) {
+            goto error;
+        }
+    }
+    map[n] = out->len;
+    remap(out, map, n);
+    PyMem_Free(map);
+    return 0;
+
+error:
+    PyMem_Free(map);
+    cdyn_instrs_clear(out);
+    return -1;
+}
+
+/* 1 when some instruction of l jumps to index i. */
+static int is_jump_target(const cdyn_instr_list *l, Py_ssize_t i)
+{
+    for (Py_ssize_t k = 0; k < l->len; k++) {
+        if (l->items[k].target == i && cdyn_is_jump(l->items[k].opcode)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Rewrite the normal-form list `in` into the running version's real instructions in out
+ * (initialised here); jump directions are left to the layout. 0, or -1 with an exception. */
+static int denormalize(const cdyn_instr_list *in, cdyn_instr_list *out)
+{
+    Py_ssize_t n = in->len;
+    Py_ssize_t *map = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    cdyn_instrs_init(out);
+    if (map == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        cdyn_instr ins = in->items[i];
+        int fop = ins.fused && i > 0 && out->len > 0
+                      ? fused_op(in->items[i - 1].opcode, ins.opcode) : -1;
+        map[i] = out->len;
+        ins.fused = 0;
+        if (fop >= 0 && in->items[i - 1].oparg < 16 && ins.oparg < 16 &&
+            !in->items[i - 1].fused && !is_jump_target(in, i) &&
+            out->items[out->len - 1].opcode == in->items[i - 1].opcode) {
+            cdyn_instr *first = &out->items[out->len - 1];
+            first->opcode = fop;
+            first->oparg = (first->oparg << 4) | ins.oparg;
+            map[i] = out->len - 1;
+            continue;
+        }
+        switch (ins.opcode) {
+#if PY_VERSION_HEX >= 0x030C0000
+        case PRECALL:
+            continue;
+        case LOAD_ATTR:
+            ins.oparg <<= 1;
+            break;
+        case LOAD_METHOD:
+            ins.opcode = LOAD_ATTR;
+            ins.oparg = (ins.oparg << 1) | 1;
+            break;
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+        case LOAD_CLOSURE:
+            ins.opcode = LOAD_FAST;
+            break;
+        case KW_NAMES:
+            ins.opcode = LOAD_CONST;
+            break;
+        case CALL:
+            if (i > 0 && in->items[i - 1].opcode == KW_NAMES) {
+                ins.opcode = CALL_KW;
+            }
+            break;
+        case MAKE_FUNCTION: {
+            int flags = ins.oparg;
+            ins.oparg = 0;
+            if (cdyn_instrs_append(out, &ins) < 0) {
+                goto error;
+            }
+            ins.opcode = SET_FUNCTION_ATTRIBUTE;
+            for (int bit = 8; bit > 0; bit >>= 1) {
+                if (!(flags & bit)) {
+                    continue;
+                }
+                ins.oparg = bit;
+                if (cdyn_instrs_append(out, &ins) < 0) {
+                    goto error;
+                }
+            }
+            continue;
+        }
+#endif
+        default:
+            break;
+        }
+        if (cdyn_instrs_append(out, &ins) < 0) {
+            goto error;
+        }
+    }
+    map[n] = out->len;
+    remap(out, map, n);
+    PyMem_Free(map);
+    return 0;
+
+error:
+    PyMem_Free(map);
+    cdyn_instrs_clear(out);
+    return -1;
 }
 
 /* ---------------------------------------------------------------- stack depth */
@@ -547,9 +849,9 @@ static int depth_visit(int *depth, Py_ssize_t *work, Py_ssize_t *nwork, Py_ssize
     return 0;
 }
 
-/* Exact maximum stack depth by flow analysis over instructions, jumps and handlers. Each
- * instruction is entered at one depth (checked); handlers at depth + lasti + 1. */
-int cdyn_stackdepth(const cdyn_instr_list *instrs)
+/* Exact maximum stack depth by flow analysis over real instructions, jumps and handlers.
+ * Each instruction is entered at one depth (checked); handlers at depth + lasti + 1. */
+static int stackdepth_real(const cdyn_instr_list *instrs)
 {
     int *depth = NULL;
     Py_ssize_t *work = NULL, nwork = 0;
@@ -638,6 +940,14 @@ cleanup:
     return rc;
 }
 
+int cdyn_stackdepth(const cdyn_instr_list *instrs)
+{
+    cdyn_instr_list real;
+    int depth = denormalize(instrs, &real) < 0 ? -1 : stackdepth_real(&real);
+    cdyn_instrs_clear(&real);
+    return depth;
+}
+
 /* ---------------------------------------------------------------- assemble */
 
 /* EXTENDED_ARG prefixes needed for arg. */
@@ -696,6 +1006,7 @@ static int layout_compute(const cdyn_instr_list *instrs, layout *lay)
                          op);
             goto error;
         }
+
         if (ins->exc_handler < -1 || ins->exc_handler >= n || ins->exc_depth < 0 ||
             (ins->exc_lasti != 0 && ins->exc_lasti != 1)) {
             PyErr_Format(PyExc_ValueError, "instruction %zd: bad exception handler entry", i);
@@ -722,6 +1033,11 @@ static int layout_compute(const cdyn_instr_list *instrs, layout *lay)
                 goto error;
             }
             lay->arg[i] = (unsigned int)ins->oparg;
+        }
+        if (cdyn_op_native(op) < 0) {
+            PyErr_Format(PyExc_ValueError, "instruction %zd: %s is no opcode of this Python",
+                         i, cdyn_opname(op));
+            goto error;
         }
         lay->op[i] = op;
         lay->size[i] = ext_count(lay->arg[i]) + 1 + cdyn_cache_size(op);
@@ -772,15 +1088,16 @@ static PyObject *emit_code(const layout *lay)
         unsigned int arg = lay->arg[i];
         assert(nprefix >= ext_count(arg) && nprefix <= 3);
         for (int k = nprefix; k > 0; k--) {
-            if (buf_put(&b, EXTENDED_ARG) < 0 || buf_put(&b, arg >> (8 * k)) < 0) {
+            if (buf_put(&b, (unsigned int)cdyn_op_native(EXTENDED_ARG)) < 0 ||
+                buf_put(&b, arg >> (8 * k)) < 0) {
                 goto error;
             }
         }
-        if (buf_put(&b, (unsigned int)lay->op[i]) < 0 || buf_put(&b, arg) < 0) {
+        if (buf_put(&b, (unsigned int)cdyn_op_native(lay->op[i])) < 0 || buf_put(&b, arg) < 0) {
             goto error;
         }
         for (int k = 0; k < ncache; k++) {
-            if (buf_put(&b, CACHE) < 0 || buf_put(&b, 0) < 0) {
+            if (buf_put(&b, 0) < 0 || buf_put(&b, 0) < 0) {   /* CACHE is 0 everywhere */
                 goto error;
             }
         }
@@ -856,10 +1173,17 @@ static int put_location(bytebuf *b, const cdyn_instr *loc, int length, int *line
     return put_varint_lsb(b, (unsigned int)(end_col + 1));
 }
 
-/* co_linetable (new reference) or NULL. Each instruction gets its own entries of at most
- * 8 units, its EXTENDED_ARG prefixes and caches included. CPython 3.11.7's compiler does
- * the same (it does not merge neighbours with equal positions; checked on real code), so
- * a round trip reproduces co_linetable byte for byte. */
+/* 1 when a and b have the same position. */
+static int same_position(const cdyn_instr *a, const cdyn_instr *b)
+{
+    return a->lineno == b->lineno && a->end_lineno == b->end_lineno && a->col == b->col &&
+           a->end_col == b->end_col;
+}
+
+/* co_linetable (new reference) or NULL, in entries of at most 8 units (EXTENDED_ARG prefixes
+ * and caches included). CPython 3.11.7's compiler gives each instruction entries of its own;
+ * since 3.12 a run of instructions with one position shares them (CDYN_LINETABLE_MERGES).
+ * Doing the same, a round trip reproduces co_linetable byte for byte. */
 static PyObject *emit_linetable(const cdyn_instr_list *instrs, const layout *lay,
                                 int firstlineno)
 {
@@ -869,6 +1193,9 @@ static PyObject *emit_linetable(const cdyn_instr_list *instrs, const layout *lay
     while (i < instrs->len) {
         const cdyn_instr *loc = &instrs->items[i];
         int run = lay->size[i++];
+        while (CDYN_LINETABLE_MERGES && i < instrs->len && same_position(loc, &instrs->items[i])) {
+            run += lay->size[i++];
+        }
         while (run > 0) {
             int len = run > 8 ? 8 : run;
             if (put_location(&b, loc, len, &line) < 0) {
@@ -978,6 +1305,9 @@ PyObject *cdyn_assemble(const cdyn_instr_list *instrs, const cdyn_code_spec *spe
     PyObject *result = NULL;
     PyCodeObject *base = spec->base;
     int stacksize, firstlineno;
+    cdyn_instr_list real;
+
+    cdyn_instrs_init(&real);
 
     if (base == NULL || !PyCode_Check(base)) {
         PyErr_SetString(PyExc_TypeError, "cdyn_assemble: spec->base must be a code object");
@@ -988,6 +1318,18 @@ PyObject *cdyn_assemble(const cdyn_instr_list *instrs, const cdyn_code_spec *spe
         goto cleanup;
     }
     firstlineno = spec->firstlineno >= 0 ? spec->firstlineno : base->co_firstlineno;
+    for (Py_ssize_t i = 0; i < instrs->len; i++) {
+        if (!cdyn_opcode_known(instrs->items[i].opcode)) {
+            PyErr_Format(PyExc_ValueError, "instruction %zd: opcode %d (%s) cannot be assembled "
+                         "on this Python", i, instrs->items[i].opcode,
+                         cdyn_opname(instrs->items[i].opcode) ? cdyn_opname(instrs->items[i].opcode) : "?");
+            goto cleanup;
+        }
+    }
+    if (denormalize(instrs, &real) < 0) {
+        goto cleanup;
+    }
+    instrs = &real;
     if (layout_compute(instrs, &lay) < 0) {
         goto cleanup;
     }
@@ -1003,7 +1345,7 @@ PyObject *cdyn_assemble(const cdyn_instr_list *instrs, const cdyn_code_spec *spe
     if (exctable == NULL) {
         goto cleanup;
     }
-    stacksize = cdyn_stackdepth(instrs);
+    stacksize = stackdepth_real(instrs);
     if (stacksize < 0) {
         goto cleanup;
     }
@@ -1039,6 +1381,7 @@ PyObject *cdyn_assemble(const cdyn_instr_list *instrs, const cdyn_code_spec *spe
 
 cleanup:
     layout_free(&lay);
+    cdyn_instrs_clear(&real);
     Py_XDECREF(code);
     Py_XDECREF(linetable);
     Py_XDECREF(exctable);
@@ -1093,33 +1436,67 @@ plan_tail(const cdyn_instr_list *l, Py_ssize_t i, cdyn_direct_plan *out)
     return i == l->len - 1 && it[i].opcode == RETURN_VALUE;
 }
 
+/* The LOAD_CONST of a callable pushed with its NULL at instruction i of l (PUSH_NULL first
+ * or second, CDYN_NULL_FIRST): its index, or -1. */
+static Py_ssize_t
+plan_callee(const cdyn_instr_list *l, Py_ssize_t i)
+{
+    const cdyn_instr *it = l->items;
+    if (i + 1 >= l->len) {
+        return -1;
+    }
+    if (CDYN_NULL_FIRST ? it[i].opcode == PUSH_NULL && it[i + 1].opcode == LOAD_CONST
+                        : it[i].opcode == LOAD_CONST && it[i + 1].opcode == PUSH_NULL) {
+        return CDYN_NULL_FIRST ? i + 1 : i;
+    }
+    return -1;
+}
+
+/* The instructions of a call of nargs positional arguments at i of l (PRECALL n, CALL n on
+ * 3.11; CALL n since): how many, or 0 when none stands there. */
+static int
+plan_call_at(const cdyn_instr_list *l, Py_ssize_t i, int nargs)
+{
+    const cdyn_instr *it = l->items;
+    int pre = i < l->len && it[i].opcode == PRECALL;
+    if (pre && it[i].oparg != nargs) {
+        return 0;
+    }
+    i += pre;
+    return i < l->len && it[i].opcode == CALL && it[i].oparg == nargs ? 1 + pre : 0;
+}
+
 /* One <arg> of the plan's call at instruction i (see bytecode.h): appended to out, and the
  * number of instructions it takes returned; 0 when none starts there. */
 static int
 plan_arg(PyCodeObject *co, const cdyn_instr_list *l, Py_ssize_t i, cdyn_direct_plan *out)
 {
     const cdyn_instr *it = l->items;
+    Py_ssize_t callee = plan_callee(l, i);
+    int ncall;
     if (i < l->len && it[i].opcode == LOAD_FAST && it[i].oparg < co->co_argcount &&
         out->nargs < CDYN_PLAN_ARGS) {
         out->in[out->nin++] = it[i].oparg;
         out->nargs++;
         return 1;
     }
-    if (i + 5 >= l->len || out->nload >= CDYN_PLAN_LOADS || it[i].opcode != PUSH_NULL ||
-        it[i + 1].opcode != LOAD_CONST || it[i + 2].opcode != LOAD_FAST ||
-        it[i + 2].oparg >= co->co_argcount || it[i + 3].opcode != PRECALL ||
-        it[i + 3].oparg != 1 || it[i + 4].opcode != CALL || it[i + 4].oparg != 1 ||
-        it[i + 5].opcode != UNPACK_SEQUENCE || it[i + 5].oparg < 1 ||
-        out->nargs + it[i + 5].oparg > CDYN_PLAN_ARGS) {
+    if (callee < 0 || i + 3 >= l->len || out->nload >= CDYN_PLAN_LOADS ||
+        it[i + 2].opcode != LOAD_FAST || it[i + 2].oparg >= co->co_argcount ||
+        (ncall = plan_call_at(l, i + 3, 1)) == 0 || i + 3 + ncall >= l->len) {
         return 0;
     }
-    out->load[out->nload].fn = PyTuple_GET_ITEM(co->co_consts, it[i + 1].oparg);
+    const cdyn_instr *unpack = &it[i + 3 + ncall];
+    if (unpack->opcode != UNPACK_SEQUENCE || unpack->oparg < 1 ||
+        out->nargs + unpack->oparg > CDYN_PLAN_ARGS) {
+        return 0;
+    }
+    out->load[out->nload].fn = PyTuple_GET_ITEM(co->co_consts, it[callee].oparg);
     out->load[out->nload].slot = it[i + 2].oparg;
-    out->load[out->nload].n = it[i + 5].oparg;
+    out->load[out->nload].n = unpack->oparg;
     out->in[out->nin++] = -1 - out->nload;
-    out->nargs += it[i + 5].oparg;
+    out->nargs += unpack->oparg;
     out->nload++;
-    return 6;
+    return 4 + ncall;
 }
 
 int
@@ -1138,11 +1515,10 @@ cdyn_direct_plan_of(PyCodeObject *co, cdyn_direct_plan *out)
             goto done;
         }
     }
-    if (l.len < 7 || it[0].opcode != RESUME || it[0].oparg != 0 || it[1].opcode != PUSH_NULL ||
-        it[2].opcode != LOAD_CONST) {
+    if (l.len < 6 || it[0].opcode != RESUME || it[0].oparg != 0 || plan_callee(&l, 1) < 0) {
         goto done;
     }
-    out->callee = PyTuple_GET_ITEM(co->co_consts, it[2].oparg);
+    out->callee = PyTuple_GET_ITEM(co->co_consts, it[plan_callee(&l, 1)].oparg);
     out->nin = out->nload = out->nargs = 0;
     while (out->nin < CDYN_PLAN_MAX) {
         int step = plan_arg(co, &l, i, out);
@@ -1151,12 +1527,12 @@ cdyn_direct_plan_of(PyCodeObject *co, cdyn_direct_plan *out)
         }
         i += step;
     }
-    if (i + 1 >= l.len || it[i].opcode != PRECALL || it[i].oparg != out->nargs ||
-        it[i + 1].opcode != CALL || it[i + 1].oparg != out->nargs) {
+    int ncall = plan_call_at(&l, i, out->nargs);
+    if (ncall == 0) {
         goto done;
     }
-    out->lineno = it[i + 1].lineno;
-    ok = plan_tail(&l, i + 2, out);
+    out->lineno = it[i + ncall - 1].lineno;
+    ok = plan_tail(&l, i + ncall, out);
 done:
     cdyn_instrs_clear(&l);
     return ok;

@@ -1,5 +1,6 @@
-/* bytecode.h: decode a CPython 3.11 code object into an instruction list, and assemble an
- * instruction list back into a valid code object.
+/* bytecode.h: decode a code object of CPython 3.11, 3.12 or 3.13 into an instruction list in
+ * the engine's normal form (opcodes.h, bytecode.c), and assemble such a list back into a
+ * valid code object of the running version.
  *
  * Decoding folds EXTENDED_ARG into the argument, drops CACHE units, turns relative jump
  * arguments into instruction indices (target), and attaches line/column positions and the
@@ -27,6 +28,9 @@ typedef struct {
                           instruction, or -1 */
     int exc_depth;     /* stack depth of that entry */
     int exc_lasti;     /* its lasti flag (0/1) */
+    int fused;         /* 1: the second half of a fused real instruction (3.13's
+                          LOAD_FAST_LOAD_FAST, ...), joined to the one before again on
+                          assembly while both stand together */
 } cdyn_instr;
 
 typedef struct {
@@ -61,14 +65,15 @@ typedef struct {
  * instrs is not modified (jump args and EXTENDED_ARGs are computed on a copy). */
 PyObject *cdyn_assemble(const cdyn_instr_list *instrs, const cdyn_code_spec *spec);
 
-/* Exact maximum stack depth of instrs by flow analysis; -1 with an exception when the
- * stack would underflow or depths disagree at a join. */
+/* Exact maximum stack depth of instrs (normal form) by flow analysis over the real
+ * instructions it assembles into; -1 with an exception when the stack would underflow or
+ * depths disagree at a join. */
 int cdyn_stackdepth(const cdyn_instr_list *instrs);
 
-/* Number of CACHE units after opcode op in 3.11. */
+/* Number of CACHE units after real opcode op in the running version. */
 int cdyn_cache_size(int opcode);
 
-/* Stack effect of one instruction (jump = 1 when the jump is taken). */
+/* Stack effect of one real instruction (jump = 1 when the jump is taken). */
 int cdyn_stack_effect(int opcode, int oparg, int jump);
 
 /* 1 for relative jumps (forward or backward), including FOR_ITER and SEND. */
@@ -78,6 +83,57 @@ int cdyn_is_unconditional_jump(int opcode);
 /* 1 for instructions after which control never falls through (returns, raises,
  * unconditional jumps). */
 int cdyn_is_terminator(int opcode);
+
+/* ---- instruction facts: what differs between versions beyond the normal form ----------
+ *
+ * CDYN_NULL_FIRST   1 (3.11, 3.12): a call's stack is [NULL or method, callable or self,
+ *                   args...], the NULL pushed before the callable (PUSH_NULL, LOAD_GLOBAL's
+ *                   low bit, LOAD_METHOD's (NULL, attr)); 0 (3.13): [callable, NULL or self,
+ *                   args...], the NULL pushed after it. LOAD_METHOD's method case pushes
+ *                   (method, self) on every version.
+ * CDYN_COMPARE_SHIFT COMPARE_OP's argument is cmp << shift plus flag bits (0, 4, 5); use
+ *                   cdyn_compare_kind / cdyn_compare_oparg.
+ * CDYN_FOR_ITER_SKIPS the instructions at an exhausted FOR_ITER's target that the loop's
+ *                   exit skips (3.12: END_FOR; 3.13: END_FOR, POP_TOP): cdyn_for_iter_exit.
+ * CDYN_TRUTH_IS_BOOL 1 (3.13): conditional jumps and UNARY_NOT take an exact bool (TO_BOOL
+ *                   before them), so generated code adds TO_BOOL before them.
+ * CDYN_LINETABLE_MERGES 1 (3.12+): neighbours with one position share line-table entries. */
+#if PY_VERSION_HEX >= 0x030D0000
+#define CDYN_NULL_FIRST 0
+#define CDYN_COMPARE_SHIFT 5
+#define CDYN_FOR_ITER_SKIPS 2
+#define CDYN_TRUTH_IS_BOOL 1
+#define CDYN_LINETABLE_MERGES 1
+#elif PY_VERSION_HEX >= 0x030C0000
+#define CDYN_NULL_FIRST 1
+#define CDYN_COMPARE_SHIFT 4
+#define CDYN_FOR_ITER_SKIPS 1
+#define CDYN_TRUTH_IS_BOOL 0
+#define CDYN_LINETABLE_MERGES 1
+#else
+#define CDYN_NULL_FIRST 1
+#define CDYN_COMPARE_SHIFT 0
+#define CDYN_FOR_ITER_SKIPS 0
+#define CDYN_TRUTH_IS_BOOL 0
+#define CDYN_LINETABLE_MERGES 0
+#endif
+
+/* END_FOR pops two (3.12: the iterator and the last value) or one (3.13, with a POP_TOP
+ * after it for the iterator). */
+#define CDYN_END_FOR_POPS (PY_VERSION_HEX >= 0x030D0000 ? 1 : 2)
+/* CALL_INTRINSIC_1's arguments for the operations 3.11 had opcodes for (3.12+; the numbers
+ * of CPython's pycore_intrinsics.h). */
+#define CDYN_INTRINSIC_UNARY_POSITIVE 5
+#define CDYN_INTRINSIC_LIST_TO_TUPLE 6
+
+/* The rich-comparison kind (Py_LT .. Py_GE) of COMPARE_OP's argument. */
+int cdyn_compare_kind(int oparg);
+/* COMPARE_OP's argument for comparison kind cmp (Py_LT .. Py_GE), as CPython's compiler
+ * writes it. */
+int cdyn_compare_oparg(int cmp);
+/* The index where a loop continues once the FOR_ITER targeting `target` is exhausted (its
+ * iterator popped): target itself, or past the END_FOR (and POP_TOP) standing there. */
+Py_ssize_t cdyn_for_iter_exit(const cdyn_instr_list *l, Py_ssize_t target);
 
 /* Notes on the implementation (bytecode.c), added by the bytecode layer's author:
  * - cdyn_assemble turns each jump to the direction of its target (target index <= own
@@ -91,7 +147,7 @@ int cdyn_is_terminator(int opcode);
  * - A PRECALL must stay immediately followed by its CALL (specialised PRECALLs skip the
  *   CALL), and a YIELD_VALUE by its RESUME: do not insert instructions between them.
  * - Opcode names, cache sizes and the known-opcode test come from opcodes.h
- *   (cdyn_opname, cdyn_opcode_known, cdyn_opcode_deopt). */
+ *   (cdyn_opname, cdyn_opcode_known, cdyn_op_native). */
 
 /* A code whose whole body calls one constant with some of its positional arguments (and
  * the attributes of some of them, loaded by a constant loader) and returns items of the
@@ -103,7 +159,8 @@ int cdyn_is_terminator(int opcode);
  * where each <arg> is LOAD_FAST a (a < co_argcount), or a loader call
  *     PUSH_NULL; LOAD_CONST loader; LOAD_FAST a; PRECALL 1; CALL 1; UNPACK_SEQUENCE n
  * (n arguments: the loader's result unpacked), with distinct t_j, no cells, no handlers.
- * The hook then runs it without a frame (hook.c direct_call). */
+ * The hook then runs it without a frame (hook.c direct_call). PUSH_NULL stands on the side of
+ * its LOAD_CONST that CDYN_NULL_FIRST says, and PRECALL only on 3.11. */
 #define CDYN_PLAN_MAX 64          /* argument segments, result items */
 #define CDYN_PLAN_LOADS 8         /* loader calls */
 #define CDYN_PLAN_ARGS 512        /* arguments of the call, loaders' items included */
@@ -135,7 +192,8 @@ int cdyn_direct_plan_of(PyCodeObject *co, cdyn_direct_plan *out);
  *   _bytecode_decode(code) -> [(opname, oparg, target_index or -1, offset in code units,
  *                               lineno or None), ...]
  *   _bytecode_decode_full(code) -> [(opname, oparg, target, offset, lineno, end_lineno,
- *                                    col, end_col, exc_handler, exc_depth, exc_lasti)]
+ *                                    col, end_col, exc_handler, exc_depth, exc_lasti,
+ *                                    fused)]
  *                                            every cdyn_instr field, -1 kept as -1
  *   _bytecode_assemble(code, instrs) -> code cdyn_assemble of instrs given in
  *                                            _bytecode_decode_full's format (offset is

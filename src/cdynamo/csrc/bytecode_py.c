@@ -104,10 +104,10 @@ static PyObject *py_decode_full(PyObject *self, PyObject *arg)
     }
     for (Py_ssize_t i = 0; i < l.len; i++) {
         const cdyn_instr *ins = &l.items[i];
-        PyObject *item = Py_BuildValue("(siiiiiiiiii)", cdyn_opname(ins->opcode), ins->oparg,
+        PyObject *item = Py_BuildValue("(siiiiiiiiiii)", cdyn_opname(ins->opcode), ins->oparg,
                                        ins->target, ins->offset, ins->lineno, ins->end_lineno,
                                        ins->col, ins->end_col, ins->exc_handler,
-                                       ins->exc_depth, ins->exc_lasti);
+                                       ins->exc_depth, ins->exc_lasti, ins->fused);
         if (item == NULL) {
             goto cleanup;
         }
@@ -121,15 +121,11 @@ cleanup:
     return res;
 }
 
-/* Opcode number of a base opcode name, or -1. */
+/* The op of a name that may stand in an instruction list of this version, or -1. */
 static int opcode_by_name(const char *name)
 {
-    for (int op = 0; op < 256; op++) {
-        if (cdyn_opcode_known(op) && strcmp(cdyn_opname(op), name) == 0) {
-            return op;
-        }
-    }
-    return -1;
+    int op = cdyn_op_by_name(name);
+    return op >= 0 && cdyn_opcode_known(op) ? op : -1;
 }
 
 /* _bytecode_assemble(code, instrs) -> new code: instrs in _bytecode_decode_full's format
@@ -157,10 +153,10 @@ static PyObject *py_assemble(PyObject *self, PyObject *args)
         const char *name = NULL;
         int offset = -1;
         cdyn_instr ins = cdyn_instr_make(NOP, 0);
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "siiiiiiiiii", &name,
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "siiiiiiiiii|i", &name,
                               &ins.oparg, &ins.target, &offset, &ins.lineno, &ins.end_lineno,
                               &ins.col, &ins.end_col, &ins.exc_handler, &ins.exc_depth,
-                              &ins.exc_lasti)) {
+                              &ins.exc_lasti, &ins.fused)) {
             goto cleanup;
         }
         ins.opcode = opcode_by_name(name);
@@ -210,10 +206,11 @@ cleanup:
 static int must_stay_adjacent(const cdyn_instr_list *l, Py_ssize_t i)
 {
     const cdyn_instr *ins = &l->items[i];
-    if (ins->opcode == RESUME && ins->oparg > 0) {
-        return 1;
+    if ((ins->opcode == RESUME && ins->oparg > 0) || ins->fused) {
+        return 1;   /* a fused half stays fused (3.13) */
     }
-    return ins->opcode == CALL && i > 0 && l->items[i - 1].opcode == PRECALL;
+    return ins->opcode == CALL && i > 0 &&
+           (l->items[i - 1].opcode == PRECALL || l->items[i - 1].opcode == KW_NAMES);
 }
 
 /* _bytecode_insert_nops(code, n, stride=0) -> new code with NOPs inserted (bytecode.h).

@@ -1,8 +1,8 @@
 /* cdynamo.h: common includes for every engine file.
  *
- * Every engine file includes this first. It pulls in CPython 3.11's public API and the
- * internal frame layout (struct _PyInterpreterFrame), which the hook and the translator
- * read directly (see shared notes, section 1 and 3).
+ * Every engine file includes this first. It pulls in CPython's public API and the internal
+ * frame layout (struct _PyInterpreterFrame), which only the frame-access layer (frame.h)
+ * reads.
  *
  * Ownership vocabulary used in every header: "new" = the caller owns the returned
  * reference; "borrowed" = valid while the owner lives, do not DECREF; "stolen" = the callee
@@ -14,8 +14,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "cdynamo's engine targets CPython 3.11 only"
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
+#error "cdynamo's engine supports CPython 3.11, 3.12 and 3.13"
 #endif
 
 #define Py_BUILD_CORE 1
@@ -45,6 +45,22 @@ typedef struct {
     Py_ssize_t cache_entries;   /* cdyn_cache_entry (cache.c) */
 } cdyn_live_counts;
 extern cdyn_live_counts cdyn_live;
+
+/* The dict of type t, borrowed (the type holds it). Since 3.12 the builtin static types
+ * (object, type, dict, ...) keep theirs per interpreter, with tp_dict NULL; PyType_GetDict
+ * answers for every type (a new reference to a dict the interpreter keeps alive). */
+static inline PyObject *
+cdyn_type_dict(PyTypeObject *t)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (t->tp_dict == NULL) {
+        PyObject *d = PyType_GetDict(t);
+        Py_XDECREF(d);
+        return d;
+    }
+#endif
+    return t->tp_dict;
+}
 
 /* The address of obj's instance-dict slot, or NULL when its type has none: what
  * _PyObject_GetDictPtr answers, without its call for a type with its own dict slot at a

@@ -86,15 +86,37 @@ cdyn_cg_load_const(cdyn_cg *cg, PyObject *obj)
 }
 
 int
+cdyn_cg_null_before(cdyn_cg *cg)
+{
+    return CDYN_NULL_FIRST ? cdyn_cg_emit(cg, PUSH_NULL, 0) : 0;
+}
+
+int
+cdyn_cg_null_after(cdyn_cg *cg)
+{
+    return CDYN_NULL_FIRST ? 0 : cdyn_cg_emit(cg, PUSH_NULL, 0);
+}
+
+int
 cdyn_cg_push_callable(cdyn_cg *cg, PyObject *callable)
 {
-    return cdyn_cg_emit(cg, PUSH_NULL, 0) < 0 ? -1 : cdyn_cg_load_const(cg, callable);
+    return cdyn_cg_null_before(cg) < 0 || cdyn_cg_load_const(cg, callable) < 0 ? -1
+                                                                             : cdyn_cg_null_after(cg);
 }
 
 int
 cdyn_cg_call(cdyn_cg *cg, int nargs)
 {
     return cdyn_cg_emit(cg, PRECALL, nargs) < 0 ? -1 : cdyn_cg_emit(cg, CALL, nargs);
+}
+
+int
+cdyn_cg_cond_jump(cdyn_cg *cg, int if_true)
+{
+    if (CDYN_TRUTH_IS_BOOL && cdyn_cg_emit(cg, TO_BOOL, 0) < 0) {
+        return -1;
+    }
+    return cdyn_cg_emit(cg, if_true ? POP_JUMP_IF_TRUE : POP_JUMP_IF_FALSE, 0);
 }
 
 /* Emit an instruction on free variable k (LOAD_DEREF / LOAD_CLOSURE); fixed up later. */
@@ -569,7 +591,7 @@ cg_open(cdyn_cg *cg, PyCodeObject *co)
 static int
 install_global(cdyn_tx *tx, PyObject *name, PyObject *value, int removable)
 {
-    PyObject *r = PyObject_CallMethod(tx->glue, "install_global", "OOOO", tx->frame->f_globals,
+    PyObject *r = PyObject_CallMethod(tx->glue, "install_global", "OOOO", cdyn_frame_globals(tx->frame),
                                       name, value, removable ? Py_True : Py_False);
     Py_XDECREF(r);
     return r == NULL ? -1 : 0;
@@ -794,8 +816,18 @@ cdyn_break_shape(const cdyn_instr *ins, cdyn_break_shape_t *shape)
         s.npop = 2, s.nout = 1;
         break;
     case UNARY_NEGATIVE: case UNARY_POSITIVE: case UNARY_INVERT: case UNARY_NOT: case GET_ITER:
-    case LIST_TO_TUPLE:
+    case LIST_TO_TUPLE: case CALL_INTRINSIC_1: case TO_BOOL: case CONVERT_VALUE:
+    case FORMAT_SIMPLE:
         s.npop = 1, s.nout = 1;
+        break;
+    case FORMAT_WITH_SPEC:
+        s.npop = 2, s.nout = 1;
+        break;
+    case BINARY_SLICE:
+        s.npop = 3, s.nout = 1;
+        break;
+    case STORE_SLICE:
+        s.npop = 4;
         break;
     case STORE_SUBSCR:
         s.npop = 3;
@@ -911,7 +943,7 @@ live_slots(cdyn_tx *tx, cdyn_fs *fs, Py_ssize_t target)
     out = PyList_New(0);
     for (int i = 0; out != NULL && i < n - nfree; i++) {
         int bound = (fs->locals[i] != NULL && !empty_cell(fs, i)) ||
-                    (fs->locals[i] == NULL && i < n_arg_slots(co) && tx->frame->localsplus[i]);
+                    (fs->locals[i] == NULL && i < n_arg_slots(co) && cdyn_frame_slots(tx->frame)[i]);
         if (live[i] && bound) {
             PyObject *k = PyLong_FromLong(i);
             if (k == NULL || PyList_Append(out, k) < 0) {
@@ -948,7 +980,7 @@ emit_resume_function(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, PyObject *code, Py_s
     PyObject *gname = NULL, *fn = NULL;
     int i, rc = -1;
     if (co->co_nfreevars > 0) {
-        if (null && cdyn_cg_emit(cg, PUSH_NULL, 0) < 0) {
+        if (null && cdyn_cg_null_before(cg) < 0) {
             return -1;
         }
         for (int k = 0; k < co->co_nfreevars; k++) {
@@ -956,10 +988,11 @@ emit_resume_function(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, PyObject *code, Py_s
                 return -1;
             }
         }
-        if (cdyn_cg_emit(cg, BUILD_TUPLE, co->co_nfreevars) < 0 || cdyn_cg_load_const(cg, code) < 0) {
+        if (cdyn_cg_emit(cg, BUILD_TUPLE, co->co_nfreevars) < 0 || cdyn_cg_load_const(cg, code) < 0 ||
+            cdyn_cg_emit(cg, MAKE_FUNCTION, 0x08) < 0) {
             return -1;
         }
-        return cdyn_cg_emit(cg, MAKE_FUNCTION, 0x08);
+        return null ? cdyn_cg_null_after(cg) : 0;
     }
     gname = PyDict_GetItemWithError(resume_names, code);
     if (gname == NULL) {
@@ -975,7 +1008,7 @@ emit_resume_function(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, PyObject *code, Py_s
     else {
         Py_INCREF(gname);
     }
-    fn = PyFunction_New(code, tx->frame->f_globals);
+    fn = PyFunction_New(code, cdyn_frame_globals(tx->frame));
     if (fn == NULL || install_global(tx, gname, fn, 0) < 0) {
         goto done;
     }
@@ -1012,7 +1045,8 @@ static int
 emit_autocast_leaves(cdyn_cg *cg)
 {
     for (int k = cg->n_amp - 1; k >= 0; k--) {
-        if (cdyn_cg_emit(cg, PUSH_NULL, 0) < 0 || cdyn_cg_emit(cg, LOAD_FAST, cg->amp_tmps[k]) < 0 ||
+        if (cdyn_cg_null_before(cg) < 0 || cdyn_cg_emit(cg, LOAD_FAST, cg->amp_tmps[k]) < 0 ||
+            cdyn_cg_null_after(cg) < 0 ||
             cdyn_cg_load_const(cg, Py_None) < 0 || cdyn_cg_load_const(cg, Py_None) < 0 ||
             cdyn_cg_load_const(cg, Py_None) < 0 || cdyn_cg_call(cg, 3) < 0 ||
             cdyn_cg_emit(cg, POP_TOP, 0) < 0) {
@@ -1025,7 +1059,8 @@ emit_autocast_leaves(cdyn_cg *cg)
 /* Emit a call of the resume function for (target, stack) and RETURN_VALUE, after leaving
  * the autocast blocks the break's code entered (the resume function enters them again).
  * stack: list of values (NULL values for NULL slots); then `nres` more slots held in the
- * temporaries res_tmps (the results of the instruction run at the break). */
+ * temporaries res_tmps (the results of the instruction run at the break; -1: a NULL slot,
+ * the NULL a call protocol leaves after a callable on 3.13). */
 static tr_status
 emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObject *stack,
                  const int *res_tmps, int nres)
@@ -1044,6 +1079,9 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObj
         PyObject *v = PyList_GET_ITEM(stack, k);
         mask[k] = V(v)->kind == VK_NULL ? CDYN_SLOT_NULL
                   : cdyn_ctx_reentered_in_resume(v) ? CDYN_SLOT_CALL : CDYN_SLOT_VALUE;
+    }
+    for (int k = 0; k < nres; k++) {
+        mask[PyList_GET_SIZE(stack) + k] = res_tmps[k] < 0 ? CDYN_SLOT_NULL : CDYN_SLOT_VALUE;
     }
     if (emit_autocast_leaves(cg) < 0) {
         goto done;
@@ -1096,6 +1134,9 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObj
         nparams++;
     }
     for (int k = 0; k < nres; k++) {
+        if (res_tmps[k] < 0) {
+            continue;    /* a NULL slot */
+        }
         if (cdyn_cg_emit(cg, LOAD_FAST, res_tmps[k]) < 0) {
             goto done;
         }
@@ -1243,13 +1284,12 @@ break_jump(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
 {
     PyObject *cond = fs->stack[fs->sp - 1], *below = NULL, *with_cond = NULL, *memo = NULL;
     int op = ins->opcode, b_label;
-    int jump_if_true = op == POP_JUMP_FORWARD_IF_TRUE || op == POP_JUMP_BACKWARD_IF_TRUE ||
-                       op == JUMP_IF_TRUE_OR_POP;
+    int jump_if_true = op == POP_JUMP_IF_TRUE || op == JUMP_IF_TRUE_OR_POP;
     int keep = op == JUMP_IF_TRUE_OR_POP || op == JUMP_IF_FALSE_OR_POP;
     tr_status st = TR_ERROR;
     below = stack_slice(fs, 0, fs->sp - 1);
     if (below == NULL || cdyn_cg_value(cg, cond) < 0 ||
-        cdyn_cg_emit(cg, jump_if_true ? POP_JUMP_FORWARD_IF_TRUE : POP_JUMP_FORWARD_IF_FALSE, 0) < 0) {
+        cdyn_cg_cond_jump(cg, jump_if_true) < 0) {
         goto done;
     }
     b_label = (int)cg->out.len - 1;   /* the truth test may raise (__bool__) */
@@ -1306,7 +1346,13 @@ break_for_iter(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
     if (other_branch(cg, label, memo) < 0) {
         goto done;
     }
-    st = emit_resume_call(tx, fs, cg, ins->target, below, NULL, 0);
+    /* the loop's end the exhausted FOR_ITER skips (END_FOR [, POP_TOP] since 3.12) */
+    for (int k = 0; k < CDYN_FOR_ITER_SKIPS; k++) {
+        if (cdyn_cg_emit(cg, k == 0 ? END_FOR : POP_TOP, 0) < 0) {
+            goto done;
+        }
+    }
+    st = emit_resume_call(tx, fs, cg, cdyn_for_iter_exit(&fs->instrs, ins->target), below, NULL, 0);
     if (st == TR_OK) {
         st = cover_with_handler(tx, fs, cg, ins, label, label + 1, memo);
     }
@@ -1327,6 +1373,9 @@ break_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
     tr_status st = TR_ERROR;
     if (tx->break_kind == BRK_CALL) {
         nslots = tx->break_arg + 2;
+    }
+    else if (!CDYN_NULL_FIRST) {
+        nslots = 3 + (tx->break_arg & 1);    /* [fn, NULL, args, (kwargs)] */
     }
     else {
         nslots = 2 + (tx->break_arg & 1);
@@ -1383,9 +1432,9 @@ break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
 {
     cdyn_break_shape_t s;
     PyObject *below = NULL, *memo_at = NULL;
-    int tmps[256], arg;
+    int tmps[256], arg, nres;
     tr_status st = TR_ERROR;
-    if (!cdyn_break_shape(ins, &s) || s.nout > 256 || s.npop > fs->sp) {
+    if (!cdyn_break_shape(ins, &s) || s.nout > 255 || s.npop > fs->sp) {
         return cdyn_tx_unsupported(tx, "cannot run %s at a graph break", cdyn_opname(ins->opcode));
     }
     arg = s.oparg;
@@ -1403,12 +1452,14 @@ break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
             return TR_ERROR;
         }
     }
-    if (cdyn_cg_emit(cg, s.opcode, arg) < 0) {
+    if ((CDYN_TRUTH_IS_BOOL && s.opcode == UNARY_NOT && cdyn_cg_emit(cg, TO_BOOL, 0) < 0) ||
+        cdyn_cg_emit(cg, s.opcode, arg) < 0) {
         return TR_ERROR;
     }
     if (s.terminal) {
         return cover_with_handler(tx, fs, cg, ins, cg->out.len - 1, cg->out.len, NULL);
     }
+    nres = s.nout;
     if (ins->exc_handler >= 0 && (memo_at = PyDict_Copy(cg->memo)) == NULL) {
         return TR_ERROR;
     }
@@ -1418,7 +1469,10 @@ break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
         }
     }
     below = stack_slice(fs, 0, fs->sp - s.npop);
-    if (below != NULL && s.null_below) {
+    if (s.null_below && !CDYN_NULL_FIRST) {
+        tmps[nres++] = -1;    /* the NULL after the callable */
+    }
+    else if (below != NULL && s.null_below) {
         PyObject *null = cdyn_value_null();
         if (PyList_Append(below, null) < 0) {
             Py_CLEAR(below);
@@ -1427,7 +1481,7 @@ break_instr(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, const cdyn_instr *ins)
     }
     if (below != NULL) {
         Py_ssize_t at = cg->out.len - s.nout - 1;   /* the instruction, before its stores */
-        st = emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, tmps, s.nout);
+        st = emit_resume_call(tx, fs, cg, tx->break_pc + 1, below, tmps, nres);
         if (st == TR_OK) {
             st = cover_with_handler(tx, fs, cg, ins, at, at + 1, memo_at);
         }

@@ -50,6 +50,13 @@ int cdyn_cg_load_const(cdyn_cg *cg, PyObject *obj);
  * LOAD_CONST callable (cdyn_cg_push_callable) first, then the arguments. 0 / -1. */
 int cdyn_cg_push_callable(cdyn_cg *cg, PyObject *callable);
 int cdyn_cg_call(cdyn_cg *cg, int nargs);
+/* The NULL of a call, emitted before (CDYN_NULL_FIRST) or after the instructions that push
+ * the callable: call both around them, one of them emits PUSH_NULL. 0 / -1. */
+int cdyn_cg_null_before(cdyn_cg *cg);
+int cdyn_cg_null_after(cdyn_cg *cg);
+/* A conditional jump on the value at the top (POP_JUMP_IF_TRUE / _FALSE, its target set by
+ * the caller), after TO_BOOL where the version needs an exact bool. 0 / -1. */
+int cdyn_cg_cond_jump(cdyn_cg *cg, int if_true);
 /* Emit LOAD_CLOSURE of the top frame's free variable k (the cell itself). 0 / -1. */
 int cdyn_cg_load_closure_cell(cdyn_cg *cg, int k);
 /* Emit bytecode pushing the value of a source. 0 / -1. */

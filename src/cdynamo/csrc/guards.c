@@ -2745,7 +2745,7 @@ cdyn_guards_describe(cdyn_guards *g)
 static PyGetSetDef *
 find_getset(const char *name)
 {
-    PyObject *d = PyDict_GetItemString(tensor_base_type->tp_dict, name);   /* borrowed */
+    PyObject *d = PyDict_GetItemString(cdyn_type_dict(tensor_base_type), name);   /* borrowed */
     if (d == NULL || !Py_IS_TYPE(d, &PyGetSetDescr_Type)) {
         PyErr_Format(PyExc_ImportError, "torch._C.TensorBase.%s is not a getset descriptor",
                      name);
@@ -2763,7 +2763,7 @@ find_getset(const char *name)
 static PyObject *
 find_method(const char *name)
 {
-    PyObject *d = PyDict_GetItemString(tensor_base_type->tp_dict, name);   /* borrowed */
+    PyObject *d = PyDict_GetItemString(cdyn_type_dict(tensor_base_type), name);   /* borrowed */
     if (d == NULL) {
         PyErr_Format(PyExc_ImportError, "torch._C.TensorBase.%s not found", name);
         return NULL;
@@ -2885,11 +2885,11 @@ cdyn_guards_init(void)
         str_modules = PyUnicode_InternFromString("_modules");
         str_getattribute_name = PyUnicode_InternFromString("__getattribute__");
         object_getattribute_fn = str_getattribute_name == NULL ? NULL
-            : PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_getattribute_name);
+            : PyDict_GetItemWithError(cdyn_type_dict(&PyBaseObject_Type), str_getattribute_name);
         for (int i = 0; nn != NULL && str_len != NULL && i < 3; i++) {
             PyObject *cls = PyObject_GetAttrString(nn, classes[i]);
             PyObject *f = cls != NULL && PyType_Check(cls)
-                              ? PyDict_GetItemWithError(((PyTypeObject *)cls)->tp_dict, str_len)
+                              ? PyDict_GetItemWithError(cdyn_type_dict((PyTypeObject *)cls), str_len)
                               : NULL;
             module_len_fns[i] = f != NULL && PyFunction_Check(f) ? Py_NewRef(f) : NULL;
             Py_XDECREF(cls);

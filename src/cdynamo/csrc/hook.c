@@ -59,8 +59,8 @@ typedef struct {
     /* Delegation marker: the frame last handed to prev_eval (NULL when none) and the
      * Python frame executing when it was handed over. Saved and restored around each
      * delegation. Borrowed; compared by address only. */
-    struct _PyInterpreterFrame *deleg_frame;
-    struct _PyInterpreterFrame *deleg_caller;
+    cdyn_frame *deleg_frame;
+    cdyn_frame *deleg_caller;
     /* The forward code of the nn.Module the innermost compiled call wraps, until a frame of
      * it starts: a code marked force-compile (torch's own module classes) is compiled only
      * as that frame, not wherever else it runs. Borrowed; compared by address only. */
@@ -80,7 +80,7 @@ static void decide_skip(PyCodeObject *code, PyObject *globals, cdyn_extra *x);
 
 /* ---- installation ------------------------------------------------------------------ */
 
-static PyObject *eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag);
+static PyObject *eval_frame(PyThreadState *ts, cdyn_frame *f, int throwflag);
 
 /* What a compiled call did to the installed function, to undo it exactly. */
 typedef struct {
@@ -265,7 +265,7 @@ cdyn_frame_decision(PyCodeObject *code, int *rule, int *skip)
 
 /* Evaluate a frame we own and do not replace: the hooks below us never see it. */
 static inline PyObject *
-eval_plain(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
+eval_plain(PyThreadState *ts, cdyn_frame *f, int throwflag)
 {
     return _PyEval_EvalFrameDefault(ts, f, throwflag);
 }
@@ -273,7 +273,7 @@ eval_plain(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
 /* Hand a frame we do not own to the function below us, marking the delegation so that a
  * hook below that calls back into us for it is answered by eval_frame's re-entry rule. */
 static PyObject *
-eval_below(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
+eval_below(PyThreadState *ts, cdyn_frame *f, int throwflag)
 {
     _PyFrameEvalFunction below = prev_eval;
     if (below == _PyEval_EvalFrameDefault) {
@@ -281,9 +281,9 @@ eval_below(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
     }
     assert(below != eval_frame);
     cdyn_tls *t = &tls;
-    struct _PyInterpreterFrame *saved_frame = t->deleg_frame, *saved_caller = t->deleg_caller;
+    cdyn_frame *saved_frame = t->deleg_frame, *saved_caller = t->deleg_caller;
     t->deleg_frame = f;
-    t->deleg_caller = ts->cframe->current_frame;
+    t->deleg_caller = cdyn_current_frame(ts);
     PyObject *res = below(ts, f, throwflag);
     t->deleg_frame = saved_frame;
     t->deleg_caller = saved_caller;
@@ -381,33 +381,35 @@ frame_nargs(PyCodeObject *code)
 /* Run entry e for frame f: call its function on the argument slots. New reference or
  * NULL with an exception (the user's, with the transformed code's traceback). */
 static PyObject *
-run_entry(struct _PyInterpreterFrame *f, cdyn_cache_entry *e)
+run_entry(PyThreadState *ts, cdyn_frame *f, cdyn_cache_entry *e)
 {
-    PyObject *closure = f->f_func != NULL ? f->f_func->func_closure : NULL;
+    PyObject *closure = cdyn_frame_func(f) != NULL ? cdyn_frame_func(f)->func_closure : NULL;
     /* A new reference: the entry may be freed while its code runs (a reset from inside, or
      * from another thread), or already while the function is built; e is not used after. */
-    PyObject *func = cdyn_cache_entry_func(e, f->f_globals, closure);
+    PyObject *func = cdyn_cache_entry_func(e, cdyn_frame_globals(f), closure);
     if (func == NULL) {
+        cdyn_frame_release(ts, f);
         return NULL;
     }
     cdyn_tls *t = &tls;
     t->passthrough = PyFunction_GET_CODE(func);
-    PyObject *res = _PyFunction_Vectorcall(func, f->localsplus, (size_t)frame_nargs(f->f_code),
+    PyObject *res = _PyFunction_Vectorcall(func, cdyn_frame_slots(f), (size_t)frame_nargs(cdyn_frame_code(f)),
                                            NULL);
     t->passthrough = NULL;
     Py_DECREF(func);
+    cdyn_frame_release(ts, f);   /* replaced: its slots were only borrowed by the call */
     return res;
 }
 
 /* New str: the first failing guard of the most recent entry, or "unknown". Runs with the
  * hook disabled; never fails (errors become the text "unknown"). */
 static PyObject *
-recent_failure(cdyn_extra *x, struct _PyInterpreterFrame *f)
+recent_failure(cdyn_extra *x, cdyn_frame *f)
 {
     PyObject *r = NULL;
     if (x->entries != NULL) {
-        r = cdyn_guards_first_failure(x->entries->guards, f->localsplus, f->f_func,
-                                      f->f_globals, f->f_builtins);
+        r = cdyn_guards_first_failure(x->entries->guards, cdyn_frame_slots(f), cdyn_frame_func(f),
+                                      cdyn_frame_globals(f), cdyn_frame_builtins(f));
     }
     if (r == NULL || !PyUnicode_Check(r)) {
         PyErr_Clear();
@@ -441,7 +443,7 @@ note_recompile(PyCodeObject *code, PyObject *reason)
  * (NULL with an exception on failure) and NULL returned. A guard error is cleared: the
  * caller then inserts its own entry. */
 static cdyn_cache_entry *
-entry_compiled_meanwhile(PyCodeObject *code, struct _PyInterpreterFrame *f, cdyn_extra **px)
+entry_compiled_meanwhile(PyCodeObject *code, cdyn_frame *f, cdyn_extra **px)
 {
     cdyn_tls *t = &tls;
     int saved_disabled = t->disabled;
@@ -450,8 +452,8 @@ entry_compiled_meanwhile(PyCodeObject *code, struct _PyInterpreterFrame *f, cdyn
     int r = 0;
     t->disabled = 1;
     for (e = (*px)->entries; e != NULL; e = e->next) {
-        r = cdyn_guards_check(e->guards, f->localsplus, f->f_func, f->f_globals,
-                              f->f_builtins);
+        r = cdyn_guards_check(e->guards, cdyn_frame_slots(f), cdyn_frame_func(f), cdyn_frame_globals(f),
+                              cdyn_frame_builtins(f));
         if (r < 0) {
             PyErr_Clear();
         }
@@ -519,15 +521,15 @@ compile_lock_release(void)
 /* The slow path of a frame whose code has no passing entry: compile or run unmodified.
  * order: cdyn_cache_order when the walk that found no entry started. */
 static PyObject *
-handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
+handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
             unsigned long order)
 {
     cdyn_tls *t = &tls;
-    PyCodeObject *code = f->f_code;
+    PyCodeObject *code = cdyn_frame_code(f);
     PyObject *reason = NULL, *res = NULL;
     cdyn_translation out = {NULL, NULL, 0};
     int saved_disabled = t->disabled;
-    int rc, locked = 0;
+    int rc, locked = 0, ran = 0;   /* ran: f was evaluated or replaced (released) */
 
     cdyn_counts.cache_misses++;
     if (t->run_only) {
@@ -551,6 +553,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
         }
         t->disabled = saved_disabled;
         t->run_only++;   /* and what it calls (cached entries still run) */
+        ran = 1;
         res = eval_plain(ts, f, 0);
         t->run_only--;
         goto done;
@@ -579,7 +582,8 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
             t->disabled = saved_disabled;
             cdyn_counts.cache_hits++;
             other->hits++;
-            res = run_entry(f, other);
+            ran = 1;
+            res = run_entry(ts, f, other);
             goto done;
         }
     }
@@ -595,6 +599,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
         cdyn_counts.cache_limit_hits++;
         cdyn_counts.unmodified++;
         t->run_only++;
+        ran = 1;
         res = eval_plain(ts, f, 0);
         t->run_only--;
         goto done;
@@ -623,6 +628,7 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
         else {
             x->nunmodified++;
         }
+        ran = 1;
         res = eval_plain(ts, f, 0);
         goto done;
     }
@@ -640,10 +646,14 @@ handle_miss(PyThreadState *ts, struct _PyInterpreterFrame *f, cdyn_extra *x,
     e->reason = Py_XNewRef(reason);   /* the guard failure that made this entry */
     compile_lock_release();
     locked = 0;
-    res = run_entry(f, e);
+    ran = 1;
+    res = run_entry(ts, f, e);
 done:
     if (locked) {
         compile_lock_release();
+    }
+    if (res == NULL && !ran) {
+        cdyn_frame_release(ts, f);    /* an error before f ran or was replaced */
     }
     cdyn_guards_free(out.guards);
     Py_XDECREF(out.code);
@@ -653,10 +663,10 @@ done:
 
 /* The PEP 523 function: see the file comment. */
 static PyObject *
-eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
+eval_frame(PyThreadState *ts, cdyn_frame *f, int throwflag)
 {
     cdyn_tls *t = &tls;
-    if (t->deleg_frame != NULL && ts->cframe->current_frame == t->deleg_caller) {
+    if (t->deleg_frame != NULL && cdyn_current_frame(ts) == t->deleg_caller) {
         /* Re-entry: no Python frame has started since we handed t->deleg_frame to the
          * hook below, so this is that frame, the hook's version of it, or the hook's own
          * code run for it: calling the hook again could loop. */
@@ -667,13 +677,13 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
          * frame this is) called us as its previous function */
         return eval_below(ts, f, throwflag);
     }
-    if (throwflag || t->disabled || ts->recursion_remaining < ts->recursion_limit / 4) {
+    if (throwflag || t->disabled || cdyn_near_recursion_limit(ts)) {
         /* near the recursion limit the frame runs as is: transformed code and resume
            functions add frames, and a program that stays under the limit eagerly must not
            overflow it because it was compiled */
         return eval_plain(ts, f, throwflag);
     }
-    PyCodeObject *code = f->f_code;
+    PyCodeObject *code = cdyn_frame_code(f);
     if ((PyObject *)code == t->passthrough) {
         t->passthrough = NULL;
         return eval_plain(ts, f, 0);
@@ -681,11 +691,12 @@ eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
     cdyn_extra *x = cdyn_cache_get(code);
     if (x == NULL || !x->decided) {
         if (x == NULL && (x = cdyn_cache_ensure(code)) == NULL) {
+            cdyn_frame_release(ts, f);
             return NULL;
         }
-        decide_skip(code, f->f_globals, x);
+        decide_skip(code, cdyn_frame_globals(f), x);
     }
-    if (x->skip || f->prev_instr != _PyCode_CODE(code) - 1 || f->f_func == NULL) {
+    if (x->skip || !cdyn_frame_at_start(f) || cdyn_frame_func(f) == NULL) {
         if (x->quiet) {   /* a quiet code is skipped too: its extent runs with the hook off */
             PyObject *res;
             t->disabled = 1;
@@ -720,10 +731,11 @@ restart:
     order = cdyn_cache_order;
     for (e = x->entries; e != NULL; prev = e, e = e->next) {
         unsigned long gen = cdyn_cache_generation;
-        int r = cdyn_guards_check(e->guards, f->localsplus, f->f_func, f->f_globals,
-                                  f->f_builtins);
+        int r = cdyn_guards_check(e->guards, cdyn_frame_slots(f), cdyn_frame_func(f), cdyn_frame_globals(f),
+                                  cdyn_frame_builtins(f));
         if (r < 0) {
             t->disabled = saved_disabled;
+            cdyn_frame_release(ts, f);
             return NULL;
         }
         if (gen != cdyn_cache_generation) {
@@ -748,7 +760,7 @@ restart:
     cdyn_counts.cache_hits++;
     e->hits++;
     cdyn_cache_move_to_front(x, prev, e);
-    return run_entry(f, e);
+    return run_entry(ts, f, e);
 }
 
 /* ---- a stand-in for another PEP 523 hook (tests) ----------------------------------- */
@@ -759,7 +771,7 @@ static _PyFrameEvalFunction other_prev;
 static Py_ssize_t other_frames;
 
 static PyObject *
-other_eval(PyThreadState *ts, struct _PyInterpreterFrame *f, int throwflag)
+other_eval(PyThreadState *ts, cdyn_frame *f, int throwflag)
 {
     other_frames++;
     return other_prev(ts, f, throwflag);
@@ -941,7 +953,7 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     *handled = 0;
     if (!Py_IS_TYPE(fn, &PyFunction_Type) || kwnames != NULL || t->disabled ||
-        t->deleg_frame != NULL || ts->recursion_remaining < ts->recursion_limit / 4 ||
+        t->deleg_frame != NULL || cdyn_near_recursion_limit(ts) ||
         _PyInterpreterState_GetEvalFrameFunc(ts->interp) != eval_frame) {
         return NULL;
     }

@@ -11,6 +11,7 @@
 #ifndef CDYN_HOOK_H
 #define CDYN_HOOK_H
 #include "cdynamo.h"
+#include "frame.h"
 
 /* Process-wide counters, reset by cdyn_counters_reset (see _C.counters()). */
 typedef struct {

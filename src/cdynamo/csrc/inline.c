@@ -527,7 +527,7 @@ PyObject *
 cdyn_tx_global_key(cdyn_tx *tx, PyObject *globals, PyObject *name)
 {
     PyObject *gsrc, *src, *key;
-    if (globals == tx->frame->f_globals) {
+    if (globals == cdyn_frame_globals(tx->frame)) {
         src = cdyn_source_global(name);
     }
     else {
@@ -564,7 +564,7 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
 {
     PyFunctionObject *f = (PyFunctionObject *)func;
     PyObject *defaults = NULL, *kwdefaults = NULL, *cells = NULL, *gsrc = NULL;
-    int top = f->func_globals == tx->frame->f_globals;
+    int top = f->func_globals == cdyn_frame_globals(tx->frame);
     int rule = cdyn_code_trace_rule((PyCodeObject *)f->func_code, f->func_globals);
     PyObject *pf = cdyn_polyfill_of(func);
     tr_status st;

@@ -88,12 +88,12 @@ modcall_ready(void)
         (jit = PyImport_ImportModule("torch.jit._trace")) == NULL) {
         goto done;
     }
-    PyObject *cdict = ((PyTypeObject *)module_cls)->tp_dict;
+    PyObject *cdict = cdyn_type_dict((PyTypeObject *)module_cls);
     M.call = Py_XNewRef(PyDict_GetItemWithError(cdict, M.str_call));
     M.call_impl = Py_XNewRef(PyDict_GetItemWithError(cdict, M.str_call_impl));
     M.slow_forward = Py_XNewRef(PyDict_GetItemWithError(cdict, M.str_slow_forward));
     M.jit_globals = Py_XNewRef(PyModule_GetDict(jit));
-    M.getattribute = Py_XNewRef(PyDict_GetItemWithError(PyBaseObject_Type.tp_dict,
+    M.getattribute = Py_XNewRef(PyDict_GetItemWithError(cdyn_type_dict(&PyBaseObject_Type),
                                                         M.str_getattribute));
     M.globals = Py_XNewRef(PyModule_GetDict(modmod));
     if (M.call == NULL || M.call_impl == NULL || M.getattribute == NULL || M.globals == NULL ||

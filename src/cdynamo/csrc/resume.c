@@ -400,10 +400,13 @@ emit_prologue(cdyn_instr_list *out, PyObject *layout, PyObject *cellvars, int nf
     /* ___stackK is local number nlive + K (build_varnames) */
     for (int i = 0, k = nlive; i < nstack; i++) {
         int is_null = null_mask[i] == CDYN_SLOT_NULL;
-        if (null_mask[i] == CDYN_SLOT_CALL && emit(out, PUSH_NULL, 0, -1, tpos) < 0) {
+        if (CDYN_NULL_FIRST && null_mask[i] == CDYN_SLOT_CALL && emit(out, PUSH_NULL, 0, -1, tpos) < 0) {
             return -1;
         }
         if (emit(out, is_null ? PUSH_NULL : LOAD_FAST, is_null ? 0 : k, -1, tpos) < 0) {
+            return -1;
+        }
+        if (!CDYN_NULL_FIRST && null_mask[i] == CDYN_SLOT_CALL && emit(out, PUSH_NULL, 0, -1, tpos) < 0) {
             return -1;
         }
         if (null_mask[i] == CDYN_SLOT_CALL &&

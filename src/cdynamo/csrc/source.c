@@ -5,8 +5,7 @@
  * chain; LOCAL is a direct slot read, so the common guard costs one load and one incref.
  */
 #include "source.h"
-
-#include <opcode.h>
+#include "bytecode.h"
 
 /* ---- the type ---------------------------------------------------------------------- */
 
@@ -460,7 +459,7 @@ cdyn_source_getattr_steps(PyTypeObject *tp)
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
         PyObject *k = PyTuple_GET_ITEM(mro, i);
-        PyObject *d = PyType_Check(k) ? ((PyTypeObject *)k)->tp_dict : NULL;
+        PyObject *d = PyType_Check(k) ? cdyn_type_dict((PyTypeObject *)k) : NULL;
         PyObject *f = d != NULL ? PyDict_GetItemWithError(d, str_getattribute) : NULL;
         if (f == NULL) {
             if (PyErr_Occurred()) {
@@ -492,7 +491,7 @@ static PyObject *
 forwarded_name(PyObject *descr)
 {
     static PyObject *getter;   /* "fget" */
-    PyObject *fget = NULL, *code = NULL, *res = NULL;
+    PyObject *fget = NULL, *res = NULL;
     if (Py_TYPE(descr) != &PyProperty_Type ||
         (getter == NULL && (getter = PyUnicode_InternFromString("fget")) == NULL)) {
         PyErr_Clear();
@@ -501,23 +500,27 @@ forwarded_name(PyObject *descr)
     fget = PyObject_GetAttr(descr, getter);
     if (fget != NULL && PyFunction_Check(fget)) {
         PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(fget);
-        code = co->co_argcount == 1 && co->co_kwonlyargcount == 0 && co->co_nlocalsplus == 1 &&
-               (co->co_flags & CO_OPTIMIZED) &&
-               !(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR |
-                                 CO_ITERABLE_COROUTINE | CO_VARARGS | CO_VARKEYWORDS)) &&
-               PyTuple_GET_SIZE(co->co_names) == 1
-                   ? PyCode_GetCode(co) : NULL;
-        /* RESUME 0; LOAD_FAST 0; LOAD_ATTR 0 (+ 4 cache units); RETURN_VALUE */
-        const unsigned char want[] = {RESUME, 0, LOAD_FAST, 0, LOAD_ATTR, 0, 0, 0, 0, 0, 0, 0,
-                                      0, 0, RETURN_VALUE, 0};
-        if (code != NULL && PyBytes_GET_SIZE(code) == (Py_ssize_t)sizeof(want) &&
-            memcmp(PyBytes_AS_STRING(code), want, sizeof(want)) == 0 &&
-            PyUnicode_CheckExact(PyTuple_GET_ITEM(co->co_names, 0))) {
-            res = PyTuple_GET_ITEM(co->co_names, 0);   /* the code object holds it */
+        cdyn_instr_list l;
+        int fits = co->co_argcount == 1 && co->co_kwonlyargcount == 0 && co->co_nlocalsplus == 1 &&
+                   (co->co_flags & CO_OPTIMIZED) &&
+                   !(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR |
+                                     CO_ITERABLE_COROUTINE | CO_VARARGS | CO_VARKEYWORDS)) &&
+                   PyTuple_GET_SIZE(co->co_names) == 1;
+        /* RESUME 0; LOAD_FAST 0; LOAD_ATTR 0; RETURN_VALUE */
+        static const int want[][2] = {{RESUME, 0}, {LOAD_FAST, 0}, {LOAD_ATTR, 0},
+                                      {RETURN_VALUE, 0}};
+        if (fits && cdyn_decode(co, &l) == 0) {
+            int same = l.len == 4;
+            for (Py_ssize_t i = 0; same && i < 4; i++) {
+                same = l.items[i].opcode == want[i][0] && l.items[i].oparg == want[i][1];
+            }
+            cdyn_instrs_clear(&l);
+            if (same && PyUnicode_CheckExact(PyTuple_GET_ITEM(co->co_names, 0))) {
+                res = PyTuple_GET_ITEM(co->co_names, 0);   /* the code object holds it */
+            }
         }
     }
     PyErr_Clear();
-    Py_XDECREF(code);
     Py_XDECREF(fget);
     return res;
 }
@@ -745,7 +748,7 @@ type_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
 record:
     if (_PyType_Lookup(cls, str_class_attr) == NULL ||   /* gives cls a version tag */
         !(cls->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
-        record_base(rec, meta, cls->tp_dict) < 0) {
+        record_base(rec, meta, cdyn_type_dict(cls)) < 0) {
         return -2;
     }
     rec->cls = cls;
@@ -1264,8 +1267,8 @@ cdyn_source_init(PyObject *module)
         (str_class_attr = PyUnicode_InternFromString("__class__")) == NULL) {
         return -1;
     }
-    object_getattribute = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_getattribute);
-    object_class_descr = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_class_attr);
+    object_getattribute = PyDict_GetItemWithError(cdyn_type_dict(&PyBaseObject_Type), str_getattribute);
+    object_class_descr = PyDict_GetItemWithError(cdyn_type_dict(&PyBaseObject_Type), str_class_attr);
     static const char *fields[5] = {"__code__", "__defaults__", "__kwdefaults__", "__globals__",
                                     "__closure__"};
     for (int i = 0; i < 5; i++) {
@@ -1276,7 +1279,7 @@ cdyn_source_init(PyObject *module)
     if ((str_cell_contents = PyUnicode_InternFromString("cell_contents")) == NULL) {
         return -1;
     }
-    type_mro_descr = PyDict_GetItemString(PyType_Type.tp_dict, "__mro__");
+    type_mro_descr = PyDict_GetItemString(cdyn_type_dict(&PyType_Type), "__mro__");
     if (object_getattribute == NULL || object_class_descr == NULL || type_mro_descr == NULL) {
         return -1;
     }
@@ -1289,7 +1292,7 @@ cdyn_source_init(PyObject *module)
     if (nn_module_type == NULL) {
         return -1;
     }
-    nn_module_getattr = PyDict_GetItemWithError(((PyTypeObject *)nn_module_type)->tp_dict,
+    nn_module_getattr = PyDict_GetItemWithError(cdyn_type_dict((PyTypeObject *)nn_module_type),
                                                 str_getattr);
     if (nn_module_getattr == NULL) {
         return -1;

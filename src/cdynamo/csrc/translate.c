@@ -156,7 +156,7 @@ static tr_status
 load_local(cdyn_tx *tx, cdyn_fs *fs, int i, PyObject **out)
 {
     if (fs->locals[i] == NULL && fs->is_top && i < fs->code->co_nlocalsplus) {
-        PyObject *real = tx->frame->localsplus[i];
+        PyObject *real = cdyn_frame_slots(tx->frame)[i];
         _PyLocals_Kind k = _PyLocals_GetKind(fs->code->co_localspluskinds, i);
         if (real != NULL && (k & CO_FAST_LOCAL) && !(k & CO_FAST_FREE)) {
             PyObject *src = cdyn_source_local(i, localsplus_name(fs->code, i));
@@ -299,9 +299,34 @@ OP(load_fast)
 
 OP(store_fast)
 {
+    PyObject *v = pop(fs);
     (void)tx;
-    Py_XSETREF(fs->locals[ins->oparg], pop(fs));
+    if (V(v)->kind == VK_NULL) {   /* a variable LOAD_FAST_AND_CLEAR found unbound */
+        Py_CLEAR(v);
+    }
+    Py_XSETREF(fs->locals[ins->oparg], v);
     return TR_OK;
+}
+
+/* LOAD_FAST_AND_CLEAR (3.12+, around an inlined comprehension): push the variable (a NULL
+ * when unbound) and unbind it. */
+OP(load_fast_and_clear)
+{
+    PyObject *v = NULL;
+    int i = ins->oparg;
+    tr_status st;
+    if (fs->locals[i] == NULL && !(fs->is_top && cdyn_frame_slots(tx->frame)[i] != NULL)) {
+        return push(fs, cdyn_value_null());
+    }
+    st = load_local(tx, fs, i, &v);
+    if (st != TR_OK) {
+        return st;
+    }
+    st = push(fs, Py_NewRef(v));
+    if (st == TR_OK) {
+        Py_CLEAR(fs->locals[i]);
+    }
+    return st;
 }
 
 OP(delete_fast)
@@ -315,7 +340,7 @@ OP(make_cell)
 {
     PyObject *cell = NULL, *v = NULL;
     int i = ins->oparg;
-    if (fs->is_top && fs->locals[i] == NULL && tx->frame->localsplus[i] != NULL) {
+    if (fs->is_top && fs->locals[i] == NULL && cdyn_frame_slots(tx->frame)[i] != NULL) {
         tr_status st = load_local(tx, fs, i, &v);   /* a cell argument: wrap it first */
         if (st != TR_OK) {
             return st;
@@ -368,6 +393,21 @@ OP(store_deref)
     return st;
 }
 
+/* Push callable r (stolen) with the NULL of the call protocol on the side the version
+ * puts it (CDYN_NULL_FIRST: NULL below the callable; 3.13: above it). */
+static tr_status
+push_with_null(cdyn_fs *fs, PyObject *r)
+{
+    tr_status st = push(fs, CDYN_NULL_FIRST ? cdyn_value_null() : r);
+    if (st != TR_OK) {
+        if (CDYN_NULL_FIRST) {
+            Py_DECREF(r);
+        }
+        return st;
+    }
+    return push(fs, CDYN_NULL_FIRST ? r : cdyn_value_null());
+}
+
 OP(load_global)
 {
     PyObject *name = PyTuple_GET_ITEM(fs->code->co_names, ins->oparg >> 1), *r = NULL;
@@ -375,18 +415,11 @@ OP(load_global)
     if (st != TR_OK) {
         return st;
     }
-    if (ins->oparg & 1) {
-        st = push(fs, cdyn_value_null());
-        if (st != TR_OK) {
-            Py_DECREF(r);
-            return st;
-        }
-    }
-    return push(fs, r);
+    return (ins->oparg & 1) ? push_with_null(fs, r) : push(fs, r);
 }
 
-/* LOAD_ATTR and LOAD_METHOD. LOAD_METHOD always leaves [NULL, bound attribute]: the
- * families bind methods themselves. */
+/* LOAD_ATTR and LOAD_METHOD. LOAD_METHOD always leaves the bound attribute with a NULL
+ * (push_with_null): the families bind methods themselves. */
 OP(load_attr)
 {
     PyObject *r = NULL;
@@ -396,11 +429,7 @@ OP(load_attr)
         return st;
     }
     drop(fs, 1);
-    if (ins->opcode == LOAD_METHOD && (st = push(fs, cdyn_value_null())) != TR_OK) {
-        Py_DECREF(r);
-        return st;
-    }
-    return push(fs, r);
+    return ins->opcode == LOAD_METHOD ? push_with_null(fs, r) : push(fs, r);
 }
 
 OP(store_attr)
@@ -604,30 +633,65 @@ OP(set_add)
     return st;
 }
 
-/* BUILD_SLICE / BUILD_STRING / FORMAT_VALUE: on constants only. */
-OP(build_slice)
+/* A slice value of the n (2 or 3) bound values at items (borrowed): *out new on TR_OK. */
+static tr_status
+make_slice(cdyn_tx *tx, PyObject **items, int n, PyObject **out)
 {
     PyObject *objs[3] = {Py_None, Py_None, Py_None};
-    int n = ins->oparg;
     int tensor_bound = 0;
     for (int i = 0; i < n; i++) {
-        tensor_bound |= V(fs->stack[fs->sp - n + i])->kind == VK_TENSOR;
+        tensor_bound |= V(items[i])->kind == VK_TENSOR;
     }
     /* x[:n] with a symbolic n, x[i:] with a tensor i (the subscript is then a break at its
        data-dependent index, as torch._dynamo's, not here) */
-    if (tensor_bound || cdyn_any_sym(&fs->stack[fs->sp - n], n)) {
-        PyObject *r = NULL;
-        tr_status st = cdyn_sym_build_slice(tx, &fs->stack[fs->sp - n], n, &r);
-        return st == TR_OK ? replace(fs, n, r) : st;
+    if (tensor_bound || cdyn_any_sym(items, n)) {
+        return cdyn_sym_build_slice(tx, items, n, out);
     }
     for (int i = 0; i < n; i++) {
-        PyObject *p = fs->stack[fs->sp - n + i];
-        if (V(p)->kind != VK_CONST) {
+        if (V(items[i])->kind != VK_CONST) {
             return cdyn_tx_unsupported(tx, "slice with a non-constant bound");
         }
-        objs[i] = V(p)->u.cnst.value;
+        objs[i] = V(items[i])->u.cnst.value;
     }
-    return replace(fs, n, cdyn_value_const_steal(PySlice_New(objs[0], objs[1], objs[2])));
+    *out = cdyn_value_const_steal(PySlice_New(objs[0], objs[1], objs[2]));
+    return *out != NULL ? TR_OK : TR_ERROR;
+}
+
+/* BUILD_SLICE / BUILD_STRING / FORMAT_VALUE: on constants only. */
+OP(build_slice)
+{
+    PyObject *r = NULL;
+    tr_status st = make_slice(tx, &fs->stack[fs->sp - ins->oparg], ins->oparg, &r);
+    return st == TR_OK ? replace(fs, ins->oparg, r) : st;
+}
+
+/* BINARY_SLICE (3.12+): [container, start, end] -> container[start:end] */
+OP(binary_slice)
+{
+    PyObject *sl = NULL, *r = NULL;
+    tr_status st = make_slice(tx, &fs->stack[fs->sp - 2], 2, &sl);
+    (void)ins;
+    if (st == TR_OK) {
+        st = cdyn_v_subscr(tx, peek(fs, 2), sl, &r);
+    }
+    Py_XDECREF(sl);
+    return st == TR_OK ? replace(fs, 3, r) : st;
+}
+
+/* STORE_SLICE (3.12+): [value, container, start, end]: container[start:end] = value */
+OP(store_slice)
+{
+    PyObject *sl = NULL;
+    tr_status st = make_slice(tx, &fs->stack[fs->sp - 2], 2, &sl);
+    (void)ins;
+    if (st == TR_OK) {
+        st = cdyn_v_store_subscr(tx, peek(fs, 2), sl, peek(fs, 3));
+    }
+    Py_XDECREF(sl);
+    if (st == TR_OK) {
+        drop(fs, 4);
+    }
+    return st;
 }
 
 OP(build_string)
@@ -667,7 +731,7 @@ format_text(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins, PyObject *a, PyObje
     if (s_format == NULL && (s_format = PyUnicode_InternFromString("__format__")) == NULL) {
         return TR_ERROR;
     }
-    object_format = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, s_format);
+    object_format = PyDict_GetItemWithError(cdyn_type_dict(&PyBaseObject_Type), s_format);
     if (speclen < 0 || object_format == NULL) {
         return TR_ERROR;
     }
@@ -788,7 +852,7 @@ OP(binary)
         st = cdyn_v_subscr(tx, a, b, &r);
     }
     else if (ins->opcode == COMPARE_OP) {
-        st = cdyn_v_compare(tx, ins->oparg, a, b, &r);
+        st = cdyn_v_compare(tx, cdyn_compare_kind(ins->oparg), a, b, &r);
     }
     else {
         st = cdyn_v_binop(tx, ins->oparg, a, b, &r);
@@ -842,7 +906,7 @@ OP(for_iter)
         return push(fs, item);
     }
     drop(fs, 1);
-    fs->pc = ins->target;
+    fs->pc = cdyn_for_iter_exit(&fs->instrs, ins->target);
     return TR_OK;
 }
 
@@ -855,7 +919,7 @@ OP(jump)
 
 OP(pop_jump_if)
 {
-    int want = ins->opcode == POP_JUMP_FORWARD_IF_TRUE || ins->opcode == POP_JUMP_BACKWARD_IF_TRUE;
+    int want = ins->opcode == POP_JUMP_IF_TRUE;
     int truth = 0;
     tr_status st = cdyn_v_truth(tx, peek(fs, 0), &truth);
     if (st != TR_OK) {
@@ -870,8 +934,7 @@ OP(pop_jump_if)
 
 OP(pop_jump_if_none)
 {
-    int want_none = ins->opcode == POP_JUMP_FORWARD_IF_NONE ||
-                    ins->opcode == POP_JUMP_BACKWARD_IF_NONE;
+    int want_none = ins->opcode == POP_JUMP_IF_NONE;
     int is_none = cdyn_v_is_none(peek(fs, 0));   /* None is always a constant value */
     (void)tx;
     drop(fs, 1);
@@ -986,7 +1049,8 @@ explicit_super_args(cdyn_tx *tx, cdyn_fs *fs)
     return st == TR_OK ? push(fs, Py_NewRef(self)) : st;
 }
 
-/* CALL n: [.., X, Y, args(n)] with X NULL -> Y(args) else X(Y, args). */
+/* CALL n: [.., X, Y, args(n)]: with the NULL in X (Y on 3.13) the other one is called on
+ * args, else X(Y, args). */
 OP(call)
 {
     PyObject *res = NULL, *kwn = fs->kw_names, **base;
@@ -994,8 +1058,8 @@ OP(call)
     int n = ins->oparg, nslots;
     tr_status st;
     fs->kw_names = NULL;
-    if (n == 0 && kwn == NULL && V(peek(fs, 1))->kind == VK_NULL &&
-        cdyn_v_real(peek(fs, 0)) == (PyObject *)&PySuper_Type) {
+    if (n == 0 && kwn == NULL && V(peek(fs, CDYN_NULL_FIRST))->kind == VK_NULL &&
+        cdyn_v_real(peek(fs, !CDYN_NULL_FIRST)) == (PyObject *)&PySuper_Type) {
         if ((st = explicit_super_args(tx, fs)) != TR_OK) {
             return st;
         }
@@ -1009,8 +1073,8 @@ OP(call)
     for (int i = 0; i < nslots; i++) {
         pos[i] = V(base[i])->kind == VK_ITER ? V(base[i])->pos : -1;
     }
-    if (V(base[0])->kind == VK_NULL) {
-        st = cdyn_v_call(tx, fs, base[1], base + 2, n, kwn, &res);
+    if (V(base[!CDYN_NULL_FIRST])->kind == VK_NULL) {   /* [NULL, f] or [f, NULL] */
+        st = cdyn_v_call(tx, fs, base[CDYN_NULL_FIRST], base + 2, n, kwn, &res);
     }
     else {
         st = cdyn_v_call(tx, fs, base[0], base + 1, n + 1, kwn, &res);
@@ -1028,12 +1092,12 @@ OP(call)
     return replace(fs, n + 2, res);
 }
 
-/* CALL_FUNCTION_EX flags: [NULL, fn, args, (kwargs)]. */
+/* CALL_FUNCTION_EX flags: [NULL, fn, args, (kwargs)] ([fn, NULL, args, (kwargs)] on 3.13). */
 OP(call_function_ex)
 {
-    int flags = ins->oparg;
-    PyObject *kw = (flags & 1) ? peek(fs, 0) : NULL;
-    PyObject *args = peek(fs, (flags & 1) ? 1 : 0), *fn = peek(fs, (flags & 1) ? 2 : 1);
+    int flags = ins->oparg, k = flags & 1;
+    PyObject *kw = k ? peek(fs, 0) : NULL;
+    PyObject *args = peek(fs, k), *fn = peek(fs, k + 1 + !CDYN_NULL_FIRST);
     PyObject *all = NULL, *kwnames = NULL, *res = NULL;
     tr_status st = cdyn_v_unpack(tx, args, &all);
     if (st == TR_OK && kw != NULL) {
@@ -1048,8 +1112,8 @@ OP(call_function_ex)
     if (st != TR_OK) {
         return st;
     }
-    drop(fs, 2 + (flags & 1));
-    if (fs->sp > 0 && V(peek(fs, 0))->kind == VK_NULL) {
+    drop(fs, 2 + k + !CDYN_NULL_FIRST);
+    if (CDYN_NULL_FIRST && fs->sp > 0 && V(peek(fs, 0))->kind == VK_NULL) {
         drop(fs, 1);
     }
     return push(fs, res);
@@ -1061,6 +1125,67 @@ OP(return_value)
     (void)ins;
     fs->retval = pop(fs);
     return TR_OK;
+}
+
+/* RETURN_CONST (3.12+): LOAD_CONST and RETURN_VALUE in one. */
+OP(return_const)
+{
+    (void)tx;
+    fs->retval = cdyn_value_const(PyTuple_GET_ITEM(fs->code->co_consts, ins->oparg));
+    return fs->retval != NULL ? TR_OK : TR_ERROR;
+}
+
+/* END_FOR (3.12+): the end of a loop, reached only when jumped to (an exhausted FOR_ITER
+ * skips it): pops what its version's END_FOR pops. */
+OP(end_for)
+{
+    UNUSED_OP_ARGS();
+    drop(fs, CDYN_END_FOR_POPS);
+    return TR_OK;
+}
+
+/* CALL_INTRINSIC_1 (3.12+): the intrinsics of traced code; others are unsupported. */
+OP(call_intrinsic_1)
+{
+    PyObject *r = NULL;
+    tr_status st;
+    switch (ins->oparg) {
+    case CDYN_INTRINSIC_UNARY_POSITIVE:
+        st = cdyn_v_unary(tx, UNARY_POSITIVE, peek(fs, 0), &r);
+        return st == TR_OK ? replace(fs, 1, r) : st;
+    case CDYN_INTRINSIC_LIST_TO_TUPLE:
+        return op_list_to_tuple(tx, fs, ins);
+    default:
+        return cdyn_tx_unsupported(tx, "CALL_INTRINSIC_1 %d", ins->oparg);
+    }
+}
+
+/* CONVERT_VALUE / FORMAT_SIMPLE / FORMAT_WITH_SPEC (3.13): FORMAT_VALUE in three steps;
+ * each is the FORMAT_VALUE of its part (a conversion alone is a format with no spec). */
+OP(format_313)
+{
+    cdyn_instr as = *ins;
+    as.opcode = FORMAT_VALUE;
+    as.oparg = ins->opcode == CONVERT_VALUE ? ins->oparg : ins->opcode == FORMAT_WITH_SPEC ? 4 : 0;
+    return op_format_value(tx, fs, &as);
+}
+
+/* LOAD_SUPER_ATTR (3.12+): [super, class, self] -> super(class, self).name; with the low bit
+ * a method load (the bound attribute and a NULL, as LOAD_METHOD). */
+OP(load_super_attr)
+{
+    PyObject *sup = NULL, *r = NULL;
+    PyObject *name = PyTuple_GET_ITEM(fs->code->co_names, ins->oparg >> 2);
+    tr_status st = cdyn_v_call(tx, fs, peek(fs, 2), &fs->stack[fs->sp - 2], 2, NULL, &sup);
+    if (st == TR_OK) {
+        st = cdyn_v_getattr(tx, sup, name, &r);
+    }
+    Py_XDECREF(sup);
+    if (st != TR_OK) {
+        return st;
+    }
+    drop(fs, 3);
+    return (ins->oparg & 1) ? push_with_null(fs, r) : push(fs, r);
 }
 
 /* LOAD_BUILD_CLASS / LOAD_ASSERTION_ERROR: the builtin objects. */
@@ -1285,7 +1410,7 @@ OP(get_yield_from_iter)
     return op_get_iter(tx, fs, ins);
 }
 
-static op_fn op_table[256];
+static op_fn op_table[CDYN_NOPS];
 
 static void
 op_table_init(void)
@@ -1314,13 +1439,9 @@ op_table_init(void)
         {UNARY_INVERT, op_unary}, {UNARY_NOT, op_unary}, {IS_OP, op_is_contains},
         {CONTAINS_OP, op_is_contains}, {GET_ITER, op_get_iter}, {FOR_ITER, op_for_iter},
         {JUMP_FORWARD, op_jump}, {JUMP_BACKWARD, op_jump},
-        {JUMP_BACKWARD_NO_INTERRUPT, op_jump}, {POP_JUMP_FORWARD_IF_FALSE, op_pop_jump_if},
-        {POP_JUMP_BACKWARD_IF_FALSE, op_pop_jump_if}, {POP_JUMP_FORWARD_IF_TRUE, op_pop_jump_if},
-        {POP_JUMP_BACKWARD_IF_TRUE, op_pop_jump_if},
-        {POP_JUMP_FORWARD_IF_NONE, op_pop_jump_if_none},
-        {POP_JUMP_BACKWARD_IF_NONE, op_pop_jump_if_none},
-        {POP_JUMP_FORWARD_IF_NOT_NONE, op_pop_jump_if_none},
-        {POP_JUMP_BACKWARD_IF_NOT_NONE, op_pop_jump_if_none},
+        {JUMP_BACKWARD_NO_INTERRUPT, op_jump}, {POP_JUMP_IF_FALSE, op_pop_jump_if},
+        {POP_JUMP_IF_TRUE, op_pop_jump_if}, {POP_JUMP_IF_NONE, op_pop_jump_if_none},
+        {POP_JUMP_IF_NOT_NONE, op_pop_jump_if_none},
         {JUMP_IF_FALSE_OR_POP, op_jump_if_or_pop}, {JUMP_IF_TRUE_OR_POP, op_jump_if_or_pop},
         {BEFORE_WITH, op_before_with}, {MAKE_FUNCTION, op_make_function}, {CALL, op_call},
         {CALL_FUNCTION_EX, op_call_function_ex}, {RETURN_VALUE, op_return_value},
@@ -1331,6 +1452,14 @@ op_table_init(void)
         {CHECK_EXC_MATCH, op_check_exc_match}, {WITH_EXCEPT_START, op_with_except_start},
         {YIELD_VALUE, op_yield_value}, {RETURN_GENERATOR, op_yield_value}, {SEND, op_send},
         {GET_YIELD_FROM_ITER, op_get_yield_from_iter},
+        /* 3.12+ */
+        {RETURN_CONST, op_return_const}, {LOAD_FAST_CHECK, op_load_fast},
+        {LOAD_FAST_AND_CLEAR, op_load_fast_and_clear}, {END_FOR, op_end_for},
+        {BINARY_SLICE, op_binary_slice}, {STORE_SLICE, op_store_slice},
+        {CALL_INTRINSIC_1, op_call_intrinsic_1}, {LOAD_SUPER_ATTR, op_load_super_attr},
+        /* 3.13 */
+        {TO_BOOL, op_nop}, {CONVERT_VALUE, op_format_313}, {FORMAT_SIMPLE, op_format_313},
+        {FORMAT_WITH_SPEC, op_format_313},
     };
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         op_table[ops[i].opcode] = ops[i].fn;
@@ -1354,8 +1483,7 @@ static brk_kind
 break_kind_of(const cdyn_instr *ins)
 {
     switch (ins->opcode) {
-    case POP_JUMP_FORWARD_IF_FALSE: case POP_JUMP_BACKWARD_IF_FALSE:
-    case POP_JUMP_FORWARD_IF_TRUE: case POP_JUMP_BACKWARD_IF_TRUE:
+    case POP_JUMP_IF_FALSE: case POP_JUMP_IF_TRUE:
     case JUMP_IF_FALSE_OR_POP: case JUMP_IF_TRUE_OR_POP:
         return BRK_JUMP;
     case CALL:
@@ -1547,9 +1675,9 @@ restore_grad_mode(int enabled)
 
 /* Set up tx and the top frame state fs for frame. 0 / -1. */
 static int
-tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *options)
+tx_open(cdyn_tx *tx, cdyn_fs *fs, cdyn_frame *frame, PyObject *options)
 {
-    PyCodeObject *co = frame->f_code;
+    PyCodeObject *co = cdyn_frame_code(frame);
     PyObject *pair = NULL;
     int state;
     memset(tx, 0, sizeof(*tx));
@@ -1591,14 +1719,14 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, struct _PyInterpreterFrame *frame, PyObject *o
         !tx->undo || !tx->cyclic || cdyn_guards_add_grad_mode(tx->guards, state) < 0) {
         return -1;
     }
-    if (cdyn_fs_init(fs, co, frame->f_globals, frame->f_builtins) < 0) {
+    if (cdyn_fs_init(fs, co, cdyn_frame_globals(frame), cdyn_frame_builtins(frame)) < 0) {
         return -1;
     }
     fs->is_top = 1;
     fs->top_globals = 1;
     /* Free variables of the top frame: lazily wrapped real cells with closure sources. */
     if (co->co_nfreevars > 0) {
-        PyObject *closure = ((PyFunctionObject *)frame->f_func)->func_closure;
+        PyObject *closure = ((PyFunctionObject *)cdyn_frame_func(frame))->func_closure;
         int first = co->co_nlocalsplus - co->co_nfreevars;
         for (int k = 0; k < co->co_nfreevars; k++) {
             PyObject *name = localsplus_name(co, first + k), *cell = NULL;
@@ -1760,7 +1888,7 @@ note_restart(cdyn_tx *tx)
     return rc;
 }
 
-static int translate_once(struct _PyInterpreterFrame *frame, PyObject *options,
+static int translate_once(cdyn_frame *frame, PyObject *options,
                           cdyn_translation *out, int *restart);
 
 /* 1 when code has a cache entry. */
@@ -1772,7 +1900,7 @@ has_entries(PyCodeObject *code)
 }
 
 int
-cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
+cdyn_translate_frame(cdyn_frame *frame, PyObject *options,
                      cdyn_translation *out)
 {
     /* a few restarts: each marks at least one more float input static */
@@ -1783,14 +1911,14 @@ cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
             return rc;
         }
         cdyn_log(20, "restarting the trace of %U: float inputs made static",
-                 frame->f_code->co_qualname);
+                 cdyn_frame_code(frame)->co_qualname);
     }
 }
 
 /* One trace of the frame; *restart set (when restart is not NULL) when the trace must be
  * made again (note_restart). */
 static int
-translate_once(struct _PyInterpreterFrame *frame, PyObject *options, cdyn_translation *out,
+translate_once(cdyn_frame *frame, PyObject *options, cdyn_translation *out,
                int *restart)
 {
     cdyn_tx tx;
@@ -2015,9 +2143,18 @@ cdyn_translate_init(PyObject *module)
         }
     }
     op_table_init();
-    if (cdyn_user_init() < 0 || cdyn_builtin_init() < 0 || cdyn_ctx_init() < 0 ||
-        cdyn_torch_init() < 0) {
-        return -1;
+    static const struct { const char *name; int (*fn)(void); } parts[] = {
+        {"user", cdyn_user_init}, {"builtin", cdyn_builtin_init}, {"ctx", cdyn_ctx_init},
+        {"torch", cdyn_torch_init}, {"polyfill", cdyn_polyfill_init}, {"hop", cdyn_hop_init},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        if (parts[i].fn() < 0) {
+            if (!PyErr_Occurred()) {   /* an init that failed without saying why */
+                PyErr_Format(PyExc_ImportError, "cdynamo._C: initialising the %s family failed",
+                             parts[i].name);
+            }
+            return -1;
+        }
     }
-    return cdyn_polyfill_init() < 0 ? -1 : cdyn_hop_init();
+    return 0;
 }

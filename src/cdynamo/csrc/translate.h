@@ -7,6 +7,7 @@
 #ifndef CDYN_TRANSLATE_H
 #define CDYN_TRANSLATE_H
 #include "cdynamo.h"
+#include "frame.h"
 #include "guards.h"
 
 typedef struct {
@@ -26,7 +27,7 @@ typedef struct {
  * Returns 0 with out filled (out->code == NULL: run the frame unmodified; the reason has
  * been logged), or -1 with an exception set that must reach the user (fullgraph error,
  * backend failure). The caller must have disabled the hook for this thread. */
-int cdyn_translate_frame(struct _PyInterpreterFrame *frame, PyObject *options,
+int cdyn_translate_frame(cdyn_frame *frame, PyObject *options,
                          cdyn_translation *out);
 
 /* Module-level set-up (imports torch.fx etc. lazily is fine); 0 or -1. */

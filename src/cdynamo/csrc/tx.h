@@ -12,6 +12,7 @@
 #ifndef CDYN_TX_H
 #define CDYN_TX_H
 #include "cdynamo.h"
+#include "frame.h"
 #include "bytecode.h"
 #include "guards.h"
 #include "source.h"
@@ -68,7 +69,7 @@ typedef struct cdyn_tx {
                                reach themselves (a recursive closure), so their contents are
                                cleared when the trace ends */
     /* top frame facts needed by code generation */
-    struct _PyInterpreterFrame *frame;  /* borrowed */
+    cdyn_frame *frame;  /* borrowed */
     PyCodeObject *code;     /* borrowed: the top frame's code */
     /* dynamic shapes (values/symint.c) */
     PyObject *shapes;       /* cdynamo._shapes.ShapeTrace of this trace */

@@ -431,7 +431,7 @@ model_output_method(PyObject *fn)
         PyObject *cls = mod ? PyObject_GetAttrString(mod, "ModelOutput") : NULL;
         PyErr_Clear();
         for (int i = 0; cls != NULL && i < MO_COUNT; i++) {
-            PyObject *d = PyDict_GetItemString(((PyTypeObject *)cls)->tp_dict, names[i]);
+            PyObject *d = PyDict_GetItemString(cdyn_type_dict((PyTypeObject *)cls), names[i]);
             mo_fns[i] = d != NULL && PyFunction_Check(d) ? Py_NewRef(d) : NULL;
         }
         Py_XDECREF(mod);

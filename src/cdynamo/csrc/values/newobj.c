@@ -151,7 +151,7 @@ type_has_slots(PyTypeObject *t)
     for (Py_ssize_t i = 0; mro != NULL && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *b = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
         pos = 0;
-        while ((b->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyDict_Next(b->tp_dict, &pos, &k, &d)) {
+        while ((b->tp_flags & Py_TPFLAGS_HEAPTYPE) && PyDict_Next(cdyn_type_dict(b), &pos, &k, &d)) {
             if (Py_TYPE(d) == &PyMemberDescr_Type) {
                 return 1;
             }

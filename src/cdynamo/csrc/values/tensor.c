@@ -46,8 +46,8 @@ cdyn_tensor_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **inst)
     if (V(v)->source == NULL) {
         return 0;
     }
-    real = cdyn_source_eval((cdyn_source *)V(v)->source, tx->frame->localsplus,
-                            tx->frame->f_func, tx->frame->f_globals, tx->frame->f_builtins);
+    real = cdyn_source_eval((cdyn_source *)V(v)->source, cdyn_frame_slots(tx->frame),
+                            cdyn_frame_func(tx->frame), cdyn_frame_globals(tx->frame), cdyn_frame_builtins(tx->frame));
     if (real == NULL) {
         PyErr_Clear();
         return -1;

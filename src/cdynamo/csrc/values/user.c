@@ -195,7 +195,7 @@ super_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         i++;
     }
     for (i++; i < n; i++) {
-        PyObject *d = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
+        PyObject *d = cdyn_type_dict((PyTypeObject *)PyTuple_GET_ITEM(mro, i));
         PyObject *descr = d ? PyDict_GetItemWithError(d, name) : NULL;
         if (descr != NULL) {
             tr_status st = super_guard(tx, self, i, name);

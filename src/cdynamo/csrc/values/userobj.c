@@ -1643,7 +1643,7 @@ static tr_status
 typing_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *handled)
 {
     PyObject *obj = V(v)->u.obj.obj, *k = NULL, *r = NULL;
-    PyObject *mod = PyDict_GetItemWithError(Py_TYPE(obj)->tp_dict, cdyn_G.s_module);
+    PyObject *mod = PyDict_GetItemWithError(cdyn_type_dict(Py_TYPE(obj)), cdyn_G.s_module);
     tr_status st;
     *handled = 0;
     if (mod == NULL || !PyUnicode_Check(mod) || !cdyn_name_is(mod, "typing") ||

@@ -1,0 +1,47 @@
+/* frame.c: releasing a frame the hook replaced (see frame.h). */
+#include "frame.h"
+
+#if PY_VERSION_HEX >= 0x030D0000
+/* Exported by CPython 3.13 (Python/ceval.c): clears the frame and pops it. */
+PyAPI_FUNC(void) _PyEval_FrameClearAndPop(PyThreadState *tstate, cdyn_frame *frame);
+#endif
+
+void
+cdyn_frame_release(PyThreadState *ts, cdyn_frame *f)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    assert(f->frame_obj == NULL);
+    _PyEval_FrameClearAndPop(ts, f);
+#elif PY_VERSION_HEX >= 0x030C0000
+    /* 3.12 exports neither its frame clear nor its frame pop: the same steps here. A new
+     * frame holds its slots up to stacktop, its function, code and locals mapping. */
+    assert(f->frame_obj == NULL);
+    for (int i = 0; i < f->stacktop; i++) {
+        Py_XDECREF(f->localsplus[i]);
+    }
+    f->stacktop = 0;
+    Py_XDECREF(f->f_locals);
+    Py_DECREF(f->f_funcobj);
+    Py_DECREF(f->f_code);
+    /* Pop: the frame is the top of the thread's data stack. When it starts a chunk of its
+     * own, that chunk is given back to the arena allocator and the previous one is current
+     * again (the root chunk is never popped: a frame at its start is the first frame). */
+    PyObject **base = (PyObject **)f;
+    _PyStackChunk *chunk = ts->datastack_chunk;
+    if (base == &chunk->data[0] && chunk->previous != NULL) {
+        _PyStackChunk *prev = chunk->previous;
+        PyObjectArenaAllocator arena;
+        ts->datastack_top = &prev->data[prev->top];
+        ts->datastack_chunk = prev;
+        ts->datastack_limit = (PyObject **)(((char *)prev) + prev->size);
+        PyObject_GetArenaAllocator(&arena);
+        arena.free(arena.ctx, chunk, chunk->size);
+    }
+    else {
+        ts->datastack_top = base;
+    }
+#else
+    (void)ts;
+    (void)f;
+#endif
+}
