@@ -49,9 +49,9 @@ def tensor_meta_ext():
     except ImportError:
         return None
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    # torch 2.15's C++ headers use C++20 (concepts, <=>); 2.13 and 2.14 build as C++17
+    # the C++ headers of torch 2.14 and later use C++20 (concepts, <=>); 2.13 builds as C++17
     major, minor = (int(p) for p in torch.__version__.split(".")[:2])
-    std = "-std=c++20" if (major, minor) >= (2, 15) else "-std=c++17"
+    std = "-std=c++20" if (major, minor) >= (2, 14) else "-std=c++17"
     # torch's headers as system headers: -Wall -Wextra apply to our file only
     isystem = [a for p in include_paths() for a in ("-isystem", p)]
     libs = library_paths()

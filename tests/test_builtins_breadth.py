@@ -20,7 +20,6 @@ import torch
 import cdynamo
 from helpers import CountingBackend, assert_same, run_torch_dynamo, check_against_eager
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")
 
 X = torch.randn(4)
 

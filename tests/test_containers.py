@@ -25,8 +25,7 @@ from conftest import requires_engine
 from helpers import CountingBackend, assert_same
 from test_graph_breaks import T, run_both
 
-pytestmark = [requires_engine,
-              pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")]
+pytestmark = [requires_engine]
 
 gb = torch._dynamo.graph_break
 

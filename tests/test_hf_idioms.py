@@ -30,7 +30,6 @@ import torch.nn as nn
 import cdynamo
 from helpers import CountingBackend, assert_same, check_against_eager
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")
 
 X = torch.randn(4)
 

@@ -16,7 +16,6 @@ import torch._dynamo
 import cdynamo
 from helpers import CALL_OPS, CountingBackend, assert_same, run_torch_dynamo
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")
 
 
 def _targets(counter):

@@ -23,7 +23,6 @@ import torch._dynamo
 import cdynamo
 from helpers import CountingBackend
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")
 
 
 def _state(obj):

@@ -9,7 +9,6 @@ import pytest
 
 from cdynamo import _C
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")
 
 
 # ---------------------------------------------------------------- helpers

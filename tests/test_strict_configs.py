@@ -21,7 +21,6 @@ import torch._dynamo
 
 import cdynamo
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 only")
 
 CALL_OPS = ("call_function", "call_method", "call_module")
 

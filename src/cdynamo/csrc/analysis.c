@@ -15,6 +15,8 @@ static int slot_access(const cdyn_instr *ins, Py_ssize_t k, int nlocals, int *us
     *def_lo = *def_hi = 0;
     switch (ins->opcode) {
     case LOAD_FAST:
+    case LOAD_FAST_CHECK:
+    case LOAD_FROM_DICT_OR_DEREF:
     case LOAD_CLOSURE:
     case LOAD_DEREF:
     case STORE_DEREF:
@@ -27,6 +29,7 @@ static int slot_access(const cdyn_instr *ins, Py_ssize_t k, int nlocals, int *us
         *def_hi = slot + 1;
         break;
     case DELETE_FAST:
+    case LOAD_FAST_AND_CLEAR:   /* reads the variable (it may be unbound) and unbinds it */
     case MAKE_CELL:
         *use = slot;
         *def_lo = slot;

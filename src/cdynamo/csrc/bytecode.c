@@ -277,6 +277,7 @@ cdyn_instr cdyn_instr_make(int opcode, int oparg)
     ins.exc_handler = -1;
     ins.exc_depth = 0;
     ins.exc_lasti = 0;
+    ins.ext = 0;
     ins.fused = 0;
     return ins;
 }
@@ -539,6 +540,7 @@ int cdyn_decode(PyCodeObject *co, cdyn_instr_list *out)
         }
         ins = cdyn_instr_make(op, (int)((ext << 8) | (unsigned int)arg));
         ins.offset = (int)u;
+        ins.ext = nprefix;
         inst_start[idx] = prefix_start >= 0 ? prefix_start : (int)u;
         for (int k = 1; k <= ncache; k++) {
             unit_instr[u + k] = (int)idx;
@@ -945,6 +947,9 @@ int cdyn_stackdepth(const cdyn_instr_list *instrs)
     cdyn_instr_list real;
     int depth = denormalize(instrs, &real) < 0 ? -1 : stackdepth_real(&real);
     cdyn_instrs_clear(&real);
+#if PY_VERSION_HEX >= 0x030D0000
+    depth = depth == 0 ? 1 : depth;   /* 3.13's code objects have a stack of one at least */
+#endif
     return depth;
 }
 
@@ -1018,6 +1023,12 @@ static int layout_compute(const cdyn_instr_list *instrs, layout *lay)
                              i, cdyn_opname(op), ins->target);
                 goto error;
             }
+            if (op == FOR_ITER && CDYN_FOR_ITER_SKIPS > 0 &&
+                cdyn_for_iter_exit(instrs, ins->target) != ins->target + CDYN_FOR_ITER_SKIPS) {
+                PyErr_Format(PyExc_ValueError, "instruction %zd: FOR_ITER must target the "
+                             "END_FOR its exit skips", i);
+                goto error;
+            }
             op = jump_in_direction(op, ins->target <= i);
             if (op < 0) {
                 PyErr_Format(PyExc_ValueError, "instruction %zd (%s) cannot jump backwards",
@@ -1040,7 +1051,8 @@ static int layout_compute(const cdyn_instr_list *instrs, layout *lay)
             goto error;
         }
         lay->op[i] = op;
-        lay->size[i] = ext_count(lay->arg[i]) + 1 + cdyn_cache_size(op);
+        lay->size[i] = Py_MAX(ext_count(lay->arg[i]), cdyn_is_jump(op) ? ins->ext : 0) + 1 +
+                       cdyn_cache_size(op);
     }
     /* Sizes only grow, so this ends (at most 3 EXTENDED_ARGs per jump). */
     while (changed) {
@@ -1369,7 +1381,7 @@ PyObject *cdyn_assemble(const cdyn_instr_list *instrs, const cdyn_code_spec *spe
     if (freevars == NULL) {
         goto cleanup;
     }
-    result = (PyObject *)PyCode_NewWithPosOnlyArgs(
+    result = (PyObject *)cdyn_code_new(
         spec->argcount >= 0 ? spec->argcount : base->co_argcount,
         spec->posonlyargcount >= 0 ? spec->posonlyargcount : base->co_posonlyargcount,
         spec->kwonlyargcount >= 0 ? spec->kwonlyargcount : base->co_kwonlyargcount,

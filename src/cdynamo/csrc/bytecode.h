@@ -28,6 +28,9 @@ typedef struct {
                           instruction, or -1 */
     int exc_depth;     /* stack depth of that entry */
     int exc_lasti;     /* its lasti flag (0/1) */
+    int ext;           /* EXTENDED_ARG prefixes the instruction had in decoded code (0 for
+                          instructions made by us): a jump is assembled with at least as many,
+                          as CPython's assembler, whose sizes only grow, may have left it */
     int fused;         /* 1: the second half of a fused real instruction (3.13's
                           LOAD_FAST_LOAD_FAST, ...), joined to the one before again on
                           assembly while both stand together */
@@ -121,6 +124,8 @@ int cdyn_is_terminator(int opcode);
 /* END_FOR pops two (3.12: the iterator and the last value) or one (3.13, with a POP_TOP
  * after it for the iterator). */
 #define CDYN_END_FOR_POPS (PY_VERSION_HEX >= 0x030D0000 ? 1 : 2)
+/* SEND leaves its receiver below the result for END_SEND to pop (3.12+); 3.11's pops it. */
+#define CDYN_SEND_KEEPS_RECEIVER (PY_VERSION_HEX >= 0x030C0000)
 /* CALL_INTRINSIC_1's arguments for the operations 3.11 had opcodes for (3.12+; the numbers
  * of CPython's pycore_intrinsics.h). */
 #define CDYN_INTRINSIC_UNARY_POSITIVE 5

@@ -209,6 +209,10 @@ static int must_stay_adjacent(const cdyn_instr_list *l, Py_ssize_t i)
     if ((ins->opcode == RESUME && ins->oparg > 0) || ins->fused) {
         return 1;   /* a fused half stays fused (3.13) */
     }
+    if (ins->opcode == END_FOR || (i > 0 && l->items[i - 1].opcode == END_FOR &&
+                                   CDYN_FOR_ITER_SKIPS > 1)) {
+        return 1;   /* an exhausted FOR_ITER skips the units at its target (3.12+) */
+    }
     return ins->opcode == CALL && i > 0 &&
            (l->items[i - 1].opcode == PRECALL || l->items[i - 1].opcode == KW_NAMES);
 }

@@ -80,7 +80,7 @@ cdyn_cache_init(void)
     if (extra_index >= 0) {
         return 0;
     }
-    extra_index = _PyEval_RequestCodeExtraIndex(extra_free);
+    extra_index = cdyn_request_code_extra_index(extra_free);
     if (extra_index < 0) {
         PyErr_SetString(PyExc_RuntimeError, "cdynamo: no co_extra index left");
         return -1;
@@ -92,7 +92,7 @@ cdyn_extra *
 cdyn_cache_get(PyCodeObject *code)
 {
     void *p = NULL;
-    if (_PyCode_GetExtra((PyObject *)code, extra_index, &p) < 0) {
+    if (cdyn_code_get_extra((PyObject *)code, extra_index, &p) < 0) {
         PyErr_Clear();
         return NULL;
     }
@@ -112,7 +112,7 @@ cdyn_cache_ensure(PyCodeObject *code)
         return NULL;
     }
     x->code = (PyObject *)code;
-    if (_PyCode_SetExtra((PyObject *)code, extra_index, x) < 0) {
+    if (cdyn_code_set_extra((PyObject *)code, extra_index, x) < 0) {
         PyMem_Free(x);
         return NULL;
     }
@@ -234,7 +234,7 @@ cdyn_cache_reset(void)
         cdyn_cache_entry *entries = extra_detach(x);
         if (!x->force) {
             /* Frees x through extra_free. */
-            if (_PyCode_SetExtra(code, extra_index, NULL) < 0) {
+            if (cdyn_code_set_extra(code, extra_index, NULL) < 0) {
                 PyErr_Clear();
             }
         }

@@ -27,6 +27,83 @@
 #include <stdint.h>
 #include <string.h>
 
+/* ---- CPython's private and unstable API across 3.11 to 3.13 -------------------------------
+ * The one place where the engine's C-API calls differ by version (frames: frame.h; bytecode:
+ * opcodes.h and bytecode.h). */
+#if PY_VERSION_HEX >= 0x030D0000
+/* Still exported by 3.13, declared only in its internal headers. */
+PyAPI_FUNC(int) _PySet_NextEntry(PyObject *set, Py_ssize_t *pos, PyObject **key, Py_hash_t *hash);
+PyAPI_FUNC(PyObject *) _Py_CheckFunctionResult(PyThreadState *tstate, PyObject *callable,
+                                              PyObject *result, const char *where);
+PyAPI_FUNC(void) _PyTraceback_Add(const char *funcname, const char *filename, int lineno);
+PyAPI_FUNC(int) _PyArg_CheckPositional(const char *name, Py_ssize_t nargs, Py_ssize_t min,
+                                       Py_ssize_t max);
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+#define cdyn_long_as_int PyLong_AsInt
+#define cdyn_lookup_attr PyObject_GetOptionalAttr
+#else
+#define cdyn_long_as_int _PyLong_AsInt
+#define cdyn_lookup_attr _PyObject_LookupAttr
+#endif
+/* A dict view's dict (keys(), values(), items() of a dict; borrowed): the layout every
+ * version gives dict views (internal since 3.13). */
+typedef struct {
+    PyObject_HEAD
+    PyDictObject *dv_dict;
+} cdyn_dict_view;
+static inline PyObject *
+cdyn_dict_view_dict(PyObject *view)
+{
+    return (PyObject *)((cdyn_dict_view *)view)->dv_dict;
+}
+#if PY_VERSION_HEX >= 0x030C0000
+#define cdyn_code_get_extra PyUnstable_Code_GetExtra
+#define cdyn_code_set_extra PyUnstable_Code_SetExtra
+#define cdyn_request_code_extra_index PyUnstable_Eval_RequestCodeExtraIndex
+#define cdyn_code_new PyUnstable_Code_NewWithPosOnlyArgs
+#else
+#define cdyn_code_get_extra _PyCode_GetExtra
+#define cdyn_code_set_extra _PyCode_SetExtra
+#define cdyn_request_code_extra_index _PyEval_RequestCodeExtraIndex
+#define cdyn_code_new PyCode_NewWithPosOnlyArgs
+#endif
+
+/* A monotonic clock in ns (for timing helpers, never on the per-call path). */
+static inline int64_t
+cdyn_perf_counter_ns(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyTime_t t = 0;
+    (void)PyTime_PerfCounterRaw(&t);
+    return (int64_t)t;
+#else
+    return (int64_t)_PyTime_GetPerfCounter();
+#endif
+}
+
+/* d's PEP 509 version tag (dict d, borrowed): changes whenever d changes. Deprecated since
+ * 3.12 (dict watchers replace it) but kept up to date through 3.13. */
+static inline uint64_t
+cdyn_dict_version(PyObject *d)
+{
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)d)->ma_version_tag;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+}
+
+/* Call Python function func (a PyFunctionObject) by vectorcall. New reference or NULL. */
+static inline PyObject *
+cdyn_function_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf)
+{
+    return ((PyFunctionObject *)func)->vectorcall(func, args, nargsf, NULL);
+}
+
 /* Log through Python's logging under the "cdynamo" logger (slow path only).
  * level: 10 debug, 20 info, 30 warning. Never raises: a logging failure is swallowed. */
 void cdyn_log(int level, const char *fmt, ...);

@@ -574,11 +574,11 @@ module_state_cached(PyObject *mod, const nn_state_cache *c)
 {
     PyObject **dp;
     if (c->dict == NULL || (dp = cdyn_dict_ptr(mod)) == NULL ||
-        *dp != (PyObject *)c->dict || c->dict->ma_version_tag != c->tag) {
+        *dp != (PyObject *)c->dict || cdyn_dict_version((PyObject *)c->dict) != c->tag) {
         return 0;
     }
     for (int i = 0; i < c->nsub; i++) {
-        if (c->sub[i]->ma_version_tag != c->sub_tag[i]) {
+        if (cdyn_dict_version((PyObject *)c->sub[i]) != c->sub_tag[i]) {
             return 0;
         }
     }
@@ -611,7 +611,7 @@ module_state_rec(PyObject *mod, nn_state_cache *c)
         return 0;
     }
     rec.dict = (PyDictObject *)d;
-    rec.tag = rec.dict->ma_version_tag;
+    rec.tag = cdyn_dict_version((PyObject *)rec.dict);
     for (int i = 0; i < 5; i++) {
         PyObject *h = PyDict_GetItemWithError(d, nn_state_names[i]);   /* borrowed */
         Py_ssize_t n;
@@ -623,7 +623,7 @@ module_state_rec(PyObject *mod, nn_state_cache *c)
         }
         if (i > 0 && PyDict_Check(h)) {
             rec.sub[rec.nsub] = (PyDictObject *)h;
-            rec.sub_tag[rec.nsub++] = ((PyDictObject *)h)->ma_version_tag;
+            rec.sub_tag[rec.nsub++] = cdyn_dict_version(h);
         }
         else if (i > 0) {
             cacheable = 0;

@@ -393,8 +393,8 @@ run_entry(PyThreadState *ts, cdyn_frame *f, cdyn_cache_entry *e)
     }
     cdyn_tls *t = &tls;
     t->passthrough = PyFunction_GET_CODE(func);
-    PyObject *res = _PyFunction_Vectorcall(func, cdyn_frame_slots(f), (size_t)frame_nargs(cdyn_frame_code(f)),
-                                           NULL);
+    PyObject *res = cdyn_function_vectorcall(func, cdyn_frame_slots(f),
+                                              (size_t)frame_nargs(cdyn_frame_code(f)));
     t->passthrough = NULL;
     Py_DECREF(func);
     cdyn_frame_release(ts, f);   /* replaced: its slots were only borrowed by the call */
@@ -1023,7 +1023,7 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
         return NULL;
     }
     t->passthrough = PyFunction_GET_CODE(entry_fn);
-    PyObject *res = _PyFunction_Vectorcall(entry_fn, locals, (size_t)nargs, NULL);
+    PyObject *res = cdyn_function_vectorcall(entry_fn, locals, (size_t)nargs);
     t->passthrough = NULL;
     Py_DECREF(entry_fn);
     return res;

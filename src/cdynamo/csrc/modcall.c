@@ -145,7 +145,7 @@ static int
 no_global_hooks(void)
 {
     PyDictObject *g = (PyDictObject *)M.globals;
-    if (M.globals_tag == 0 || g->ma_version_tag != M.globals_tag) {
+    if (M.globals_tag == 0 || cdyn_dict_version((PyObject *)g) != M.globals_tag) {
         for (int i = 0; i < N_HOOKS; i++) {
             PyObject *h = PyDict_GetItemString(M.globals, global_hook_names[i]);
             if (h == NULL || !PyDict_Check(h)) {
@@ -154,7 +154,7 @@ no_global_hooks(void)
             }
             M.hooks[i] = h;
         }
-        M.globals_tag = g->ma_version_tag;
+        M.globals_tag = cdyn_dict_version((PyObject *)g);
     }
     for (int i = 0; i < N_HOOKS; i++) {
         if (PyDict_GET_SIZE(M.hooks[i]) != 0) {
@@ -169,7 +169,7 @@ static int
 no_jit_module_trace(void)
 {
     PyDictObject *g = (PyDictObject *)M.jit_globals;
-    if (M.jit_tag != 0 && g->ma_version_tag == M.jit_tag) {
+    if (M.jit_tag != 0 && cdyn_dict_version((PyObject *)g) == M.jit_tag) {
         return 1;
     }
     if (PyDict_GetItemWithError(M.jit_globals, M.str_map) != Py_None) {
@@ -177,7 +177,7 @@ no_jit_module_trace(void)
         M.jit_tag = 0;
         return 0;
     }
-    M.jit_tag = g->ma_version_tag;
+    M.jit_tag = cdyn_dict_version((PyObject *)g);
     return 1;
 }
 
@@ -207,7 +207,7 @@ read_instance(cdyn_modcall_cache *c, PyObject *d)
         return 0;
     }
     c->idict = d;
-    c->idict_tag = ((PyDictObject *)d)->ma_version_tag;
+    c->idict_tag = cdyn_dict_version(d);
     return 1;
 }
 
@@ -222,7 +222,7 @@ instance_plain(cdyn_modcall_cache *c, PyObject *mod)
     if (d == NULL || !PyDict_CheckExact(d)) {
         return 0;
     }
-    if ((d != c->idict || ((PyDictObject *)d)->ma_version_tag != c->idict_tag) &&
+    if ((d != c->idict || cdyn_dict_version(d) != c->idict_tag) &&
         !read_instance(c, d)) {
         return 0;
     }

@@ -227,12 +227,12 @@ mod_time_guards(PyObject *Py_UNUSED(m), PyObject *args)
     PyObject *const *localsplus = &PyTuple_GET_ITEM(slots, 0);
     PyObject *globals = PyEval_GetGlobals();
     PyObject *builtins = PyEval_GetBuiltins();
-    _PyTime_t t0 = _PyTime_GetPerfCounter();
+    int64_t t0 = cdyn_perf_counter_ns();
     int ok = 1;
     for (long i = 0; i < n && ok == 1; i++) {
         ok = cdyn_guards_check(x->entries->guards, localsplus, NULL, globals, builtins);
     }
-    _PyTime_t t1 = _PyTime_GetPerfCounter();
+    int64_t t1 = cdyn_perf_counter_ns();
     if (ok < 0) {
         return NULL;
     }

@@ -46,7 +46,7 @@ cdyn_resume_origin(PyCodeObject *code, PyCodeObject **orig, int *prologue_len)
     if (origin_extra_index < 0 || code == NULL) {
         goto cleanup;
     }
-    if (_PyCode_GetExtra((PyObject *)code, origin_extra_index, &p) < 0) {
+    if (cdyn_code_get_extra((PyObject *)code, origin_extra_index, &p) < 0) {
         PyErr_Clear();
         goto cleanup;
     }
@@ -69,7 +69,7 @@ cdyn_resume_bounces(PyCodeObject *code)
 {
     void *p = NULL;
     if (origin_extra_index < 0 || code == NULL ||
-        _PyCode_GetExtra((PyObject *)code, origin_extra_index, &p) < 0) {
+        cdyn_code_get_extra((PyObject *)code, origin_extra_index, &p) < 0) {
         PyErr_Clear();
         return 0;
     }
@@ -143,7 +143,7 @@ origin_set(PyObject *code, PyObject *orig, int prologue_len, int bounces)
     int rc = -1;
 
     if (origin_extra_index < 0) {
-        origin_extra_index = _PyEval_RequestCodeExtraIndex(origin_free);
+        origin_extra_index = cdyn_request_code_extra_index(origin_free);
         if (origin_extra_index < 0) {
             PyErr_SetString(PyExc_RuntimeError, "cdynamo: no co_extra index left");
             goto cleanup;
@@ -157,7 +157,7 @@ origin_set(PyObject *code, PyObject *orig, int prologue_len, int bounces)
     rec->orig = Py_NewRef(orig);
     rec->prologue_len = prologue_len;
     rec->bounces = bounces;
-    if (_PyCode_SetExtra(code, origin_extra_index, rec) < 0) {
+    if (cdyn_code_set_extra(code, origin_extra_index, rec) < 0) {
         goto cleanup;
     }
     rec = NULL;   /* owned by the code object now */
@@ -669,7 +669,7 @@ py_resume_code(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "_resume_code: expected a code object");
         goto cleanup;
     }
-    target = _PyLong_AsInt(args[1]);
+    target = cdyn_long_as_int(args[1]);
     if (target == -1 && PyErr_Occurred()) {
         goto cleanup;
     }

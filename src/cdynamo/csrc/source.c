@@ -617,11 +617,11 @@ plain_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
         rec->type = tp;
         rec->type_tag = tp->tp_version_tag;
         rec->dict = (PyDictObject *)d;
-        rec->dict_tag = d != NULL ? ((PyDictObject *)d)->ma_version_tag : 0;
+        rec->dict_tag = d != NULL ? cdyn_dict_version(d) : 0;
         rec->nsub = 0;
         if (am != NULL) {
             rec->sub[rec->nsub] = (PyDictObject *)am;
-            rec->sub_tag[rec->nsub++] = ((PyDictObject *)am)->ma_version_tag;
+            rec->sub_tag[rec->nsub++] = cdyn_dict_version(am);
         }
         rec->absent = r == 0;
         rec->value = r == 1 ? *out : NULL;
@@ -645,7 +645,7 @@ record_base(cdyn_attr_cache *rec, PyTypeObject *tp, PyObject *d)
     rec->type = tp;
     rec->type_tag = tp->tp_version_tag;
     rec->dict = (PyDictObject *)d;
-    rec->dict_tag = d != NULL ? ((PyDictObject *)d)->ma_version_tag : 0;
+    rec->dict_tag = d != NULL ? cdyn_dict_version(d) : 0;
     return 0;
 }
 
@@ -680,7 +680,7 @@ nn_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
             PyObject *sub = PyDict_GetItemWithError(d, str_nn_dicts[i]);
             if (sub != NULL && PyDict_Check(sub)) {
                 rec->sub[rec->nsub] = (PyDictObject *)sub;
-                rec->sub_tag[rec->nsub++] = ((PyDictObject *)sub)->ma_version_tag;
+                rec->sub_tag[rec->nsub++] = cdyn_dict_version(sub);
                 v = PyDict_GetItemWithError(sub, name);
             }
         }
@@ -838,7 +838,7 @@ attr_lookup(PyObject *base, PyObject *name, cdyn_attr_cache *c, int *absent)
         return NULL;
     }
     if (absent != NULL) {
-        if (_PyObject_LookupAttr(base, name, &v) == 0) {
+        if (cdyn_lookup_attr(base, name, &v) == 0) {
             *absent = 1;
         }
         return v;
@@ -865,7 +865,7 @@ attr_cache_valid(PyObject *base, const cdyn_attr_cache *c)
     }
     PyObject **dictptr = cdyn_dict_ptr(base);
     PyDictObject *d = dictptr ? (PyDictObject *)*dictptr : NULL;
-    if (d != c->dict || (d != NULL && d->ma_version_tag != c->dict_tag)) {
+    if (d != c->dict || (d != NULL && cdyn_dict_version((PyObject *)d) != c->dict_tag)) {
         return 0;
     }
     if (c->cls != NULL && (c->cls != (PyTypeObject *)base || c->cls->tp_version_tag != c->cls_tag ||
@@ -874,7 +874,7 @@ attr_cache_valid(PyObject *base, const cdyn_attr_cache *c)
     }
     /* d unchanged (or the type's dicts): they still hold the sub-dicts recorded */
     for (int i = 0; i < c->nsub; i++) {
-        if (c->sub[i]->ma_version_tag != c->sub_tag[i]) {
+        if (cdyn_dict_version((PyObject *)c->sub[i]) != c->sub_tag[i]) {
             return 0;
         }
     }

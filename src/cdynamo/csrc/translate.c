@@ -1397,7 +1397,17 @@ OP(send)
         return TR_ERROR;
     }
     fs->pc = ins->target;
-    return replace(fs, 2, rv);
+    /* 3.11: [receiver, value] -> [result]; since 3.12 the receiver stays for END_SEND */
+    return replace(fs, CDYN_SEND_KEEPS_RECEIVER ? 1 : 2, rv);
+}
+
+/* END_SEND (3.12+): [receiver, value] -> [value] */
+OP(end_send)
+{
+    PyObject *v = pop(fs);
+    UNUSED_OP_ARGS();
+    drop(fs, 1);
+    return push(fs, v);
 }
 
 /* GET_YIELD_FROM_ITER: iter(TOS), generators kept as they are. */
@@ -1457,6 +1467,7 @@ op_table_init(void)
         {LOAD_FAST_AND_CLEAR, op_load_fast_and_clear}, {END_FOR, op_end_for},
         {BINARY_SLICE, op_binary_slice}, {STORE_SLICE, op_store_slice},
         {CALL_INTRINSIC_1, op_call_intrinsic_1}, {LOAD_SUPER_ATTR, op_load_super_attr},
+        {END_SEND, op_end_send},
         /* 3.13 */
         {TO_BOOL, op_nop}, {CONVERT_VALUE, op_format_313}, {FORMAT_SIMPLE, op_format_313},
         {FORMAT_WITH_SPEC, op_format_313},

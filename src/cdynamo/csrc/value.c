@@ -588,10 +588,14 @@ eq_group(PyTypeObject *t)
 {
     static PyTypeObject *const groups[][4] = {
         {&PyList_Type}, {&PyTuple_Type}, {&PyDict_Type}, {&PyUnicode_Type}, {&PyBytes_Type},
-        {&_PyNone_Type}, {&PyLong_Type, &PyFloat_Type, &PyBool_Type, &PyComplex_Type},
+        {&PyLong_Type, &PyFloat_Type, &PyBool_Type, &PyComplex_Type},
         {&PySet_Type, &PyFrozenSet_Type},
     };
-    for (size_t g = 0; t != NULL && g < sizeof groups / sizeof groups[0]; g++) {
+    enum { NGROUPS = sizeof groups / sizeof groups[0] };
+    if (t == Py_TYPE(Py_None)) {
+        return NGROUPS + 1;   /* NoneType (no exported type object name since 3.13) */
+    }
+    for (size_t g = 0; t != NULL && g < NGROUPS; g++) {
         for (int i = 0; i < 4 && groups[g][i] != NULL; i++) {
             if (groups[g][i] == t) {
                 return (int)g + 1;

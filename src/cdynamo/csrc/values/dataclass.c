@@ -698,7 +698,7 @@ view_owner(PyObject *Py_UNUSED(self), PyObject *view)
 {
     if (PyObject_TypeCheck(view, &PyDictKeys_Type) || PyObject_TypeCheck(view, &PyDictValues_Type) ||
         PyObject_TypeCheck(view, &PyDictItems_Type)) {
-        PyObject *d = (PyObject *)((_PyDictViewObject *)view)->dv_dict;
+        PyObject *d = cdyn_dict_view_dict(view);
         return Py_NewRef(d != NULL ? d : Py_None);
     }
     Py_RETURN_NONE;
@@ -717,7 +717,7 @@ cdyn_mo_wrap_view(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
                 : PyObject_TypeCheck(obj, &PyDictItems_Type) ? 2 : -1;
     tr_status st = TR_NOTIMPL;
     if (which >= 0) {
-        owner = (PyObject *)((_PyDictViewObject *)obj)->dv_dict;
+        owner = cdyn_dict_view_dict(obj);
     }
     if (owner == NULL || !PyDict_Check(owner) ||
         model_output_method(_PyType_Lookup(Py_TYPE(owner), cdyn_U.s_getitem)) != MO_GETITEM) {

@@ -632,9 +632,9 @@ global_hooks_read(void)
         }
         PyTuple_SET_ITEM(state, i, t);
         Py_XSETREF(GH.dicts[i], Py_NewRef(d));
-        GH.tags[i] = ((PyDictObject *)d)->ma_version_tag;
+        GH.tags[i] = cdyn_dict_version(d);
     }
-    GH.globals_tag = ((PyDictObject *)GH.globals)->ma_version_tag;
+    GH.globals_tag = cdyn_dict_version(GH.globals);
     Py_XSETREF(GH.state, state);
     return 0;
 }
@@ -645,9 +645,9 @@ static PyObject *
 py_global_hooks(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     int fresh = GH.state != NULL &&
-                ((PyDictObject *)GH.globals)->ma_version_tag == GH.globals_tag;
+                cdyn_dict_version(GH.globals) == GH.globals_tag;
     for (int i = 0; fresh && i < N_GLOBAL_HOOKS; i++) {
-        fresh = ((PyDictObject *)GH.dicts[i])->ma_version_tag == GH.tags[i];
+        fresh = cdyn_dict_version(GH.dicts[i]) == GH.tags[i];
     }
     if (!fresh && global_hooks_read() < 0) {
         return NULL;
