@@ -210,6 +210,18 @@ int cdyn_compare_oparg(int cmp)
 #endif
 }
 
+int cdyn_op_local_slot(int opcode)
+{
+    switch (opcode) {
+    case LOAD_FAST: case LOAD_FAST_CHECK: case LOAD_FAST_AND_CLEAR: case STORE_FAST:
+    case DELETE_FAST: case LOAD_CLOSURE: case LOAD_DEREF: case STORE_DEREF: case DELETE_DEREF:
+    case MAKE_CELL: case LOAD_CLASSDEREF: case LOAD_FROM_DICT_OR_DEREF:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 Py_ssize_t cdyn_for_iter_exit(const cdyn_instr_list *l, Py_ssize_t target)
 {
     Py_ssize_t i = target;
@@ -786,9 +798,15 @@ static int denormalize(const cdyn_instr_list *in, cdyn_instr_list *out)
         case KW_NAMES:
             ins.opcode = LOAD_CONST;
             break;
-        case CALL:
-            if (i > 0 && in->items[i - 1].opcode == KW_NAMES) {
-                ins.opcode = CALL_KW;
+        case CALL:   /* after KW_NAMES (and a PRECALL dropped between them) */
+            for (Py_ssize_t k = i - 1; k >= 0 && in->items[k].opcode != CALL; k--) {
+                if (in->items[k].opcode == KW_NAMES) {
+                    ins.opcode = CALL_KW;
+                    break;
+                }
+                if (in->items[k].opcode != PRECALL) {
+                    break;
+                }
             }
             break;
         case MAKE_FUNCTION: {

@@ -136,6 +136,9 @@ int cdyn_compare_kind(int oparg);
 /* COMPARE_OP's argument for comparison kind cmp (Py_LT .. Py_GE), as CPython's compiler
  * writes it. */
 int cdyn_compare_oparg(int cmp);
+/* 1 when opcode's argument is a slot of the frame (a localsplus index): LOAD_FAST and its
+ * 3.12 forms, STORE/DELETE_FAST, the cell and free-variable opcodes. */
+int cdyn_op_local_slot(int opcode);
 /* The index where a loop continues once the FOR_ITER targeting `target` is exhausted (its
  * iterator popped): target itself, or past the END_FOR (and POP_TOP) standing there. */
 Py_ssize_t cdyn_for_iter_exit(const cdyn_instr_list *l, Py_ssize_t target);

@@ -168,26 +168,6 @@ cleanup:
     return rc;
 }
 
-/* 1 when opcode's oparg is a localsplus index. */
-static int
-uses_local_slot(int opcode)
-{
-    switch (opcode) {
-    case LOAD_FAST:
-    case STORE_FAST:
-    case DELETE_FAST:
-    case LOAD_CLOSURE:
-    case LOAD_DEREF:
-    case STORE_DEREF:
-    case DELETE_DEREF:
-    case MAKE_CELL:
-    case LOAD_CLASSDEREF:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 /* 1 when name (str) is in tuple t, 0 when not, -1 with an exception. */
 static int
 tuple_has(PyObject *t, PyObject *name)
@@ -501,7 +481,7 @@ generate(PyCodeObject *orig, int target, int nstack, const unsigned char *null_m
     /* the original, remapped */
     for (Py_ssize_t i = 0; i < src.len; i++) {
         cdyn_instr ins = src.items[i];
-        if (uses_local_slot(ins.opcode)) {
+        if (cdyn_op_local_slot(ins.opcode)) {
             if (ins.oparg < 0 || ins.oparg >= nlocalsplus_orig) {
                 PyErr_Format(PyExc_ValueError, "resume: instruction %zd of %U: bad slot %d",
                              i, orig->co_qualname, ins.oparg);
