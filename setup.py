@@ -5,14 +5,17 @@ Environment variables:
   CDYNAMO_ASAN=1   AddressSanitizer + UndefinedBehaviorSanitizer (-O1 -g, assert() on); the
                    Python process must preload the ASan runtime (see `make test-asan`).
 
-Two extensions: cdynamo._C, the engine (C11), and cdynamo._tensor_meta (C++17, one file:
+Two extensions: cdynamo._C, the engine (C11), and cdynamo._tensor_meta (C++, one file:
 csrc/tensor_meta.cpp), which reads the metadata TENSOR_MATCH compares through torch's C++ API
-and hands it to _C as a capsule (csrc/tensor_meta.h). The second one is built against the
-torch installed in the build environment (its headers and libraries, as torch's own
-cpp_extension builds); without torch there, it is left out and _C checks tensors through
+and hands it to _C as a capsule (csrc/tensor_meta.h). Its C++ standard is the one the
+installed torch's headers need, as cdynamo._compat.cxx_std says: C++17 for torch 2.13, C++20
+for 2.14 and later (torch's own cpp_extension passes -std=c++20 for all of them). It is built
+against the torch installed in the build environment (its headers and libraries, as torch's
+own cpp_extension builds); without torch there, it is left out and _C checks tensors through
 torch's Python getters and TensorGuards instead.
 """
 import glob
+import importlib.util
 import os
 
 from setuptools import Extension, setup
@@ -41,6 +44,15 @@ ext = Extension(
 
 
 
+def load_compat():
+    """cdynamo/_compat.py loaded on its own (the package itself needs _C, not built yet)."""
+    spec = importlib.util.spec_from_file_location(
+        "_cdynamo_compat_build", os.path.join(HERE, "src", "cdynamo", "_compat.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def tensor_meta_ext():
     """cdynamo._tensor_meta, or None when torch is not importable in the build."""
     try:
@@ -49,9 +61,7 @@ def tensor_meta_ext():
     except ImportError:
         return None
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    # the C++ headers of torch 2.14 and later use C++20 (concepts, <=>); 2.13 builds as C++17
-    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
-    std = "-std=c++20" if (major, minor) >= (2, 14) else "-std=c++17"
+    std = load_compat().cxx_std(torch.__version__)   # the standard torch's headers need
     # torch's headers as system headers: -Wall -Wextra apply to our file only
     isystem = [a for p in include_paths() for a in ("-isystem", p)]
     libs = library_paths()
@@ -61,7 +71,7 @@ def tensor_meta_ext():
         depends=[os.path.join(CSRC, "tensor_meta.h")],
         include_dirs=[CSRC],
         language="c++",
-        extra_compile_args=[std, "-Wall", "-Wextra", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+        extra_compile_args=[f"-std={std}", "-Wall", "-Wextra", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
         + isystem + opt,
         library_dirs=libs,
         runtime_library_dirs=libs,

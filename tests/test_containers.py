@@ -512,7 +512,9 @@ def list_slices(x):
 @pytest.mark.parametrize("fn", [list_reads, list_sorting, list_mutations, list_slices],
                          ids=lambda f: f.__name__)
 def test_lists(fn):
-    check(fn, X)
+    # `None in [x, None]`: eager and cdynamo compare by identity; torch._dynamo of torch 2.14
+    # and later puts an `x == None` alone in a graph of its own, left out of its counts
+    check(fn, X, dynamo_extra_graphs_of=("eq",) if fn is list_reads else ())
 
 
 def input_list_mutated(lst, x):

@@ -20,6 +20,7 @@ import inspect
 import logging
 import math
 import sys
+import warnings
 import zlib
 from collections import OrderedDict, defaultdict
 
@@ -131,8 +132,17 @@ def _snap(obj):
     return copy.deepcopy(obj)
 
 
+def _dynamo_wrong(check, *a):
+    """None when check(*a) passes, else its AssertionError's text."""
+    try:
+        check(*a)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
 def run_both(fn, *args, kwargs=None, ignore=(), expect_graphs=None, fresh_args=False,
-             captures_more=None):
+             captures_more=None, dynamo_extra_graphs_of=()):
     """Run fn eagerly, under torch.compile and (twice) under cdynamo.compile; check results,
     argument state, grad mode and graph/FX-call-node counts. Returns (eager result,
     dynamo's CountingBackend, cdynamo's CountingBackend).
@@ -145,7 +155,17 @@ def run_both(fn, *args, kwargs=None, ignore=(), expect_graphs=None, fresh_args=F
     ignore: names of FX call targets left out of the call-node totals (see the grad-mode tests).
     expect_graphs: when given, the number of graphs both compilers must produce.
     captures_more: (cdynamo graphs, torch._dynamo graphs) for the few programs where cdynamo
-    captures more into graphs than torch._dynamo (both counts asserted exactly).
+    captures more into graphs than torch._dynamo: cdynamo's count is asserted exactly,
+    torch._dynamo's is the given one or (a torch release whose torch._dynamo captures them
+    too) cdynamo's, and then the counts are compared as for any other program.
+    dynamo_extra_graphs_of: FX call target names; a torch._dynamo graph made only of such calls
+    (a comparison some torch releases trace where eager answers by identity) is left out of
+    torch._dynamo's counts.
+
+    When torch._dynamo's own result or argument state differs from eager's (a torch._dynamo
+    bug of the installed torch release), it is no reference: cdynamo is still checked
+    against eager (results, arguments, cache hit), its counts are not compared, and a
+    warning names the difference.
     """
     kwargs = kwargs or {}
     grad_before = torch.is_grad_enabled()
@@ -165,8 +185,16 @@ def run_both(fn, *args, kwargs=None, ignore=(), expect_graphs=None, fresh_args=F
     d_args, d_kwargs = _fresh(args, kwargs)
     d_out = torch.compile(fn, backend=dyn)(*d_args, **d_kwargs)
     torch._dynamo.reset()
-    same(expected, d_out, "torch._dynamo result")        # sanity of the reference itself
-    same(e_state1, (d_args, d_kwargs), "torch._dynamo args")
+    # sanity of the reference itself
+    dynamo_wrong = (_dynamo_wrong(same, expected, d_out, "torch._dynamo result")
+                    or _dynamo_wrong(same, e_state1, (d_args, d_kwargs), "torch._dynamo args"))
+    if dynamo_wrong:
+        warnings.warn(f"torch {torch.__version__}: torch._dynamo differs from eager on "
+                      f"{fn.__name__} ({dynamo_wrong.splitlines()[0]}); cdynamo is checked "
+                      "against eager only")
+    if dynamo_extra_graphs_of:
+        dyn.graphs = [g for g in dyn.graphs
+                      if not g or any(_target_name(t) not in dynamo_extra_graphs_of for t in g)]
 
     cdynamo.reset()
     cdy = CountingBackend()
@@ -189,10 +217,15 @@ def run_both(fn, *args, kwargs=None, ignore=(), expect_graphs=None, fresh_args=F
     assert cdynamo._C.counters()["compiles"] == compiles_before, \
         "2nd call with the same arguments was not a cache hit"
 
-    if captures_more is not None:
-        assert (cdy.n_graphs, dyn.n_graphs) == captures_more, (cdy.graphs, dyn.graphs)
+    if dynamo_wrong:
         cdynamo.reset()
         return expected, dyn, cdy
+    if captures_more is not None:
+        assert cdy.n_graphs == captures_more[0], (cdy.graphs, dyn.graphs)
+        assert dyn.n_graphs in (captures_more[1], cdy.n_graphs), (cdy.graphs, dyn.graphs)
+        if dyn.n_graphs != cdy.n_graphs:
+            cdynamo.reset()
+            return expected, dyn, cdy
     assert cdy.n_graphs == dyn.n_graphs, \
         f"graphs: cdynamo {cdy.per_graph()} vs torch._dynamo {dyn.per_graph()}\n" \
         f"cdynamo: {cdy.graphs}\ndynamo: {dyn.graphs}"

@@ -47,10 +47,12 @@ def _assert_equal(a, b, what):
         assert a == b, f"{what}: {a!r} != {b!r}"
 
 
-def check(fn, make, *args, calls=2):
+def check(fn, make, *args, calls=2, graphs=None):
     """fn(obj, *args) eagerly, under torch.compile and `calls` times under cdynamo.compile,
     each on a fresh make(): results and objects' state equal eager's, graph counts equal
-    torch._dynamo's, later calls hit the cache. Returns cdynamo's CountingBackend."""
+    torch._dynamo's, later calls hit the cache. graphs: cdynamo's graph count where some
+    torch releases' torch._dynamo give the frame up (then theirs is that count or fewer).
+    Returns cdynamo's CountingBackend."""
     e_obj = make()
     expected = fn(e_obj, *args)
     e_state = _state(e_obj)
@@ -71,7 +73,11 @@ def check(fn, make, *args, calls=2):
         if i == 0:
             compiles = cdynamo._C.counters()["compiles"]
     assert cdynamo._C.counters()["compiles"] == compiles, "later calls were not cache hits"
-    assert cdy.frame_count == dyn.frame_count, (cdy.frame_count, dyn.frame_count)
+    if graphs is None:
+        assert cdy.frame_count == dyn.frame_count, (cdy.frame_count, dyn.frame_count)
+    else:
+        assert cdy.frame_count == graphs and dyn.frame_count <= graphs, \
+            (cdy.frame_count, dyn.frame_count)
     cdynamo.reset()
     return cdy
 
@@ -332,7 +338,8 @@ def test_hasattr_and_class_after_stores_through_dict():
             r = r + c.decoder_ffn
         return r + (1 if c.__class__ is DictConfig else 0)
 
-    check(f, DictConfig, torch.randn(3))
+    # torch._dynamo of torch 2.14 and later runs this frame unmodified (no graph)
+    check(f, DictConfig, torch.randn(3), graphs=1)
 
 
 def test_dict_read_after_stores_sees_them():

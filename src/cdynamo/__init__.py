@@ -8,10 +8,15 @@ Public: compile, reset, config, cache_entries, explain, graph_break, counters, r
 mark_dynamic, maybe_mark_dynamic, mark_static, assume_constant_result, CompiledModule,
 CacheEntry, CompileOptions;
 trace_rules (what is never traced).
+
+Supported torch releases: 2.13, 2.14 and 2.15 (see cdynamo._compat).
 """
 import importlib as _importlib
 
 import torch as _torch  # first: the engine's module init looks torch up
+
+from . import _compat
+_compat.check_installed_torch()   # ImportError below torch 2.13; a warning above 2.15.x
 
 from . import config
 from . import trace_rules

@@ -65,6 +65,8 @@ import sysconfig
 import types
 from typing import Any, Callable, Iterator, NamedTuple
 
+from . import _compat
+
 SKIP = "skip"
 INLINE = "inline"
 COMPILE = "compile"
@@ -182,7 +184,8 @@ STDLIB_RULE = SKIP
 CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.jit.is_scripting": (CONSTANT, False),
     "torch.jit.is_tracing": (CONSTANT, False),
-    "torch._C._get_tracing_state": (CONSTANT, None),
+    # nn.Module._call_impl's JIT-trace checks, which differ between torch releases
+    **{name: (CONSTANT, answer) for name, answer in _compat.JIT_TRACE_QUERIES.items()},
     "torch.onnx.is_in_onnx_export": (CONSTANT, False),
     "torch.fx._symbolic_trace.is_fx_tracing": (CONSTANT, False),
     "torch.fx._symbolic_trace.is_fx_symbolic_tracing": (CONSTANT, False),

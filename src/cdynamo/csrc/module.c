@@ -293,6 +293,12 @@ PyInit__C(void)
         PyModule_AddFunctions(m, cdyn_translate_methods) < 0 ||
         PyModule_AddFunctions(m, cdyn_resume_methods) < 0) {
         Py_DECREF(m);
+        if (!PyErr_Occurred()) {
+            /* a lookup of a torch internal failed without saying so: name the cause */
+            PyErr_SetString(PyExc_ImportError,
+                            "cdynamo._C: a torch internal the engine needs was not found "
+                            "(see cdynamo._compat for the supported torch releases)");
+        }
         return NULL;
     }
     return m;

@@ -537,15 +537,22 @@ is_method_of_self(PyObject *obj)
 }
 
 /* A higher-order op (values/hop.c), recognised by identity before the graph-function
- * rule: guarded by ID_MATCH (a bound `MyFn.apply` through its class, source.__self__). */
+ * rule: guarded by ID_MATCH (a bound `MyFn.apply` through its class, source.__self__: a
+ * bound method under torch 2.13, a builtin method bound to the class from torch 2.14 on;
+ * either is made anew by every read). */
 static tr_status
 wrap_hop(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
     if (source != NULL) {
         int e;
-        if (PyMethod_Check(obj)) {
+        PyObject *bound_self = PyMethod_Check(obj) ? PyMethod_GET_SELF(obj)
+                               : PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != NULL &&
+                                       PyType_Check(PyCFunction_GET_SELF(obj))
+                                   ? PyCFunction_GET_SELF(obj)
+                                   : NULL;
+        if (bound_self != NULL) {
             PyObject *ssrc = cdyn_source_attr(source, cdyn_G.s_self);
-            e = ssrc == NULL || cdyn_guards_add_id(tx->guards, ssrc, PyMethod_GET_SELF(obj), 0) < 0;
+            e = ssrc == NULL || cdyn_guards_add_id(tx->guards, ssrc, bound_self, 0) < 0;
             Py_XDECREF(ssrc);
         }
         else {

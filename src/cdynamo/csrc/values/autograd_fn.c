@@ -11,7 +11,8 @@
  */
 #include "hop.h"
 
-static PyObject *apply_func;     /* torch.autograd.Function.apply.__func__ */
+static PyObject *apply_func;     /* torch.autograd.Function.apply.__func__ (torch 2.13) */
+static PyMethodDef *apply_def;   /* its C method's def (torch >= 2.14: _FunctionBase.apply) */
 static PyObject *function_type;  /* torch.autograd.Function */
 static PyObject *base_setup;     /* _SingleLevelFunction.setup_context (not overridden) */
 static PyObject *op_apply;       /* torch.ops.higher_order.autograd_function_apply */
@@ -21,10 +22,16 @@ int
 cdyn_is_autograd_apply(PyObject *obj)
 {
     PyObject *self;
-    if (apply_func == NULL || !PyMethod_Check(obj) || PyMethod_GET_FUNCTION(obj) != apply_func) {
+    if (apply_func != NULL && PyMethod_Check(obj) && PyMethod_GET_FUNCTION(obj) == apply_func) {
+        self = PyMethod_GET_SELF(obj);
+    }
+    else if (apply_def != NULL && PyCFunction_Check(obj) &&
+             ((PyCFunctionObject *)obj)->m_ml == apply_def) {
+        self = PyCFunction_GET_SELF(obj);
+    }
+    else {
         return 0;
     }
-    self = PyMethod_GET_SELF(obj);
     return PyType_Check(self) && self != function_type &&
            PyType_IsSubtype((PyTypeObject *)self, (PyTypeObject *)function_type);
 }
@@ -803,13 +810,18 @@ cdyn_autograd_fn_init(void)
     function_type = PyObject_GetAttrString(m, "Function");
     apply = function_type ? PyObject_GetAttrString(function_type, "apply") : NULL;
     apply_func = apply && PyMethod_Check(apply) ? Py_NewRef(PyMethod_GET_FUNCTION(apply)) : NULL;
+    apply_def = apply && PyCFunction_Check(apply) ? ((PyCFunctionObject *)apply)->m_ml : NULL;
     base = PyObject_GetAttrString(m, "_SingleLevelFunction");
     base_setup = base ? PyObject_GetAttrString(base, "setup_context") : NULL;
     op_apply = PyObject_CallMethod(cdyn_G.glue, "higher_order_op", "s", "autograd_function_apply");
     once_diff_code = PyObject_CallMethod(cdyn_G.glue, "once_differentiable_code", NULL);
-    if (function_type != NULL && apply_func != NULL && base_setup != NULL && op_apply != NULL &&
-        once_diff_code != NULL) {
+    if (function_type != NULL && (apply_func != NULL || apply_def != NULL) && base_setup != NULL &&
+        op_apply != NULL && once_diff_code != NULL) {
         rc = 0;
+    }
+    else if (!PyErr_Occurred()) {
+        PyErr_SetString(PyExc_ImportError, "torch.autograd.Function.apply is neither a Python "
+                                           "classmethod nor a C method");
     }
     Py_DECREF(m);
     Py_XDECREF(apply);

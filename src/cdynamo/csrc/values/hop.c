@@ -51,8 +51,11 @@ cdyn_hop_classify(PyObject *obj)
     if (obj == fn_grad || obj == fn_grad_and_value) {
         return HOP_GRAD;
     }
+    if (cdyn_is_autograd_apply(obj)) {   /* a bound method or (torch >= 2.14) a C method */
+        return HOP_AUTOGRAD_APPLY;
+    }
     if (PyMethod_Check(obj)) {
-        return cdyn_is_autograd_apply(obj) ? HOP_AUTOGRAD_APPLY : HOP_NONE;
+        return HOP_NONE;
     }
     if (PyObject_TypeCheck(obj, (PyTypeObject *)hop_type)) {
         return HOP_UNSUPPORTED;
