@@ -222,6 +222,13 @@ int cdyn_op_local_slot(int opcode)
     }
 }
 
+int cdyn_in_user_try(const cdyn_instr_list *l, Py_ssize_t i)
+{
+    int h = l->items[i].exc_handler;
+    return h >= 0 && !(l->items[h].opcode == CALL_INTRINSIC_1 &&
+                       l->items[h].oparg == CDYN_INTRINSIC_STOPITERATION_ERROR);
+}
+
 Py_ssize_t cdyn_for_iter_exit(const cdyn_instr_list *l, Py_ssize_t target)
 {
     Py_ssize_t i = target;

@@ -124,18 +124,25 @@ int cdyn_is_terminator(int opcode);
 /* END_FOR pops two (3.12: the iterator and the last value) or one (3.13, with a POP_TOP
  * after it for the iterator). */
 #define CDYN_END_FOR_POPS (PY_VERSION_HEX >= 0x030D0000 ? 1 : 2)
+/* PRECALL stands before every CALL (3.11 only); generated code emits it only there. */
+#define CDYN_HAS_PRECALL (PY_VERSION_HEX < 0x030C0000)
 /* SEND leaves its receiver below the result for END_SEND to pop (3.12+); 3.11's pops it. */
 #define CDYN_SEND_KEEPS_RECEIVER (PY_VERSION_HEX >= 0x030C0000)
 /* CALL_INTRINSIC_1's arguments for the operations 3.11 had opcodes for (3.12+; the numbers
  * of CPython's pycore_intrinsics.h). */
 #define CDYN_INTRINSIC_UNARY_POSITIVE 5
 #define CDYN_INTRINSIC_LIST_TO_TUPLE 6
+#define CDYN_INTRINSIC_STOPITERATION_ERROR 3
 
 /* The rich-comparison kind (Py_LT .. Py_GE) of COMPARE_OP's argument. */
 int cdyn_compare_kind(int oparg);
 /* COMPARE_OP's argument for comparison kind cmp (Py_LT .. Py_GE), as CPython's compiler
  * writes it. */
 int cdyn_compare_oparg(int cmp);
+/* 1 when instruction i of l is covered by a handler of the code's own try/with, not by the
+ * one 3.12+ wraps every generator body in (CALL_INTRINSIC_1 STOPITERATION_ERROR: a
+ * StopIteration escaping the body becomes a RuntimeError). */
+int cdyn_in_user_try(const cdyn_instr_list *l, Py_ssize_t i);
 /* 1 when opcode's argument is a slot of the frame (a localsplus index): LOAD_FAST and its
  * 3.12 forms, STORE/DELETE_FAST, the cell and free-variable opcodes. */
 int cdyn_op_local_slot(int opcode);

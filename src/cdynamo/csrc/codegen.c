@@ -107,7 +107,8 @@ cdyn_cg_push_callable(cdyn_cg *cg, PyObject *callable)
 int
 cdyn_cg_call(cdyn_cg *cg, int nargs)
 {
-    return cdyn_cg_emit(cg, PRECALL, nargs) < 0 ? -1 : cdyn_cg_emit(cg, CALL, nargs);
+    return CDYN_HAS_PRECALL && cdyn_cg_emit(cg, PRECALL, nargs) < 0 ? -1
+                                                                  : cdyn_cg_emit(cg, CALL, nargs);
 }
 
 int

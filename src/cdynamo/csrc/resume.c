@@ -390,7 +390,8 @@ emit_prologue(cdyn_instr_list *out, PyObject *layout, PyObject *cellvars, int nf
             return -1;
         }
         if (null_mask[i] == CDYN_SLOT_CALL &&
-            (emit(out, PRECALL, 0, -1, tpos) < 0 || emit(out, CALL, 0, -1, tpos) < 0)) {
+            ((CDYN_HAS_PRECALL && emit(out, PRECALL, 0, -1, tpos) < 0) ||
+             emit(out, CALL, 0, -1, tpos) < 0)) {
             return -1;
         }
         k += is_null ? 0 : 1;
@@ -467,7 +468,9 @@ generate(PyCodeObject *orig, int target, int nstack, const unsigned char *null_m
     is_gen = (orig->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
     prologue_len = ncells + (nfree > 0 ? 1 : 0) + (is_gen ? 2 : 0) + 1 + nstack + 1;
     for (int i = 0; i < nstack; i++) {
-        prologue_len += null_mask[i] == CDYN_SLOT_CALL ? 3 : 0;   /* PUSH_NULL, PRECALL, CALL */
+        /* PUSH_NULL, [PRECALL,] CALL: the prologue's length as decoded again (a resume
+           function's own breaks find the original's instructions past it) */
+        prologue_len += null_mask[i] == CDYN_SLOT_CALL ? 2 + CDYN_HAS_PRECALL : 0;
     }
 
     /* prologue */

@@ -1155,6 +1155,11 @@ OP(call_intrinsic_1)
         return st == TR_OK ? replace(fs, 1, r) : st;
     case CDYN_INTRINSIC_LIST_TO_TUPLE:
         return op_list_to_tuple(tx, fs, ins);
+    case CDYN_INTRINSIC_STOPITERATION_ERROR:
+        /* the handler 3.12+ wraps a generator's body in: the exception leaves the body as
+           it is, and the generator family turns an escaping StopIteration into the
+           RuntimeError, as for 3.11's generators */
+        return TR_OK;
     default:
         return cdyn_tx_unsupported(tx, "CALL_INTRINSIC_1 %d", ins->oparg);
     }
@@ -1265,6 +1270,19 @@ OP(raise_varargs)
 OP(reraise)
 {
     (void)ins;
+    return cdyn_tx_reraise(tx, peek(fs, 0));
+}
+
+/* CLEANUP_THROW (3.12+, the handler of a yield from that an exception was thrown into):
+ * [sub_iter, last_sent, exc]: the exception goes on (a StopIteration, which would end the
+ * yield from with its value, is not modelled). */
+OP(cleanup_throw)
+{
+    PyTypeObject *t = cdyn_v_python_type(peek(fs, 0));
+    (void)ins;
+    if (t == NULL || PyType_IsSubtype(t, (PyTypeObject *)PyExc_StopIteration)) {
+        return cdyn_tx_unsupported(tx, "a StopIteration thrown into a yield from");
+    }
     return cdyn_tx_reraise(tx, peek(fs, 0));
 }
 
@@ -1467,7 +1485,7 @@ op_table_init(void)
         {LOAD_FAST_AND_CLEAR, op_load_fast_and_clear}, {END_FOR, op_end_for},
         {BINARY_SLICE, op_binary_slice}, {STORE_SLICE, op_store_slice},
         {CALL_INTRINSIC_1, op_call_intrinsic_1}, {LOAD_SUPER_ATTR, op_load_super_attr},
-        {END_SEND, op_end_send},
+        {END_SEND, op_end_send}, {CLEANUP_THROW, op_cleanup_throw},
         /* 3.13 */
         {TO_BOOL, op_nop}, {CONVERT_VALUE, op_format_313}, {FORMAT_SIMPLE, op_format_313},
         {FORMAT_WITH_SPEC, op_format_313},

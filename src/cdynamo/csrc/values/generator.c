@@ -230,7 +230,7 @@ run_resumed(cdyn_tx *tx, PyObject *v, cdyn_fs *fs, PyObject **out)
         *out = fs->retval;
         fs->retval = NULL;
         fs->yielded = 0;
-        if (fs->instrs.items[fs->pc - 1].exc_handler < 0) {
+        if (!cdyn_in_user_try(&fs->instrs, fs->pc - 1)) {
             g->bits &= ~GEN_IN_TRY;
         }
         else if (!(g->bits & GEN_IN_TRY)) {
