@@ -1,6 +1,7 @@
 """cdynamo._compat's torch version checks, driven by version strings (no other torch needed):
 too old raises ImportError naming the supported range, 2.13.x-2.15.x pass silently, newer ones
 give one TorchVersionWarning naming the tested releases; and the C++ standard per release."""
+import sys
 import warnings
 
 import pytest
@@ -76,3 +77,14 @@ def test_installed_torch_is_supported_silently():
                                          ("2.15.0+cu132", "c++20"), ("2.16.0a0", "c++20")])
 def test_cxx_std(version, std):
     assert _compat.cxx_std(version) == std
+
+
+def test_unsupported_python_is_refused_by_name():
+    import cdynamo
+    for v in ((3, 10, 14), (3, 14, 0), (3, 9, 1)):
+        with pytest.raises(ImportError, match=r"supports CPython 3\.11, 3\.12 and 3\.13, not "
+                                              + r"Python " + r"\.".join(map(str, v))):
+            cdynamo._check_python(v)
+    for v in ((3, 11, 7), (3, 12, 1), (3, 13, 0)):
+        cdynamo._check_python(v)
+    cdynamo._check_python(sys.version_info)   # the running one

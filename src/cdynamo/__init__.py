@@ -9,9 +9,24 @@ mark_dynamic, maybe_mark_dynamic, mark_static, assume_constant_result, CompiledM
 CacheEntry, CompileOptions;
 trace_rules (what is never traced).
 
-Supported torch releases: 2.13, 2.14 and 2.15 (see cdynamo._compat).
+Supported: CPython 3.11, 3.12 and 3.13; torch 2.13, 2.14 and 2.15 (see cdynamo._compat).
 """
 import importlib as _importlib
+import sys as _sys
+
+SUPPORTED_PYTHONS = ((3, 11), (3, 12), (3, 13))
+
+
+def _check_python(version_info):
+    """Raise ImportError naming the supported versions when version_info (a sys.version_info
+    or a (major, minor, ...) tuple) is no CPython cdynamo's engine supports: its bytecode
+    layer and frame layout are those of 3.11 to 3.13 (3.14 would need its own tables)."""
+    if tuple(version_info[:2]) not in SUPPORTED_PYTHONS:
+        have = ".".join(str(p) for p in version_info[:3])
+        raise ImportError(f"cdynamo supports CPython 3.11, 3.12 and 3.13, not Python {have}")
+
+
+_check_python(_sys.version_info)
 
 import torch as _torch  # first: the engine's module init looks torch up
 
