@@ -222,6 +222,18 @@ int cdyn_op_local_slot(int opcode)
     }
 }
 
+Py_ssize_t cdyn_follow_jumps(const cdyn_instr_list *l, Py_ssize_t i)
+{
+    for (int hops = 0; hops < 8 && i >= 0 && i < l->len; hops++) {
+        const cdyn_instr *ins = &l->items[i];
+        if (!cdyn_is_unconditional_jump(ins->opcode) || ins->target < 0 || ins->target == i) {
+            break;
+        }
+        i = ins->target;
+    }
+    return i;
+}
+
 int cdyn_in_user_try(const cdyn_instr_list *l, Py_ssize_t i)
 {
     int h = l->items[i].exc_handler;

@@ -139,6 +139,9 @@ int cdyn_compare_kind(int oparg);
 /* COMPARE_OP's argument for comparison kind cmp (Py_LT .. Py_GE), as CPython's compiler
  * writes it. */
 int cdyn_compare_oparg(int cmp);
+/* Where control goes from index i of l: i, or past the unconditional jumps standing there
+ * (a few at most), so that code resuming at either place is one code. */
+Py_ssize_t cdyn_follow_jumps(const cdyn_instr_list *l, Py_ssize_t i);
 /* 1 when instruction i of l is covered by a handler of the code's own try/with, not by the
  * one 3.12+ wraps every generator body in (CALL_INTRINSIC_1 STOPITERATION_ERROR: a
  * StopIteration escaping the body becomes a RuntimeError). */

@@ -97,6 +97,12 @@ cdyn_dict_version(PyObject *d)
 #endif
 }
 
+/* cdyn_dict_version of d when a cache records it, so that every later change of d moves it.
+ * On 3.13 an object's attribute stores go into its inline values without moving its dict's
+ * tag (nor telling its watchers): there a split dict is made combined first (frame.c). Slow
+ * path only. */
+uint64_t cdyn_dict_version_tracked(PyObject *d);
+
 /* Call Python function func (a PyFunctionObject) by vectorcall. New reference or NULL. */
 static inline PyObject *
 cdyn_function_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf)

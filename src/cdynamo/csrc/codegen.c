@@ -1069,6 +1069,10 @@ emit_resume_call(cdyn_tx *tx, cdyn_fs *fs, cdyn_cg *cg, Py_ssize_t target, PyObj
     PyCodeObject *co = tx->code;
     Py_ssize_t nstack = PyList_GET_SIZE(stack) + nres;
     unsigned char *mask = PyMem_Calloc(nstack + 1, 1);
+    /* a resume at a jump resumes at its target: since 3.12 a loop ends in a conditional
+       jump out and a JUMP_BACKWARD, and its continuing branch is then the loop's head, the
+       same resume function as the branch into the loop */
+    target = cdyn_follow_jumps(&fs->instrs, target);
     PyObject *slots = NULL, *names = NULL, *code = NULL, *lead = NULL;   /* lead borrowed */
     tr_status st = TR_ERROR;
     int nparams = 0, e = 0;

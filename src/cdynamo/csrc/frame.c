@@ -45,3 +45,24 @@ cdyn_frame_release(PyThreadState *ts, cdyn_frame *f)
     (void)f;
 #endif
 }
+
+uint64_t
+cdyn_dict_version_tracked(PyObject *d)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    if (((PyDictObject *)d)->ma_values != NULL) {
+        /* A split table (an object's attributes kept in its inline values): 3.13 stores an
+         * attribute there without moving the dict's tag. A key that is no str makes the
+         * table combined (the object then stores through its dict, which moves the tag);
+         * taken out again at once, the dict's contents and order are as they were. */
+        PyObject *k = PyLong_FromLong(0);
+        int e = k == NULL || PyDict_SetItem(d, k, Py_None) < 0 || PyDict_DelItem(d, k) < 0;
+        Py_XDECREF(k);
+        if (e) {
+            PyErr_Clear();
+            return 0;   /* never a recorded tag's value: the cache does not hit */
+        }
+    }
+#endif
+    return cdyn_dict_version(d);
+}

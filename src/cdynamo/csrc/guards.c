@@ -611,7 +611,7 @@ module_state_rec(PyObject *mod, nn_state_cache *c)
         return 0;
     }
     rec.dict = (PyDictObject *)d;
-    rec.tag = cdyn_dict_version((PyObject *)rec.dict);
+    rec.tag = cdyn_dict_version_tracked((PyObject *)rec.dict);
     for (int i = 0; i < 5; i++) {
         PyObject *h = PyDict_GetItemWithError(d, nn_state_names[i]);   /* borrowed */
         Py_ssize_t n;
@@ -623,7 +623,7 @@ module_state_rec(PyObject *mod, nn_state_cache *c)
         }
         if (i > 0 && PyDict_Check(h)) {
             rec.sub[rec.nsub] = (PyDictObject *)h;
-            rec.sub_tag[rec.nsub++] = cdyn_dict_version(h);
+            rec.sub_tag[rec.nsub++] = cdyn_dict_version_tracked(h);
         }
         else if (i > 0) {
             cacheable = 0;

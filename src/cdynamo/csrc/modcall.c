@@ -154,7 +154,7 @@ no_global_hooks(void)
             }
             M.hooks[i] = h;
         }
-        M.globals_tag = cdyn_dict_version((PyObject *)g);
+        M.globals_tag = cdyn_dict_version_tracked((PyObject *)g);
     }
     for (int i = 0; i < N_HOOKS; i++) {
         if (PyDict_GET_SIZE(M.hooks[i]) != 0) {
@@ -177,7 +177,7 @@ no_jit_module_trace(void)
         M.jit_tag = 0;
         return 0;
     }
-    M.jit_tag = cdyn_dict_version((PyObject *)g);
+    M.jit_tag = cdyn_dict_version_tracked((PyObject *)g);
     return 1;
 }
 
@@ -207,7 +207,7 @@ read_instance(cdyn_modcall_cache *c, PyObject *d)
         return 0;
     }
     c->idict = d;
-    c->idict_tag = cdyn_dict_version(d);
+    c->idict_tag = cdyn_dict_version_tracked(d);
     return 1;
 }
 

@@ -617,11 +617,11 @@ plain_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
         rec->type = tp;
         rec->type_tag = tp->tp_version_tag;
         rec->dict = (PyDictObject *)d;
-        rec->dict_tag = d != NULL ? cdyn_dict_version(d) : 0;
+        rec->dict_tag = d != NULL ? cdyn_dict_version_tracked(d) : 0;
         rec->nsub = 0;
         if (am != NULL) {
             rec->sub[rec->nsub] = (PyDictObject *)am;
-            rec->sub_tag[rec->nsub++] = cdyn_dict_version(am);
+            rec->sub_tag[rec->nsub++] = cdyn_dict_version_tracked(am);
         }
         rec->absent = r == 0;
         rec->value = r == 1 ? *out : NULL;
@@ -645,7 +645,7 @@ record_base(cdyn_attr_cache *rec, PyTypeObject *tp, PyObject *d)
     rec->type = tp;
     rec->type_tag = tp->tp_version_tag;
     rec->dict = (PyDictObject *)d;
-    rec->dict_tag = d != NULL ? cdyn_dict_version(d) : 0;
+    rec->dict_tag = d != NULL ? cdyn_dict_version_tracked(d) : 0;
     return 0;
 }
 
@@ -680,7 +680,7 @@ nn_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
             PyObject *sub = PyDict_GetItemWithError(d, str_nn_dicts[i]);
             if (sub != NULL && PyDict_Check(sub)) {
                 rec->sub[rec->nsub] = (PyDictObject *)sub;
-                rec->sub_tag[rec->nsub++] = cdyn_dict_version(sub);
+                rec->sub_tag[rec->nsub++] = cdyn_dict_version_tracked(sub);
                 v = PyDict_GetItemWithError(sub, name);
             }
         }

@@ -632,9 +632,9 @@ global_hooks_read(void)
         }
         PyTuple_SET_ITEM(state, i, t);
         Py_XSETREF(GH.dicts[i], Py_NewRef(d));
-        GH.tags[i] = cdyn_dict_version(d);
+        GH.tags[i] = cdyn_dict_version_tracked(d);
     }
-    GH.globals_tag = cdyn_dict_version(GH.globals);
+    GH.globals_tag = cdyn_dict_version_tracked(GH.globals);
     Py_XSETREF(GH.state, state);
     return 0;
 }
