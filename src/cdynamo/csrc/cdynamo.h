@@ -103,6 +103,31 @@ cdyn_dict_version(PyObject *d)
  * path only. */
 uint64_t cdyn_dict_version_tracked(PyObject *d);
 
+/* tp's version tag, or 0 when it has no valid one (the type changed since it was given).
+ * Through 3.12 validity is a flag; 3.13 drops the flag and clears the tag instead. */
+static inline unsigned int
+cdyn_type_version(PyTypeObject *tp)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return tp->tp_version_tag;
+#else
+    return (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+#endif
+}
+
+/* cdyn_type_version of tp when a cache records it: 3.12+ give a type a tag on demand
+ * (3.13 only once the interpreter specialises on it otherwise). Slow path only. */
+static inline unsigned int
+cdyn_type_version_assigned(PyTypeObject *tp)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (cdyn_type_version(tp) == 0) {
+        (void)PyUnstable_Type_AssignVersionTag(tp);
+    }
+#endif
+    return cdyn_type_version(tp);
+}
+
 /* Call Python function func (a PyFunctionObject) by vectorcall. New reference or NULL. */
 static inline PyObject *
 cdyn_function_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf)

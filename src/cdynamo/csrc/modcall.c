@@ -135,7 +135,7 @@ check_type(cdyn_modcall_cache *c, PyTypeObject *tp)
     }
     c->idict = NULL;    /* the instance part is re-read under the new type */
     c->type = (PyTypeObject *)Py_NewRef(tp);
-    c->tag = (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+    c->tag = cdyn_type_version_assigned(tp);
     c->forward = plain ? Py_NewRef(fwd) : NULL;
 }
 
@@ -244,8 +244,7 @@ cdyn_modcall_forward(cdyn_modcall_cache *c, PyObject *mod, PyObject **fwd, int *
     if (M.ready != 1) {
         return 0;
     }
-    if (c->type != tp || c->tag == 0 || !(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
-        tp->tp_version_tag != c->tag) {
+    if (c->type != tp || c->tag == 0 || cdyn_type_version(tp) != c->tag) {
         check_type(c, tp);
     }
     if (c->forward == NULL || !instance_plain(c, mod) || !no_global_hooks() ||

@@ -612,10 +612,10 @@ plain_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
         }
         name = *out;
     }
-    if (r >= 0 && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+    if (r >= 0 && cdyn_type_version_assigned(tp) != 0) {
         /* the lookups ran no Python code (str keys): the tags read now describe them */
         rec->type = tp;
-        rec->type_tag = tp->tp_version_tag;
+        rec->type_tag = cdyn_type_version(tp);
         rec->dict = (PyDictObject *)d;
         rec->dict_tag = d != NULL ? cdyn_dict_version_tracked(d) : 0;
         rec->nsub = 0;
@@ -639,11 +639,11 @@ static PyObject *str_nn_dicts[3];   /* "_parameters", "_buffers", "_modules" */
 static int
 record_base(cdyn_attr_cache *rec, PyTypeObject *tp, PyObject *d)
 {
-    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+    if (cdyn_type_version_assigned(tp) == 0) {
         return -1;
     }
     rec->type = tp;
-    rec->type_tag = tp->tp_version_tag;
+    rec->type_tag = cdyn_type_version(tp);
     rec->dict = (PyDictObject *)d;
     rec->dict_tag = d != NULL ? cdyn_dict_version_tracked(d) : 0;
     return 0;
@@ -747,12 +747,12 @@ type_attr(PyObject *base, PyObject *name, cdyn_attr_cache *rec, PyObject **out)
     }
 record:
     if (_PyType_Lookup(cls, str_class_attr) == NULL ||   /* gives cls a version tag */
-        !(cls->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
+        cdyn_type_version_assigned(cls) == 0 ||
         record_base(rec, meta, cdyn_type_dict(cls)) < 0) {
         return -2;
     }
     rec->cls = cls;
-    rec->cls_tag = cls->tp_version_tag;
+    rec->cls_tag = cdyn_type_version(cls);
     rec->value = *out;
     rec->absent = r == 0;
     rec->stamp = 0;
@@ -859,8 +859,7 @@ static inline int
 attr_cache_valid(PyObject *base, const cdyn_attr_cache *c)
 {
     PyTypeObject *tp = Py_TYPE(base);
-    if (tp != c->type || !(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
-        tp->tp_version_tag != c->type_tag) {
+    if (tp != c->type || cdyn_type_version(tp) != c->type_tag || c->type_tag == 0) {
         return 0;
     }
     PyObject **dictptr = cdyn_dict_ptr(base);
@@ -868,8 +867,8 @@ attr_cache_valid(PyObject *base, const cdyn_attr_cache *c)
     if (d != c->dict || (d != NULL && cdyn_dict_version((PyObject *)d) != c->dict_tag)) {
         return 0;
     }
-    if (c->cls != NULL && (c->cls != (PyTypeObject *)base || c->cls->tp_version_tag != c->cls_tag ||
-                           !(c->cls->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))) {
+    if (c->cls != NULL && (c->cls != (PyTypeObject *)base || c->cls_tag == 0 ||
+                           cdyn_type_version(c->cls) != c->cls_tag)) {
         return 0;
     }
     /* d unchanged (or the type's dicts): they still hold the sub-dicts recorded */
