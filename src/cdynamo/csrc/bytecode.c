@@ -659,6 +659,21 @@ static void remap(cdyn_instr_list *out, const Py_ssize_t *map, Py_ssize_t n)
     }
 }
 
+/* End a rewrite into out: on success (ok) its targets and handlers remapped (map[n] set to
+ * out->len), else out emptied; map freed. 0, or -1 (the exception set by the failure). */
+static int finish_rewrite(cdyn_instr_list *out, Py_ssize_t *map, Py_ssize_t n, int ok)
+{
+    if (ok) {
+        map[n] = out->len;
+        remap(out, map, n);
+    }
+    else {
+        cdyn_instrs_clear(out);
+    }
+    PyMem_Free(map);
+    return ok ? 0 : -1;
+}
+
 /* The fused real opcode of the pair (first, second), or -1. */
 static int fused_op(int first, int second)
 {
@@ -750,15 +765,10 @@ static int normalize(const cdyn_instr_list *in, cdyn_instr_list *out)
             goto error;
         }
     }
-    map[n] = out->len;
-    remap(out, map, n);
-    PyMem_Free(map);
-    return 0;
+    return finish_rewrite(out, map, n, 1);
 
 error:
-    PyMem_Free(map);
-    cdyn_instrs_clear(out);
-    return -1;
+    return finish_rewrite(out, map, n, 0);
 }
 
 /* 1 when some instruction of l jumps to index i. */
@@ -854,15 +864,10 @@ static int denormalize(const cdyn_instr_list *in, cdyn_instr_list *out)
             goto error;
         }
     }
-    map[n] = out->len;
-    remap(out, map, n);
-    PyMem_Free(map);
-    return 0;
+    return finish_rewrite(out, map, n, 1);
 
 error:
-    PyMem_Free(map);
-    cdyn_instrs_clear(out);
-    return -1;
+    return finish_rewrite(out, map, n, 0);
 }
 
 /* ---------------------------------------------------------------- stack depth */
