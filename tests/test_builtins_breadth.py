@@ -12,7 +12,6 @@ import copy
 import enum
 import inspect
 import os
-import sys
 
 import pytest
 import torch

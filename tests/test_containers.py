@@ -10,7 +10,6 @@ in torch._dynamo compiles to one graph, not to several whose extra ones are empt
 """
 import enum
 import typing
-import sys
 from collections import Counter, OrderedDict, defaultdict
 
 import pytest

@@ -5,7 +5,6 @@ and cells instead of their identity (a closure built anew on every call reuses t
 Results are compared with eager on every call; graph and op counts with torch._dynamo on the
 same function (helpers.compare), recompilations with cdynamo.counters()."""
 import functools
-import sys
 
 import pytest
 import torch

@@ -21,7 +21,6 @@ function."""
 import collections
 import functools
 import importlib.util
-import sys
 
 import pytest
 import torch

@@ -10,7 +10,6 @@ Each program runs eagerly, under torch._dynamo and under cdynamo (twice: the sec
 hits the cache) on fresh inputs; results and the state left in the inputs and globals must
 equal eager's, and the graphs (with their FX call nodes) torch._dynamo's.
 """
-import sys
 from collections import OrderedDict
 
 import pytest

@@ -7,7 +7,6 @@ tensors, torch.clamp(t, min=c) / clamp(t, max=c) of a tensor and a number, reduc
 from the left; abs() as the builtin) and the graphs' call targets must equal torch._dynamo's.
 Where eager raises (tensors of more elements) cdynamo breaks the graph there, so the call
 raises as in eager (torch._dynamo returns torch.maximum's result instead)."""
-import sys
 
 import pytest
 import torch

@@ -13,7 +13,6 @@ correct).
 import collections
 import dataclasses
 import inspect
-import sys
 from typing import Optional
 
 import pytest

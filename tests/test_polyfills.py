@@ -13,7 +13,6 @@ import functools
 import heapq
 import itertools
 import operator
-import sys
 
 import pytest
 import torch

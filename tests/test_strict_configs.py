@@ -11,7 +11,6 @@ unmodified, the second call is a cache hit.
 import collections.abc
 import copy
 import dataclasses
-import sys
 import typing
 from typing import Annotated, Any, Literal, Optional, Union
 

@@ -17,7 +17,6 @@ import copy
 import dataclasses
 import enum
 import functools
-import sys
 import typing
 
 import pytest
