@@ -89,8 +89,16 @@ def store_other_global_read_by_other_fn(x):
     return x * other.get_scale()
 
 
+@pytest.mark.xfail(condition=tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 14),
+                   strict=True,
+                   reason="torch._dynamo 2.14+ leaves another module's int global, read and "
+                          "stored by an inlined function, unspecialized (1 graph); cdynamo "
+                          "guards its value and recompiles once when it changes (2 graphs)")
 def test_store_global_other_module_written_back():
     run_both(store_other_global, torch.ones(3), reset=_reset_other)
+
+
+def test_store_global_other_module_replayed_every_call():
     # the store is replayed after the graph on every call of the compiled code
     _reset_other()
     f = cdynamo.compile(store_other_global, backend="eager", fullgraph=True)
