@@ -6,6 +6,7 @@
 PyAPI_FUNC(void) _PyEval_FrameClearAndPop(PyThreadState *tstate, cdyn_frame *frame);
 #endif
 
+#if CDYN_HOOK_RELEASES_FRAME
 void
 cdyn_frame_release(PyThreadState *ts, cdyn_frame *f)
 {
@@ -40,11 +41,9 @@ cdyn_frame_release(PyThreadState *ts, cdyn_frame *f)
     else {
         ts->datastack_top = base;
     }
-#else
-    (void)ts;
-    (void)f;
 #endif
 }
+#endif
 
 uint64_t
 cdyn_dict_version_tracked(PyObject *d)

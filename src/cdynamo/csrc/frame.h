@@ -89,15 +89,18 @@ cdyn_near_recursion_limit(PyThreadState *ts)
 
 /* Release frame f that the hook replaced (ran something else in its place) instead of
  * evaluating it: on 3.12+ its references are dropped and it is popped off ts's frame stack,
- * as the default evaluator does when a frame returns; on 3.11 nothing (the caller does it).
- * f must be a new frame (cdyn_frame_at_start) owned by the thread, with no frame object. */
+ * as the default evaluator does when a frame returns; on 3.11 nothing (the caller does it,
+ * and the hook's per-call path pays no call). f must be a new frame (cdyn_frame_at_start)
+ * owned by the thread, with no frame object. */
+#if CDYN_HOOK_RELEASES_FRAME
 void cdyn_frame_release(PyThreadState *ts, cdyn_frame *f);
-
-/* 1 when cdyn_frame_release can release f (no frame object was made for it). */
-static inline int
-cdyn_frame_releasable(cdyn_frame *f)
+#else
+static inline void
+cdyn_frame_release(PyThreadState *ts, cdyn_frame *f)
 {
-    return f->frame_obj == NULL;
+    (void)ts;
+    (void)f;
 }
+#endif
 
 #endif
