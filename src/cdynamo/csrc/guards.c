@@ -64,6 +64,7 @@ typedef struct {
     PyObject *source;      /* strong cdyn_source; NULL for GRAD_MODE */
     PyObject *value;       /* strong: EQUALS value, TYPE type, ID/FUNCTION object,
                               TENSOR Python type; NULL for GRAD_MODE */
+    uint64_t tstate;       /* GRAD_MODE: tm_api->torch_state() at trace time */
     int flag;              /* GRAD_MODE: enabled (bit 0) and any autocast enabled (bit 1);
                               TENSOR: requires_grad; HASATTR, DICT_CONTAINS: present;
                               NN_MODULE: the module_state() mask at trace time */
@@ -895,7 +896,10 @@ cdyn_guards_add_grad_mode(cdyn_guards *g, int enabled)
     if (enabled & 1) {
         g->rg_seen = 1;
     }
-    if (enabled & 2) {
+    if (tm_api != NULL) {
+        gd->tstate = tm_api->torch_state();
+    }
+    if ((enabled & 2) || tm_api == NULL) {
         /* Under autocast, its dtypes and cache flag per device are baked into what
          * aot_eager/inductor compile: torch's GlobalStateGuard snapshots them (and the rest
          * of the state torch._dynamo guards), checked only while autocast is on. Without
@@ -1639,6 +1643,36 @@ check_autocast_state(const guard *gd, why_t why)
     return ok;
 }
 
+/* The GRAD_MODE failure for torch state words that differ (tm_api->torch_state()): names
+ * the first field that changed, as torch's GlobalStateGuard.reason() does. Returns 0 (or -1
+ * when the reason could not be made). */
+static int
+torch_state_failed(uint64_t was, uint64_t now, why_t why)
+{
+    static const struct {
+        uint64_t mask;
+        const char *name;
+    } fields[] = {
+        {CDYN_TS_DETERMINISTIC, "deterministic_algorithms"},
+        {CDYN_TS_DETERMINISTIC_WARN, "deterministic_algorithms_warn_only"},
+        {CDYN_TS_CUBLAS_TF32, "allow_tf32"},
+        {(uint64_t)3 << CDYN_TS_FP16_REDUCE_SHIFT, "allow_fp16_reduce"},
+        {(uint64_t)3 << CDYN_TS_BF16_REDUCE_SHIFT, "allow_bf16_reduce"},
+        {(uint64_t)3 << CDYN_TS_TF_STATE_SHIFT, "torch_function"},
+        {CDYN_TS_TF_MODE, "torch_function_mode_stack"},
+        {(uint64_t)0xff << CDYN_TS_DTYPE_SHIFT, "default_dtype"},
+        {(uint64_t)0xffffffff << CDYN_TS_THREADS_SHIFT, "num_threads"},
+    };
+    const char *name = "torch state";
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if ((was ^ now) & fields[i].mask) {
+            name = fields[i].name;
+            break;
+        }
+    }
+    return fail_with(why, "global state changed: %s", name);
+}
+
 /* Check a guard on global state (no source): GRAD_MODE or CALL. 1 / 0 / -1. ac_covered:
  * tg_covers, and the set's TensorGuards also covers the autocast state of every device
  * type the graph's tensors are on (tg_autocast): the GRAD_MODE traced without autocast
@@ -1667,6 +1701,12 @@ check_global(const guard *gd, why_t why, int tg_covers, int ac_covered)
             return -1;
         }
         if (on == gd->flag) {
+            if (tm_api != NULL) {
+                uint64_t now = tm_api->torch_state();
+                if (now != gd->tstate) {
+                    return torch_state_failed(gd->tstate, now, why);
+                }
+            }
             return gd->value == NULL ? 1 : check_autocast_state(gd, why);
         }
         if ((on & 1) != (gd->flag & 1)) {

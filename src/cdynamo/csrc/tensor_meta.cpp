@@ -2,7 +2,11 @@
  * torch ships for C++ extensions). */
 #include "tensor_meta.h"
 
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -140,8 +144,35 @@ int requires_grad(PyObject *t)
     }
 }
 
+uint64_t torch_state()
+{
+    try {
+        at::Context &ctx = at::globalContext();
+        uint64_t w = 0;
+        w |= ctx.deterministicAlgorithms() ? CDYN_TS_DETERMINISTIC : 0u;
+        w |= ctx.deterministicAlgorithmsWarnOnly() ? CDYN_TS_DETERMINISTIC_WARN : 0u;
+        w |= ctx.allowTF32CuBLAS() ? CDYN_TS_CUBLAS_TF32 : 0u;
+        w |= (static_cast<uint64_t>(ctx.allowFP16ReductionCuBLAS()) & 3u)
+             << CDYN_TS_FP16_REDUCE_SHIFT;
+        w |= (static_cast<uint64_t>(ctx.allowBF16ReductionCuBLAS()) & 3u)
+             << CDYN_TS_BF16_REDUCE_SHIFT;
+        w |= (static_cast<uint64_t>(at::impl::PythonTorchFunctionTLS::get_disabled_state()) & 3u)
+             << CDYN_TS_TF_STATE_SHIFT;
+        w |= at::impl::torch_function_mode_enabled() ? CDYN_TS_TF_MODE : 0u;
+        w |= (static_cast<uint64_t>(c10::get_default_dtype_as_scalartype()) & 0xffu)
+             << CDYN_TS_DTYPE_SHIFT;
+        w |= static_cast<uint64_t>(static_cast<uint32_t>(at::get_num_threads()))
+             << CDYN_TS_THREADS_SHIFT;
+        return w;
+    }
+    catch (...) {
+        return ~static_cast<uint64_t>(0);   /* fails every comparison: a recompile */
+    }
+}
+
 const cdyn_tensor_meta_api api = {
     CDYN_TENSOR_META_VERSION, read_meta, read_dims, match, grad_enabled, requires_grad,
+    torch_state,
 };
 
 PyModuleDef module_def = {

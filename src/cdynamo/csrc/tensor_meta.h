@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define CDYN_TENSOR_META_CAPSULE "cdynamo._tensor_meta.api"
-#define CDYN_TENSOR_META_VERSION 3
+#define CDYN_TENSOR_META_VERSION 4
 
 /* What TENSOR_MATCH compares besides sizes and strides (torch's TensorCheck compares the
  * same: dispatch keys, dtype, device index, requires_grad, ndim). */
@@ -66,7 +66,23 @@ typedef struct {
     int (*grad_enabled)(void);
     /* t.requires_grad: 1 or 0. Never fails (an error reads as -1, no exception set). */
     int (*requires_grad)(PyObject *t);
+    /* The global torch state a graph depends on besides grad mode and autocast, packed into
+     * one word (the CDYN_TS_* fields below): what torch._dynamo's GlobalStateGuard compares.
+     * Never fails. */
+    uint64_t (*torch_state)(void);
 } cdyn_tensor_meta_api;
+
+/* Fields of torch_state()'s word. */
+#define CDYN_TS_DETERMINISTIC     (1u << 0)    /* torch.use_deterministic_algorithms(True) */
+#define CDYN_TS_DETERMINISTIC_WARN (1u << 1)   /* ... warn_only=True */
+#define CDYN_TS_CUBLAS_TF32       (1u << 2)    /* matmul TF32 (set_float32_matmul_precision) */
+#define CDYN_TS_FP16_REDUCE_SHIFT 3            /* 2 bits: cuBLAS fp16 reduction option */
+#define CDYN_TS_BF16_REDUCE_SHIFT 5            /* 2 bits: cuBLAS bf16 reduction option */
+#define CDYN_TS_TF_STATE_SHIFT    8            /* 2 bits: __torch_function__ disabled state
+                                                  (0 on, 1 subclasses off, 2 all off) */
+#define CDYN_TS_TF_MODE           (1u << 10)   /* a TorchFunctionMode is on the stack */
+#define CDYN_TS_DTYPE_SHIFT       16           /* 8 bits: the default dtype (ScalarType) */
+#define CDYN_TS_THREADS_SHIFT     32           /* 32 bits: torch.get_num_threads() */
 
 #ifdef __cplusplus
 }
