@@ -1702,6 +1702,29 @@ restore_grad_mode(int enabled)
     PyErr_Restore(et, ev, tb);
 }
 
+/* torch's saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks) marked as tracing
+ * (on: 1) or not (0), as torch._dynamo marks them while it runs fake tensors: autograd then
+ * does not call the user's pack hook on the fake tensors of a trace, and the hook runs once,
+ * when the compiled graph runs, as in eager. Returns the previous mark (0 / 1), or -1 with
+ * an exception. Keeps a pending exception when restoring (on is the previous mark). */
+static int
+set_saved_hooks_tracing(int on, int restoring)
+{
+    PyObject *et = NULL, *ev = NULL, *tb = NULL, *r;
+    int prev;
+    if (restoring) {
+        PyErr_Fetch(&et, &ev, &tb);
+    }
+    r = PyObject_CallOneArg(cdyn_G.saved_hooks_set_tracing, on ? Py_True : Py_False);
+    prev = r == NULL ? -1 : r == Py_True;
+    Py_XDECREF(r);
+    if (restoring) {
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    }
+    return prev;
+}
+
 /* Set up tx and the top frame state fs for frame. 0 / -1. */
 static int
 tx_open(cdyn_tx *tx, cdyn_fs *fs, cdyn_frame *frame, PyObject *options)
@@ -1954,11 +1977,15 @@ translate_once(cdyn_frame *frame, PyObject *options, cdyn_translation *out,
     cdyn_fs fs;
     PyObject *code_out = NULL;
     tr_status st = TR_ERROR;
-    int rc = -1, user_error = 0;
+    int rc = -1, user_error = 0, hooks_tracing;
 
     out->code = NULL;
     out->guards = NULL;
     out->no_ops = 0;
+    hooks_tracing = set_saved_hooks_tracing(1, 0);
+    if (hooks_tracing < 0) {
+        return -1;
+    }
     if (tx_open(&tx, &fs, frame, options) < 0) {
         goto done;
     }
@@ -2037,6 +2064,7 @@ done:
         rc = internal_error(&tx, &fs, user_error);
     }
     restore_grad_mode(tx.grad_enabled_at_start);
+    set_saved_hooks_tracing(hooks_tracing, 1);
     cdyn_fs_clear(&fs);
     tx_clear(&tx);
     Py_XDECREF(code_out);
@@ -2127,6 +2155,7 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.glue, "cdynamo._glue", NULL}, {&cdyn_G.getattr_fn, "builtins", "getattr"},
         {&cdyn_G.getitem_fn, "operator", "getitem"}, {&cdyn_G.setitem_fn, "operator", "setitem"},
         {&cdyn_G.set_grad_enabled, "torch._C", "_set_grad_enabled"},
+        {&cdyn_G.saved_hooks_set_tracing, "torch._C._autograd", "_saved_tensors_hooks_set_tracing"},
         {&cdyn_G.is_grad_enabled, "torch", "is_grad_enabled"},
         {&cdyn_G.no_grad, "torch", "no_grad"}, {&cdyn_G.enable_grad, "torch", "enable_grad"},
         {&cdyn_G.set_grad_enabled_cls, "torch", "set_grad_enabled"},

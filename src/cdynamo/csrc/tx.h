@@ -794,7 +794,7 @@ typedef struct {
         *torch_device_type, *torch_memory_format_type, *torch_layout_type, *nn_module_type,
         *nn_parameter_type, *fx_graph_type,
         *operator_mod, *builtins_mod, *math_mod, *glue, *getattr_fn, *getitem_fn,
-        *setitem_fn, *set_grad_enabled, *is_grad_enabled, *no_grad, *enable_grad,
+        *setitem_fn, *set_grad_enabled, *saved_hooks_set_tracing, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
         *grad_mode_exit_type, *backend_failed, *restart_trace, *enter_autocast, *exit_autocast,
