@@ -626,6 +626,14 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
     # per-process counter there makes a second process miss that cache (warm start)
     name = f"__compiled_fn_{next(_graph_counter)}"
     inputs = [example_inputs[i] for i in keep]
+    tf_subclass = [k for k, x in enumerate(inputs) if _has_torch_function(x)]
+    if tf_subclass:
+        # the trace dispatched the subclasses' __torch_function__ already: the backend sees
+        # plain tensors (views of the same data, in the same autograd graph), at compile
+        # time and on every call (torch._dynamo runs the graph with that dispatch off, and
+        # its AOTAutograd backends then fail on such inputs)
+        inputs = [x.as_subclass(torch.Tensor) if k in tf_subclass else x
+                  for k, x in enumerate(inputs)]
     try:
         compiled = shapes.call_backend(options.backend, gm, inputs)
     except Exception as e:
@@ -641,9 +649,34 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
               if n.meta.get("cdynamo_float_input")]
     if floats:
         compiled = _floats_as_tensors(compiled, floats)
+    if tf_subclass:
+        compiled = _plain_tensors_at(compiled, tf_subclass)
     wrapped = _C.disable(compiled)
     wrapped._cdynamo_name = name
     return name, wrapped, gm, keep, graph_device_types(gm)
+
+
+def _has_torch_function(x):
+    """True when x is a tensor of a subclass with a __torch_function__ of its own (not
+    torch.Tensor's disabled one, as nn.Parameter has)."""
+    return (isinstance(x, torch.Tensor) and type(x) is not torch.Tensor and
+            type(x).__torch_function__ is not torch._C._disabled_torch_function_impl)
+
+
+def _plain_tensors_at(compiled, positions):
+    """compiled, called with the tensor-subclass inputs at `positions` (guarded by type) as
+    plain tensors viewing them (Tensor.as_subclass(torch.Tensor)): the trace applied their
+    __torch_function__ already."""
+    plain = torch.Tensor.as_subclass
+    tensor = torch.Tensor
+
+    def call(*args):
+        args = list(args)
+        for k in positions:
+            args[k] = plain(args[k], tensor)
+        return compiled(*args)
+    call._cdynamo_inner = compiled
+    return call
 
 
 def _floats_as_tensors(compiled, positions):

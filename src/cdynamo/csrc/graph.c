@@ -253,6 +253,37 @@ wrap_result(cdyn_tx *tx, PyObject *res, PyObject *node, PyObject *const *args,
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* The result v of a graph call dispatched to torch.Tensor.__torch_function__ of tensor
+ * subclass cls (borrowed): its tensors, and those of a tuple or list, become cls (as that
+ * function's _convert does). An argument returned as it is (an in-place method's receiver)
+ * keeps its type when it is a cls already; otherwise eager would return a new cls object
+ * viewing it: not traced. */
+static tr_status
+tf_convert_result(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject *cls)
+{
+    PyObject *items = V(v)->kind == VK_TUPLE || V(v)->kind == VK_LIST ? V(v)->u.seq.items
+                                                                      : NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (args[i] == v && V(v)->kind == VK_TENSOR) {
+            PyObject *t = V(v)->u.tensor.type;
+            if (t == NULL || !PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)cls)) {
+                return cdyn_tx_unsupported(tx, "an in-place call on a plain tensor with a "
+                                               "tensor subclass argument");
+            }
+            return TR_OK;
+        }
+    }
+    if (items == NULL) {
+        cdyn_tensor_tf_convert(v, cls);
+        return TR_OK;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        cdyn_tensor_tf_convert(PyList_GET_ITEM(items, i), cls);
+    }
+    return TR_OK;
+}
+
 /* 1 when obj (a fake argument or result, through tuples, lists and dicts) holds a tensor. */
 static int
 holds_tensor(PyObject *obj)
@@ -353,10 +384,15 @@ cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *modu
 {
     PyObject *fargs = NULL, *nargs_t = NULL, *fkw = NULL, *nkw_d = NULL, *res = NULL,
              *node = NULL, *opname = NULL;
+    PyObject *tf_cls = NULL;   /* borrowed */
     tr_status st;
     if (makes_grad_leaf(op, target, args, nargs, kwnames)) {
         return cdyn_tx_unsupported(tx, "%s %R makes a tensor that requires grad (a leaf of "
                                    "autograd: made in Python, not in the graph)", op, target);
+    }
+    st = cdyn_tensor_tf_class(tx, args, nargs, &tf_cls);
+    if (st != TR_OK) {
+        return st;
     }
     st = graph_args(tx, args, nargs, kwnames, &fargs, &nargs_t, &fkw, &nkw_d);
     if (st != TR_OK) {
@@ -402,6 +438,12 @@ cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *modu
         tx->n_call_nodes++;
     }
     st = wrap_result(tx, res, node, args, fargs, out);
+    if (st == TR_OK && tf_cls != NULL) {
+        st = tf_convert_result(tx, *out, args, nargs, tf_cls);
+        if (st != TR_OK) {
+            Py_CLEAR(*out);
+        }
+    }
 done:
     Py_XDECREF(fargs);
     Py_XDECREF(nargs_t);

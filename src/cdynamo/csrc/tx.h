@@ -77,6 +77,8 @@ typedef struct cdyn_tx {
     PyObject *sym_sources;  /* dict: symbol placeholder node -> its source (x.size()[0]) */
     int dynamic;            /* compile(dynamic=): -1 None (automatic), 0 False, 1 True */
     int capture_scalars;    /* cdynamo.config.capture_scalar_outputs at trace start */
+    int tf_subclass_off;    /* inside torch._C.DisableTorchFunctionSubclass(): tensor
+                               subclasses' __torch_function__ is not dispatched */
     struct cdyn_sub *sub;   /* borrowed: the innermost active sub-trace (graph.c), or NULL */
     int n_gen_in_try;       /* generators that suspended inside a try/with block (never less
                                than the number still suspended there; values/generator.c) */
@@ -468,6 +470,20 @@ int cdyn_any_tensor(PyObject *const *args, Py_ssize_t n);
 /* isinstance(v, cls) for a TENSOR value v and a real class or tuple of classes cls (both
  * borrowed): 1 / 0, -1 with an exception (values/tensor.c). */
 int cdyn_tensor_isinstance(PyObject *v, PyObject *cls);
+/* __torch_function__ subclasses among the tensor arguments of a graph call (args: the
+ * call's values, keyword values included; TENSOR values and the items of TUPLE / LIST
+ * values are looked at), as torch's dispatch would see them (values/tensor.c). *cls
+ * (borrowed) is NULL when none has a __torch_function__ of its own (torch.Tensor,
+ * nn.Parameter's disabled one) or the trace is inside DisableTorchFunctionSubclass; else
+ * the subclass whose __torch_function__ torch would call, which must be torch.Tensor's
+ * default one (results are converted to that class). A subclass that overrides it, or
+ * unrelated subclasses, make TR_UNSUPPORTED: the call runs in Python. */
+tr_status cdyn_tensor_tf_class(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject **cls);
+/* Give the TENSOR value v (made by a call converted to cls: cdyn_tensor_tf_class) the
+ * Python type cls (borrowed), as torch.Tensor.__torch_function__ converts results with
+ * as_subclass; a value that already is an instance of cls keeps its type. */
+void cdyn_tensor_tf_convert(PyObject *v, PyObject *cls);
 /* hasattr(v, name) for a TENSOR value v (name borrowed str): 1 / 0, -1 when it cannot be
  * known here (a tensor type with its own attribute lookup, or the tensor cannot be read
  * again through its source), -2 with an exception. A class attribute answers at once;

@@ -222,6 +222,9 @@ new_tensor_of_symbol(cdyn_tx *tx, PyObject *self, PyObject *n, PyObject **out)
     return st;
 }
 
+static tr_status as_subclass(cdyn_tx *tx, PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
+
 static tr_status
 tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -256,6 +259,9 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     }
     if (cdyn_name_is(name, "numpy")) {
         return cdyn_ndarray_from_tensor(tx, self, args, nargs, kwnames, out);
+    }
+    if (cdyn_name_is(name, "as_subclass")) {
+        return as_subclass(tx, self, args, nargs, kwnames, out);
     }
     if (cdyn_name_is(name, "new_tensor") && nargs == 1 && kwnames == NULL &&
         V(args[0])->kind == VK_SYMINT) {
@@ -416,6 +422,161 @@ tensor_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fk, PyObject **node)
     return st;
 }
 
+/* How a tensor class dispatches __torch_function__: 0 it has none of its own (torch.Tensor,
+ * a class whose __torch_function__ is torch's disabled one, as nn.Parameter), 1 torch.Tensor's
+ * default (results converted to the class), 2 overridden; -1 with an exception. */
+static int
+tf_kind(PyObject *cls)
+{
+    static PyObject *disabled_impl, *default_fn;   /* kept for the process */
+    PyObject *attr = NULL;
+    int r = -1;
+    if (cls == NULL || cls == cdyn_G.torch_tensor_type) {
+        return 0;
+    }
+    if (default_fn == NULL) {
+        PyObject *m = PyObject_GetAttrString(cdyn_G.torch_tensor_type, "__torch_function__");
+        PyObject *tc = PyObject_GetAttrString(cdyn_G.torch, "_C");
+        disabled_impl = tc ? PyObject_GetAttrString(tc, "_disabled_torch_function_impl") : NULL;
+        Py_XDECREF(tc);
+        if (m == NULL || disabled_impl == NULL || !PyMethod_Check(m)) {
+            Py_XDECREF(m);
+            Py_CLEAR(disabled_impl);
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError, "torch.Tensor.__torch_function__ is not "
+                                                    "a classmethod");
+            }
+            return -1;
+        }
+        default_fn = Py_NewRef(PyMethod_GET_FUNCTION(m));
+        Py_DECREF(m);
+    }
+    attr = PyObject_GetAttrString(cls, "__torch_function__");
+    if (attr == NULL) {
+        goto done;
+    }
+    if (attr == disabled_impl) {
+        r = 0;
+    }
+    else {
+        r = PyMethod_Check(attr) && PyMethod_GET_FUNCTION(attr) == default_fn ? 1 : 2;
+    }
+done:
+    Py_XDECREF(attr);
+    return r;
+}
+
+/* One argument of cdyn_tensor_tf_class: a TENSOR value's class joins *cls. */
+static tr_status
+tf_class_of(cdyn_tx *tx, PyObject *v, PyObject **cls)
+{
+    PyObject *t = V(v)->u.tensor.type;
+    int k;
+    if (V(v)->kind != VK_TENSOR || t == NULL || t == *cls) {
+        return TR_OK;
+    }
+    k = tf_kind(t);
+    if (k <= 0) {
+        return k < 0 ? TR_ERROR : TR_OK;
+    }
+    if (k == 2) {
+        return cdyn_tx_unsupported(tx, "tensor subclass %s overrides __torch_function__ (not "
+                                       "traced)", ((PyTypeObject *)t)->tp_name);
+    }
+    if (*cls == NULL || PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)*cls)) {
+        *cls = t;   /* torch calls the most derived class's __torch_function__ first */
+        return TR_OK;
+    }
+    if (PyType_IsSubtype((PyTypeObject *)*cls, (PyTypeObject *)t)) {
+        return TR_OK;
+    }
+    return cdyn_tx_unsupported(tx, "tensor subclasses %s and %s in one call",
+                               ((PyTypeObject *)*cls)->tp_name, ((PyTypeObject *)t)->tp_name);
+}
+
+tr_status
+cdyn_tensor_tf_class(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject **cls)
+{
+    *cls = NULL;
+    if (tx->tf_subclass_off) {
+        return TR_OK;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject *v = args[i];
+        tr_status st = TR_OK;
+        if (V(v)->kind == VK_TUPLE || V(v)->kind == VK_LIST) {
+            PyObject *items = V(v)->u.seq.items;
+            for (Py_ssize_t j = 0; st == TR_OK && items && j < PyList_GET_SIZE(items); j++) {
+                st = tf_class_of(tx, PyList_GET_ITEM(items, j), cls);
+            }
+        }
+        else {
+            st = tf_class_of(tx, v, cls);
+        }
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    return TR_OK;
+}
+
+void
+cdyn_tensor_tf_convert(PyObject *v, PyObject *cls)
+{
+    PyObject *t = V(v)->u.tensor.type;
+    if (V(v)->kind != VK_TENSOR ||
+        (t != NULL && PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)cls))) {
+        return;
+    }
+    Py_XSETREF(V(v)->u.tensor.type, Py_NewRef(cls));
+}
+
+/* t.as_subclass(cls): the same graph value under another Python type (no graph node, as
+ * torch._dynamo): torch.Tensor itself, or a subclass without __torch_dispatch__ of its own
+ * (a __torch_function__ subclass or a plain one). Other classes are a graph break. */
+static tr_status
+as_subclass(cdyn_tx *tx, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames, PyObject **out)
+{
+    static PyObject *base_dispatch;   /* torch.Tensor.__torch_dispatch__, for the process */
+    PyObject *cls = nargs == 1 && kwnames == NULL ? cdyn_v_real(args[0]) : NULL, *disp = NULL;
+    int plain;
+    if (cls == NULL || !PyType_Check(cls) ||
+        !PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)cdyn_G.torch_tensor_type)) {
+        return cdyn_tx_unsupported(tx, "Tensor.as_subclass() of something not a known tensor "
+                                       "class");
+    }
+    if (base_dispatch == NULL &&
+        (base_dispatch = PyObject_GetAttrString(cdyn_G.torch_tensor_type,
+                                                "__torch_dispatch__")) == NULL) {
+        return TR_ERROR;
+    }
+    disp = PyObject_GetAttrString(cls, "__torch_dispatch__");
+    if (disp == NULL) {
+        return TR_ERROR;
+    }
+    plain = PyObject_RichCompareBool(disp, base_dispatch, Py_EQ);
+    Py_DECREF(disp);
+    if (plain < 0) {
+        return TR_ERROR;
+    }
+    if (!plain) {
+        return cdyn_tx_unsupported(tx, "Tensor.as_subclass(%s): a __torch_dispatch__ subclass",
+                                   ((PyTypeObject *)cls)->tp_name);
+    }
+    if (tf_kind(cls) < 0) {
+        return TR_ERROR;
+    }
+    *out = cdyn_value_tensor(fake(self), V(self)->u.tensor.node, NULL);
+    if (*out == NULL) {
+        return TR_ERROR;
+    }
+    if (cls != cdyn_G.torch_tensor_type) {
+        V(*out)->u.tensor.type = Py_NewRef(cls);
+    }
+    return TR_OK;
+}
+
 static PyTypeObject *
 tensor_python_type(PyObject *v)
 {
@@ -466,10 +627,24 @@ tensor_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 static int
 tensor_reconstruct(cdyn_cg *cg, PyObject *v)
 {
+    static PyObject *as_subclass_fn;   /* torch.Tensor.as_subclass, for the process */
     if (V(v)->source != NULL) {
         return cdyn_cg_source(cg, V(v)->source);
     }
-    return cdyn_cg_load_output(cg, V(v)->u.tensor.node);
+    if (V(v)->u.tensor.type == NULL) {
+        return cdyn_cg_load_output(cg, V(v)->u.tensor.node);
+    }
+    /* the graph gives plain tensors: torch.Tensor.as_subclass(<output>, cls) */
+    if (as_subclass_fn == NULL &&
+        (as_subclass_fn = PyObject_GetAttrString(cdyn_G.torch_tensor_type, "as_subclass")) == NULL) {
+        return -1;
+    }
+    if (cdyn_cg_push_callable(cg, as_subclass_fn) < 0 ||
+        cdyn_cg_load_output(cg, V(v)->u.tensor.node) < 0 ||
+        cdyn_cg_load_const(cg, V(v)->u.tensor.type) < 0) {
+        return -1;
+    }
+    return cdyn_cg_call(cg, 2);
 }
 
 const cdyn_vtable cdyn_tensor_vt = {

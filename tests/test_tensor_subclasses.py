@@ -1,0 +1,152 @@
+"""__torch_function__ tensor subclasses (as torchvision's tv_tensors make them with
+as_subclass): the subclass type is kept on every value eager keeps it on, inside the trace
+(type(), isinstance()) and on what the compiled function returns; x.as_subclass(cls) is
+traced (no graph node); the graph runs on plain tensors with the subclass dispatch off, so
+AOTAutograd backends take such inputs. A subclass that overrides __torch_function__ is not
+traced: its calls run in Python (eager's result, never a plain-tensor trace of them).
+Results against eager, graph counts against torch._dynamo."""
+import pytest
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+
+import cdynamo
+from conftest import requires_engine
+from helpers import CountingBackend, assert_same, run_torch_dynamo
+
+pytestmark = requires_engine
+
+
+class Sub(torch.Tensor):
+    """torch.Tensor's default __torch_function__: results are converted to Sub."""
+
+
+class SubSub(Sub):
+    pass
+
+
+class Logged(torch.Tensor):
+    """Overrides __torch_function__, changing results (every add adds one more) and
+    returning plain tensors as tv_tensors do."""
+    calls = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        Logged.calls += 1
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **(kwargs or {}))
+            if func in (torch.Tensor.add, torch.add, torch.Tensor.__add__):
+                out = out + 1
+        return out
+
+
+def _types(out):
+    if isinstance(out, (tuple, list)):
+        return [_types(o) for o in out]
+    return type(out)
+
+
+def _check(fn, *args, backend="eager", graphs=None):
+    expected = fn(*args)
+    counter = CountingBackend(None if backend == "eager" else
+                              torch._dynamo.lookup_backend(backend))
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend=counter)
+    for _ in range(2):
+        out = compiled(*args)
+        assert_same(out, expected)
+        assert _types(out) == _types(expected)
+    if graphs is not None:
+        assert counter.frame_count == graphs
+    return counter
+
+
+def type_checks(x):
+    y = x.as_subclass(Sub)
+    z = y * 2
+    return type(z) is Sub, isinstance(z, Sub), type(y) is Sub, isinstance(x, Sub), z
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_as_subclass_and_ops_keep_the_type_in_the_trace(backend):
+    x = torch.randn(3)
+    counter = _check(type_checks, x, backend=backend, graphs=1)
+    out, dyn = run_torch_dynamo(type_checks, x)
+    assert counter.frame_count <= dyn.frame_count
+    assert out[:4] == type_checks(x)[:4]
+
+
+def ops_on_subclass(x, w):
+    a = x + 1
+    b = torch.cat([a, x])
+    c, d = b.chunk(2)
+    e = F.linear(c, w)
+    f = e.relu().T
+    return a, b, c, d, e, f, x.sum() * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_results_of_ops_on_a_subclass_input_are_the_subclass(backend):
+    x = torch.randn(4, 4).as_subclass(Sub)
+    w = torch.randn(4, 4)
+    counter = _check(ops_on_subclass, x, w, backend=backend, graphs=1)
+    _, dyn = run_torch_dynamo(ops_on_subclass, x, w)
+    assert counter.frame_count == dyn.frame_count
+    assert counter.op_count >= dyn.op_count
+
+
+def mixed(a, b):
+    return a * b, (a * b).as_subclass(torch.Tensor) + 1
+
+
+def test_most_derived_subclass_wins_and_as_subclass_back_to_tensor():
+    a = torch.randn(3).as_subclass(Sub)
+    b = torch.randn(3).as_subclass(SubSub)
+    out = _check(mixed, a, b, graphs=1)
+    assert out.frame_count == 1
+    res = cdynamo.compile(mixed, backend="eager")(a, b)
+    assert type(res[0]) is SubSub and type(res[1]) is torch.Tensor
+
+
+def logged_fn(x):
+    y = x.as_subclass(Logged)
+    z = y + 1
+    return z * 2, type(z) is Logged
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_overridden_torch_function_runs_as_in_eager(backend):
+    x = torch.randn(3)
+    Logged.calls = 0
+    expected = logged_fn(x)
+    eager_calls = Logged.calls
+    Logged.calls = 0
+    cdynamo.reset()
+    compiled = cdynamo.compile(logged_fn, backend=backend)
+    out = compiled(x)
+    assert_same(out, expected)
+    assert Logged.calls == eager_calls
+    assert torch.equal(compiled(x)[0], expected[0])
+
+
+def test_inplace_on_subclass_keeps_identity_and_type():
+    def f(x):
+        x.add_(1)
+        return x, type(x)
+
+    x = torch.zeros(3).as_subclass(Sub)
+    out = cdynamo.compile(f, backend="eager")(x)
+    assert out[0] is x and out[1] is Sub and torch.equal(x, torch.ones(3))
+
+
+def test_parameter_inputs_stay_plain_parameters():
+    lin = torch.nn.Linear(3, 3)
+
+    def f(inp):
+        w = lin.weight * 2
+        return w, isinstance(lin.weight, torch.nn.Parameter), type(w)
+
+    expected = f(torch.randn(3))
+    out = cdynamo.compile(f, backend="eager")(torch.randn(3))
+    assert out[1:] == expected[1:] == (True, torch.Tensor)
+    assert type(out[0]) is torch.Tensor
