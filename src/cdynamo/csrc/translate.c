@@ -1175,6 +1175,59 @@ OP(format_313)
     return op_format_value(tx, fs, &as);
 }
 
+/* ---- the match statement (PEP 634) ---- */
+
+/* MATCH_MAPPING / MATCH_SEQUENCE: push whether the subject's type is a mapping / sequence
+ * for pattern matching (its Py_TPFLAGS_MAPPING / _SEQUENCE flag, set by collections.abc's
+ * registrations), the subject staying. */
+OP(match_kind)
+{
+    PyTypeObject *tp = cdyn_v_python_type(peek(fs, 0));
+    unsigned long flag = ins->opcode == MATCH_MAPPING ? Py_TPFLAGS_MAPPING : Py_TPFLAGS_SEQUENCE;
+    if (tp == NULL) {
+        return cdyn_tx_unsupported(tx, "%s of a value of unknown type",
+                                   ins->opcode == MATCH_MAPPING ? "MATCH_MAPPING"
+                                                                : "MATCH_SEQUENCE");
+    }
+    return push(fs, cdyn_value_bool((PyType_GetFlags(tp) & flag) != 0));
+}
+
+/* GET_LEN: push len(subject), the subject staying. */
+OP(get_len)
+{
+    Py_ssize_t n = 0;
+    tr_status st = cdyn_v_len(tx, peek(fs, 0), &n);
+    (void)ins;
+    return st != TR_OK ? st : push(fs, cdyn_value_const_steal(PyLong_FromSsize_t(n)));
+}
+
+/* MATCH_CLASS(count): [subject, cls, kw names] -> the tuple of matched attributes or None;
+ * MATCH_KEYS: [subject, keys] -> [subject, keys, values or None]. Each inlines its
+ * cdynamo.polyfills.match function. (`**rest` is BUILD_MAP, DICT_UPDATE and DELETE_SUBSCR
+ * since 3.11.) */
+OP(match_call)
+{
+    PyObject *args[4], *res = NULL;
+    tr_status st;
+    if (ins->opcode == MATCH_CLASS) {
+        PyObject *count = cdyn_value_const_steal(PyLong_FromLong(ins->oparg));
+        if (count == NULL) {
+            return TR_ERROR;
+        }
+        args[0] = peek(fs, 2);
+        args[1] = peek(fs, 1);
+        args[2] = count;
+        args[3] = peek(fs, 0);
+        st = cdyn_polyfill_inline_named(tx, "match_class", args, 4, &res);
+        Py_DECREF(count);
+        return st != TR_OK ? st : replace(fs, 3, res);
+    }
+    args[0] = peek(fs, 1);
+    args[1] = peek(fs, 0);
+    st = cdyn_polyfill_inline_named(tx, "match_keys", args, 2, &res);
+    return st != TR_OK ? st : push(fs, res);
+}
+
 /* LOAD_SUPER_ATTR (3.12+): [super, class, self] -> super(class, self).name; with the low bit
  * a method load (the bound attribute and a NULL, as LOAD_METHOD). */
 OP(load_super_attr)
@@ -1480,6 +1533,8 @@ op_table_init(void)
         {CHECK_EXC_MATCH, op_check_exc_match}, {WITH_EXCEPT_START, op_with_except_start},
         {YIELD_VALUE, op_yield_value}, {RETURN_GENERATOR, op_yield_value}, {SEND, op_send},
         {GET_YIELD_FROM_ITER, op_get_yield_from_iter},
+        {MATCH_MAPPING, op_match_kind}, {MATCH_SEQUENCE, op_match_kind}, {GET_LEN, op_get_len},
+        {MATCH_CLASS, op_match_call}, {MATCH_KEYS, op_match_call},
         /* 3.12+ */
         {RETURN_CONST, op_return_const}, {LOAD_FAST_CHECK, op_load_fast},
         {LOAD_FAST_AND_CLEAR, op_load_fast_and_clear}, {END_FOR, op_end_for},

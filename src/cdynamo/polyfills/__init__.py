@@ -23,7 +23,7 @@ import torch as _torch
 _REGISTRY = {}
 
 __all__ = ["substitute_for", "registry", "polyfill_of", "unsupported", "exact_type", "same",
-           "is_symbolic", "force_static", "tensor_tolist"]
+           "is_symbolic", "force_static", "tensor_tolist", "match_class", "match_keys"]
 
 
 def substitute_for(*reals, result_type=None):
@@ -94,6 +94,8 @@ def tensor_tolist(t):
         return t.item()
     return [tensor_tolist(row) for row in t.unbind(0)]
 
+
+from .match import match_class, match_keys  # noqa: E402
 
 for _helper in (unsupported, exact_type, same, is_symbolic, force_static):
     _REGISTRY[_helper] = _helper
