@@ -1,10 +1,11 @@
 """__torch_function__ tensor subclasses (as torchvision's tv_tensors make them with
 as_subclass): the subclass type is kept on every value eager keeps it on, inside the trace
 (type(), isinstance()) and on what the compiled function returns; x.as_subclass(cls) is
-traced (no graph node); the graph runs on plain tensors with the subclass dispatch off, so
-AOTAutograd backends take such inputs. A subclass that overrides __torch_function__ is not
-traced: its calls run in Python (eager's result, never a plain-tensor trace of them).
-Results against eager, graph counts against torch._dynamo."""
+traced (no graph node); the graph runs on plain tensors, so AOTAutograd backends take such
+inputs. An overridden __torch_function__ is traced as user code with the function eager
+hands it (torch.add, Tensor.add, Tensor.__add__, ...), its DisableTorchFunctionSubclass
+blocks and super().__torch_function__ included. Results against eager, graph and op counts
+against torch._dynamo."""
 import pytest
 import torch
 import torch._dynamo
@@ -38,6 +39,39 @@ class Logged(torch.Tensor):
             if func in (torch.Tensor.add, torch.add, torch.Tensor.__add__):
                 out = out + 1
         return out
+
+
+_FORCE_SUBCLASS = {torch.Tensor.clone, torch.Tensor.to, torch.Tensor.detach,
+                   torch.Tensor.requires_grad_}
+
+
+class TVTensor(torch.Tensor):
+    """torchvision's tv_tensors protocol: results are plain tensors except for a few
+    functions that keep the subclass."""
+
+    @classmethod
+    def _wrap(cls, t):
+        return t.as_subclass(cls)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if not all(issubclass(cls, t) for t in types):
+            return NotImplemented
+        with torch._C.DisableTorchFunctionSubclass():
+            output = func(*args, **kwargs or dict())
+        if func in _FORCE_SUBCLASS and isinstance(args[0], cls):
+            output = cls._wrap(output)
+        return output
+
+
+class ViaSuper(torch.Tensor):
+    """An override that defers to torch.Tensor's default through super()."""
+    seen = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        ViaSuper.seen.append(func.__name__)
+        return super().__torch_function__(func, types, args, kwargs)
 
 
 def _types(out):
@@ -112,6 +146,42 @@ def logged_fn(x):
     y = x.as_subclass(Logged)
     z = y + 1
     return z * 2, type(z) is Logged
+
+
+def tv_style(x):
+    y = TVTensor._wrap(x)
+    a = y * 2
+    b = y.clone()
+    c = torch.nn.functional.relu(b)
+    d = 1 - b
+    return a, b, c, d, type(a) is TVTensor, type(b) is TVTensor, isinstance(c, TVTensor)
+
+
+def via_super(x):
+    y = x.as_subclass(ViaSuper)
+    z = (y + 1).sin()
+    parts = torch.chunk(z, 2)
+    return z, parts, type(z).__name__, isinstance(parts[1], ViaSuper)
+
+
+@pytest.mark.parametrize("fn", [tv_style, via_super])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_overrides_traced_in_one_graph_as_dynamo(fn, backend):
+    x = torch.randn(4)
+    counter = _check(fn, x, backend=backend, graphs=1)
+    _, dyn = run_torch_dynamo(fn, x)
+    assert counter.frame_count == dyn.frame_count == 1
+    assert counter.op_count >= dyn.op_count
+
+
+def test_super_torch_function_sees_eager_funcs():
+    ViaSuper.seen = []
+    via_super(torch.randn(4))
+    eager = list(ViaSuper.seen)
+    ViaSuper.seen = []
+    cdynamo.reset()
+    cdynamo.compile(via_super, backend="eager")(torch.randn(4))
+    assert ViaSuper.seen == eager == ["add", "sin", "chunk"]
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

@@ -138,7 +138,6 @@ def autocast_args(cls, args, kwargs):
     """The (device_type, dtype, enabled, cache_enabled) of `cls(*args, **kwargs)` for
     torch.autocast and its torch.cpu/cuda.amp forms (constants), as torch.amp._enter_autocast
     takes them."""
-    import inspect
     if cls is not torch.autocast and issubclass(cls, torch.autocast) and \
             cls.__module__.startswith(("torch.cpu", "torch.cuda")):
         device = "cuda" if cls.__module__.startswith("torch.cuda") else "cpu"
@@ -654,6 +653,56 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
     wrapped = _C.disable(compiled)
     wrapped._cdynamo_name = name
     return name, wrapped, gm, keep, graph_device_types(gm)
+
+
+class _ProbeStop(Exception):
+    pass
+
+
+class _Probe(torch.Tensor):
+    """Records what torch hands __torch_function__ for an operator, then stops (no kernel
+    runs): _operator_funcs() probes each operator with it."""
+    seen = None
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        _Probe.seen = (func, tuple(a is _Probe.operand for a in args))
+        raise _ProbeStop
+
+
+_OPERATOR_FUNCS = {}
+
+
+def torch_function_operator(op, tensor_first):
+    """What eager hands __torch_function__ for ``op(a, b)`` (an ``operator`` function:
+    add, radd through a non-tensor left operand, iadd, lt, getitem, neg, ...) when its
+    tensor-subclass operand is the first (tensor_first) or only the second argument:
+    (func, index of the subclass operand among func's arguments), or None when torch does
+    not dispatch it. Found once per process by calling op on a probe subclass (torch maps
+    the number protocol to functions irregularly: a + t gives Tensor.add(t, a), 1 - t
+    Tensor.__rsub__(t, 1), t ** 2 TensorBase.pow, t += 1 Tensor.add_)."""
+    key = (op, tensor_first)
+    if key in _OPERATOR_FUNCS:
+        return _OPERATOR_FUNCS[key]
+    probe = torch.zeros(2, dtype=torch.int64).as_subclass(_Probe)
+    _Probe.operand = probe
+    _Probe.seen = None
+    args = {1: (probe,), 2: (probe, 1) if tensor_first else (1, probe),
+            3: (probe, 0, 1)}
+    try:
+        n = 3 if op is operator.setitem else 1 if op in (
+            operator.neg, operator.pos, operator.invert, operator.abs, operator.not_) else 2
+        op(*args[n])
+    except _ProbeStop:
+        pass
+    except Exception:
+        _Probe.seen = None
+    found = None
+    if _Probe.seen is not None and _Probe.seen[1].count(True) == 1:
+        found = (_Probe.seen[0], _Probe.seen[1].index(True))
+    _Probe.operand = None
+    _OPERATOR_FUNCS[key] = found
+    return found
 
 
 def _has_torch_function(x):

@@ -253,6 +253,57 @@ wrap_result(cdyn_tx *tx, PyObject *res, PyObject *node, PyObject *const *args,
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* A graph call on tensor subclasses whose __torch_function__ is overridden: traced as
+ * torch_function_dispatch(func, types, args, kwargs) (cdynamo.polyfills), the override
+ * inlined as user code, as eager calls it. */
+static tr_status
+tf_override_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *const *args,
+                 Py_ssize_t nargs, PyObject *kwnames, PyObject *types, PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    PyObject *order = NULL, *func = NULL, *vals[4] = {NULL, NULL, NULL, NULL}, *keys = NULL,
+             *kwv = NULL;
+    tr_status st = TR_ERROR;
+    func = cdyn_tensor_tf_func(tx, op, target, args, npos, &order, &st);
+    if (func == NULL) {
+        return st;
+    }
+    st = cdyn_tx_wrap_fixed(tx, func, Py_None, &vals[0]);
+    if (st == TR_OK) {
+        st = cdyn_tx_wrap_fixed(tx, types, Py_None, &vals[1]);
+    }
+    if (st != TR_OK) {
+        goto done;
+    }
+    st = TR_ERROR;
+    keys = PyList_New(0);
+    kwv = PyList_New(0);
+    if (keys == NULL || kwv == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        if (PyList_Append(keys, PyTuple_GET_ITEM(kwnames, i)) < 0 ||
+            PyList_Append(kwv, args[npos + i]) < 0) {
+            goto done;
+        }
+    }
+    vals[2] = cdyn_value_seq(VK_TUPLE, &PyList_GET_ITEM(order, 0), npos);
+    vals[3] = cdyn_value_dict(keys, kwv);
+    if (vals[2] == NULL || vals[3] == NULL) {
+        goto done;
+    }
+    st = cdyn_polyfill_inline_named(tx, "torch_function_dispatch", vals, 4, out);
+done:
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(vals[i]);
+    }
+    Py_XDECREF(keys);
+    Py_XDECREF(kwv);
+    Py_XDECREF(order);
+    Py_DECREF(func);
+    return st;
+}
+
 /* The result v of a graph call dispatched to torch.Tensor.__torch_function__ of tensor
  * subclass cls (borrowed): its tensors, and those of a tuple or list, become cls (as that
  * function's _convert does). An argument returned as it is (an in-place method's receiver)
@@ -384,14 +435,18 @@ cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *modu
 {
     PyObject *fargs = NULL, *nargs_t = NULL, *fkw = NULL, *nkw_d = NULL, *res = NULL,
              *node = NULL, *opname = NULL;
-    PyObject *tf_cls = NULL;   /* borrowed */
+    PyObject *tf_cls = NULL, *tf_types = NULL;   /* borrowed, new */
     tr_status st;
     if (makes_grad_leaf(op, target, args, nargs, kwnames)) {
         return cdyn_tx_unsupported(tx, "%s %R makes a tensor that requires grad (a leaf of "
                                    "autograd: made in Python, not in the graph)", op, target);
     }
-    st = cdyn_tensor_tf_class(tx, args, nargs, &tf_cls);
-    if (st != TR_OK) {
+    st = cdyn_tensor_tf_class(tx, args, nargs, &tf_cls, &tf_types);
+    if (st != TR_OK || tf_types != NULL) {
+        if (st == TR_OK) {
+            st = tf_override_call(tx, op, target, args, nargs, kwnames, tf_types, out);
+        }
+        Py_XDECREF(tf_types);
         return st;
     }
     st = graph_args(tx, args, nargs, kwnames, &fargs, &nargs_t, &fkw, &nkw_d);
@@ -503,6 +558,7 @@ cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
     ck->lost = tx->lost;
     ck->n_call_nodes = tx->n_call_nodes;
     ck->grad_enabled = tx->grad_enabled;
+    ck->tf_subclass_off = tx->tf_subclass_off;
     ck->n_open_modes = tx->open_modes ? PyList_GET_SIZE(tx->open_modes) : 0;
     ck->n_undo = tx->undo != NULL ? PyList_GET_SIZE(tx->undo) : 0;
     ck->n_effects = tx->effects ? PyList_GET_SIZE(tx->effects) : 0;
@@ -542,6 +598,7 @@ cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
     }
     tx->n_call_nodes = ck->n_call_nodes;
     tx->grad_enabled = ck->grad_enabled;
+    tx->tf_subclass_off = ck->tf_subclass_off;
     cdyn_tx_exit_modes(tx, ck->n_open_modes);
     /* handlers of failed inlined calls entered since are not being run any more */
     if (tx->exc_info && PyList_GET_SIZE(tx->exc_info) > ck->n_exc_info &&

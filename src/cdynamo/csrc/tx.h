@@ -280,6 +280,7 @@ typedef struct {
     Py_ssize_t n_open_modes;
     Py_ssize_t n_undo;   /* length of tx->undo at the checkpoint */
     Py_ssize_t n_exc_info;  /* exceptions being handled (tx->exc_info) */
+    int tf_subclass_off;
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck (the graph nodes, side effects and the undo log of the step): TR_OK,
@@ -472,14 +473,21 @@ int cdyn_any_tensor(PyObject *const *args, Py_ssize_t n);
 int cdyn_tensor_isinstance(PyObject *v, PyObject *cls);
 /* __torch_function__ subclasses among the tensor arguments of a graph call (args: the
  * call's values, keyword values included; TENSOR values and the items of TUPLE / LIST
- * values are looked at), as torch's dispatch would see them (values/tensor.c). *cls
- * (borrowed) is NULL when none has a __torch_function__ of its own (torch.Tensor,
- * nn.Parameter's disabled one) or the trace is inside DisableTorchFunctionSubclass; else
- * the subclass whose __torch_function__ torch would call, which must be torch.Tensor's
- * default one (results are converted to that class). A subclass that overrides it, or
- * unrelated subclasses, make TR_UNSUPPORTED: the call runs in Python. */
+ * values are looked at), as torch's dispatch would see them (values/tensor.c). Both NULL
+ * when none has a __torch_function__ of its own (torch.Tensor, nn.Parameter's disabled
+ * one) or the trace is inside DisableTorchFunctionSubclass. When some class overrides it,
+ * *types is a new tuple of the classes (most derived first): the call is traced through
+ * their __torch_function__ (cdynamo.polyfills.torch_function_dispatch). Else *cls
+ * (borrowed) is the class whose default torch.Tensor.__torch_function__ applies: results
+ * are converted to it (cdyn_tensor_tf_convert). Unrelated subclasses: TR_UNSUPPORTED. */
 tr_status cdyn_tensor_tf_class(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject **cls);
+                               PyObject **cls, PyObject **types);
+/* The function a __torch_function__ override receives for the graph call (op, target) and
+ * the order of its npos positional argument values (*order: new list): see tensor.c. New
+ * reference; NULL with *st TR_UNSUPPORTED / TR_ERROR. */
+PyObject *cdyn_tensor_tf_func(cdyn_tx *tx, const char *op, PyObject *target,
+                              PyObject *const *args, Py_ssize_t npos, PyObject **order,
+                              tr_status *st);
 /* Give the TENSOR value v (made by a call converted to cls: cdyn_tensor_tf_class) the
  * Python type cls (borrowed), as torch.Tensor.__torch_function__ converts results with
  * as_subclass; a value that already is an instance of cls keeps its type. */

@@ -241,6 +241,9 @@ typedef struct cdyn_value {
 #define NULLCTX_PROFILER 0x2u  /* NULLCTX: torch.profiler.profile() / record_function(...),
                                    ignored as torch._dynamo does; entering gives itself */
 #define GRAD_PREV_ON    0x4u   /* ... and the mode before it was on */
+#define NULLCTX_TF_OFF  0x8u   /* NULLCTX: torch._C.DisableTorchFunctionSubclass() (or
+                                   DisableTorchFunction()): no graph node, tensor subclasses'
+                                   __torch_function__ not dispatched inside; never rebuilt */
 #define VIEW_KEYS       0x0u   /* DICTVIEW: which view */
 #define VIEW_VALUES     0x1u
 #define VIEW_ITEMS      0x2u

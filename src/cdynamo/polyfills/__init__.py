@@ -23,7 +23,8 @@ import torch as _torch
 _REGISTRY = {}
 
 __all__ = ["substitute_for", "registry", "polyfill_of", "unsupported", "exact_type", "same",
-           "is_symbolic", "force_static", "tensor_tolist", "match_class", "match_keys"]
+           "is_symbolic", "force_static", "tensor_tolist", "match_class", "match_keys",
+           "torch_function_dispatch"]
 
 
 def substitute_for(*reals, result_type=None):
@@ -96,6 +97,7 @@ def tensor_tolist(t):
 
 
 from .match import match_class, match_keys  # noqa: E402
+from .torch_function import torch_function_dispatch  # noqa: E402
 
 for _helper in (unsupported, exact_type, same, is_symbolic, force_static):
     _REGISTRY[_helper] = _helper
@@ -118,6 +120,7 @@ _LOADED = []
 def registry():
     """The table ``{real callable: polyfill}`` (a new dict), every polyfill module loaded."""
     from . import (bisect, builtins, collections, contextlib, copy, functools,  # noqa: F401
-                   heapq, itertools, mathfns, operator, os, torchfns, typing)
+                   heapq, itertools, mathfns, operator, os, torch_function, torchfns,
+                   typing)
     _LOADED.append(True)
     return dict(_REGISTRY)

@@ -21,7 +21,10 @@
  *             `not mode` (fake tensors are never inference tensors, as torch._dynamo's
  *             fake_tensor_disable_inference_mode); a break inside it is handled as
  *             autocast's, with InferenceModeExit / InferenceModeEnter.
- *   NULLCTX   contextlib.nullcontext(enter_result). Also the torch profiler's context
+ *   NULLCTX   contextlib.nullcontext(enter_result). Also torch._C.DisableTorchFunctionSubclass()
+ *             and DisableTorchFunction() (NULLCTX_TF_OFF): no graph node; inside, calls on
+ *             tensor subclasses are traced as on plain tensors (tx->tf_subclass_off); a
+ *             break inside such a block is not rebuilt. Also the torch profiler's context
  *             managers (torch.profiler.profile, torch.autograd.profiler.profile,
  *             record_function), which torch._dynamo ignores (capture_profiler_record_function
  *             off): a nullcontext whose __enter__ gives the object itself, which cannot be
@@ -84,6 +87,13 @@ cdyn_ctx_family(PyObject *v)
     return &families[0];
 }
 static PyObject *profiler_types[3];   /* the profiler's context managers (cdyn_ctx_init) */
+static PyObject *tf_off_types[2];     /* torch._C.DisableTorchFunctionSubclass, ...Function */
+
+static int
+is_tf_off_ctx(PyObject *obj)
+{
+    return obj == tf_off_types[0] || obj == tf_off_types[1];
+}
 
 static int
 is_profiler_ctx(PyObject *obj)
@@ -101,7 +111,8 @@ cdyn_is_ctx_factory(PyObject *obj)
 {
     return (PyType_Check(obj) &&
             ((autocast_type && PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)autocast_type)) ||
-             obj == nullcontext_type || obj == cdyn_G.inference_mode_type || is_profiler_ctx(obj))) ||
+             obj == nullcontext_type || obj == cdyn_G.inference_mode_type || is_profiler_ctx(obj) ||
+             is_tf_off_ctx(obj))) ||
            obj == cdyn_G.sdpa_kernel_fn;
 }
 
@@ -235,6 +246,17 @@ cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t n
         *out = cdyn_value_alloc(VK_NULLCTX, NULL);
         if (*out != NULL) {
             V(*out)->bits |= NULLCTX_PROFILER;
+            V(*out)->u.nullctx.enter_result = cdyn_value_const(Py_None);
+        }
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (is_tf_off_ctx(obj)) {
+        if (nargs > 0) {
+            return cdyn_tx_unsupported(tx, "%R with arguments", obj);
+        }
+        *out = cdyn_value_alloc(VK_NULLCTX, NULL);
+        if (*out != NULL) {
+            V(*out)->bits |= NULLCTX_TF_OFF;
             V(*out)->u.nullctx.enter_result = cdyn_value_const(Py_None);
         }
         return *out ? TR_OK : TR_ERROR;
@@ -390,8 +412,11 @@ ctx_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
         if (*exit_fn == NULL) {
             return TR_ERROR;
         }
-        V(*exit_fn)->bits |= NULLCTX_EXIT;
+        V(*exit_fn)->bits |= NULLCTX_EXIT | (c->bits & NULLCTX_TF_OFF);
         V(*exit_fn)->u.nullctx.enter_result = cdyn_value_const(Py_None);
+        if (c->bits & NULLCTX_TF_OFF) {
+            tx->tf_subclass_off++;
+        }
         *result = Py_NewRef((c->bits & NULLCTX_PROFILER) ? v : c->u.nullctx.enter_result);
         return TR_OK;
     }
@@ -501,6 +526,13 @@ ctx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
         return mode_exit(tx, fn, out);
     }
     if (V(fn)->kind == VK_NULLCTX) {
+        if ((V(fn)->bits & (NULLCTX_TF_OFF | NULLCTX_EXIT)) == (NULLCTX_TF_OFF | NULLCTX_EXIT)) {
+            if (tx->tf_subclass_off <= 0) {
+                return cdyn_tx_unsupported(tx, "exit of a DisableTorchFunctionSubclass block "
+                                               "not entered in this trace");
+            }
+            tx->tf_subclass_off--;
+        }
         *out = cdyn_value_const(Py_None);
         return *out ? TR_OK : TR_ERROR;
     }
@@ -527,6 +559,11 @@ ctx_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     (void)cg;
     if (V(v)->kind == VK_GRADEXIT || V(v)->kind == VK_AUTOCAST_EXIT) {
         return TR_OK;
+    }
+    if (V(v)->kind == VK_NULLCTX && (V(v)->bits & NULLCTX_TF_OFF)) {
+        return cdyn_tx_unsupported(tx, "a graph break inside torch._C.DisableTorchFunctionSubclass"
+                                       "() (not rebuilt: the rest would run with tensor "
+                                       "subclasses dispatched)");
     }
     if (V(v)->kind == VK_NULLCTX && (V(v)->bits & NULLCTX_PROFILER)) {
         return cdyn_tx_unsupported(tx, "cannot rebuild a torch profiler context manager made "
@@ -726,7 +763,12 @@ cdyn_ctx_init(void)
     profiler_types[0] = import_attr("torch.profiler.profiler", "profile");
     profiler_types[1] = import_attr("torch.autograd.profiler", "profile");
     profiler_types[2] = import_attr("torch.autograd.profiler", "record_function");
-    return profiler_types[0] && profiler_types[1] && profiler_types[2] ? 0 : -1;
+    tf_off_types[0] = import_attr("torch._C", "DisableTorchFunctionSubclass");
+    tf_off_types[1] = import_attr("torch._C", "DisableTorchFunction");
+    return profiler_types[0] && profiler_types[1] && profiler_types[2] && tf_off_types[0] &&
+                   tf_off_types[1]
+               ? 0
+               : -1;
 }
 
 /* A decorated function is a function (eager's functools.wraps wrapper); the context

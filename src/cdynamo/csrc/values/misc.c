@@ -210,7 +210,6 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
           PyObject *kwnames, PyObject **out)
 {
     PyObject *obj = V(fn)->u.obj.obj;
-    (void)fs;
     if (V(fn)->kind != VK_OPAQUE) {
         return cdyn_tx_unsupported(tx, "call of %S", fn);
     }
@@ -234,6 +233,17 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
             if (handled || st != TR_OK) {
                 return st;
             }
+        }
+    }
+    if ((Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyWrapperDescr_Type)) &&
+        nargs - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0) >= 1) {
+        /* torch.Tensor.add(t, ...), Tensor.__add__(t, 1) (what __torch_function__ receives
+           as func): the method call t.add(...) when t is a tensor */
+        PyTypeObject *owner = PyDescr_TYPE(obj), *tp = cdyn_v_python_type(args[0]);
+        if (owner != &PyBaseObject_Type && tp != NULL && PyType_IsSubtype(tp, owner) &&
+            PyType_IsSubtype((PyTypeObject *)cdyn_G.torch_tensor_type, owner)) {
+            return cdyn_v_call_method(tx, fs, args[0], PyDescr_NAME(obj), args + 1, nargs - 1,
+                                      kwnames, out);
         }
     }
     if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "cdynamo")) {

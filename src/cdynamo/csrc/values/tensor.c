@@ -466,58 +466,138 @@ done:
     return r;
 }
 
-/* One argument of cdyn_tensor_tf_class: a TENSOR value's class joins *cls. */
+/* One argument of cdyn_tensor_tf_class: a TENSOR value's class joins the overloaded types
+ * (a list, most derived first: a class goes before the first of its bases already there,
+ * as torch orders them); *override set when its class overrides __torch_function__. */
 static tr_status
-tf_class_of(cdyn_tx *tx, PyObject *v, PyObject **cls)
+tf_class_of(PyObject *v, PyObject *types, int *override)
 {
-    PyObject *t = V(v)->u.tensor.type;
+    PyObject *t = V(v)->kind == VK_TENSOR ? V(v)->u.tensor.type : NULL;
+    Py_ssize_t n = PyList_GET_SIZE(types), at = n;
     int k;
-    if (V(v)->kind != VK_TENSOR || t == NULL || t == *cls) {
-        return TR_OK;
+    if (t == NULL || PySequence_Contains(types, t) != 0) {
+        return PyErr_Occurred() ? TR_ERROR : TR_OK;
     }
     k = tf_kind(t);
     if (k <= 0) {
         return k < 0 ? TR_ERROR : TR_OK;
     }
-    if (k == 2) {
-        return cdyn_tx_unsupported(tx, "tensor subclass %s overrides __torch_function__ (not "
-                                       "traced)", ((PyTypeObject *)t)->tp_name);
+    *override |= k == 2;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)PyList_GET_ITEM(types, i))) {
+            at = i;
+            break;
+        }
     }
-    if (*cls == NULL || PyType_IsSubtype((PyTypeObject *)t, (PyTypeObject *)*cls)) {
-        *cls = t;   /* torch calls the most derived class's __torch_function__ first */
-        return TR_OK;
-    }
-    if (PyType_IsSubtype((PyTypeObject *)*cls, (PyTypeObject *)t)) {
-        return TR_OK;
-    }
-    return cdyn_tx_unsupported(tx, "tensor subclasses %s and %s in one call",
-                               ((PyTypeObject *)*cls)->tp_name, ((PyTypeObject *)t)->tp_name);
+    return PyList_Insert(types, at, t) < 0 ? TR_ERROR : TR_OK;
 }
 
 tr_status
-cdyn_tensor_tf_class(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject **cls)
+cdyn_tensor_tf_class(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject **cls,
+                     PyObject **types)
 {
+    PyObject *found = NULL;
+    int override = 0;
+    tr_status st = TR_OK;
     *cls = NULL;
+    *types = NULL;
     if (tx->tf_subclass_off) {
         return TR_OK;
     }
-    for (Py_ssize_t i = 0; i < nargs; i++) {
+    found = PyList_New(0);
+    if (found == NULL) {
+        return TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; st == TR_OK && i < nargs; i++) {
         PyObject *v = args[i];
-        tr_status st = TR_OK;
         if (V(v)->kind == VK_TUPLE || V(v)->kind == VK_LIST) {
             PyObject *items = V(v)->u.seq.items;
             for (Py_ssize_t j = 0; st == TR_OK && items && j < PyList_GET_SIZE(items); j++) {
-                st = tf_class_of(tx, PyList_GET_ITEM(items, j), cls);
+                st = tf_class_of(PyList_GET_ITEM(items, j), found, &override);
             }
         }
         else {
-            st = tf_class_of(tx, v, cls);
-        }
-        if (st != TR_OK) {
-            return st;
+            st = tf_class_of(v, found, &override);
         }
     }
-    return TR_OK;
+    if (st != TR_OK || PyList_GET_SIZE(found) == 0) {
+        goto done;
+    }
+    if (override) {
+        *types = PyList_AsTuple(found);
+        st = *types ? TR_OK : TR_ERROR;
+        goto done;
+    }
+    /* torch.Tensor's default: the first class's returns NotImplemented unless it is a
+       subclass of every other */
+    *cls = PyList_GET_ITEM(found, 0);
+    for (Py_ssize_t i = 1; i < PyList_GET_SIZE(found); i++) {
+        if (!PyType_IsSubtype((PyTypeObject *)*cls, (PyTypeObject *)PyList_GET_ITEM(found, i))) {
+            *cls = NULL;
+            st = cdyn_tx_unsupported(tx, "tensor subclasses %s and %s in one call",
+                                     ((PyTypeObject *)PyList_GET_ITEM(found, 0))->tp_name,
+                                     ((PyTypeObject *)PyList_GET_ITEM(found, i))->tp_name);
+            break;
+        }
+    }
+done:
+    Py_DECREF(found);   /* *cls stays alive: a TENSOR value holds it */
+    return st;
+}
+
+/* The function eager hands to __torch_function__ for the graph call (op, target) with
+ * arguments args (positional and keyword values), the arguments as it orders them into
+ * *order (a new list of values): a torch function itself; torch.Tensor.<name> for a
+ * method call; for an operator what cdynamo._glue.torch_function_operator found (1 + t
+ * is Tensor.add(t, 1)). New reference, or NULL with TR_UNSUPPORTED (or TR_ERROR) in *st
+ * when unknown (an attribute read). */
+PyObject *
+cdyn_tensor_tf_func(cdyn_tx *tx, const char *op, PyObject *target, PyObject *const *args,
+                    Py_ssize_t npos, PyObject **order, tr_status *st)
+{
+    PyObject *func = NULL;
+    int swap = 0;
+    *st = TR_ERROR;
+    *order = NULL;
+    if (strcmp(op, "call_method") == 0 && PyUnicode_Check(target)) {
+        func = PyObject_GetAttr(cdyn_G.torch_tensor_type, target);
+        if (func == NULL) {
+            PyErr_Clear();
+        }
+    }
+    else if (strcmp(op, "call_function") == 0 && cdyn_module_startswith(target, "_operator")) {
+        /* what torch hands the override for the operator (a probe found it: glue) */
+        int first = npos > 0 && V(args[0])->kind == VK_TENSOR;
+        PyObject *r = PyObject_CallMethod(cdyn_G.glue, "torch_function_operator", "OO", target,
+                                          first ? Py_True : Py_False);
+        if (r == NULL) {
+            return NULL;
+        }
+        if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2) {
+            func = Py_NewRef(PyTuple_GET_ITEM(r, 0));
+            swap = !first && npos == 2 && PyLong_AsLong(PyTuple_GET_ITEM(r, 1)) == 0;
+        }
+        Py_DECREF(r);
+    }
+    else if (strcmp(op, "call_function") == 0 && target != cdyn_G.getattr_fn) {
+        func = Py_NewRef(target);
+    }
+    if (func == NULL) {
+        *st = PyErr_Occurred() ? TR_ERROR
+                               : cdyn_tx_unsupported(tx, "%s %R on a tensor subclass that "
+                                                         "overrides __torch_function__", op, target);
+        return NULL;
+    }
+    *order = PyList_New(npos);
+    if (*order == NULL) {
+        Py_DECREF(func);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < npos; i++) {
+        PyList_SET_ITEM(*order, i, Py_NewRef(args[swap ? npos - 1 - i : i]));
+    }
+    *st = TR_OK;
+    return func;
 }
 
 void
