@@ -605,8 +605,17 @@ eq_group(PyTypeObject *t)
     return 0;
 }
 
+/* 1 when obj (may be NULL) is a class whose metaclass compares by identity (type's own ==):
+ * it never equals a value of a builtin type (type(x) == "Tensor"). */
+static int
+plain_class(PyObject *obj)
+{
+    return obj != NULL && PyType_Check(obj) &&
+           Py_TYPE(obj)->tp_richcompare == PyType_Type.tp_richcompare;
+}
+
 /* == / != decided without calling __eq__: identities fixed by guards, None, values of
- * builtin types that never compare equal (a list and a str). */
+ * builtin types that never compare equal (a list and a str), a class and such a value. */
 static tr_status
 compare_identity(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
@@ -629,7 +638,8 @@ compare_identity(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     }
     ga = eq_group(cdyn_v_python_type(a));
     gb = eq_group(cdyn_v_python_type(b));
-    if (ga != 0 && gb != 0 && ga != gb) {
+    if ((ga != 0 && gb != 0 && ga != gb) || (gb != 0 && plain_class(ra)) ||
+        (ga != 0 && plain_class(rb))) {
         *out = cdyn_value_bool(op == Py_NE);
         return *out ? TR_OK : TR_ERROR;
     }

@@ -61,6 +61,22 @@ builtin_base(PyObject *v, PyObject *name)
     return d != NULL && !PyFunction_Check(d) ? V(v)->u.uobj.base : NULL;
 }
 
+/* 1 when the items of obj, a list or tuple subclass's instance, are read as its builtin
+ * base reads them: iteration, subscription and length are the base's (transformers'
+ * LogitsProcessorList, StoppingCriteriaList). */
+static int
+plain_sequence_protocol(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj), *base = PyList_Check(obj) ? &PyList_Type : &PyTuple_Type;
+    PyObject *names[3] = {cdyn_U.s_iter, cdyn_U.s_len, cdyn_U.s_getitem};
+    for (int i = 0; i < 3; i++) {
+        if (_PyType_Lookup(t, names[i]) != _PyType_Lookup(base, names[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* 1 when the items of obj, a dict subclass's instance, are read as its builtin base (dict
  * or OrderedDict) reads them: iteration and subscription are the base's, and no class of
  * its MRO has __missing__ (defaultdict, Counter). */
@@ -90,12 +106,35 @@ cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out)
     if (st != TR_NOTIMPL) {
         return st;
     }
-    if (V(v)->kind != VK_OBJECT || V(v)->source == NULL || !PyDict_Check(V(v)->u.obj.obj)) {
+    if (V(v)->kind != VK_OBJECT || V(v)->source == NULL ||
+        !(PyDict_Check(V(v)->u.obj.obj) || PyList_Check(V(v)->u.obj.obj) ||
+          PyTuple_Check(V(v)->u.obj.obj))) {
         return TR_NOTIMPL;
     }
     obj = V(v)->u.obj.obj;
     if (V(v)->u.dobj.items != NULL) {
         *out = Py_NewRef(V(v)->u.dobj.items);
+        return TR_OK;
+    }
+    if (!PyDict_Check(obj)) {
+        /* a list / tuple subclass: an input list/tuple at the object's source (its length
+           guarded, items by ITEM sources), read only (a mutating method is not traced) */
+        if (!plain_sequence_protocol(obj)) {
+            return TR_NOTIMPL;
+        }
+        d = cdyn_value_alloc(PyList_Check(obj) ? VK_LIST : VK_TUPLE, V(v)->source);
+        if (d == NULL) {
+            return TR_ERROR;
+        }
+        V(d)->bits = SEQ_LAZY;
+        V(d)->u.seq.real = Py_NewRef(obj);
+        st = cdyn_tx_materialize(tx, d);
+        if (st != TR_OK) {
+            Py_DECREF(d);
+            return st;
+        }
+        V(v)->u.dobj.items = Py_NewRef(d);
+        *out = d;
         return TR_OK;
     }
     if (!plain_item_protocol(obj)) {

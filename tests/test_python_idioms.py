@@ -1,0 +1,112 @@
+"""Everyday Python around models (issue 24): subclasses of list/tuple read through their
+builtin protocol (transformers' LogitsProcessorList / StoppingCriteriaList iterate self in
+__call__), a class compared with a builtin value (type(x) == "Tensor"). Results against
+eager, graph and op counts against torch._dynamo, no graph break."""
+import pytest
+import torch
+
+import cdynamo
+from cdynamo import _glue
+from conftest import requires_engine
+from helpers import compare
+
+pytestmark = requires_engine
+
+
+class ProcessorList(list):
+    """As transformers.LogitsProcessorList: a list whose __call__ iterates itself."""
+
+    def __call__(self, input_ids, scores):
+        for processor in self:
+            scores = processor(input_ids, scores)
+        return scores
+
+
+class Temperature:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self, input_ids, scores):
+        return scores / self.t
+
+
+class TopK:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, input_ids, scores):
+        kth = torch.topk(scores, self.k)[0][..., -1, None]
+        return scores.masked_fill(scores < kth, -float("inf"))
+
+
+class Pair(tuple):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def no_graph_break():
+    breaks = len(_glue.break_log)
+    yield
+    assert [b.reason for b in _glue.break_log[breaks:]] == []
+
+
+def processors(ids, scores, procs):
+    return procs(ids, scores)
+
+
+def list_subclass_reads(x, procs):
+    y = x * len(procs)
+    for i in range(len(procs)):
+        y = procs[i](None, y)
+    return y + (1 if Temperature in [type(p) for p in procs] else 0)
+
+
+def tuple_subclass(x, pair):
+    a, b = pair
+    return x * a + b + len(pair) + sum(pair)
+
+
+def make_procs():
+    return ProcessorList([Temperature(0.7), TopK(3)])
+
+
+def test_logits_processor_list_iterates_itself():
+    counter = compare(processors, torch.arange(4), torch.randn(2, 8), make_procs())
+    assert counter.frame_count == 1
+
+
+def test_list_subclass_len_and_index():
+    counter = compare(list_subclass_reads, torch.randn(2, 8), make_procs())
+    assert counter.frame_count == 1
+
+
+def test_tuple_subclass_unpack_len_sum():
+    counter = compare(tuple_subclass, torch.randn(3), Pair((2.0, 3.0)))
+    assert counter.frame_count == 1
+
+
+def test_list_subclass_length_guarded():
+    calls = []
+
+    def backend(gm, ex):
+        calls.append(gm)
+        return gm.forward
+
+    f = cdynamo.compile(processors, backend=backend)
+    scores = torch.randn(2, 8)
+    one = ProcessorList([Temperature(0.5)])
+    assert torch.equal(f(None, scores, one), processors(None, scores, one))
+    assert torch.equal(f(None, scores, make_procs()), processors(None, scores, make_procs()))
+    assert len(calls) == 2
+
+
+def type_compared_with_str(x):
+    a = 1 if type(x) == "Tensor" else 2
+    b = 1 if type(x) != "Tensor" else 2
+    c = 3 if torch.Tensor == 0 else 4
+    return x + a + b + c
+
+
+def test_class_compared_with_builtin_value_is_unequal():
+    counter = compare(type_compared_with_str, torch.randn(3))
+    assert counter.frame_count == 1
