@@ -466,6 +466,10 @@ tr_status cdyn_call_on_constants(cdyn_tx *tx, PyObject *fn, PyObject *const *arg
                                  Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
 /* 1 when every value in args is a CONST. */
 int cdyn_all_const(PyObject *const *args, Py_ssize_t n);
+/* 1 when obj is a builtin method or method-wrapper bound to a constant of an immutable
+ * builtin type (tuple, str, bytes, int, float, complex, bool, frozenset, None): calling it
+ * on constants is pure (values/builtin.c). */
+int cdyn_immutable_bound(PyObject *obj);
 /* 1 when some value in args is a TENSOR. */
 int cdyn_any_tensor(PyObject *const *args, Py_ssize_t n);
 /* isinstance(v, cls) for a TENSOR value v and a real class or tuple of classes cls (both

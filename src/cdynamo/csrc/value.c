@@ -349,10 +349,54 @@ cdyn_v_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ss
     return V(fn)->vt->call(tx, fs, fn, args, nargs, kwnames, out);
 }
 
+/* A dunder method of an exact builtin container called directly (l.__contains__(x),
+ * d.__getitem__(k), s.__len__()): the operation it implements. TR_NOTIMPL for others. */
+static tr_status
+builtin_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
+               Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyTypeObject *t = cdyn_v_python_type(self);
+    tr_status st;
+    int in = 0;
+    Py_ssize_t n = 0;
+    if (kwnames != NULL || !PyUnicode_Check(name) ||
+        !(t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
+          t == &PyFrozenSet_Type)) {
+        return TR_NOTIMPL;
+    }
+    if (nargs == 1 && cdyn_name_is(name, "__contains__")) {
+        st = cdyn_v_contains(tx, self, args[0], &in);
+        return st != TR_OK ? st : (*out = cdyn_value_bool(in)) ? TR_OK : TR_ERROR;
+    }
+    if (nargs == 0 && cdyn_name_is(name, "__len__")) {
+        st = cdyn_v_len(tx, self, &n);
+        return st != TR_OK ? st
+                           : (*out = cdyn_value_const_steal(PyLong_FromSsize_t(n))) ? TR_OK
+                                                                                    : TR_ERROR;
+    }
+    if (nargs == 1 && cdyn_name_is(name, "__getitem__")) {
+        return cdyn_v_subscr(tx, self, args[0], out);
+    }
+    if (nargs == 0 && cdyn_name_is(name, "__iter__")) {
+        return cdyn_v_iter(tx, self, out);
+    }
+    if ((nargs == 2 && cdyn_name_is(name, "__setitem__")) ||
+        (nargs == 1 && cdyn_name_is(name, "__delitem__"))) {
+        st = nargs == 2 ? cdyn_v_store_subscr(tx, self, args[0], args[1])
+                        : cdyn_v_delete_subscr(tx, self, args[0]);
+        return st != TR_OK ? st : (*out = cdyn_value_const(Py_None)) ? TR_OK : TR_ERROR;
+    }
+    return TR_NOTIMPL;
+}
+
 tr_status
 cdyn_v_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
+    tr_status st = builtin_dunder(tx, self, name, args, nargs, kwnames, out);
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
     if (V(self)->vt->call_method == NULL) {
         return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, self);
     }

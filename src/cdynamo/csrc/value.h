@@ -241,6 +241,8 @@ typedef struct cdyn_value {
 #define NULLCTX_PROFILER 0x2u  /* NULLCTX: torch.profiler.profile() / record_function(...),
                                    ignored as torch._dynamo does; entering gives itself */
 #define GRAD_PREV_ON    0x4u   /* ... and the mode before it was on */
+#define GRAD_ENTERED    0x10u  /* GRADCTX: its __enter__() was called directly ... */
+#define GRAD_EXIT_ON    0x20u  /* ... and its __exit__() sets grad mode on */
 #define NULLCTX_TF_OFF  0x8u   /* NULLCTX: torch._C.DisableTorchFunctionSubclass() (or
                                    DisableTorchFunction()): no graph node, tensor subclasses'
                                    __torch_function__ not dispatched inside; never rebuilt */

@@ -277,6 +277,29 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
     case VK_TORCHFN:
         obj = cdyn_v_real(v);        /* fixed by EQUALS/ID/FUNCTION_MATCH */
         break;
+    case VK_PARTIAL:
+        /* functools.partial: its type's attributes (func, args, keywords, ...); a partial
+           made in the trace has nothing in its instance dict, one of the frame is read */
+        obj = (PyObject *)cdyn_v_python_type(v);
+        if (obj == NULL) {
+            return -1;
+        }
+        r = _PyType_Lookup((PyTypeObject *)obj, name) != NULL;   /* what instances see */
+        if (r || V(v)->source == NULL) {
+            return r;
+        }
+        obj = cdyn_v_real(v);
+        if (obj == NULL) {
+            return -1;
+        }
+        r = PyObject_HasAttr(obj, name);
+        src = cdyn_source_attr(V(v)->source, name);
+        if (src == NULL || cdyn_guards_add_hasattr(tx->guards, src, r) < 0) {
+            Py_XDECREF(src);
+            return -2;
+        }
+        Py_DECREF(src);
+        return r;
     case VK_OBJECT: case VK_NNMODULE:
         if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
             return -1;
@@ -768,6 +791,27 @@ cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
     if (real == NULL && (st = cdyn_exc_text(tx, v, use_repr, out)) != TR_NOTIMPL) {
         return st;   /* an exception made in the trace, printed by C code */
     }
+    if (real == NULL && (type == &PyList_Type || type == &PyTuple_Type || type == &PyDict_Type ||
+                         type == &PySet_Type || type == &PyFrozenSet_Type)) {
+        /* a container of constants made or read in the trace: its text is its items' */
+        PyObject *c = NULL;
+        if (cdyn_tx_materialize(tx, v) != TR_OK) {
+            return TR_ERROR;
+        }
+        c = cdyn_v_as_constant(v);
+        if (c != NULL) {
+            r = use_repr ? PyObject_Repr(c) : PyObject_Str(c);
+            Py_DECREF(c);
+            if (r == NULL) {
+                return TR_ERROR;
+            }
+            *out = cdyn_value_const_steal(r);
+            return *out ? TR_OK : TR_ERROR;
+        }
+        if (PyErr_Occurred()) {
+            return TR_ERROR;
+        }
+    }
     if (real == NULL || !text_fixed_kind(v)) {
         return cdyn_tx_unsupported(tx, "%s() of %S", use_repr ? "repr" : "str", v);
     }
@@ -972,6 +1016,57 @@ b_setattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     return st == TR_OK && *out == NULL ? TR_ERROR : st;
 }
 
+/* sys.exc_info(): (type, value, traceback) of the exception the traced code is handling
+ * (tx->exc_info, innermost last), (None, None, None) outside handlers. The traceback of an
+ * exception raised in the traced code is None (as torch._dynamo gives it). */
+static tr_status
+b_exc_info(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+           Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    PyObject *parts[3] = {NULL, NULL, NULL}, *exc, *name = NULL;
+    PyTypeObject *t;
+    tr_status st = TR_ERROR;
+    (void)fs;
+    (void)args;
+    (void)kwnames;
+    if (npos + nkw != 0) {
+        return cdyn_tx_unsupported(tx, "%R with arguments", fn);
+    }
+    if (n == 0) {
+        PyObject *none = cdyn_value_const(Py_None);
+        *out = none ? cdyn_value_seq(VK_TUPLE, (PyObject *[]){none, none, none}, 3) : NULL;
+        Py_XDECREF(none);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    exc = PyList_GET_ITEM(tx->exc_info, n - 1);
+    t = cdyn_v_python_type(exc);
+    if (t == NULL) {
+        return cdyn_tx_unsupported(tx, "sys.exc_info() of %S", exc);
+    }
+    name = PyUnicode_InternFromString("__traceback__");
+    st = name ? cdyn_tx_wrap_fixed(tx, (PyObject *)t, Py_None, &parts[0]) : TR_ERROR;
+    if (st == TR_OK && cdyn_v_real(exc) == NULL) {
+        /* raised in the traced code: no traceback is made while tracing (None, as
+           torch._dynamo gives it) */
+        parts[2] = cdyn_value_const(Py_None);
+        st = parts[2] ? TR_OK : TR_ERROR;
+    }
+    else if (st == TR_OK) {
+        st = cdyn_v_getattr(tx, exc, name, &parts[2]);
+    }
+    if (st == TR_OK) {
+        parts[1] = Py_NewRef(exc);
+        *out = cdyn_value_seq(VK_TUPLE, parts, 3);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    Py_XDECREF(name);
+    return st;
+}
+
 /* The handler table: (module, name) -> handler; resolved to objects at init. A handler
  * returns TR_NOTIMPL (having changed nothing) to leave the call to the polyfill. */
 static const struct {
@@ -1011,6 +1106,7 @@ static const struct {
     {"builtins", "repr", b_str_repr},
     {"builtins", "callable", b_callable},
     {"builtins", "id", b_id},
+    {"sys", "exc_info", b_exc_info},
     {"cdynamo.polyfills.os", "environ_read", b_environ_read},
     {"inspect", "signature", b_signature},
     {"builtins", "setattr", b_setattr},
@@ -1653,6 +1749,32 @@ done:
 
 /* ---- the family table ----------------------------------------------------------------- */
 
+/* 1 when obj is a builtin method or method-wrapper bound to a value of an immutable
+ * builtin type (tuple, str, bytes, int, float, complex, bool, frozenset, None). */
+int
+cdyn_immutable_bound(PyObject *obj)
+{
+    PyObject *self = NULL;
+    int r;
+    if (PyCFunction_Check(obj)) {
+        self = Py_XNewRef(PyCFunction_GET_SELF(obj));
+    }
+    else if (strcmp(Py_TYPE(obj)->tp_name, "method-wrapper") == 0) {
+        self = PyObject_GetAttrString(obj, "__self__");
+        if (self == NULL) {
+            PyErr_Clear();
+        }
+    }
+    r = self != NULL &&
+        (PyTuple_CheckExact(self) || PyUnicode_CheckExact(self) || PyBytes_CheckExact(self) ||
+         PyLong_CheckExact(self) || PyFloat_CheckExact(self) || PyComplex_CheckExact(self) ||
+         PyBool_Check(self) || PyFrozenSet_CheckExact(self) || self == Py_None) &&
+        cdyn_is_constant(self);
+    Py_XDECREF(self);
+    return r;
+}
+
+
 static tr_status
 builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
              PyObject *kwnames, PyObject **out)
@@ -1660,6 +1782,10 @@ builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
     int handled = 0;
     tr_status st = cdyn_builtin_call(tx, fs, V(fn)->u.obj.obj, args, nargs, kwnames, out,
                                      &handled);
+    if (!handled && cdyn_all_const(args, nargs) && cdyn_immutable_bound(V(fn)->u.obj.obj)) {
+        /* a method of an immutable builtin constant ((4, 5).__getitem__(1)): pure */
+        return cdyn_call_on_constants(tx, V(fn)->u.obj.obj, args, nargs, kwnames, out);
+    }
     if (!handled) {
         return cdyn_tx_unsupported(tx, "call to %R", V(fn)->u.obj.obj);
     }

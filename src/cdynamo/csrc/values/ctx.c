@@ -553,6 +553,53 @@ ctx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* ctx.__enter__ / ctx.__exit__ of a grad-mode context manager, bound. */
+static tr_status
+ctx_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    if (V(v)->kind == VK_GRADCTX &&
+        (cdyn_name_is(name, "__enter__") || cdyn_name_is(name, "__exit__"))) {
+        *out = cdyn_value_method(NULL, name, v);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    return cdyn_tx_unsupported(tx, "attribute %U of %S is not supported", name, v);
+}
+
+/* ctx.__enter__() / ctx.__exit__(*exc) called directly on a grad-mode context manager (as
+ * a with-block would, torch's own objects remembering the mode to restore): the mode set
+ * in the graph, the one to restore kept on the value. */
+static tr_status
+ctx_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
+                PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *exit_fn = NULL;
+    tr_status st;
+    (void)fs;
+    (void)args;
+    if (V(self)->kind != VK_GRADCTX || kwnames != NULL) {
+        return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, self);
+    }
+    if (cdyn_name_is(name, "__enter__") && nargs == 0) {
+        st = ctx_enter(tx, self, &exit_fn, out);
+        if (st == TR_OK) {
+            V(self)->bits = (V(self)->bits & ~GRAD_EXIT_ON) | GRAD_ENTERED |
+                            ((V(exit_fn)->bits & GRAD_MODE_ON) ? GRAD_EXIT_ON : 0);
+            Py_DECREF(exit_fn);
+        }
+        return st;
+    }
+    if (cdyn_name_is(name, "__exit__") && nargs == 3 && (V(self)->bits & GRAD_ENTERED)) {
+        st = cdyn_ctx_set_grad(tx, (V(self)->bits & GRAD_EXIT_ON) != 0);
+        if (st != TR_OK) {
+            return st;
+        }
+        V(self)->bits &= ~(GRAD_ENTERED | GRAD_EXIT_ON);
+        *out = cdyn_value_const(Py_None);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, self);
+}
+
 static tr_status
 ctx_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
@@ -782,6 +829,8 @@ ctx_python_type(PyObject *v)
 const cdyn_vtable cdyn_ctx_vt = {
     .name = "ContextManagerVariable",
     .call = ctx_call,
+    .getattr = ctx_getattr,
+    .call_method = ctx_call_method,
     .python_type = ctx_python_type,
     .enter = ctx_enter,
     .collect = ctx_collect,

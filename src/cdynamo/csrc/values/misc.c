@@ -235,6 +235,11 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
             }
         }
     }
+    if (cdyn_all_const(args, nargs) && cdyn_immutable_bound(obj)) {
+        /* a method of an immutable builtin constant ((4, 5).__getitem__(1), "a".upper):
+           pure, called now */
+        return cdyn_call_on_constants(tx, obj, args, nargs, kwnames, out);
+    }
     if ((Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyWrapperDescr_Type)) &&
         nargs - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0) >= 1) {
         /* torch.Tensor.add(t, ...), Tensor.__add__(t, 1) (what __torch_function__ receives
