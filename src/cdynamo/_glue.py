@@ -138,6 +138,7 @@ def autocast_args(cls, args, kwargs):
     """The (device_type, dtype, enabled, cache_enabled) of `cls(*args, **kwargs)` for
     torch.autocast and its torch.cpu/cuda.amp forms (constants), as torch.amp._enter_autocast
     takes them."""
+    import inspect
     if cls is not torch.autocast and issubclass(cls, torch.autocast) and \
             cls.__module__.startswith(("torch.cpu", "torch.cuda")):
         device = "cuda" if cls.__module__.startswith("torch.cuda") else "cpu"
