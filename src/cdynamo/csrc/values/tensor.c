@@ -98,6 +98,55 @@ instance_attr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+/* t.grad of a tensor of the frame (a parameter, an input): what the trace stored there
+ * (t.grad = None, replayed after the graph), else the real gradient read through
+ * <source>.grad: a graph input (TENSOR_MATCH) or None (guarded), as torch._dynamo reads it.
+ * A tensor the graph makes is not traced (its grad needs a backward pass). */
+static tr_status
+grad_read(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *src = NULL, *real = NULL, *g = NULL;
+    tr_status st;
+    if (V(v)->source == NULL) {
+        return cdyn_tx_unsupported(tx, "Tensor.grad of a tensor the graph makes");
+    }
+    st = cdyn_tx_memo_attr(tx, v, name, &src, out);
+    if (st != TR_OK || *out != NULL) {
+        Py_XDECREF(src);
+        return st;
+    }
+    real = cdyn_source_eval((cdyn_source *)V(v)->source, cdyn_frame_slots(tx->frame),
+                            cdyn_frame_func(tx->frame), cdyn_frame_globals(tx->frame),
+                            cdyn_frame_builtins(tx->frame));
+    g = real != NULL ? PyObject_GetAttr(real, name) : NULL;
+    if (g == NULL) {
+        PyErr_Clear();
+        st = cdyn_tx_unsupported(tx, "Tensor.grad of %S cannot be read again", v);
+    }
+    else if (g != Py_None && !cdyn_is_tensor(g)) {
+        st = cdyn_tx_unsupported(tx, "Tensor.grad is a %s", Py_TYPE(g)->tp_name);
+    }
+    else {
+        st = cdyn_tx_wrap_real(tx, g, src, out);
+    }
+    Py_XDECREF(g);
+    Py_XDECREF(real);
+    Py_XDECREF(src);
+    return st;
+}
+
+/* t.grad = None / a tensor, on a tensor of the frame: replayed after the graph, later
+ * reads in the trace see it (zero_grad(set_to_none=True), p.grad = g). */
+static tr_status
+tensor_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    if (!cdyn_name_is(name, "grad") || V(v)->source == NULL ||
+        !(cdyn_v_is_none(value) || V(value)->kind == VK_TENSOR)) {
+        return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S (side effect)", name, v);
+    }
+    return cdyn_setattr_replayed(tx, v, name, value);
+}
+
 static tr_status
 tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -123,6 +172,9 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     }
     if (cdyn_name_in(name, views)) {
         return getattr_node(tx, v, name, out);
+    }
+    if (cdyn_name_is(name, "grad")) {
+        return grad_read(tx, v, name, out);
     }
     if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U is not traced", name);
@@ -730,6 +782,7 @@ tensor_reconstruct(cdyn_cg *cg, PyObject *v)
 const cdyn_vtable cdyn_tensor_vt = {
     .name = "TensorVariable",
     .getattr = tensor_getattr,
+    .setattr = tensor_setattr,
     .call_method = tensor_call_method,
     .truth = tensor_truth,
     .unpack = tensor_unpack,
