@@ -117,6 +117,10 @@ MODULE_RULES: dict[str, str] = {
     "torch.testing": INLINE,
     "torch.utils._contextlib": INLINE,
     "torch.utils._pytree": INLINE,
+    # optimizers and LR schedulers: step() traced op by op (foreach kernels), as torch._dynamo
+    "torch.optim": COMPILE,
+    # gradient clipping's grouping of tensors by device and dtype (polyfilled C helper)
+    "torch.utils._foreach_utils": INLINE,
     "torch.utils.hooks": INLINE,
     # cdynamo's own Python: API, glue, backends, this table.
     "cdynamo": SKIP,

@@ -565,6 +565,18 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         }
         PyErr_Clear();
     }
+    if (x->rule == CDYN_RULE_COMPILE && !x->force && x->nentries == 0 &&
+        !cdyn_frame_has_torch(f)) {
+        /* library code translated like user code (torch.optim): a frame of it with no
+           tensor or module in its arguments and no torch import runs as it is, this call,
+           as torch._dynamo's has_tensor_in_frame decides (an LR scheduler's list
+           comprehension over param_groups) */
+        t->disabled = saved_disabled;
+        cdyn_counts.unmodified++;
+        ran = 1;
+        res = eval_plain(ts, f, 0);
+        goto done;
+    }
     if (compile_lock_acquire() < 0) {
         t->disabled = saved_disabled;
         goto done;

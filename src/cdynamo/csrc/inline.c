@@ -556,6 +556,60 @@ script_if_tracing_original(PyObject *func)
                                                                                      : NULL;
 }
 
+/* torch.optim: before a traced call of an optimizer's _init_group (the lazy creation of its
+ * state: step counters, moment buffers), the real method runs once now on each of the
+ * optimizer's real param_groups, with throwaway lists, as torch._dynamo runs _init_group
+ * eagerly: the trace then reads the state through its sources instead of creating it in a
+ * graph that the next step would replace. Only the state of parameters that have a
+ * gradient is made, with the values eager would give it at the same step (zeros). A
+ * failure leaves the state as it was and the call is traced as it is. */
+static void
+prime_optimizer_state(PyObject *func, PyObject *self)
+{
+    static PyObject *optimizer_type;
+    PyObject *opt = self != NULL ? cdyn_v_real(self) : NULL, *groups = NULL;
+    PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(func);
+    if (opt == NULL || !cdyn_name_is(co->co_name, "_init_group") || co->co_argcount < 2 ||
+        !cdyn_module_startswith(func, "torch.optim")) {
+        return;
+    }
+    if (optimizer_type == NULL) {
+        PyObject *m = PyImport_ImportModule("torch.optim");
+        optimizer_type = m ? PyObject_GetAttrString(m, "Optimizer") : NULL;
+        Py_XDECREF(m);
+        if (optimizer_type == NULL) {
+            PyErr_Clear();
+            return;
+        }
+    }
+    if (PyObject_IsInstance(opt, optimizer_type) != 1 ||
+        (groups = PyObject_GetAttrString(opt, "param_groups")) == NULL || !PyList_Check(groups)) {
+        Py_XDECREF(groups);
+        PyErr_Clear();
+        return;
+    }
+    for (Py_ssize_t g = 0; g < PyList_GET_SIZE(groups); g++) {
+        PyObject *args = PyTuple_New(co->co_argcount - 1), *r = NULL;
+        for (int i = 0; args != NULL && i < co->co_argcount - 1; i++) {
+            PyObject *a = i == 0 ? Py_NewRef(PyList_GET_ITEM(groups, g)) : PyList_New(0);
+            if (a == NULL) {
+                Py_CLEAR(args);
+                break;
+            }
+            PyTuple_SET_ITEM(args, i, a);
+        }
+        if (args != NULL) {
+            PyObject *m = PyObject_GetAttr(opt, co->co_name);
+            r = m != NULL ? PyObject_Call(m, args, NULL) : NULL;
+            Py_XDECREF(m);
+            Py_XDECREF(r);
+        }
+        Py_XDECREF(args);
+        PyErr_Clear();
+    }
+    Py_DECREF(groups);
+}
+
 /* Inline the real function func; guarded: it is guarded by its code only, so its defaults
  * and globals are guarded through fn_source. */
 static tr_status
@@ -569,6 +623,7 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     PyObject *pf = cdyn_polyfill_of(func);
     tr_status st;
     assert(PyFunction_Check(func));
+    prime_optimizer_state(func, self);
     if (cdyn_is_marked_constant(func)) {
         /* torch._dynamo.assume_constant_result: called now, its result a constant
            (values/function.c), whatever the trace rule of its module; a closure guarded by

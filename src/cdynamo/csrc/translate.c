@@ -2126,6 +2126,68 @@ done:
     return rc;
 }
 
+/* has_tensor of cdyn_frame_has_torch, depth-limited (containers nested deeper count as
+ * holding none). */
+static int
+holds_torch(PyObject *obj, int depth)
+{
+    if (obj == NULL || depth > 8) {
+        return 0;
+    }
+    if (PyObject_TypeCheck(obj, (PyTypeObject *)cdyn_G.torch_tensor_type) ||
+        PyObject_TypeCheck(obj, (PyTypeObject *)cdyn_G.nn_module_type) ||
+        (PyType_Check(obj) &&
+         PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)cdyn_G.nn_module_type))) {
+        return 1;
+    }
+    if (PyList_CheckExact(obj) || PyTuple_Check(obj)) {
+        if (PyTuple_Check(obj) && !PyTuple_CheckExact(obj) &&
+            !PyObject_HasAttrString(obj, "_fields")) {
+            return 0;   /* a tuple subclass other than a named tuple: not looked into */
+        }
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); i++) {
+            if (holds_torch(PySequence_Fast_GET_ITEM(obj, i), depth + 1)) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    if (PyDict_CheckExact(obj)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(obj, &pos, &k, &v)) {
+            if (holds_torch(v, depth + 1)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+int
+cdyn_frame_has_torch(cdyn_frame *frame)
+{
+    PyCodeObject *co = cdyn_frame_code(frame);
+    PyObject *globals = cdyn_frame_globals(frame), **slots = cdyn_frame_slots(frame);
+    int nargs = co->co_argcount + co->co_kwonlyargcount +
+                ((co->co_flags & CO_VARARGS) != 0) + ((co->co_flags & CO_VARKEYWORDS) != 0);
+    for (Py_ssize_t i = 0; PyDict_Check(globals) && i < PyTuple_GET_SIZE(co->co_names); i++) {
+        PyObject *g = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(co->co_names, i));
+        if (g != NULL && PyModule_Check(g) &&
+            (g == cdyn_G.torch || cdyn_startswith(PyModule_GetName(g), "torch."))) {
+            return 1;
+        }
+        PyErr_Clear();
+    }
+    for (int i = 0; i < nargs && i < co->co_nlocalsplus; i++) {
+        if (holds_torch(slots[i], 0)) {
+            return 1;
+        }
+    }
+    PyErr_Clear();
+    return 0;
+}
+
 /* ---- init ------------------------------------------------------------------------------- */
 
 static PyObject *

@@ -30,6 +30,12 @@ typedef struct {
 int cdyn_translate_frame(cdyn_frame *frame, PyObject *options,
                          cdyn_translation *out);
 
+/* 1 when the frame (about to start) has torch bits, as torch._dynamo's has_tensor_in_frame
+ * asks before it compiles a frame: a global of its names that is torch or a torch.*
+ * module, or an argument holding a tensor or an nn.Module (through lists, tuples, dict
+ * values and named tuples); 0 when not. Never fails. */
+int cdyn_frame_has_torch(cdyn_frame *frame);
+
 /* Module-level set-up (imports torch.fx etc. lazily is fine); 0 or -1. */
 int cdyn_translate_init(PyObject *module);
 

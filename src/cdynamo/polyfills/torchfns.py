@@ -96,3 +96,24 @@ def mark_static(t, index=None):
             force_static(t.size(i))
     else:
         force_static(t.size(index))
+
+
+@substitute_for(_torch._C._group_tensors_by_device_and_dtype)
+def _group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False):
+    """torch._C._group_tensors_by_device_and_dtype, as torch._dynamo traces it: the tensors
+    of the lists grouped by the (device, dtype) of the first list's tensor at each index, in
+    first-seen order: {(device, dtype): ([one list per input list], [indices])} (indices
+    empty unless with_indices). Grouping reads only metadata, which the trace knows."""
+    groups = {}
+    first = tensorlistlist[0]
+    for i in range(len(first)):
+        t = first[i]
+        key = (t.device, t.dtype)
+        if key not in groups:
+            groups[key] = ([[] for _ in tensorlistlist], [])
+        lists, indices = groups[key]
+        for j in range(len(tensorlistlist)):
+            lists[j].append(tensorlistlist[j][i])
+        if with_indices:
+            indices.append(i)
+    return groups

@@ -235,6 +235,39 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
             }
         }
     }
+    if (strcmp(Py_TYPE(obj)->tp_name, "method-wrapper") == 0 && nargs >= 1 && nargs <= 2 &&
+        kwnames == NULL && !cdyn_v_is_none(args[0])) {
+        /* f.__get__(obj[, type]) of a Python function: f bound to obj (what an LR
+           scheduler's wrapper of optimizer.step does), inlined when called */
+        PyObject *self = PyObject_GetAttrString(obj, "__self__"), *nm = NULL;
+        int is_get = 0;
+        if (self == NULL) {
+            return TR_ERROR;
+        }
+        nm = PyObject_GetAttrString(obj, "__name__");
+        is_get = nm != NULL && PyUnicode_Check(nm) && cdyn_name_is(nm, "__get__");
+        Py_XDECREF(nm);
+        PyErr_Clear();
+        if (is_get && PyFunction_Check(self)) {
+            *out = cdyn_value_method(self, ((PyFunctionObject *)self)->func_name, args[0]);
+            Py_DECREF(self);
+            return *out ? TR_OK : TR_ERROR;
+        }
+        Py_DECREF(self);
+    }
+    if (PyWeakref_CheckRef(obj) && nargs == 0) {
+        /* ref(): the referent, pinned by identity (the ref object is pinned by its source;
+           a dead referent is not traced) */
+        PyObject *referent = PyObject_CallNoArgs(obj);
+        tr_status st;
+        if (referent == NULL) {
+            return TR_ERROR;
+        }
+        st = referent == Py_None ? cdyn_tx_unsupported(tx, "a dead weak reference")
+                                 : cdyn_tx_wrap_fixed(tx, referent, Py_None, out);
+        Py_DECREF(referent);
+        return st;
+    }
     if (cdyn_all_const(args, nargs) && cdyn_immutable_bound(obj)) {
         /* a method of an immutable builtin constant ((4, 5).__getitem__(1), "a".upper):
            pure, called now */

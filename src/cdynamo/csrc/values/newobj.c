@@ -61,7 +61,11 @@ check_class(cdyn_tx *tx, PyTypeObject *cls)
                  : (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type) ||
                     (cdyn_module_startswith((PyObject *)cls, "torch") &&
                      !cdyn_module_startswith((PyObject *)cls, "torch.distributions") &&
-                     !cdyn_module_startswith((PyObject *)cls, "torch.utils._pytree")))) {
+                     !cdyn_module_startswith((PyObject *)cls, "torch.utils._pytree") &&
+                     !(cdyn_module_startswith((PyObject *)cls, "torch.optim") &&
+                       cls->tp_name[0] == '_')))) {
+        /* (torch.optim's private helpers, e.g. the LR scheduler's _enable_get_lr_call
+           context manager, are plain Python objects: traced) */
         why = "a torch class";   /* nn.Modules: values/newmodule.c */
     }
     else if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {

@@ -745,6 +745,24 @@ any_dynamic_tensor(PyObject *const *args, Py_ssize_t n)
     return 0;
 }
 
+/* 1 when mod is an nn.RNNBase (GRU, LSTM, RNN): never inlined, as torch._dynamo does not
+ * trace RNN modules (allow_rnn=False); its own forward reads sequence lengths as ints. */
+static int
+is_rnn(PyObject *mod)
+{
+    static PyObject *rnn_base;
+    if (rnn_base == NULL) {
+        PyObject *m = PyImport_ImportModule("torch.nn");
+        rnn_base = m ? PyObject_GetAttrString(m, "RNNBase") : NULL;
+        Py_XDECREF(m);
+        if (rnn_base == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return PyObject_IsInstance(mod, rnn_base) == 1;
+}
+
 /* A torch.nn leaf module: its forward inlined (functional calls on its parameters, no
  * nn.Module call at run time, as torch._dynamo); if that fails, undone and recorded as one
  * call_module node instead, unless an argument has symbolic sizes: the module's own forward
@@ -759,7 +777,7 @@ call_leaf(cdyn_tx *tx, PyObject *v, PyObject *fwd, PyObject *const *args, Py_ssi
     if (V(v)->source == NULL) {
         return cdyn_tx_unsupported(tx, "call of a module with no source");
     }
-    if (PyFunction_Check(fwd)) {
+    if (PyFunction_Check(fwd) && !is_rnn(mod)) {
         cdyn_ckpt ck;
         long long saved_serial = tx->ckpt_serial;
         int fall_back = 0;

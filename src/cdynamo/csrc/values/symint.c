@@ -1240,6 +1240,14 @@ in_container(PyObject *source)
     return 0;
 }
 
+/* 1 when source is base[key] with a str key (a dict entry read by name). */
+static int
+named_entry(PyObject *source)
+{
+    cdyn_source *s = (cdyn_source *)source;
+    return s->kind == CDYN_SRC_ITEM && s->name != NULL && PyUnicode_Check(s->name);
+}
+
 /* 1 when source starts at a local or a closure cell of the frame (an input). */
 static int
 rooted_in_frame(PyObject *source)
@@ -1540,8 +1548,12 @@ cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     int dyn;
     *out = NULL;
     if (!PyFloat_CheckExact(obj) || source == NULL || tx->shapes == NULL ||
-        !rooted_in_frame(source) || under_nn_module(tx, source) || in_container(source)) {
-        return TR_OK;   /* floats inside lists/tuples/dicts (a tolist() result) stay constants */
+        !rooted_in_frame(source) || under_nn_module(tx, source) ||
+        (in_container(source) && !named_entry(source))) {
+        /* floats inside lists/tuples (a tolist() result) stay constants; a float stored
+           under a name in a dict (an optimizer's param_groups[i]["lr"], a config) is
+           automatic dynamic, as torch._dynamo makes it */
+        return TR_OK;
     }
     d = PyFloat_AS_DOUBLE(obj);
     if (isnan(d) || isinf(d)) {

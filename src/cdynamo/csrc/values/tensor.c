@@ -277,6 +277,46 @@ new_tensor_of_symbol(cdyn_tx *tx, PyObject *self, PyObject *n, PyObject **out)
 static tr_status as_subclass(cdyn_tx *tx, PyObject *self, PyObject *const *args,
                              Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
 
+/* t.addcdiv_(a, b, value=v) / t.addcmul_(a, b, value=v) with v a tensor (an optimizer's
+ * step size while compiling: eager reads its value with .item()): decomposed as
+ * torch._dynamo decomposes it, t.copy_(torch.addcmul(t, a / b, v)) (a * b for addcmul_),
+ * three nodes and no data-dependent scalar. TR_NOTIMPL for other calls. */
+static tr_status
+addc_tensor_value(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
+                  Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    static PyObject *div, *mul, *addcmul, *s_copy;
+    PyObject *part = NULL, *res = NULL;
+    tr_status st;
+    int is_div = cdyn_name_is(name, "addcdiv_");
+    if ((!is_div && !cdyn_name_is(name, "addcmul_")) || nargs != 3 || kwnames == NULL ||
+        PyTuple_GET_SIZE(kwnames) != 1 || !cdyn_name_is(PyTuple_GET_ITEM(kwnames, 0), "value") ||
+        V(args[2])->kind != VK_TENSOR) {
+        return TR_NOTIMPL;
+    }
+    if (s_copy == NULL) {
+        div = PyObject_GetAttrString(cdyn_G.torch, "div");
+        mul = PyObject_GetAttrString(cdyn_G.torch, "mul");
+        addcmul = PyObject_GetAttrString(cdyn_G.torch, "addcmul");
+        s_copy = PyUnicode_InternFromString("copy_");
+        if (div == NULL || mul == NULL || addcmul == NULL || s_copy == NULL) {
+            return TR_ERROR;
+        }
+    }
+    st = cdyn_tx_graph_call(tx, "call_function", is_div ? div : mul, NULL, args, 2, NULL, &part);
+    if (st == TR_OK) {
+        PyObject *a3[3] = {self, part, args[2]};
+        st = cdyn_tx_graph_call(tx, "call_function", addcmul, NULL, a3, 3, NULL, &res);
+    }
+    if (st == TR_OK) {
+        PyObject *a2[2] = {self, res};
+        st = cdyn_tx_graph_call(tx, "call_method", s_copy, NULL, a2, 2, NULL, out);
+    }
+    Py_XDECREF(part);
+    Py_XDECREF(res);
+    return st;
+}
+
 static tr_status
 tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -314,6 +354,12 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     }
     if (cdyn_name_is(name, "as_subclass")) {
         return as_subclass(tx, self, args, nargs, kwnames, out);
+    }
+    {
+        tr_status st = addc_tensor_value(tx, self, name, args, nargs, kwnames, out);
+        if (st != TR_NOTIMPL) {
+            return st;
+        }
     }
     if (cdyn_name_is(name, "new_tensor") && nargs == 1 && kwnames == NULL &&
         V(args[0])->kind == VK_SYMINT) {

@@ -1,0 +1,71 @@
+"""A whole compiled training step (issue 24): forward, loss, backward, gradient clipping over
+a generator of parameters, optimizer.step() of torch.optim's SGD / Adam / AdamW and an LR
+scheduler step, compiled as one function. Eager's parameters after 5 steps, with graphs <=
+and captured ops >= torch._dynamo's on the same program (each engine in a fresh process:
+the frame states of torch.optim's code are per process)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import cdynamo
+from conftest import requires_engine
+
+pytestmark = requires_engine
+
+_PROGRAM = textwrap.dedent("""
+    import json, sys, torch, cdynamo
+    engine, optname = sys.argv[1], sys.argv[2]
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    kwargs = {"momentum": 0.9} if optname == "SGD" else {}
+    opt = getattr(torch.optim, optname)(model.parameters(), lr=0.01, **kwargs)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    X, Y = torch.randn(32, 8), torch.randn(32, 4)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        return loss
+
+    graphs = []
+    def backend(gm, example_inputs):
+        graphs.append(sum(1 for n in gm.graph.nodes if n.op.startswith("call")))
+        return gm.forward
+    if engine == "cdynamo":
+        f = cdynamo.compile(step, backend=backend)
+    elif engine == "dynamo":
+        f = torch.compile(step, backend=backend)
+    else:
+        f = step
+    losses = [float(f(X, Y)) for _ in range(5)]
+    print(json.dumps({"losses": losses, "graphs": len(graphs), "ops": sum(graphs),
+                      "params": [p.detach().flatten().tolist() for p in model.parameters()]}))
+""")
+
+
+def _run(engine, optname):
+    out = subprocess.run([sys.executable, "-c", _PROGRAM, engine, optname], capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("optname", ["SGD", "Adam", "AdamW"])
+def test_compiled_train_step_matches_eager_and_dynamo(optname):
+    eager = _run("eager", optname)
+    ours = _run("cdynamo", optname)
+    theirs = _run("dynamo", optname)
+    assert ours["losses"] == pytest.approx(eager["losses"], rel=1e-5, abs=1e-6)
+    for a, b in zip(ours["params"], eager["params"]):
+        assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-6, rtol=1e-5)
+    assert ours["graphs"] <= theirs["graphs"], (ours["graphs"], theirs["graphs"])
+    assert ours["ops"] >= theirs["ops"], (ours["ops"], theirs["ops"])
