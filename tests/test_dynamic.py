@@ -1302,3 +1302,23 @@ def test_float_output_under_inductor_specialises_instead_of_failing():
         out, twice = compiled(torch.ones(3), s)
         torch.testing.assert_close(out, torch.full((3,), s))
         assert twice == s * 2 and type(twice) is float
+
+
+def test_torch_dynamo_capture_scalar_outputs_setting_is_honoured():
+    """A program written for torch.compile that patches torch._dynamo.config
+    (capture_scalar_outputs=True, as PyTorch's own tests do) gets .item() in the graph under
+    cdynamo too: one graph under fullgraph=True, eager's result."""
+    import torch._dynamo
+
+    def f(t):
+        return torch.ones(2) * (t.item() * 2)
+
+    t = torch.tensor(3.0)
+    cdynamo.reset()
+    with pytest.raises(Exception):
+        cdynamo.compile(f, backend="eager", fullgraph=True)(t)
+    cdynamo.reset()
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        out = cdynamo.compile(f, backend="eager", fullgraph=True)(t)
+    assert torch.equal(out, f(t))
+    cdynamo.reset()

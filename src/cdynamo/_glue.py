@@ -13,6 +13,7 @@ import copy
 import itertools
 import logging
 import operator
+import sys
 import weakref
 
 import torch
@@ -260,7 +261,9 @@ def new_trace():
     ShapeTrace (cdynamo._shapes) holds the rest of the frame's shape state."""
     from cdynamo import config
     from cdynamo._shapes import ShapeTrace
-    shapes = ShapeTrace(config.capture_scalar_outputs)
+    dynamo_config = sys.modules.get("torch._dynamo.config")
+    shapes = ShapeTrace(config.capture_scalar_outputs or
+                        bool(getattr(dynamo_config, "capture_scalar_outputs", False)))
     return torch.fx.Graph(), shapes.fake_mode, shapes
 
 

@@ -20,6 +20,8 @@
                     torch._dynamo.config.capture_scalar_outputs: ``tensor.item()`` is put in
                     the graph as an unbacked symbolic scalar instead of being a graph break;
                     a branch on its value is still a graph break. Read when a frame is traced.
+                    Also on while torch._dynamo.config.capture_scalar_outputs is True (a
+                    program or test written for torch.compile that patches torch's setting).
   graph_break_in_loops
                     bool, default True. A graph break inside a for/while loop of a compiled
                     frame breaks there like any other: the graph so far is compiled, the
