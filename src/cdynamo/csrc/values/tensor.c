@@ -277,36 +277,45 @@ new_tensor_of_symbol(cdyn_tx *tx, PyObject *self, PyObject *n, PyObject **out)
 static tr_status as_subclass(cdyn_tx *tx, PyObject *self, PyObject *const *args,
                              Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
 
-/* t.addcdiv_(a, b, value=v) / t.addcmul_(a, b, value=v) with v a tensor (an optimizer's
- * step size while compiling: eager reads its value with .item()): decomposed as
- * torch._dynamo decomposes it, t.copy_(torch.addcmul(t, a / b, v)) (a * b for addcmul_),
- * three nodes and no data-dependent scalar. TR_NOTIMPL for other calls. */
+/* t.addcdiv_(a, b, value=v) / t.addcmul_(a, b, value=v) decomposed as torch._dynamo
+ * decomposes them (enable_dynamo_decompositions): the quotient (product) a / b, then t plus
+ * v times it, copied into t: t.copy_(torch.addcmul(t, a / b, v)) for a tensor v (an
+ * optimizer's step size while compiling: eager would read its value with .item()),
+ * t.copy_(torch.add(t, a / b, alpha=v)) for a number. Three nodes either way, as torch's
+ * (div or mul, fma, copy_). TR_NOTIMPL for other calls. */
 static tr_status
 addc_tensor_value(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-    static PyObject *div, *mul, *addcmul, *s_copy;
+    static PyObject *div, *mul, *addcmul, *add, *s_copy, *s_alpha;
     PyObject *part = NULL, *res = NULL;
     tr_status st;
     int is_div = cdyn_name_is(name, "addcdiv_");
     if ((!is_div && !cdyn_name_is(name, "addcmul_")) || nargs != 3 || kwnames == NULL ||
         PyTuple_GET_SIZE(kwnames) != 1 || !cdyn_name_is(PyTuple_GET_ITEM(kwnames, 0), "value") ||
-        V(args[2])->kind != VK_TENSOR) {
+        V(args[0])->kind != VK_TENSOR || V(args[1])->kind != VK_TENSOR) {
         return TR_NOTIMPL;
     }
-    if (s_copy == NULL) {
+    if (s_alpha == NULL) {
         div = PyObject_GetAttrString(cdyn_G.torch, "div");
         mul = PyObject_GetAttrString(cdyn_G.torch, "mul");
         addcmul = PyObject_GetAttrString(cdyn_G.torch, "addcmul");
+        add = PyObject_GetAttrString(cdyn_G.torch, "add");
+        PyObject *alpha = PyUnicode_InternFromString("alpha");
         s_copy = PyUnicode_InternFromString("copy_");
-        if (div == NULL || mul == NULL || addcmul == NULL || s_copy == NULL) {
+        s_alpha = alpha ? PyTuple_Pack(1, alpha) : NULL;
+        Py_XDECREF(alpha);
+        if (div == NULL || mul == NULL || addcmul == NULL || add == NULL || s_copy == NULL ||
+            s_alpha == NULL) {
             return TR_ERROR;
         }
     }
     st = cdyn_tx_graph_call(tx, "call_function", is_div ? div : mul, NULL, args, 2, NULL, &part);
     if (st == TR_OK) {
         PyObject *a3[3] = {self, part, args[2]};
-        st = cdyn_tx_graph_call(tx, "call_function", addcmul, NULL, a3, 3, NULL, &res);
+        int tensor_value = V(args[2])->kind == VK_TENSOR;
+        st = cdyn_tx_graph_call(tx, "call_function", tensor_value ? addcmul : add, NULL, a3, 3,
+                                tensor_value ? NULL : s_alpha, &res);
     }
     if (st == TR_OK) {
         PyObject *a2[2] = {self, res};
