@@ -183,3 +183,15 @@ def partial_attributes(x):
 def test_hasattr_on_functools_partial():
     counter = compare(partial_attributes, torch.randn(3))
     assert counter.frame_count == 1
+
+
+def hasattr_on_containers_and_dist(x):
+    items = [x, x]
+    n = int(hasattr(items, "__len__")) + int(hasattr(items, "append")) + \
+        int(hasattr({}, "keys")) + int(hasattr(items, "missing_name"))
+    return x + n + (1 if torch.distributed.is_initialized() else 2)
+
+
+def test_hasattr_on_lists_dicts_and_distributed_state():
+    counter = compare(hasattr_on_containers_and_dist, torch.randn(3))
+    assert counter.frame_count == 1

@@ -207,6 +207,7 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.nn.functional._Reduction.get_enum": (FOLD, None),
     "torch._prims_common.canonicalize_dim": (FOLD, None),
     "torch.distributed.is_available": (FOLD, None),
+    "torch.distributed.is_initialized": (FOLD, "state"),
     "torch.get_default_dtype": (FOLD, "state"),
     "torch.get_autocast_gpu_dtype": (FOLD, "state"),
     "torch._C._is_any_autocast_enabled": (FOLD, "state"),

@@ -309,8 +309,16 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
         }
         obj = cdyn_v_real(v);        /* guarded below: attributes may come and go */
         break;
-    default:
+    default: {
+        /* a list, tuple, dict or set made or read in the trace: instances of these types
+           have no attributes of their own, only their type's */
+        PyTypeObject *t = cdyn_v_python_type(v);
+        if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
+            t == &PyFrozenSet_Type) {
+            return _PyType_Lookup(t, name) != NULL;
+        }
         return -1;
+    }
     }
     r = PyObject_HasAttr(obj, name);
     if ((V(v)->kind == VK_OBJECT || V(v)->kind == VK_NNMODULE)) {
