@@ -11,6 +11,19 @@ _MISSING = object()
 _MATCH_SELF = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
 
 
+def _take(subject, cls, name, names, attrs):
+    """Append subject.<name> to attrs (name to names): False when subject lacks it; raises
+    TypeError for a name matched twice, as CPython."""
+    if name in names:
+        raise TypeError(f"{cls.__name__}() got multiple sub-patterns for attribute {name!r}")
+    names.append(name)
+    value = getattr(subject, name, _MISSING)
+    if value is _MISSING:
+        return False
+    attrs.append(value)
+    return True
+
+
 def match_class(subject, cls, count, kw_names):
     """``case cls(<count positional>, **kw_names)``: the tuple of the matched attributes
     (positional first), or None when subject is not a cls or lacks one of them.
@@ -27,7 +40,7 @@ def match_class(subject, cls, count, kw_names):
     if count:
         match_args = getattr(cls, "__match_args__", _MISSING)
         if match_args is _MISSING:
-            if cls in _MATCH_SELF or any(cls is t for t in _MATCH_SELF):
+            if issubclass(cls, _MATCH_SELF):
                 if count > 1:
                     raise TypeError(f"{cls.__name__}() accepts 1 positional sub-pattern "
                                     f"({count} given)")
@@ -47,23 +60,11 @@ def match_class(subject, cls, count, kw_names):
             if not isinstance(name, str):
                 raise TypeError(f"__match_args__ elements must be strings (got "
                                 f"{type(name).__name__})")
-            if name in names:
-                raise TypeError(f"{cls.__name__}() got multiple sub-patterns for attribute "
-                                f"{name!r}")
-            names.append(name)
-            value = getattr(subject, name, _MISSING)
-            if value is _MISSING:
+            if not _take(subject, cls, name, names, attrs):
                 return None
-            attrs.append(value)
     for name in kw_names:
-        if name in names:
-            raise TypeError(f"{cls.__name__}() got multiple sub-patterns for attribute "
-                            f"{name!r}")
-        names.append(name)
-        value = getattr(subject, name, _MISSING)
-        if value is _MISSING:
+        if not _take(subject, cls, name, names, attrs):
             return None
-        attrs.append(value)
     return tuple(attrs)
 
 

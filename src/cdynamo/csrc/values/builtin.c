@@ -263,12 +263,27 @@ attribute_error_caught(cdyn_tx *tx, int *miss)
     return TR_OK;
 }
 
+/* hasattr(obj, name) of the real object obj that v (with a source) stands for, under a
+ * HASATTR guard on <source>.<name>: 1 / 0, -2 on error. */
+static int
+hasattr_guarded(cdyn_tx *tx, PyObject *v, PyObject *obj, PyObject *name)
+{
+    int r = PyObject_HasAttr(obj, name);
+    PyObject *src = cdyn_source_attr(V(v)->source, name);
+    if (src == NULL || cdyn_guards_add_hasattr(tx->guards, src, r) < 0) {
+        Py_XDECREF(src);
+        return -2;
+    }
+    Py_DECREF(src);
+    return r;
+}
+
 /* 1/0 when attribute `name` of v exists / does not, with a HASATTR guard when the answer
  * depends on an object from the frame; -1 when unknown; -2 on error. */
 static int
 known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
 {
-    PyObject *obj = NULL, *src = NULL;
+    PyObject *obj = NULL;
     int r;
     switch (V(v)->kind) {
     case VK_TENSOR:                  /* its type's, or its own (instance dict) */
@@ -292,14 +307,7 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
         if (obj == NULL) {
             return -1;
         }
-        r = PyObject_HasAttr(obj, name);
-        src = cdyn_source_attr(V(v)->source, name);
-        if (src == NULL || cdyn_guards_add_hasattr(tx->guards, src, r) < 0) {
-            Py_XDECREF(src);
-            return -2;
-        }
-        Py_DECREF(src);
-        return r;
+        return hasattr_guarded(tx, v, obj, name);
     case VK_OBJECT: case VK_NNMODULE:
         if (V(v)->source == NULL || (V(v)->bits & OBJ_MUTATED)) {
             return -1;
@@ -320,16 +328,10 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
         return -1;
     }
     }
-    r = PyObject_HasAttr(obj, name);
     if ((V(v)->kind == VK_OBJECT || V(v)->kind == VK_NNMODULE)) {
-        src = cdyn_source_attr(V(v)->source, name);
-        if (src == NULL || cdyn_guards_add_hasattr(tx->guards, src, r) < 0) {
-            Py_XDECREF(src);
-            return -2;
-        }
-        Py_DECREF(src);
+        return hasattr_guarded(tx, v, obj, name);
     }
-    return r;
+    return PyObject_HasAttr(obj, name);
 }
 
 static tr_status

@@ -98,6 +98,21 @@ plain_item_protocol(PyObject *obj)
     return PyObject_HasAttrString((PyObject *)t, "__missing__") == 0;
 }
 
+/* The lazy input container d (stolen) read now and kept as the mirror of the items of the
+ * OBJECT v: *out a new reference to it. */
+static tr_status
+keep_mirror(cdyn_tx *tx, PyObject *v, PyObject *d, PyObject **out)
+{
+    tr_status st = cdyn_tx_materialize(tx, d);
+    if (st != TR_OK) {
+        Py_DECREF(d);
+        return st;
+    }
+    V(v)->u.dobj.items = Py_NewRef(d);
+    *out = d;
+    return TR_OK;
+}
+
 tr_status
 cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
@@ -128,14 +143,7 @@ cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out)
         }
         V(d)->bits = SEQ_LAZY;
         V(d)->u.seq.real = Py_NewRef(obj);
-        st = cdyn_tx_materialize(tx, d);
-        if (st != TR_OK) {
-            Py_DECREF(d);
-            return st;
-        }
-        V(v)->u.dobj.items = Py_NewRef(d);
-        *out = d;
-        return TR_OK;
+        return keep_mirror(tx, v, d, out);
     }
     if (!plain_item_protocol(obj)) {
         return TR_NOTIMPL;
@@ -152,14 +160,7 @@ cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out)
     V(d)->bits = SEQ_LAZY | DICT_MIRROR;
     V(d)->u.dict.real = Py_NewRef(obj);
     V(d)->u.dict.type = PyODict_Check(obj) ? Py_NewRef(cdyn_U.odict_type) : NULL;
-    st = cdyn_tx_materialize(tx, d);
-    if (st != TR_OK) {
-        Py_DECREF(d);
-        return st;
-    }
-    V(v)->u.dobj.items = Py_NewRef(d);
-    *out = d;
-    return TR_OK;
+    return keep_mirror(tx, v, d, out);
 }
 
 /* The mirror of the items of an OBJECT of the frame (a ModelOutput: cdyn_mo_items), to
