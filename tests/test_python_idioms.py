@@ -195,3 +195,15 @@ def hasattr_on_containers_and_dist(x):
 def test_hasattr_on_lists_dicts_and_distributed_state():
     counter = compare(hasattr_on_containers_and_dist, torch.randn(3))
     assert counter.frame_count == 1
+
+
+def metadata_functions(a):
+    return (a + a.numel() + torch.numel(a), a + a.nelement(), torch.is_floating_point(a),
+            torch.is_complex(a))
+
+
+def test_torch_metadata_functions_fold_as_in_dynamo():
+    # torch.numel / is_floating_point / is_complex answer from metadata: constants, no nodes
+    # (PyTorch's test_numel / test_is_floating_point count 3 ops)
+    counter = compare(metadata_functions, torch.ones(3))
+    assert counter.frame_count == 1 and counter.op_count == 3

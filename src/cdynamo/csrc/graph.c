@@ -335,6 +335,32 @@ tf_convert_result(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t na
     return TR_OK;
 }
 
+/* 1 when target is one of torch's functions that answer from a tensor's metadata only
+ * (dtype, sizes, conjugate/negative bits): torch.numel, is_floating_point, is_complex,
+ * is_conj, is_neg, is_same_size. */
+static int
+is_metadata_fn(PyObject *target)
+{
+    static const char *const names[] = {"numel", "is_floating_point", "is_complex", "is_conj",
+                                        "is_neg", "is_same_size", NULL};
+    static PyObject *fns[6];
+    if (fns[0] == NULL) {
+        for (int i = 0; names[i] != NULL; i++) {
+            fns[i] = PyObject_GetAttrString(cdyn_G.torch, names[i]);
+            if (fns[i] == NULL) {
+                PyErr_Clear();
+                fns[i] = Py_NewRef(Py_None);
+            }
+        }
+    }
+    for (int i = 0; names[i] != NULL; i++) {
+        if (target == fns[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* 1 when obj (a fake argument or result, through tuples, lists and dicts) holds a tensor. */
 static int
 holds_tensor(PyObject *obj)
@@ -464,6 +490,14 @@ cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *modu
     }
     if (res == NULL) {
         st = cdyn_tx_unsupported(tx, "%s %R failed on fake tensors", op, target);
+        goto done;
+    }
+    if (strcmp(op, "call_function") == 0 && (PyBool_Check(res) || PyLong_CheckExact(res)) &&
+        is_metadata_fn(target)) {
+        /* torch.numel(t), torch.is_complex(t), ...: read from the fake tensor's metadata,
+           fixed by the inputs' TENSOR_MATCH, a constant (as torch._dynamo folds them) */
+        *out = cdyn_value_const(res);
+        st = *out ? TR_OK : TR_ERROR;
         goto done;
     }
     if (target != cdyn_G.set_grad_enabled && !holds_tensor(res) && !holds_tensor(fargs) &&
