@@ -207,3 +207,37 @@ def test_torch_metadata_functions_fold_as_in_dynamo():
     # (PyTorch's test_numel / test_is_floating_point count 3 ops)
     counter = compare(metadata_functions, torch.ones(3))
     assert counter.frame_count == 1 and counter.op_count == 3
+
+
+def test_relative_import_inside_compiled_function(tmp_path, monkeypatch):
+    """`from . import utils` / `from .utils import scale` in a function of a package: the
+    already imported module, pinned (PyTorch's test_relative_import); g's module is imported
+    by its eager run first (a module not imported yet is a graph break: no import runs at
+    trace time)."""
+    import importlib
+    import sys
+    pkg = tmp_path / "relpkg_cd"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "utils.py").write_text("def scale(x):\n    return x * 3\n")
+    (pkg / "late.py").write_text("def scale(x):\n    return x * 5\n")
+    (pkg / "model.py").write_text(
+        "from . import utils\n"
+        "def f(x):\n"
+        "    from . import utils as u\n"
+        "    from .utils import scale\n"
+        "    return u.scale(x) + scale(x)\n"
+        "def g(x):\n"
+        "    from . import late\n"
+        "    return late.scale(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = importlib.import_module("relpkg_cd.model")
+    try:
+        x = torch.ones(2)
+        out = cdynamo.compile(model.f, backend="eager", fullgraph=True)(x)
+        assert torch.equal(out, model.f(x))
+        counter = check_against_eager(model.g, x)     # imports relpkg_cd.late in Python
+        assert counter.frame_count == 1
+    finally:
+        for name in [m for m in sys.modules if m.startswith("relpkg_cd")]:
+            del sys.modules[name]

@@ -1261,6 +1261,59 @@ OP(load_builtin_obj)
     return st == TR_OK ? push(fs, r) : st;
 }
 
+/* `from .<name> import a, b` (level > 0): the module the frame's package names, when it is
+ * imported already and has every name of fromlist (no import runs at trace time), pinned
+ * through a constant source; anything else runs in Python (a graph break). */
+static tr_status
+import_relative(cdyn_tx *tx, cdyn_fs *fs, PyObject *name, PyObject *level, PyObject *fromlist)
+{
+    PyObject *pkg = PyDict_GetItemString(fs->globals, "__package__"), *util = NULL,
+             *rel = NULL, *abs = NULL, *mod, *r = NULL, *label = NULL;
+    tr_status st = TR_ERROR;
+    long n = PyLong_AsLong(level);
+    if (pkg == NULL || !PyUnicode_Check(pkg) || !PyTuple_Check(fromlist) ||
+        PyTuple_GET_SIZE(fromlist) == 0 || n <= 0 || n > 16) {
+        return cdyn_tx_unsupported(tx, "relative import of %U", name);
+    }
+    util = PyImport_ImportModule("importlib.util");
+    {
+        char dots[17];
+        memset(dots, '.', (size_t)n);
+        dots[n] = '\0';
+        rel = PyUnicode_FromFormat("%s%U", dots, name);
+    }
+    abs = util && rel ? PyObject_CallMethod(util, "resolve_name", "OO", rel, pkg) : NULL;
+    if (abs == NULL) {
+        PyErr_Clear();
+        st = cdyn_tx_unsupported(tx, "relative import of %U", name);
+        goto done;
+    }
+    mod = PyDict_GetItemWithError(PyImport_GetModuleDict(), abs);   /* borrowed */
+    for (Py_ssize_t i = 0; mod != NULL && i < PyTuple_GET_SIZE(fromlist); i++) {
+        PyObject *item = PyTuple_GET_ITEM(fromlist, i);
+        if (!PyUnicode_Check(item) || PyObject_HasAttr(mod, item) != 1) {
+            mod = NULL;
+        }
+    }
+    if (mod == NULL) {
+        st = PyErr_Occurred() ? TR_ERROR
+                              : cdyn_tx_unsupported(tx, "relative import of %U (%U not imported "
+                                                        "yet)", name, abs);
+        goto done;
+    }
+    label = PyUnicode_FromFormat("sys.modules[%R]", abs);
+    st = label ? cdyn_tx_wrap_fixed(tx, mod, label, &r) : TR_ERROR;
+    if (st == TR_OK) {
+        st = replace(fs, 2, r);
+    }
+done:
+    Py_XDECREF(util);
+    Py_XDECREF(rel);
+    Py_XDECREF(abs);
+    Py_XDECREF(label);
+    return st;
+}
+
 /* IMPORT_NAME: [level, fromlist] -> module. A module already imported is imported again at
  * trace time (no side effect) and guarded through a constant source; anything else runs in
  * Python (a graph break). */
@@ -1270,9 +1323,11 @@ OP(import_name)
     PyObject *fromlist = peek(fs, 0), *mod = NULL, *r = NULL, *modules, *label;
     tr_status st;
     if (V(level)->kind != VK_CONST || V(fromlist)->kind != VK_CONST ||
-        !PyLong_Check(V(level)->u.cnst.value) ||
-        PyLong_AsLong(V(level)->u.cnst.value) != 0) {
-        return cdyn_tx_unsupported(tx, "import of %U (relative or non-constant)", name);
+        !PyLong_Check(V(level)->u.cnst.value)) {
+        return cdyn_tx_unsupported(tx, "import of %U (non-constant)", name);
+    }
+    if (PyLong_AsLong(V(level)->u.cnst.value) != 0) {
+        return import_relative(tx, fs, name, V(level)->u.cnst.value, V(fromlist)->u.cnst.value);
     }
     modules = PyImport_GetModuleDict();
     if (PyDict_GetItemWithError(modules, name) == NULL) {
