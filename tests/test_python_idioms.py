@@ -241,3 +241,13 @@ def test_relative_import_inside_compiled_function(tmp_path, monkeypatch):
     finally:
         for name in [m for m in sys.modules if m.startswith("relpkg_cd")]:
             del sys.modules[name]
+
+
+def fspath_of_constant(x):
+    import os
+    return x + len(os.fspath("abc/def"))
+
+
+def test_os_fspath_of_a_constant_folds():
+    counter = compare(fspath_of_constant, torch.randn(3))
+    assert counter.frame_count == 1

@@ -204,6 +204,7 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.autograd.grad_mode.inference_mode.clone": INLINE,
     # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
     "torch.promote_types": (FOLD, None),
+    "os.fspath": (FOLD, None),   # a str/bytes path of the trace: pure
     "torch.nn.functional._Reduction.get_enum": (FOLD, None),
     "torch._prims_common.canonicalize_dim": (FOLD, None),
     "torch.distributed.is_available": (FOLD, None),
