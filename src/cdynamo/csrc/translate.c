@@ -2228,8 +2228,8 @@ cdyn_frame_has_torch(cdyn_frame *frame)
                 ((co->co_flags & CO_VARARGS) != 0) + ((co->co_flags & CO_VARKEYWORDS) != 0);
     for (Py_ssize_t i = 0; PyDict_Check(globals) && i < PyTuple_GET_SIZE(co->co_names); i++) {
         PyObject *g = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(co->co_names, i));
-        if (g != NULL && PyModule_Check(g) &&
-            (g == cdyn_G.torch || cdyn_startswith(PyModule_GetName(g), "torch."))) {
+        const char *mname = g != NULL && PyModule_Check(g) ? PyModule_GetName(g) : NULL;
+        if (mname != NULL && cdyn_startswith(mname, "torch")) {   /* torch or torch.* */
             return 1;
         }
         PyErr_Clear();
