@@ -27,6 +27,16 @@ getattr_node(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+/* The real tensor the TENSOR value v (with a source) stands for, read again through its
+ * source in the traced frame: a new reference, or NULL with an exception. */
+static PyObject *
+frame_tensor(cdyn_tx *tx, PyObject *v)
+{
+    return cdyn_source_eval((cdyn_source *)V(v)->source, cdyn_frame_slots(tx->frame),
+                            cdyn_frame_func(tx->frame), cdyn_frame_globals(tx->frame),
+                            cdyn_frame_builtins(tx->frame));
+}
+
 int
 cdyn_tensor_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **inst)
 {
@@ -46,8 +56,7 @@ cdyn_tensor_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **inst)
     if (V(v)->source == NULL) {
         return 0;
     }
-    real = cdyn_source_eval((cdyn_source *)V(v)->source, cdyn_frame_slots(tx->frame),
-                            cdyn_frame_func(tx->frame), cdyn_frame_globals(tx->frame), cdyn_frame_builtins(tx->frame));
+    real = frame_tensor(tx, v);
     if (real == NULL) {
         PyErr_Clear();
         return -1;
@@ -115,9 +124,7 @@ grad_read(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         Py_XDECREF(src);
         return st;
     }
-    real = cdyn_source_eval((cdyn_source *)V(v)->source, cdyn_frame_slots(tx->frame),
-                            cdyn_frame_func(tx->frame), cdyn_frame_globals(tx->frame),
-                            cdyn_frame_builtins(tx->frame));
+    real = frame_tensor(tx, v);
     g = real != NULL ? PyObject_GetAttr(real, name) : NULL;
     if (g == NULL) {
         PyErr_Clear();
@@ -284,7 +291,7 @@ static tr_status as_subclass(cdyn_tx *tx, PyObject *self, PyObject *const *args,
  * t.copy_(torch.add(t, a / b, alpha=v)) for a number. Three nodes either way, as torch's
  * (div or mul, fma, copy_). TR_NOTIMPL for other calls. */
 static tr_status
-addc_tensor_value(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
+addc_decomposed(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
     static PyObject *div, *mul, *addcmul, *add, *s_copy, *s_alpha;
@@ -365,7 +372,7 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
         return as_subclass(tx, self, args, nargs, kwnames, out);
     }
     {
-        tr_status st = addc_tensor_value(tx, self, name, args, nargs, kwnames, out);
+        tr_status st = addc_decomposed(tx, self, name, args, nargs, kwnames, out);
         if (st != TR_NOTIMPL) {
             return st;
         }
@@ -599,6 +606,24 @@ tf_class_of(PyObject *v, PyObject *types, int *override)
     return PyList_Insert(types, at, t) < 0 ? TR_ERROR : TR_OK;
 }
 
+/* 1 when an argument (or an item of a TUPLE / LIST argument) is a TENSOR value with a
+ * Python type other than torch.Tensor. */
+static int
+any_typed_tensor(PyObject *const *args, Py_ssize_t nargs)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject *v = args[i], *items;
+        if (V(v)->kind == VK_TENSOR && V(v)->u.tensor.type != NULL) {
+            return 1;
+        }
+        items = V(v)->kind == VK_TUPLE || V(v)->kind == VK_LIST ? V(v)->u.seq.items : NULL;
+        if (items != NULL && any_typed_tensor(&PyList_GET_ITEM(items, 0), PyList_GET_SIZE(items))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 tr_status
 cdyn_tensor_tf_class(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject **cls,
                      PyObject **types)
@@ -608,8 +633,8 @@ cdyn_tensor_tf_class(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObj
     tr_status st = TR_OK;
     *cls = NULL;
     *types = NULL;
-    if (tx->tf_subclass_off) {
-        return TR_OK;
+    if (tx->tf_subclass_off || !any_typed_tensor(args, nargs)) {
+        return TR_OK;   /* (every graph call asks: most have plain tensors only) */
     }
     found = PyList_New(0);
     if (found == NULL) {
@@ -750,9 +775,6 @@ as_subclass(cdyn_tx *tx, PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (!plain) {
         return cdyn_tx_unsupported(tx, "Tensor.as_subclass(%s): a __torch_dispatch__ subclass",
                                    ((PyTypeObject *)cls)->tp_name);
-    }
-    if (tf_kind(cls) < 0) {
-        return TR_ERROR;
     }
     *out = cdyn_value_tensor(fake(self), V(self)->u.tensor.node, NULL);
     if (*out == NULL) {
