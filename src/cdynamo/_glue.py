@@ -169,6 +169,14 @@ def generic_attr_reader(name):
     return fn
 
 
+def refill_deque(d, items):
+    """Make ``d`` (a ``collections.deque`` of the frame that compiled code changed) hold
+    ``items`` (a list, in order), keeping the same object: the write-back of the deque's
+    contents after a graph. Returns None."""
+    d.clear()
+    d.extend(items)
+
+
 def fill_ordered_dict(obj, items):
     """Give ``obj`` (an OrderedDict subclass instance rebuilt by generated code) the entries
     of the dict ``items``, through ``OrderedDict.__setitem__`` so that neither an override of

@@ -780,6 +780,14 @@ tr_status cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, P
  * gets its EFF_SYNC side effect once (SEQ_SYNCED); notes the mutation. TR_UNSUPPORTED (nothing
  * changed) for a DICT_BY_POSITION dict. */
 tr_status cdyn_container_mutating(cdyn_tx *tx, PyObject *v);
+/* values/deque.c: 1 when obj is exactly a collections.deque / is collections.deque. */
+int cdyn_is_deque(PyObject *obj);
+int cdyn_is_deque_type(PyObject *obj);
+/* collections.deque(iterable=(), maxlen=None) in the trace. */
+tr_status cdyn_deque_construct(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames, PyObject **out);
+/* A deque of the frame at source (borrowed): its items read through <source>[i]. */
+tr_status cdyn_deque_wrap(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
 /* New empty DICT of real type `type` (borrowed; NULL: dict). */
 PyObject *cdyn_dict_new(PyTypeObject *type);
 /* d[key] = val into a dict made in the trace (key, val: values; no side effect). */

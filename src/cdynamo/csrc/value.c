@@ -27,7 +27,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_NEWOBJ] = &cdyn_user_vt,    [VK_OBJFN] = &cdyn_user_vt,
     [VK_SET] = &cdyn_set_vt,        [VK_FROZENSET] = &cdyn_set_vt,
     [VK_HOP] = &cdyn_hop_vt,        [VK_SUBGRAPH] = &cdyn_hop_vt,
-    [VK_FNCTX] = &cdyn_hop_vt,
+    [VK_FNCTX] = &cdyn_hop_vt,      [VK_DEQUE] = &cdyn_deque_vt,
 };
 
 static const char *const kind_names[VK__COUNT] = {
@@ -49,6 +49,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_NEWOBJ] = "UserDefinedObject(new)", [VK_OBJFN] = "SlotFunction",
     [VK_SET] = "Set", [VK_FROZENSET] = "FrozenSet",
     [VK_HOP] = "HigherOrderOp", [VK_SUBGRAPH] = "Subgraph", [VK_FNCTX] = "AutogradFunctionContext",
+    [VK_DEQUE] = "Deque",
 };
 
 /* Visit the payload and the source (values can form cycles: an object made while
@@ -349,6 +350,59 @@ cdyn_v_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ss
     return V(fn)->vt->call(tx, fs, fn, args, nargs, kwnames, out);
 }
 
+/* The operator dunders of the builtin containers (set.__or__, list.__add__, dict.__eq__,
+ * s.__ior__, ...) called directly on self (of builtin type t) with other: the operator
+ * itself. An operand the slot would not take gives NotImplemented, as the slot does
+ * (sets and dicts) or is unsupported (lists and tuples raise). TR_NOTIMPL: not such a name. */
+static tr_status
+builtin_operator_dunder(cdyn_tx *tx, PyObject *self, PyTypeObject *t, PyObject *name,
+                        PyObject *other, PyObject **out)
+{
+    static const char *const cmps[6] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__",
+                                        "__ge__"};
+    static const struct { const char *name; int op; } ops[] = {
+        {"__add__", NB_ADD}, {"__and__", NB_AND}, {"__mul__", NB_MULTIPLY},
+        {"__or__", NB_OR}, {"__sub__", NB_SUBTRACT}, {"__xor__", NB_XOR},
+        {"__iadd__", NB_INPLACE_ADD}, {"__iand__", NB_INPLACE_AND},
+        {"__imul__", NB_INPLACE_MULTIPLY}, {"__ior__", NB_INPLACE_OR},
+        {"__isub__", NB_INPLACE_SUBTRACT}, {"__ixor__", NB_INPLACE_XOR},
+    };
+    PyTypeObject *ot = cdyn_v_python_type(other);
+    int setlike = t == &PySet_Type || t == &PyFrozenSet_Type, ok;
+    if (ot == NULL) {
+        return TR_NOTIMPL;
+    }
+    ok = setlike ? PyType_IsSubtype(ot, &PySet_Type) || PyType_IsSubtype(ot, &PyFrozenSet_Type)
+                 : PyType_IsSubtype(ot, t);
+    for (int i = 0; i < 6; i++) {
+        if (cdyn_name_is(name, cmps[i])) {
+            if (!ok && (i == 2 || i == 3 || setlike || t == &PyDict_Type)) {
+                *out = cdyn_value_const(Py_NotImplemented);
+                return *out ? TR_OK : TR_ERROR;
+            }
+            return cdyn_v_compare(tx, i, self, other, out);
+        }
+    }
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        int op = ops[i].op;
+        if (!cdyn_name_is(name, ops[i].name)) {
+            continue;
+        }
+        if (op == NB_MULTIPLY || op == NB_INPLACE_MULTIPLY) {
+            ok = ot == &PyLong_Type || ot == &PyBool_Type;   /* seq * n */
+        }
+        if (!ok) {
+            if (setlike || t == &PyDict_Type) {
+                *out = cdyn_value_const(Py_NotImplemented);
+                return *out ? TR_OK : TR_ERROR;
+            }
+            return cdyn_tx_unsupported(tx, "%s.%U of %S", t->tp_name, name, other);
+        }
+        return cdyn_v_binop(tx, op, self, other, out);
+    }
+    return TR_NOTIMPL;
+}
+
 /* A dunder method of an exact builtin container called directly (l.__contains__(x),
  * d.__getitem__(k), s.__len__()): the operation it implements. TR_NOTIMPL for others. */
 static tr_status
@@ -386,7 +440,7 @@ builtin_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *arg
                         : cdyn_v_delete_subscr(tx, self, args[0]);
         return st != TR_OK ? st : (*out = cdyn_value_const(Py_None)) ? TR_OK : TR_ERROR;
     }
-    return TR_NOTIMPL;
+    return nargs == 1 ? builtin_operator_dunder(tx, self, t, name, args[0], out) : TR_NOTIMPL;
 }
 
 tr_status

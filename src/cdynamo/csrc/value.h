@@ -62,6 +62,8 @@
  *   numpy         values/ndarray.c    NDARRAY      u.tensor           a numpy.ndarray: the tensor backing it
  *                                                                     (fake + node), traced via torch._numpy
  *                                     NPFN         u.obj.obj          a numpy callable traced via torch._numpy
+ *   deques        values/deque.c      DEQUE        u.deque            collections.deque: a LIST of the items
+ *                                                                     and the maxlen
  *   generators    values/generator.c  GENERATOR    u.gen              a suspended frame state of a generator
  *                                                                     function (inlined, resumed by next())
  *   functions     values/function.c   PARTIAL      u.partial          functools.partial(func, *args, **kw)
@@ -107,6 +109,7 @@ typedef enum {
     VK_NEWOBJ, VK_OBJFN,
     VK_SET, VK_FROZENSET,
     VK_NDARRAY, VK_NPFN,
+    VK_DEQUE,
     VK__COUNT
 } cdyn_vkind;
 
@@ -142,6 +145,9 @@ typedef struct cdyn_value {
         /* order: a real set of the items' hash keys, mirroring the real set's iteration
            order; map: dict hash key -> item value; real: the input set while lazy */
         struct { PyObject *order, *map, *real; } set;
+        /* list: the LIST value holding the items (no source); maxlen: an int CONST, NULL
+           for None */
+        struct { PyObject *list, *maxlen; } deque;
         struct { PyObject *obj; } obj;
         /* OBJECT of a dict subclass read from the frame (transformers' ModelOutput): obj as
            u.obj.obj; items: a DICT value mirroring its items once the trace read them
@@ -336,7 +342,7 @@ extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_v
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
     cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_symint_vt, cdyn_exc_vt,
     cdyn_generator_vt, cdyn_set_vt, cdyn_hop_vt;
-extern const cdyn_vtable cdyn_ndarray_vt, cdyn_npfn_vt;
+extern const cdyn_vtable cdyn_ndarray_vt, cdyn_npfn_vt, cdyn_deque_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;

@@ -734,6 +734,9 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
                    : cdyn_tx_wrap_sequence(tx, obj, NULL,
                                            PyTuple_CheckExact(obj) ? VK_TUPLE : VK_LIST, out);
     }
+    if (cdyn_is_deque(obj)) {
+        return cdyn_deque_wrap(tx, obj, source, out);
+    }
     if (PyCallable_Check(obj) && cdyn_hop_classify(obj) != 0) {
         return wrap_hop(tx, obj, source, out);
     }

@@ -2,16 +2,21 @@
  * object, dict and tuple (OBJFN).
  *
  * cls(*args, **kwargs) on a user class inlines type.__call__: __new__ (a Python __new__
- * inlined; object.__new__ / dict.__new__ make an empty NEWOBJ) and then, when the result
- * is an instance of cls, __init__ (inlined; object.__init__ / dict.__init__ done here). A
- * NEWOBJ holds its class value, its attributes (name -> value) and, for a dict subclass,
- * a DICT value with its items. Nothing exists at run time until the object outlives the
- * trace (returned, stored into an object or container of the frame, live at a graph
- * break): then the transformed code rebuilds it, once, as
- *     obj = object.__new__(cls)             (dict.__new__ for dict subclasses)
+ * inlined; object.__new__ / dict.__new__ / list.__new__ / set.__new__ make an empty NEWOBJ,
+ * frozenset.__new__ one holding its items) and then, when the result is an instance of
+ * cls, __init__ (inlined; object.__init__ and the builtin bases' __init__ done here). A
+ * NEWOBJ holds its class value, its attributes (name -> value) and, for a subclass of
+ * dict, list, set or frozenset, a DICT / LIST / SET / FROZENSET value with its items (the
+ * "base": the builtin methods and slots it does not override act on it). Nothing exists
+ * at run time until the object outlives the trace (returned, stored into an object or
+ * container of the frame, live at a graph break): then the transformed code rebuilds it,
+ * once, as
+ *     obj = object.__new__(cls)             (dict/list/set.__new__(cls) for those bases,
+ *                                            frozenset.__new__(cls, items))
  *     object.__setattr__(obj, "__dict__", {name: value, ...})   (slots: one by one)
  *     dict.update(obj, {key: value, ...})   the items of a dict subclass (an OrderedDict
- *                                           subclass through OrderedDict.__setitem__)
+ *                                           subclass through OrderedDict.__setitem__);
+ *                                           list.extend / set.update for those bases
  * so no user code (__init__, __setattr__, a frozen dataclass's guard) runs again. The
  * class is guarded where it was read (ID_MATCH); the object itself needs no guard.
  *
@@ -19,8 +24,8 @@
  * classes other than torch.nn's modules (nn.Modules: values/newmodule.c) and
  * torch.distributions' plain-Python distributions and constraints, exceptions,
  * extension types, abstract classes, classes with
- * __del__ or a metaclass __call__, and subclasses of builtins other than dict/OrderedDict
- * (tuple subclasses: named tuples, in dataclass.c). */
+ * __del__ or a metaclass __call__, and subclasses of builtins other than dict/OrderedDict,
+ * list, set and frozenset (tuple subclasses: named tuples, in dataclass.c). */
 #include "user.h"
 #include "../codegen.h"
 
@@ -39,6 +44,17 @@ static int
 is_dict_base(PyTypeObject *b)
 {
     return b == &PyDict_Type || b == (PyTypeObject *)cdyn_U.odict_type;
+}
+
+/* The kind of value holding the items of instances whose first builtin type is b: DICT,
+ * LIST, SET, FROZENSET, or VK_NULL (object: none). */
+static cdyn_vkind
+base_kind(PyTypeObject *b)
+{
+    return is_dict_base(b) ? VK_DICT
+           : b == &PyList_Type ? VK_LIST
+           : b == &PySet_Type ? VK_SET
+           : b == &PyFrozenSet_Type ? VK_FROZENSET : VK_NULL;
 }
 
 /* TR_OK when instances of cls can be made and tracked in the trace. */
@@ -74,8 +90,8 @@ check_class(cdyn_tx *tx, PyTypeObject *cls)
     else if (_PyType_Lookup(cls, cdyn_U.s_del) != NULL) {
         why = "a class with __del__";
     }
-    else if (base != &PyBaseObject_Type && !is_dict_base(base)) {
-        why = "a subclass of a builtin other than dict";
+    else if (base != &PyBaseObject_Type && base_kind(base) == VK_NULL) {
+        why = "a subclass of a builtin other than dict, list, set, frozenset";
     }
     if (why != NULL) {
         return cdyn_tx_unsupported(tx, "construction of %s (%s)", cls->tp_name, why);
@@ -96,10 +112,35 @@ empty_dict(void)
     return d;
 }
 
+/* A new empty value of kind k (DICT, LIST, SET, FROZENSET); NULL on error. */
+static PyObject *
+empty_base(cdyn_tx *tx, cdyn_vkind k)
+{
+    PyObject *items, *r = NULL;
+    if (k == VK_DICT) {
+        return empty_dict();
+    }
+    if ((items = PyList_New(0)) == NULL) {
+        return NULL;
+    }
+    if (k == VK_LIST) {
+        r = cdyn_value_seq_list(VK_LIST, items);
+    }
+    else if (cdyn_set_build(tx, k, items, &r) != TR_OK) {
+        Py_CLEAR(r);
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "cdynamo: an empty set value");
+        }
+    }
+    Py_DECREF(items);
+    return r;
+}
+
 tr_status
 cdyn_newobj_alloc(cdyn_tx *tx, PyObject *clsv, PyObject **out)
 {
     PyObject *cls = cdyn_v_real(clsv), *v = NULL;
+    cdyn_vkind bk;
     tr_status st;
     if (V(clsv)->kind != VK_CLASS || cls == NULL || !PyType_Check(cls)) {
         return cdyn_tx_unsupported(tx, "__new__ of %S", clsv);
@@ -114,8 +155,8 @@ cdyn_newobj_alloc(cdyn_tx *tx, PyObject *clsv, PyObject **out)
         return TR_ERROR;
     }
     V(v)->u.uobj.cls = Py_NewRef(clsv);
-    if (is_dict_base(solid_base((PyTypeObject *)cls)) &&
-        (V(v)->u.uobj.base = empty_dict()) == NULL) {
+    bk = base_kind(solid_base((PyTypeObject *)cls));
+    if (bk != VK_NULL && (V(v)->u.uobj.base = empty_base(tx, bk)) == NULL) {
         Py_DECREF(v);
         return TR_ERROR;
     }
@@ -259,6 +300,39 @@ dict_init(cdyn_tx *tx, PyObject *base, PyObject *const *args, Py_ssize_t nargs,
     return st;
 }
 
+/* The builtin base's __init__ on the value holding the items (dict.__init__, list.__init__:
+ * clear then extend, set.__init__: clear then update; frozenset's is object's: its items
+ * came with __new__). */
+static tr_status
+base_init(cdyn_tx *tx, PyObject *base, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames)
+{
+    cdyn_vkind k = V(base)->kind;
+    PyObject *name, *r = NULL;
+    tr_status st;
+    if (k == VK_DICT) {
+        return dict_init(tx, base, args, nargs, kwnames);
+    }
+    if (k == VK_FROZENSET) {
+        return TR_OK;
+    }
+    if (kwnames != NULL || nargs > 1) {
+        return cdyn_tx_unsupported(tx, "%s.__init__ with these arguments",
+                                   k == VK_LIST ? "list" : "set");
+    }
+    name = PyUnicode_FromString("clear");
+    st = name ? cdyn_v_call_method(tx, NULL, base, name, NULL, 0, NULL, &r) : TR_ERROR;
+    Py_XDECREF(name);
+    Py_CLEAR(r);
+    if (st == TR_OK && nargs == 1) {
+        name = PyUnicode_FromString(k == VK_LIST ? "extend" : "update");
+        st = name ? cdyn_v_call_method(tx, NULL, base, name, args, 1, NULL, &r) : TR_ERROR;
+        Py_XDECREF(name);
+        Py_XDECREF(r);
+    }
+    return st;
+}
+
 /* Run type(obj).__init__(obj, *args, **kwargs) after __new__ (newfn: the __new__ used). */
 static tr_status
 run_init(cdyn_tx *tx, PyObject *obj, PyObject *newfn, PyObject *const *args, Py_ssize_t nargs,
@@ -284,10 +358,33 @@ run_init(cdyn_tx *tx, PyObject *obj, PyObject *newfn, PyObject *const *args, Py_
     }
     if (init != NULL && V(obj)->kind == VK_NEWOBJ && V(obj)->u.uobj.base != NULL &&
         Py_TYPE(init) == &PyWrapperDescr_Type &&
-        is_dict_base(((PyDescrObject *)init)->d_type)) {
-        return dict_init(tx, V(obj)->u.uobj.base, args, nargs, kwnames);
+        base_kind(((PyDescrObject *)init)->d_type) != VK_NULL) {
+        return base_init(tx, V(obj)->u.uobj.base, args, nargs, kwnames);
     }
     return cdyn_tx_unsupported(tx, "__init__ of %s is not a Python function", t->tp_name);
+}
+
+/* frozenset.__new__(cls, [iterable]) for a frozenset subclass: a NEWOBJ holding the
+ * items. */
+static tr_status
+frozenset_alloc(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames, PyObject **out)
+{
+    PyObject *items = NULL;
+    tr_status st;
+    if (kwnames != NULL || nargs > 1) {
+        return cdyn_tx_unsupported(tx, "frozenset.__new__ with these arguments");
+    }
+    st = cdyn_set_construct(tx, VK_FROZENSET, args, nargs, NULL, &items);
+    if (st == TR_OK) {
+        st = cdyn_newobj_alloc(tx, clsv, out);
+    }
+    if (st == TR_OK) {
+        Py_SETREF(V(*out)->u.uobj.base, items);
+        items = NULL;
+    }
+    Py_XDECREF(items);
+    return st;
 }
 
 tr_status
@@ -298,6 +395,9 @@ cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const 
     PyObject *newfn = _PyType_Lookup(cls, cdyn_U.s_new), *obj = NULL, *fn = NULL;
     tr_status st;
     (void)fs;
+    if (cdyn_is_deque_type((PyObject *)cls)) {
+        return cdyn_deque_construct(tx, args, nargs, kwnames, out);   /* values/deque.c */
+    }
     if (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type)) {
         /* nn.Parameter(t), nn.Buffer(t): a module creating parameters is built in Python */
         return cdyn_tx_unsupported(tx, "construction of %s (a tensor subclass)", cls->tp_name);
@@ -316,8 +416,12 @@ cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const 
             st = cdyn_tx_inline_function(tx, fn, NULL, clsv, args, nargs, kwnames, &obj);
         }
     }
-    else if (newfn == cdyn_U.object_new || newfn == cdyn_U.dict_new) {
+    else if (newfn == cdyn_U.object_new || newfn == cdyn_U.dict_new ||
+             newfn == cdyn_U.list_new || newfn == cdyn_U.set_new) {
         st = cdyn_newobj_alloc(tx, clsv, &obj);
+    }
+    else if (newfn == cdyn_U.frozenset_new) {
+        st = frozenset_alloc(tx, clsv, args, nargs, kwnames, &obj);
     }
     else {
         st = cdyn_tx_unsupported(tx, "construction of %s (its __new__ is not modelled)",
@@ -391,6 +495,19 @@ has_slot_attrs(PyObject *v)
     return 0;
 }
 
+/* The __new__ that makes an empty instance holding items in base (NULL: object's). */
+static PyObject *
+new_fn(PyObject *base)
+{
+    switch (base ? V(base)->kind : VK_NULL) {
+    case VK_DICT: return cdyn_U.dict_new;
+    case VK_LIST: return cdyn_U.list_new;
+    case VK_SET: return cdyn_U.set_new;
+    case VK_FROZENSET: return cdyn_U.frozenset_new;
+    default: return cdyn_U.object_new;
+    }
+}
+
 int
 cdyn_newobj_reconstruct(cdyn_cg *cg, PyObject *v)
 {
@@ -398,13 +515,14 @@ cdyn_newobj_reconstruct(cdyn_cg *cg, PyObject *v)
     PyObject *keys = V(attrs)->u.dict.keys, *vals = V(attrs)->u.dict.vals;
     PyTypeObject *t = cdyn_user_type(v);
     int r = cdyn_cg_memo_load(cg, v), e = 0;
+    int frozen = base != NULL && V(base)->kind == VK_FROZENSET;
     if (r != 0) {
         return r < 0 ? -1 : 0;
     }
     /* built once and kept in a temporary before its attributes, so that attributes that
        refer back to the object load that temporary */
-    if (cdyn_cg_push_callable(cg, base ? cdyn_U.dict_new : cdyn_U.object_new) < 0 ||
-        cdyn_cg_value(cg, V(v)->u.uobj.cls) < 0 || cdyn_cg_call(cg, 1) < 0 ||
+    if (cdyn_cg_push_callable(cg, new_fn(base)) < 0 || cdyn_cg_value(cg, V(v)->u.uobj.cls) < 0 ||
+        (frozen && cdyn_cg_value(cg, base) < 0) || cdyn_cg_call(cg, 1 + frozen) < 0 ||
         cdyn_cg_memo_store(cg, v, "obj") < 0) {
         return -1;
     }
@@ -418,12 +536,15 @@ cdyn_newobj_reconstruct(cdyn_cg *cg, PyObject *v)
                            PyList_GET_ITEM(vals, i)) < 0;
         }
     }
-    if (!e && base != NULL) {
+    if (!e && base != NULL && !frozen) {
         /* the items: dict.update(obj, items) (no override runs), or for an OrderedDict
-           through OrderedDict.__setitem__ (_glue.fill_ordered_dict) */
-        fill = solid_base(t) == &PyDict_Type
-                   ? PyObject_GetAttrString((PyObject *)&PyDict_Type, "update")
-                   : PyObject_GetAttrString(cdyn_G.glue, "fill_ordered_dict");
+           through OrderedDict.__setitem__ (_glue.fill_ordered_dict); list.extend,
+           set.update */
+        PyTypeObject *sb = solid_base(t);
+        fill = sb == &PyDict_Type ? PyObject_GetAttrString((PyObject *)&PyDict_Type, "update")
+               : sb == &PyList_Type ? PyObject_GetAttrString((PyObject *)&PyList_Type, "extend")
+               : sb == &PySet_Type ? PyObject_GetAttrString((PyObject *)&PySet_Type, "update")
+                                   : PyObject_GetAttrString(cdyn_G.glue, "fill_ordered_dict");
         e = fill == NULL || cdyn_cg_push_callable(cg, fill) < 0 ||
             cdyn_cg_memo_load(cg, v) != 1 || cdyn_cg_value(cg, base) < 0 ||
             cdyn_cg_call(cg, 2) < 0 || cdyn_cg_emit(cg, POP_TOP, 0) < 0;
@@ -442,6 +563,15 @@ is_dict_slot(PyObject *d)
            is_dict_base(((PyDescrObject *)d)->d_type);
 }
 
+/* 1 when d is a slot function or method descriptor of list, set or frozenset. */
+static int
+is_seq_slot(PyObject *d)
+{
+    return (Py_TYPE(d) == &PyWrapperDescr_Type || Py_TYPE(d) == &PyMethodDescr_Type) &&
+           base_kind(((PyDescrObject *)d)->d_type) != VK_NULL &&
+           !is_dict_base(((PyDescrObject *)d)->d_type);
+}
+
 int
 cdyn_objfn_known(PyObject *obj)
 {
@@ -449,7 +579,8 @@ cdyn_objfn_known(PyObject *obj)
            obj == cdyn_U.object_setattr || obj == cdyn_U.object_getattribute ||
            obj == cdyn_U.object_delattr || obj == cdyn_U.dict_new || obj == cdyn_U.tuple_new ||
            obj == cdyn_U.dc_fields || obj == cdyn_U.dc_replace ||
-           obj == cdyn_U.dc_is_dataclass || is_dict_slot(obj);
+           obj == cdyn_U.dc_is_dataclass || obj == cdyn_U.list_new || obj == cdyn_U.set_new ||
+           is_dict_slot(obj) || is_seq_slot(obj);
 }
 
 int
@@ -526,6 +657,27 @@ dict_slot_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *d, PyObject *co
     return cdyn_v_call_method(tx, fs, d, name, args, nargs, NULL, out);
 }
 
+/* list.<name>(self, *args) / set.<name> / frozenset.<name> (fn) on self, a NEWOBJ of a
+ * subclass whose items are in base: the base's own method or operator; what returns the
+ * base itself (an in-place operator) returns self. */
+static tr_status
+seq_slot_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *self, PyObject *base,
+              PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyObject *name = ((PyDescrObject *)fn)->d_name;
+    tr_status st;
+    if (cdyn_name_is(name, "__init__")) {
+        st = base_init(tx, base, args, nargs, kwnames);
+        *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
+        return st == TR_OK && *out == NULL ? TR_ERROR : st;
+    }
+    st = cdyn_v_call_method(tx, fs, base, name, args, nargs, kwnames, out);
+    if (st == TR_OK && *out == base) {
+        Py_SETREF(*out, Py_NewRef(self));
+    }
+    return st;
+}
+
 /* The slot functions of object and tuple: __new__, __init__, __setattr__, ... */
 static tr_status
 object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
@@ -540,13 +692,16 @@ object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
         return kwnames ? cdyn_tx_unsupported(tx, "tuple.__new__ with keywords")
                        : cdyn_namedtuple_new(tx, a[0], a + 1, n - 1, out);
     }
-    if (fn == cdyn_U.object_new || fn == cdyn_U.dict_new) {
+    if (fn == cdyn_U.object_new || fn == cdyn_U.dict_new || fn == cdyn_U.list_new ||
+        fn == cdyn_U.set_new) {
         PyObject *cls = cdyn_v_real(a[0]);
         if (fn == cdyn_U.dict_new && cls == (PyObject *)&PyDict_Type && n == 1 && !kwnames) {
             *out = cdyn_dict_new(NULL);   /* dict.__new__(dict): an empty dict */
             return *out ? TR_OK : TR_ERROR;
         }
         if (cls == NULL || !PyType_Check(cls) ||
+            (fn != cdyn_U.dict_new && fn != cdyn_U.object_new &&
+             base_kind(solid_base((PyTypeObject *)cls)) == VK_NULL) ||
             (fn == cdyn_U.object_new && n > 1 &&
              _PyType_Lookup((PyTypeObject *)cls, cdyn_U.s_init) == cdyn_U.object_init)) {
             return cdyn_tx_unsupported(tx, "%R of %S", fn, a[0]);
@@ -651,6 +806,21 @@ cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py
             return cdyn_tx_unsupported(tx, "%R on %S", fn, n ? all[0] : Py_None);
         }
         return dict_slot_call(tx, fs, fn, d, all + 1, n - 1, kwnames, out);
+    }
+    if (is_seq_slot(fn)) {
+        PyTypeObject *dt = ((PyDescrObject *)fn)->d_type;
+        PyObject *b = n >= 1 && V(all[0])->kind == VK_NEWOBJ ? V(all[0])->u.uobj.base : NULL;
+        if (self == NULL && n >= 1 && V(all[0])->vt != &cdyn_user_vt && cdyn_is_builtin(fn)) {
+            /* list.append(l, x) on a container value: the builtins family's */
+            PyObject *bv = cdyn_value_obj(VK_BUILTIN, fn, NULL);
+            st = bv ? cdyn_v_call(tx, fs, bv, args, nargs, kwnames, out) : TR_ERROR;
+            Py_XDECREF(bv);
+            return st;
+        }
+        if (b == NULL || base_kind(dt) != V(b)->kind) {
+            return cdyn_tx_unsupported(tx, "%R on %S", fn, n ? all[0] : Py_None);
+        }
+        return seq_slot_call(tx, fs, fn, all[0], b, all + 1, n - 1, kwnames, out);
     }
     return object_slot_call(tx, fn, all, n, kwnames, out);
 }

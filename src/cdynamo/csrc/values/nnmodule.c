@@ -233,23 +233,26 @@ traced_registry_get(cdyn_tx *tx, PyObject *mod, PyObject *msrc, int i, PyObject 
     return *st == TR_OK ? 1 : -1;
 }
 
-/* A property of the module's class read after this trace changed state: its getter is
+/* A property of the module's class read after this trace changed state, or the
+ * parametrized tensor of torch.nn.utils.parametrize (computed by its parametrization
+ * modules: their ops belong in the graph, as torch._dynamo traces them): its getter is
  * inlined on the traced module (the real property would read the state from before the
- * trace). *done = 0 when name is no such property. */
+ * trace, or run outside the graph). *done = 0 when name is no such property. */
 static tr_status
 traced_property(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out, int *done)
 {
     PyObject *d = _PyType_Lookup(Py_TYPE(mobj(v)), name), *fget;
     tr_status st;
     *done = 0;
-    if (tx->mutations == 0 || d == NULL || Py_TYPE(d) != &PyProperty_Type) {
+    if (d == NULL || Py_TYPE(d) != &PyProperty_Type) {
         return TR_OK;
     }
     fget = PyObject_GetAttrString(d, "fget");
     if (fget == NULL) {
         return TR_ERROR;
     }
-    if (!PyFunction_Check(fget)) {
+    if (!PyFunction_Check(fget) ||
+        (tx->mutations == 0 && !cdyn_module_startswith(fget, "torch.nn.utils.parametrize"))) {
         Py_DECREF(fget);
         return TR_OK;
     }

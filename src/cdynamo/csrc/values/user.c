@@ -15,6 +15,7 @@
  */
 #include "user.h"
 #include "../codegen.h"
+#include "../trace_rules.h"
 
 cdyn_user_globals cdyn_U;
 
@@ -56,6 +57,22 @@ cdyn_user_type_of(cdyn_tx *tx, PyObject *v, PyObject **out)
     return cdyn_user_class_value(tx, v, out);
 }
 
+/* 1 when t is a torch class whose module's code is traced when called (trace rule INLINE
+ * or COMPILE: torch.nn.utils.weight_norm's WeightNorm pre-hook, ...): its instances'
+ * __call__ is inlined like a user class's. */
+static int
+traced_torch_class(PyTypeObject *t)
+{
+    PyObject *mod = PyDict_GetItemWithError(cdyn_type_dict(t), cdyn_G.s_module);
+    cdyn_rule r;
+    if (mod == NULL || !PyUnicode_Check(mod)) {
+        PyErr_Clear();
+        return 0;
+    }
+    r = cdyn_rules_for_module(mod);
+    return r == CDYN_RULE_INLINE || r == CDYN_RULE_COMPILE;
+}
+
 int
 cdyn_user_is_callable_object(PyObject *obj)
 {
@@ -63,7 +80,8 @@ cdyn_user_is_callable_object(PyObject *obj)
     PyObject *c;
     if (cdyn_U.object_new == NULL || !(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(obj) ||
         PyFunction_Check(obj) || PyMethod_Check(obj) || cdyn_is_nn_module(obj) ||
-        cdyn_is_tensor(obj) || cdyn_module_startswith((PyObject *)t, "torch")) {
+        cdyn_is_tensor(obj) ||
+        (cdyn_module_startswith((PyObject *)t, "torch") && !traced_torch_class(t))) {
         return 0;
     }
     c = _PyType_Lookup(t, cdyn_U.s_call);
@@ -552,6 +570,9 @@ cdyn_user_init(void)
         {&cdyn_U.object_delattr, "builtins", "object", "__delattr__"},
         {&cdyn_U.dict_new, "builtins", "dict", "__new__"},
         {&cdyn_U.tuple_new, "builtins", "tuple", "__new__"},
+        {&cdyn_U.list_new, "builtins", "list", "__new__"},
+        {&cdyn_U.set_new, "builtins", "set", "__new__"},
+        {&cdyn_U.frozenset_new, "builtins", "frozenset", "__new__"},
         {&cdyn_U.odict_type, "collections", "OrderedDict", NULL},
         {&cdyn_U.odict_new, "collections", "OrderedDict", "__new__"},
         {&cdyn_U.enum_type, "enum", "Enum", NULL},

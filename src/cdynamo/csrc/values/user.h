@@ -21,9 +21,9 @@
 /* Objects the family compares against by identity (borrowed after cdyn_user_init). */
 typedef struct {
     PyObject *object_new, *object_init, *object_setattr, *object_getattribute,
-        *object_delattr, *dict_new, *odict_new, *tuple_new, *odict_type, *enum_type,
-        *enum_meta, *method_type, *dc_fields, *dc_replace, *dc_is_dataclass, *dc_field_marker,
-        *dc_fields_attr, *cached_property;
+        *object_delattr, *dict_new, *odict_new, *tuple_new, *list_new, *set_new,
+        *frozenset_new, *odict_type, *enum_type, *enum_meta, *method_type, *dc_fields,
+        *dc_replace, *dc_is_dataclass, *dc_field_marker, *dc_fields_attr, *cached_property;
     /* interned names */
     PyObject *s_init, *s_new, *s_class, *s_call, *s_getattr, *s_getitem, *s_setitem,
         *s_delitem, *s_contains, *s_len, *s_iter, *s_bool, *s_enter, *s_exit, *s_setattr,

@@ -2076,15 +2076,57 @@ try_operator(cdyn_tx *tx, PyObject *self, const char *fmt, const char *op, PyObj
     return st;
 }
 
+/* For an operator on v: v itself when it is not an instance value, the value holding its
+ * items when it is a NEWOBJ of a list/set/dict subclass whose type defines none of the
+ * operator's dunders (fmt1, fmt2 formatted with op; fmt2 may be NULL) in Python (borrowed),
+ * else NULL. */
+static PyObject *
+operator_operand(PyObject *v, const char *fmt1, const char *fmt2, const char *op)
+{
+    const char *fmts[2] = {fmt1, fmt2};
+    PyObject *b;
+    if (!cdyn_user_is_instance(v)) {
+        return v;
+    }
+    if (V(v)->kind != VK_NEWOBJ || (b = V(v)->u.uobj.base) == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < 2 && fmts[i] != NULL; i++) {
+        PyObject *name = PyUnicode_FromFormat(fmts[i], op), *d;
+        if (name == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        d = _PyType_Lookup(cdyn_user_type(v), name);
+        Py_DECREF(name);
+        if (d != NULL && PyFunction_Check(d)) {
+            return NULL;
+        }
+    }
+    return b;
+}
+
 tr_status
 cdyn_uobj_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     int ia = cdyn_user_is_instance(a), ib = cdyn_user_is_instance(b), done = 0;
     int inplace = op >= 13, same;
     const char *nm = binop_names[inplace ? op - 13 : op];
+    PyObject *ba, *bb;
     tr_status st = TR_OK;
     if (!ia && !ib) {
         return TR_NOTIMPL;
+    }
+    ba = operator_operand(a, inplace ? "__i%s__" : "__%s__", inplace ? "__%s__" : NULL, nm);
+    bb = operator_operand(b, "__r%s__", "__%s__", nm);
+    if (ba != NULL && bb != NULL) {
+        /* list/set/dict subclasses leaving the operator to their builtin base: the base's
+           operator on the items (a new plain container; in place: the object itself) */
+        st = cdyn_v_binop(tx, op, ba, bb, out);
+        if (st == TR_OK && *out == ba && ba != a) {
+            Py_SETREF(*out, Py_NewRef(a));
+        }
+        return st;
     }
     same = ia && ib && cdyn_user_type(a) == cdyn_user_type(b);
     if (ia && inplace) {
@@ -2137,9 +2179,15 @@ cdyn_uobj_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     static const int swapped[6] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
     int ia = cdyn_user_is_instance(a), ib = cdyn_user_is_instance(b), done = 0, same = 0;
+    PyObject *ba, *bb;
     tr_status st = TR_OK;
     if (!ia && !ib) {
         return TR_NOTIMPL;
+    }
+    ba = operator_operand(a, "__%s__", NULL, cmp_names[op]);
+    bb = operator_operand(b, "__%s__", NULL, cmp_names[swapped[op]]);
+    if (ba != NULL && bb != NULL) {
+        return cdyn_v_compare(tx, op, ba, bb, out);   /* the builtin bases' comparison */
     }
     if (ia) {
         st = compare_side(tx, a, op, b, out, &done);

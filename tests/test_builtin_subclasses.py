@@ -1,0 +1,205 @@
+"""User subclasses of list, set and frozenset made inside compiled code, and
+collections.deque (issue 24): their builtin methods and operators act on the items the
+trace keeps for them, overrides and super() calls into the builtin are inlined, and objects
+that outlive the trace are rebuilt with their type, attributes and items. Results against
+eager (type included), graph and op counts against torch._dynamo, no graph break."""
+import collections
+
+import pytest
+import torch
+
+import cdynamo
+from cdynamo import _glue
+from conftest import requires_engine
+from helpers import CountingBackend, compare, run_torch_dynamo
+
+pytestmark = requires_engine
+
+
+class TensorList(list):
+    def total(self):
+        return sum(self)
+
+
+class DoublingList(list):
+    def append(self, x):
+        super().append(x * 2)
+
+
+class ShiftSet(set):
+    def add(self, item):
+        return super().add(item + 1)
+
+
+class Frozen(frozenset):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def no_graph_break():
+    breaks, unmodified = len(_glue.break_log), len(_glue.unmodified_log)
+    yield
+    assert [b.reason for b in _glue.break_log[breaks:]] == []
+    assert [b.reason for b in _glue.unmodified_log[unmodified:]] == []
+
+
+def same_ops(fn, *args):
+    """compare() (eager's results, torch._dynamo's graph count) and the same op count."""
+    counter = compare(fn, *args)
+    _, dyn = run_torch_dynamo(fn, *args)
+    assert counter.op_count == dyn.op_count
+    return counter
+
+
+def list_methods(x):
+    l = TensorList([x, x + 1])
+    l.append(x * 2)
+    l.extend([x])
+    l.insert(0, x - 1)
+    return l.total(), len(l), isinstance(l, TensorList), l[0], l[-1]
+
+
+def list_super_append(x):
+    l = DoublingList()
+    l.append(x)
+    l.append(x + 1)
+    return l[0] + l[1], len(l)
+
+
+def list_returned(x):
+    l = TensorList([x])
+    l.append(x * 3)
+    l.tag = "kept"
+    return l
+
+
+def list_operators(x):
+    l = TensorList([1, 2])
+    m = l + [3]
+    l += [4]
+    return x + len(m) + len(l), type(m) is list, type(l) is TensorList, l == [1, 2, 4], 2 in l
+
+
+def list_iteration(x):
+    l = TensorList(range(4))
+    s = 0
+    for i in l:
+        s += i
+    return x + s, list(l), [i * 2 for i in l], tuple(l), sorted(l, reverse=True)
+
+
+def set_methods(x):
+    s = ShiftSet([1, 2])
+    s.add(3)
+    return x + len(s), s == {1, 2, 4}, 4 in s, sorted(s), isinstance(s, set)
+
+
+def set_operators(x):
+    s = ShiftSet([1, 2])
+    t = s | {5}
+    s |= {7}
+    d = s - {1}
+    return (x + len(t), type(t) is set, sorted(s & {1}), sorted(s), type(s) is ShiftSet,
+            sorted(d), s.issubset({1, 2, 7, 9}), s.union([8]) == {1, 2, 7, 8}, s < {1, 2, 7, 0})
+
+
+def set_returned(x):
+    s = ShiftSet()
+    s.add(1)
+    s.update([4, 5])
+    return s, x + 1
+
+
+def frozenset_subclass(x):
+    f = Frozen([1, 2, 3])
+    return x + len(f), 2 in f, f == frozenset({1, 2, 3}), f | {4} == {1, 2, 3, 4}, f
+
+
+def dunders_called_directly(x):
+    s = ShiftSet([1, 2])
+    l = TensorList([1])
+    return (x + s.__len__(), set.__or__(s, {3}), ShiftSet.__contains__(s, 2),
+            l.__contains__(1), list.__len__(l), s.__eq__({1, 2}), {1}.__sub__(1))
+
+
+@pytest.mark.parametrize("fn", [list_methods, list_super_append, list_returned, list_operators,
+                                list_iteration, set_methods, set_operators, set_returned,
+                                frozenset_subclass, dunders_called_directly],
+                         ids=lambda f: f.__name__)
+def test_builtin_subclass_in_trace(fn):
+    counter = same_ops(fn, torch.randn(3))
+    assert counter.frame_count == 1
+
+
+def test_rebuilt_subclass_keeps_attributes():
+    out = cdynamo.compile(list_returned, backend=CountingBackend())(torch.ones(2))
+    assert type(out) is TensorList and out.tag == "kept" and len(out) == 2
+
+
+def deque_methods(x):
+    d = collections.deque([1, 2, 3], maxlen=4)
+    d.append(4)
+    d.append(5)
+    d.appendleft(0)
+    d.rotate(2)
+    d.extendleft([7, 8])
+    return x + sum(d), list(d), d.maxlen, len(d), d[0], d[-1], 3 in d
+
+
+def deque_returned(x):
+    d = collections.deque(maxlen=2)
+    for i in range(3):
+        d.append((x + i).sum())   # 0-d tensors: the deques compare item by item
+    return d
+
+
+def deque_operators(x):
+    d = collections.deque([1, 2])
+    e = d + collections.deque([3])
+    d += [4]
+    d[0] = 9
+    del d[1]
+    return (x + 1, list(d), list(e), d == collections.deque([9]), d.copy() == d,
+            d.popleft(), bool(d))
+
+
+def sliding_window(x):
+    d = collections.deque()
+    for i in range(4):
+        d.append(x * i)
+        if len(d) > 2:
+            d.popleft()
+    return sum(d), isinstance(d, collections.deque)
+
+
+@pytest.mark.parametrize("fn", [deque_methods, deque_returned, deque_operators, sliding_window],
+                         ids=lambda f: f.__name__)
+def test_deque_in_trace(fn):
+    counter = same_ops(fn, torch.randn(3))
+    assert counter.frame_count == 1
+
+
+def test_deque_result_keeps_maxlen():
+    out = cdynamo.compile(deque_returned, backend=CountingBackend())(torch.zeros(2))
+    assert type(out) is collections.deque and out.maxlen == 2
+    assert [t.item() for t in out] == [2.0, 4.0]
+
+
+def test_input_deque_read_mutated_and_guarded():
+    def fn(x, d):
+        y = d[0] + x
+        d.append(y)
+        return y, len(d)
+
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend=counter)
+    eager_d = collections.deque([torch.ones(2), torch.zeros(2)], maxlen=3)
+    d = collections.deque([torch.ones(2), torch.zeros(2)], maxlen=3)
+    for _ in range(3):   # the third call drops the oldest item (maxlen)
+        expected = fn(torch.ones(2), eager_d)
+        out = compiled(torch.ones(2), d)
+        assert torch.equal(out[0], expected[0]) and out[1] == expected[1]
+        assert len(d) == len(eager_d) and all(torch.equal(a, b) for a, b in zip(d, eager_d))
+    # lengths 2, 3, 3: the length guard recompiled once, the last call hit the cache
+    assert counter.frame_count == 2
