@@ -122,6 +122,8 @@ MODULE_RULES: dict[str, str] = {
     # gradient clipping's grouping of tensors by device and dtype (polyfilled C helper)
     "torch.utils._foreach_utils": INLINE,
     "torch.utils.hooks": INLINE,
+    # torch's pure-Python OrderedSet (a MutableSet over a dict), traced as user code
+    "torch.utils._ordered_set": INLINE,
     # cdynamo's own Python: API, glue, backends, this table.
     "cdynamo": SKIP,
     # ... but its polyfills, plain-Python builtins, are inlined where the engine calls them.

@@ -780,6 +780,13 @@ tr_status cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, P
  * gets its EFF_SYNC side effect once (SEQ_SYNCED); notes the mutation. TR_UNSUPPORTED (nothing
  * changed) for a DICT_BY_POSITION dict. */
 tr_status cdyn_container_mutating(cdyn_tx *tx, PyObject *v);
+/* values/newobj.c: 1 when v is an object made in the trace whose class subclasses list,
+ * set, frozenset or dict (its items in a builtin base value). */
+int cdyn_newobj_has_items(PyObject *v);
+/* For such a v whose items are constants: a new real instance of its class holding them
+ * (made by the builtin base's __new__ and update/extend, no user code), for its builtin
+ * repr; NULL (no exception) otherwise. */
+PyObject *cdyn_newobj_items_copy(PyObject *v);
 /* values/deque.c: 1 when obj is exactly a collections.deque / is collections.deque. */
 int cdyn_is_deque(PyObject *obj);
 int cdyn_is_deque_type(PyObject *obj);

@@ -802,13 +802,15 @@ cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
         return st;   /* an exception made in the trace, printed by C code */
     }
     if (real == NULL && (type == &PyList_Type || type == &PyTuple_Type || type == &PyDict_Type ||
-                         type == &PySet_Type || type == &PyFrozenSet_Type)) {
-        /* a container of constants made or read in the trace: its text is its items' */
+                         type == &PySet_Type || type == &PyFrozenSet_Type ||
+                         cdyn_is_deque_type((PyObject *)type) || cdyn_newobj_has_items(v))) {
+        /* a container of constants made or read in the trace (a list/set/dict subclass's
+           made in the trace included: its builtin repr): its text is its items' */
         PyObject *c = NULL;
         if (cdyn_tx_materialize(tx, v) != TR_OK) {
             return TR_ERROR;
         }
-        c = cdyn_v_as_constant(v);
+        c = cdyn_newobj_has_items(v) ? cdyn_newobj_items_copy(v) : cdyn_v_as_constant(v);
         if (c != NULL) {
             r = use_repr ? PyObject_Repr(c) : PyObject_Str(c);
             Py_DECREF(c);
@@ -1556,6 +1558,25 @@ tensor_min_max(cdyn_tx *tx, PyObject *fn, int sign, PyObject *const *args, Py_ss
     return TR_OK;
 }
 
+/* operator.and_(a, b), operator.ior(a, b), operator.lt(a, b), ... on values that are not
+ * all constants (sets, dict views, containers, user objects): the operator itself, as the
+ * BINARY_OP / COMPARE_OP would run it. TR_NOTIMPL when fn is no such function. */
+static tr_status
+operator_function(cdyn_tx *tx, PyObject *fn, PyObject *const *args, PyObject **out)
+{
+    for (int op = 0; op < 26; op++) {
+        if (fn == cdyn_G.binop_fns[op]) {
+            return cdyn_v_binop(tx, op, args[0], args[1], out);
+        }
+    }
+    for (int op = 0; op < 6; op++) {
+        if (fn == cdyn_G.cmp_fns[op]) {
+            return cdyn_v_compare(tx, op, args[0], args[1], out);
+        }
+    }
+    return TR_NOTIMPL;
+}
+
 tr_status
 cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out, int *handled)
@@ -1585,6 +1606,9 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
     }
     if (pure && cdyn_all_const(args, nargs)) {
         return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
+    }
+    if (nargs == 2 && nkw == 0 && (st = operator_function(tx, fn, args, out)) != TR_NOTIMPL) {
+        return st;
     }
     if (pure && cdyn_any_sym(args, nargs)) {   /* size arithmetic: min, max, abs, int, ... */
         return cdyn_sym_builtin(tx, fn, args, nargs, kwnames, out);

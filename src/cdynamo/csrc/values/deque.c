@@ -514,6 +514,25 @@ deque_writeback(cdyn_cg *cg, PyObject *v)
     return e ? -1 : 0;
 }
 
+/* A real deque of the items when they are all constants (its repr, folds); NULL (no
+ * exception) otherwise. */
+static PyObject *
+deque_as_constant(PyObject *v)
+{
+    PyObject *items = cdyn_v_as_constant(dlist(v)), *r;
+    if (items == NULL) {
+        return NULL;
+    }
+    r = PyObject_CallFunctionObjArgs(deque_type, items,
+                                     V(v)->u.deque.maxlen ? V(V(v)->u.deque.maxlen)->u.cnst.value
+                                                          : Py_None, NULL);
+    Py_DECREF(items);
+    if (r == NULL) {
+        PyErr_Clear();
+    }
+    return r;
+}
+
 const cdyn_vtable cdyn_deque_vt = {
     .name = "DequeVariable",
     .getattr = deque_getattr,
@@ -531,4 +550,5 @@ const cdyn_vtable cdyn_deque_vt = {
     .collect = deque_collect,
     .reconstruct = deque_reconstruct,
     .writeback = deque_writeback,
+    .as_constant = deque_as_constant,
 };

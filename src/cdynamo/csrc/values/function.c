@@ -802,6 +802,45 @@ function_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_
     }
 }
 
+/* m.__self__, m.__func__, m.__name__, m.__qualname__, m.__doc__ of a bound method (a
+ * Python function or a builtin method bound to a value): the bound value, and what the
+ * function (or the method the type of self defines under that name) has. */
+static tr_status
+method_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    static const char *const fixed[] = {"__name__", "__qualname__", "__doc__", "__module__",
+                                        NULL};
+    PyObject *func = V(v)->u.method.func, *self = V(v)->u.method.self, *d = NULL, *r;
+    PyTypeObject *t;
+    if (cdyn_name_is(name, "__self__")) {
+        *out = Py_NewRef(self);
+        return TR_OK;
+    }
+    if (cdyn_name_is(name, "__func__") && func != NULL) {
+        return cdyn_tx_wrap_real(tx, func, NULL, out);
+    }
+    if (!cdyn_name_in(name, fixed)) {
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+    }
+    if (func == NULL && (t = cdyn_v_python_type(self)) != NULL) {
+        d = _PyType_Lookup(t, V(v)->u.method.name);
+    }
+    if (func == NULL && d == NULL) {
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+    }
+    r = PyObject_GetAttr(func != NULL ? func : d, name);
+    if (r == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+    }
+    if (!cdyn_is_constant(r)) {
+        Py_DECREF(r);
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+    }
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 static tr_status
 function_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -815,6 +854,8 @@ function_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         return nested_getattr(tx, v, name, out);
     case VK_PARTIAL:
         return partial_getattr(tx, v, name, out);
+    case VK_METHOD:
+        return method_getattr(tx, v, name, out);
     default:
         return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
     }

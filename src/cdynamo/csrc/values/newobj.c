@@ -78,6 +78,7 @@ check_class(cdyn_tx *tx, PyTypeObject *cls)
                     (cdyn_module_startswith((PyObject *)cls, "torch") &&
                      !cdyn_module_startswith((PyObject *)cls, "torch.distributions") &&
                      !cdyn_module_startswith((PyObject *)cls, "torch.utils._pytree") &&
+                     !cdyn_module_startswith((PyObject *)cls, "torch.utils._ordered_set") &&
                      !(cdyn_module_startswith((PyObject *)cls, "torch.optim") &&
                        cls->tp_name[0] == '_')))) {
         /* (torch.optim's private helpers, e.g. the LR scheduler's _enable_get_lr_call
@@ -551,6 +552,43 @@ cdyn_newobj_reconstruct(cdyn_cg *cg, PyObject *v)
         Py_XDECREF(fill);
     }
     return e ? -1 : 0;
+}
+
+int
+cdyn_newobj_has_items(PyObject *v)
+{
+    return V(v)->kind == VK_NEWOBJ && V(v)->u.uobj.base != NULL;
+}
+
+PyObject *
+cdyn_newobj_items_copy(PyObject *v)
+{
+    PyObject *items = cdyn_newobj_has_items(v) ? cdyn_v_as_constant(V(v)->u.uobj.base) : NULL;
+    PyObject *cls = cdyn_v_real(V(v)->u.uobj.cls), *obj = NULL, *r = NULL;
+    cdyn_vkind k;
+    if (items == NULL || cls == NULL) {
+        Py_XDECREF(items);
+        return NULL;
+    }
+    k = V(V(v)->u.uobj.base)->kind;
+    obj = k == VK_FROZENSET ? PyObject_CallFunctionObjArgs(cdyn_U.frozenset_new, cls, items, NULL)
+                            : PyObject_CallOneArg(new_fn(V(v)->u.uobj.base), cls);
+    if (obj != NULL && k != VK_FROZENSET) {
+        const char *fill = k == VK_LIST ? "extend" : "update";
+        PyTypeObject *bt = k == VK_LIST ? &PyList_Type : k == VK_DICT ? &PyDict_Type : &PySet_Type;
+        PyObject *f = PyObject_GetAttrString((PyObject *)bt, fill);
+        r = f ? PyObject_CallFunctionObjArgs(f, obj, items, NULL) : NULL;
+        Py_XDECREF(f);
+        if (r == NULL) {
+            Py_CLEAR(obj);
+        }
+        Py_XDECREF(r);
+    }
+    Py_DECREF(items);
+    if (obj == NULL) {
+        PyErr_Clear();
+    }
+    return obj;
 }
 
 /* ---- OBJFN: builtin slot functions ------------------------------------------------------------------ */

@@ -271,7 +271,30 @@ enum_fold(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out_obj)
 
 /* ---- the family table --------------------------------------------------------------------- */
 
-/* The family's getattr: classes, super(), instances (slot functions have none). */
+/* f.__name__, f.__qualname__, f.__doc__ of a slot function (list.count, set.__or__, ...):
+ * what the real function has; f.__self__ of a bound one: the value. */
+static tr_status
+objfn_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    static const char *const fixed[] = {"__name__", "__qualname__", "__doc__", NULL};
+    PyObject *r;
+    if (cdyn_name_is(name, "__self__") && V(v)->u.ofn.self != NULL) {
+        *out = Py_NewRef(V(v)->u.ofn.self);
+        return TR_OK;
+    }
+    if (!cdyn_name_in(name, fixed) || (r = PyObject_GetAttr(V(v)->u.ofn.fn, name)) == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+    }
+    if (!cdyn_is_constant(r)) {
+        Py_DECREF(r);
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+    }
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+/* The family's getattr: classes, super(), instances (slot functions: their names). */
 static tr_status
 user_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -281,7 +304,7 @@ user_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     case VK_SUPER:
         return super_getattr(tx, v, name, out);
     case VK_OBJFN:
-        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+        return objfn_getattr(tx, v, name, out);
     default:
         return cdyn_uobj_getattr(tx, v, name, out);
     }
