@@ -4,6 +4,7 @@ builtin methods and slot functions, torch's OrderedSet, and repr() of builtin su
 deques made in the trace (issue 24). Results against eager, graph and op counts against
 torch._dynamo, no graph break."""
 import collections
+import unittest
 import operator
 import warnings
 
@@ -103,3 +104,46 @@ def reprs(x):
 def test_python_builtins(fn):
     counter = compare(fn, torch.randn(3))
     assert counter.frame_count == 1
+
+
+class _Case(unittest.TestCase):
+    def runTest(self):
+        pass
+
+
+def builtin_errors_caught(x):
+    s = {1, 2}
+    try:
+        s - 1                      # TypeError raised in the trace, caught by the program
+    except TypeError as e:
+        x = x + len(e.args)
+    try:
+        [1, 2].count()
+    except TypeError:
+        x = x * 2
+    return x
+
+
+def test_builtin_errors_raised_in_trace():
+    counter = compare(builtin_errors_caught, torch.randn(3))
+    assert counter.frame_count == 1
+
+
+def test_unittest_asserts_traced_when_enabled(monkeypatch):
+    """torch._dynamo.config.enable_trace_unittest, as torch._dynamo: assert* methods and
+    assertRaises' context inlined (fullgraph)."""
+    case = _Case()
+
+    def fn(x):
+        s = {1, 2}
+        case.assertRaises(TypeError, s.isdisjoint)
+        with case.assertRaises(TypeError):
+            s - 1
+        case.assertEqual(len(s), 2)
+        case.assertIn(1, s)
+        return x + 1
+
+    monkeypatch.setattr(torch._dynamo.config, "enable_trace_unittest", True)
+    cdynamo.reset()
+    out = cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
+    assert torch.equal(out, torch.full((2,), 2.0))

@@ -272,7 +272,22 @@ def new_trace():
     dynamo_config = sys.modules.get("torch._dynamo.config")
     shapes = ShapeTrace(config.capture_scalar_outputs or
                         bool(getattr(dynamo_config, "capture_scalar_outputs", False)))
+    _honour_trace_unittest(bool(getattr(dynamo_config, "enable_trace_unittest", False)))
     return torch.fx.Graph(), shapes.fake_mode, shapes
+
+
+_TRACE_UNITTEST = [False]
+
+
+def _honour_trace_unittest(enabled):
+    """torch._dynamo.config.enable_trace_unittest (bool), as torch._dynamo: when True,
+    unittest's code (``self.assertEqual`` and the other ``assert*`` methods, assertRaises'
+    context) is inlined into the trace (trace rule INLINE for ``unittest``); when False it is
+    stdlib code, never traced. Changes the rule only when the setting changed."""
+    if enabled != _TRACE_UNITTEST[0]:
+        from cdynamo import trace_rules
+        _TRACE_UNITTEST[0] = enabled
+        trace_rules.set_module_rule("unittest", trace_rules.INLINE if enabled else None)
 
 
 def new_graph():

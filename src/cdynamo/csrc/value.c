@@ -350,6 +350,9 @@ cdyn_v_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ss
     return V(fn)->vt->call(tx, fs, fn, args, nargs, kwnames, out);
 }
 
+static tr_status raise_as_real(cdyn_tx *tx, tr_status st, PyObject *fn, PyObject *name,
+                               PyObject *const *vals, Py_ssize_t n, PyObject *kwnames);
+
 /* The operator dunders of the builtin containers (set.__or__, list.__add__, dict.__eq__,
  * s.__ior__, ...) called directly on self (of builtin type t) with other: the operator
  * itself. An operand the slot would not take gives NotImplemented, as the slot does
@@ -452,9 +455,20 @@ cdyn_v_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
         return st;
     }
     if (V(self)->vt->call_method == NULL) {
-        return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, self);
+        st = cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, self);
     }
-    return V(self)->vt->call_method(tx, fs, self, name, args, nargs, kwnames, out);
+    else {
+        st = V(self)->vt->call_method(tx, fs, self, name, args, nargs, kwnames, out);
+    }
+    if (st == TR_UNSUPPORTED && nargs < 8) {
+        PyObject *all[8];
+        all[0] = self;
+        for (Py_ssize_t i = 0; i < nargs; i++) {
+            all[i + 1] = args[i];
+        }
+        st = raise_as_real(tx, st, NULL, name, all, nargs + 1, kwnames);
+    }
+    return st;
 }
 
 tr_status
@@ -657,6 +671,90 @@ type_union(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     return st;
 }
 
+/* A real object equal to v when v is a constant or a container of constants (a fresh copy:
+ * mutating it changes nothing of the trace); NULL (no exception) otherwise. */
+static PyObject *
+constant_copy(PyObject *v)
+{
+    if (V(v)->kind == VK_CONST) {
+        return Py_NewRef(V(v)->u.cnst.value);
+    }
+    return V(v)->vt->as_constant != NULL ? V(v)->vt->as_constant(v) : NULL;
+}
+
+/* An operation the families did not model (st: TR_UNSUPPORTED, tx->reason set) on
+ * constants and containers of constants: run for real on copies of them (fn(*vals), or
+ * getattr(vals[0], name)(*vals[1:]) when name is not NULL); when it raises a builtin error
+ * (a bad argument: TypeError, ValueError, ...) the traced code raises it, as eager would,
+ * so an `except` around it works. Anything else keeps st. */
+static tr_status
+raise_as_real(cdyn_tx *tx, tr_status st, PyObject *fn, PyObject *name, PyObject *const *vals,
+              Py_ssize_t n, PyObject *kwnames)
+{
+    static PyObject *const *const kinds[] = {&PyExc_TypeError, &PyExc_ValueError,
+                                             &PyExc_IndexError, &PyExc_KeyError,
+                                             &PyExc_AttributeError, &PyExc_ZeroDivisionError};
+    PyObject *real[8] = {NULL}, *callee = NULL, *res = NULL, *et = NULL, *ev = NULL, *tb = NULL;
+    PyObject *eargs = NULL, *cargs[4] = {NULL};
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, i, k = 0;
+    int known = 0;
+    if (st != TR_UNSUPPORTED || n > 8 || n < 1 || PyErr_Occurred()) {
+        return st;
+    }
+    for (i = 0; i < n; i++) {
+        if ((real[i] = constant_copy(vals[i])) == NULL) {
+            PyErr_Clear();
+            goto done;
+        }
+    }
+    callee = name != NULL ? PyObject_GetAttr(real[0], name) : Py_NewRef(fn);
+    if (callee != NULL) {
+        res = name != NULL ? PyObject_Vectorcall(callee, real + 1, (size_t)(n - 1 - nk), kwnames)
+                           : PyObject_Vectorcall(callee, real, (size_t)(n - nk), kwnames);
+    }
+    if (res != NULL || !PyErr_Occurred()) {
+        goto done;
+    }
+    for (size_t j = 0; j < sizeof(kinds) / sizeof(kinds[0]); j++) {
+        known |= PyErr_ExceptionMatches(*kinds[j]);
+    }
+    if (!known) {
+        PyErr_Clear();
+        goto done;
+    }
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    eargs = ev ? PyObject_GetAttrString(ev, "args") : NULL;
+    PyErr_Clear();
+    if (eargs == NULL || !PyTuple_Check(eargs) || PyTuple_GET_SIZE(eargs) > 4 ||
+        !PyType_Check(et) || ((PyTypeObject *)et)->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        goto done;
+    }
+    for (k = 0; k < PyTuple_GET_SIZE(eargs); k++) {
+        if (!cdyn_is_constant(PyTuple_GET_ITEM(eargs, k)) ||
+            (cargs[k] = cdyn_value_const(PyTuple_GET_ITEM(eargs, k))) == NULL) {
+            PyErr_Clear();
+            goto done;
+        }
+    }
+    Py_CLEAR(tx->reason);
+    st = cdyn_tx_raise(tx, et, cargs, k);
+done:
+    for (i = 0; i < 8; i++) {
+        Py_XDECREF(real[i]);
+    }
+    for (i = 0; i < 4; i++) {
+        Py_XDECREF(cargs[i]);
+    }
+    Py_XDECREF(callee);
+    Py_XDECREF(res);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    Py_XDECREF(eargs);
+    return st;
+}
+
 tr_status
 cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
@@ -674,7 +772,11 @@ cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
         st = type_union(tx, op, a, b, out);
     }
     if (st == TR_NOTIMPL) {
-        return cdyn_tx_unsupported(tx, "BINARY_OP %d on %S and %S", op, a, b);
+        st = cdyn_tx_unsupported(tx, "BINARY_OP %d on %S and %S", op, a, b);
+    }
+    if (st == TR_UNSUPPORTED) {
+        PyObject *ab[2] = {a, b};
+        st = raise_as_real(tx, st, cdyn_G.binop_fns[op], NULL, ab, 2, NULL);
     }
     return st;
 }
@@ -761,7 +863,11 @@ cdyn_v_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
         st = compare_identity(tx, op, a, b, out);
     }
     if (st == TR_NOTIMPL) {
-        return cdyn_tx_unsupported(tx, "COMPARE_OP on %S and %S", a, b);
+        st = cdyn_tx_unsupported(tx, "COMPARE_OP on %S and %S", a, b);
+    }
+    if (st == TR_UNSUPPORTED) {
+        PyObject *ab[2] = {a, b};
+        st = raise_as_real(tx, st, cdyn_G.cmp_fns[op], NULL, ab, 2, NULL);
     }
     return st;
 }

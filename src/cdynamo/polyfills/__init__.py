@@ -121,6 +121,6 @@ def registry():
     """The table ``{real callable: polyfill}`` (a new dict), every polyfill module loaded."""
     from . import (bisect, builtins, collections, contextlib, copy, functools,  # noqa: F401
                    heapq, itertools, mathfns, operator, os, torch_function, torchfns,
-                   typing)
+                   tracebacks, typing)
     _LOADED.append(True)
     return dict(_REGISTRY)

@@ -293,6 +293,10 @@ exc_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         *out = link_or_none(V(v)->u.exc.cause);
     } else if (cdyn_name_is(name, "__suppress_context__")) {
         *out = cdyn_value_bool((V(v)->bits & EXC_SUPPRESS) != 0);
+    } else if (cdyn_name_is(name, "__traceback__")) {
+        *out = cdyn_value_const(Py_None);   /* raised in the trace: no traceback */
+    } else if (cdyn_name_is(name, "with_traceback")) {
+        *out = cdyn_value_method(NULL, name, v);
     } else {
         return cdyn_tx_unsupported(tx, "attribute %U of an exception", name);
     }
@@ -406,11 +410,27 @@ exc_reconstruct(cdyn_cg *cg, PyObject *v)
     return cdyn_cg_memo_store(cg, v, "exc");
 }
 
+/* e.with_traceback(None) (unittest's assertRaises context does it): e itself, whose
+ * traceback is None already. */
+static tr_status
+exc_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
+                Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    (void)fs;
+    if (V(v)->kind == VK_EXC && cdyn_name_is(name, "with_traceback") && nargs == 1 &&
+        kwnames == NULL && cdyn_v_is_none(args[0])) {
+        *out = Py_NewRef(v);
+        return TR_OK;
+    }
+    return cdyn_tx_unsupported(tx, "method %U of %S", name, v);
+}
+
 const cdyn_vtable cdyn_exc_vt = {
     .name = "ExceptionVariable",
     .getattr = exc_getattr,
     .setattr = exc_setattr,
     .call = exc_call,
+    .call_method = exc_call_method,
     .truth = exc_truth,
     .python_type = exc_python_type,
     .collect = exc_collect,

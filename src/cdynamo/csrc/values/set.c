@@ -661,6 +661,15 @@ set_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
     if (kwnames != NULL) {
         return cdyn_tx_unsupported(tx, "keyword arguments to set.%U", name);
     }
+    if (nargs != 1 &&
+        (strcmp(nm, "isdisjoint") == 0 || strcmp(nm, "issubset") == 0 ||
+         strcmp(nm, "issuperset") == 0 || strncmp(nm, "symmetric_difference", 20) == 0)) {
+        /* (the traced program gets the real TypeError: value.c raise_as_real) */
+        return cdyn_tx_unsupported(tx, "set.%U with %zd arguments", name, nargs);
+    }
+    if (nargs != 0 && strcmp(nm, "copy") == 0) {
+        return cdyn_tx_unsupported(tx, "set.copy with arguments");
+    }
     st = cdyn_tx_materialize(tx, v);
     if (st != TR_OK) {
         return st;
