@@ -168,6 +168,56 @@ keyword_slot(PyCodeObject *code, PyObject *kname)
     return -1;
 }
 
+/* The TypeError CPython raises for a call missing parameters (the positional ones, or with
+ * kwonly the keyword-only ones): "f() missing 2 required positional arguments: 'a' and
+ * 'b'", raised in the traced code (the caller's except sees it, as in eager). */
+static tr_status
+missing_arguments(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, int kwonly)
+{
+    int lo = kwonly ? code->co_argcount : 0;
+    int hi = kwonly ? code->co_argcount + code->co_kwonlyargcount : code->co_argcount;
+    PyObject *names = PyList_New(0), *text = NULL, *msg = NULL, *sep, *last, *v = NULL;
+    PyObject *const *pnames = &PyTuple_GET_ITEM(code->co_localsplusnames, 0);
+    Py_ssize_t n;
+    tr_status st = TR_ERROR;
+    for (int i = lo; names != NULL && i < hi; i++) {
+        PyObject *q = locals[i] == NULL ? PyUnicode_FromFormat("'%U'", pnames[i]) : NULL;
+        if ((q != NULL && PyList_Append(names, q) < 0) || (q == NULL && locals[i] == NULL)) {
+            Py_CLEAR(names);
+        }
+        Py_XDECREF(q);
+    }
+    if (names == NULL || (n = PyList_GET_SIZE(names)) == 0) {
+        goto done;
+    }
+    /* 'a', 'b' and 'c' */
+    last = Py_NewRef(PyList_GET_ITEM(names, n - 1));
+    sep = PyUnicode_FromString(", ");
+    if (sep != NULL && PyList_SetSlice(names, n - 1, n, NULL) == 0) {
+        PyObject *head = PyUnicode_Join(sep, names);
+        text = head == NULL ? NULL
+               : n == 1 ? Py_NewRef(last) : PyUnicode_FromFormat("%U and %U", head, last);
+        Py_XDECREF(head);
+    }
+    Py_XDECREF(sep);
+    Py_DECREF(last);
+    msg = text ? PyUnicode_FromFormat("%U() missing %zd required %s argument%s: %U",
+                                      code->co_qualname, n,
+                                      kwonly ? "keyword-only" : "positional", n == 1 ? "" : "s",
+                                      text)
+               : NULL;
+    v = msg ? cdyn_value_const(msg) : NULL;
+    if (v != NULL) {
+        st = cdyn_tx_raise(tx, PyExc_TypeError, &v, 1);
+    }
+done:
+    Py_XDECREF(names);
+    Py_XDECREF(text);
+    Py_XDECREF(msg);
+    Py_XDECREF(v);
+    return st;
+}
+
 /* Fill missing parameters from defaults (list of values) and kwdefaults (dict). */
 static tr_status
 apply_defaults(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, PyObject *defaults,
@@ -197,9 +247,7 @@ apply_defaults(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, PyObject *def
     }
     for (int i = 0; i < argc + kwonly; i++) {
         if (locals[i] == NULL) {
-            return cdyn_tx_unsupported(tx, "missing argument %U of %U",
-                                       PyTuple_GET_ITEM(code->co_localsplusnames, i),
-                                       code->co_qualname);
+            return missing_arguments(tx, code, locals, i >= argc);
         }
     }
     return TR_OK;
@@ -243,7 +291,13 @@ bind_arguments(cdyn_tx *tx, PyCodeObject *code, PyObject *self, PyObject *const 
         }
     }
     else if (total > argc) {
-        st = cdyn_tx_unsupported(tx, "too many positional arguments to %U", code->co_qualname);
+        /* CPython's TypeError, raised in the traced code */
+        PyObject *msg = PyUnicode_FromFormat(
+            "%U() takes %d positional argument%s but %zd %s given", code->co_qualname, argc,
+            argc == 1 ? "" : "s", total, total == 1 ? "was" : "were");
+        PyObject *mv = msg ? cdyn_value_const_steal(msg) : NULL;
+        st = mv ? cdyn_tx_raise(tx, PyExc_TypeError, &mv, 1) : TR_ERROR;
+        Py_XDECREF(mv);
         goto done;
     }
     if (has_varkw && ((kw_keys = PyList_New(0)) == NULL || (kw_vals = PyList_New(0)) == NULL)) {

@@ -451,13 +451,10 @@ cdyn_v_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
     tr_status st = builtin_dunder(tx, self, name, args, nargs, kwnames, out);
-    if (st != TR_NOTIMPL) {
-        return st;
-    }
-    if (V(self)->vt->call_method == NULL) {
+    if (st == TR_NOTIMPL && V(self)->vt->call_method == NULL) {
         st = cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, self);
     }
-    else {
+    else if (st == TR_NOTIMPL) {
         st = V(self)->vt->call_method(tx, fs, self, name, args, nargs, kwnames, out);
     }
     if (st == TR_UNSUPPORTED && nargs < 8) {
@@ -755,6 +752,26 @@ done:
     return st;
 }
 
+/* 1 when the type of v defines (or may define: unknown type) the in-place form of binary
+ * operator op (0..12), e.g. __iand__ for NB_AND. */
+static int
+has_inplace_slot(PyObject *v, int op)
+{
+    static const char *const names[13] = {"add", "and", "floordiv", "lshift", "matmul", "mul",
+                                          "mod", "or", "pow", "rshift", "sub", "truediv",
+                                          "xor"};
+    PyTypeObject *t = cdyn_v_python_type(v);
+    PyObject *name;
+    int has;
+    if (t == NULL || (name = PyUnicode_FromFormat("__i%s__", names[op])) == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    has = _PyType_Lookup(t, name) != NULL;
+    Py_DECREF(name);
+    return has;
+}
+
 tr_status
 cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
@@ -770,6 +787,11 @@ cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     }
     if (st == TR_NOTIMPL) {
         st = type_union(tx, op, a, b, out);
+    }
+    if (st == TR_NOTIMPL && op >= 13 && !has_inplace_slot(a, op - 13)) {
+        /* no in-place form (a dict view, a frozenset, ...): the binary operator, as Python
+           falls back from __iand__ to __and__ */
+        return cdyn_v_binop(tx, op - 13, a, b, out);
     }
     if (st == TR_NOTIMPL) {
         st = cdyn_tx_unsupported(tx, "BINARY_OP %d on %S and %S", op, a, b);

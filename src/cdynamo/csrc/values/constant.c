@@ -87,6 +87,15 @@ const_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     PyObject *obj = cobj(v), *seq = NULL, *l = NULL;
     if (!(PyTuple_Check(obj) || PyList_Check(obj) || PyRange_Check(obj) || PyUnicode_Check(obj) ||
           PyFrozenSet_Check(obj) || PyBytes_Check(obj))) {
+        if (Py_TYPE(obj)->tp_iter == NULL && !PySequence_Check(obj)) {
+            /* not iterable (an int, None): the TypeError eager raises, in the traced code */
+            PyObject *msg = PyUnicode_FromFormat("'%s' object is not iterable",
+                                                 Py_TYPE(obj)->tp_name);
+            PyObject *mv = msg ? cdyn_value_const_steal(msg) : NULL;
+            tr_status st = mv ? cdyn_tx_raise(tx, PyExc_TypeError, &mv, 1) : TR_ERROR;
+            Py_XDECREF(mv);
+            return st;
+        }
         return cdyn_tx_unsupported(tx, "iteration over a %s", Py_TYPE(obj)->tp_name);
     }
     if (PyObject_Length(obj) > MAX_CONST_ITER) {

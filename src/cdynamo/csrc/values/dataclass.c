@@ -84,6 +84,13 @@ cdyn_namedtuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize
 {
     PyObject *cls = cdyn_v_real(clsv), *items = NULL;
     tr_status st;
+    if (cls != NULL && PyType_Check(cls) && cls != (PyObject *)&PyTuple_Type &&
+        !is_namedtuple_type((PyTypeObject *)cls) &&
+        PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        /* a plain tuple subclass (its own __new__ calling super().__new__(cls, items)): an
+           object made in the trace holding the items (values/newobj.c) */
+        return cdyn_newobj_tuple_new(tx, clsv, args, nargs, out);
+    }
     if (cls == NULL || !PyType_Check(cls) ||
         (cls != (PyObject *)&PyTuple_Type && !is_namedtuple_type((PyTypeObject *)cls)) ||
         nargs > 1) {

@@ -132,6 +132,22 @@ cdyn_hash_key(cdyn_tx *tx, PyObject *v, PyObject **out)
     case VK_FUNCTION:
         *out = PyTuple_Pack(2, key_marker, v);
         return *out ? TR_OK : TR_ERROR;
+    case VK_PARTIAL:
+        if (x->source != NULL) {
+            break;   /* a partial of the frame: its real object (below) */
+        }
+        *out = PyTuple_Pack(2, key_marker, v);   /* made in the trace: by identity */
+        return *out ? TR_OK : TR_ERROR;
+    case VK_NEWOBJ: {
+        /* an object made in the trace whose class keeps object's == and hash: by identity */
+        PyTypeObject *t = cdyn_v_python_type(v);
+        if (t != NULL && t->tp_richcompare == PyBaseObject_Type.tp_richcompare &&
+            t->tp_hash == PyBaseObject_Type.tp_hash) {
+            *out = PyTuple_Pack(2, key_marker, v);
+            return *out ? TR_OK : TR_ERROR;
+        }
+        break;
+    }
     case VK_TUPLE:
         st = cdyn_tx_materialize(tx, v);
         return st == TR_OK ? hash_keys_tuple(tx, x->u.seq.items, out) : st;
@@ -149,6 +165,17 @@ cdyn_hash_key(cdyn_tx *tx, PyObject *v, PyObject **out)
             st = cdyn_tx_unsupported(tx, "%S as a dict key", v);
         }
         Py_XDECREF(k);
+        return st;
+    }
+    case VK_LIST:
+    case VK_DICT:
+    case VK_SET: {
+        /* unhashable: the TypeError eager raises, in the traced code */
+        PyTypeObject *t = cdyn_v_python_type(v);
+        PyObject *msg = t ? PyUnicode_FromFormat("unhashable type: '%s'", t->tp_name) : NULL;
+        PyObject *mv = msg ? cdyn_value_const_steal(msg) : NULL;
+        st = mv ? cdyn_tx_raise(tx, PyExc_TypeError, &mv, 1) : TR_ERROR;
+        Py_XDECREF(mv);
         return st;
     }
     default:

@@ -47,14 +47,15 @@ is_dict_base(PyTypeObject *b)
 }
 
 /* The kind of value holding the items of instances whose first builtin type is b: DICT,
- * LIST, SET, FROZENSET, or VK_NULL (object: none). */
+ * LIST, SET, FROZENSET, TUPLE, or VK_NULL (object: none). */
 static cdyn_vkind
 base_kind(PyTypeObject *b)
 {
     return is_dict_base(b) ? VK_DICT
            : b == &PyList_Type ? VK_LIST
            : b == &PySet_Type ? VK_SET
-           : b == &PyFrozenSet_Type ? VK_FROZENSET : VK_NULL;
+           : b == &PyFrozenSet_Type ? VK_FROZENSET
+           : b == &PyTuple_Type ? VK_TUPLE : VK_NULL;
 }
 
 /* TR_OK when instances of cls can be made and tracked in the trace. */
@@ -92,7 +93,7 @@ check_class(cdyn_tx *tx, PyTypeObject *cls)
         why = "a class with __del__";
     }
     else if (base != &PyBaseObject_Type && base_kind(base) == VK_NULL) {
-        why = "a subclass of a builtin other than dict, list, set, frozenset";
+        why = "a subclass of a builtin other than dict, list, set, frozenset, tuple";
     }
     if (why != NULL) {
         return cdyn_tx_unsupported(tx, "construction of %s (%s)", cls->tp_name, why);
@@ -124,8 +125,8 @@ empty_base(cdyn_tx *tx, cdyn_vkind k)
     if ((items = PyList_New(0)) == NULL) {
         return NULL;
     }
-    if (k == VK_LIST) {
-        r = cdyn_value_seq_list(VK_LIST, items);
+    if (k == VK_LIST || k == VK_TUPLE) {
+        r = cdyn_value_seq_list(k, items);
     }
     else if (cdyn_set_build(tx, k, items, &r) != TR_OK) {
         Py_CLEAR(r);
@@ -314,8 +315,8 @@ base_init(cdyn_tx *tx, PyObject *base, PyObject *const *args, Py_ssize_t nargs,
     if (k == VK_DICT) {
         return dict_init(tx, base, args, nargs, kwnames);
     }
-    if (k == VK_FROZENSET) {
-        return TR_OK;
+    if (k == VK_FROZENSET || k == VK_TUPLE) {
+        return TR_OK;   /* object.__init__: the items came with __new__ */
     }
     if (kwnames != NULL || nargs > 1) {
         return cdyn_tx_unsupported(tx, "%s.__init__ with these arguments",
@@ -365,18 +366,28 @@ run_init(cdyn_tx *tx, PyObject *obj, PyObject *newfn, PyObject *const *args, Py_
     return cdyn_tx_unsupported(tx, "__init__ of %s is not a Python function", t->tp_name);
 }
 
-/* frozenset.__new__(cls, [iterable]) for a frozenset subclass: a NEWOBJ holding the
- * items. */
+/* frozenset.__new__(cls, [iterable]) / tuple.__new__(cls, [iterable]) (kind: FROZENSET /
+ * TUPLE) for a subclass: a NEWOBJ holding the items. */
 static tr_status
-frozenset_alloc(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
-                PyObject *kwnames, PyObject **out)
+immutable_alloc(cdyn_tx *tx, cdyn_vkind kind, PyObject *clsv, PyObject *const *args,
+                Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-    PyObject *items = NULL;
+    PyObject *items = NULL, *l = NULL;
     tr_status st;
     if (kwnames != NULL || nargs > 1) {
-        return cdyn_tx_unsupported(tx, "frozenset.__new__ with these arguments");
+        return cdyn_tx_unsupported(tx, "%s.__new__ with these arguments",
+                                   kind == VK_TUPLE ? "tuple" : "frozenset");
     }
-    st = cdyn_set_construct(tx, VK_FROZENSET, args, nargs, NULL, &items);
+    if (kind == VK_FROZENSET) {
+        st = cdyn_set_construct(tx, VK_FROZENSET, args, nargs, NULL, &items);
+    }
+    else {
+        st = nargs == 1 ? cdyn_v_unpack(tx, args[0], &l)
+                        : ((l = PyList_New(0)) ? TR_OK : TR_ERROR);
+        items = st == TR_OK ? cdyn_value_seq_list(VK_TUPLE, l) : NULL;
+        st = st == TR_OK && items == NULL ? TR_ERROR : st;
+        Py_XDECREF(l);
+    }
     if (st == TR_OK) {
         st = cdyn_newobj_alloc(tx, clsv, out);
     }
@@ -386,6 +397,14 @@ frozenset_alloc(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t n
     }
     Py_XDECREF(items);
     return st;
+}
+
+tr_status
+cdyn_newobj_tuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject **out)
+{
+    tr_status st = check_class(tx, (PyTypeObject *)cdyn_v_real(clsv));
+    return st == TR_OK ? immutable_alloc(tx, VK_TUPLE, clsv, args, nargs, NULL, out) : st;
 }
 
 tr_status
@@ -421,8 +440,9 @@ cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const 
              newfn == cdyn_U.list_new || newfn == cdyn_U.set_new) {
         st = cdyn_newobj_alloc(tx, clsv, &obj);
     }
-    else if (newfn == cdyn_U.frozenset_new) {
-        st = frozenset_alloc(tx, clsv, args, nargs, kwnames, &obj);
+    else if (newfn == cdyn_U.frozenset_new || newfn == cdyn_U.tuple_new) {
+        st = immutable_alloc(tx, newfn == cdyn_U.tuple_new ? VK_TUPLE : VK_FROZENSET, clsv,
+                             args, nargs, kwnames, &obj);
     }
     else {
         st = cdyn_tx_unsupported(tx, "construction of %s (its __new__ is not modelled)",
@@ -505,6 +525,7 @@ new_fn(PyObject *base)
     case VK_LIST: return cdyn_U.list_new;
     case VK_SET: return cdyn_U.set_new;
     case VK_FROZENSET: return cdyn_U.frozenset_new;
+    case VK_TUPLE: return cdyn_U.tuple_new;
     default: return cdyn_U.object_new;
     }
 }
@@ -516,7 +537,7 @@ cdyn_newobj_reconstruct(cdyn_cg *cg, PyObject *v)
     PyObject *keys = V(attrs)->u.dict.keys, *vals = V(attrs)->u.dict.vals;
     PyTypeObject *t = cdyn_user_type(v);
     int r = cdyn_cg_memo_load(cg, v), e = 0;
-    int frozen = base != NULL && V(base)->kind == VK_FROZENSET;
+    int frozen = base != NULL && (V(base)->kind == VK_FROZENSET || V(base)->kind == VK_TUPLE);
     if (r != 0) {
         return r < 0 ? -1 : 0;
     }
@@ -571,9 +592,10 @@ cdyn_newobj_items_copy(PyObject *v)
         return NULL;
     }
     k = V(V(v)->u.uobj.base)->kind;
-    obj = k == VK_FROZENSET ? PyObject_CallFunctionObjArgs(cdyn_U.frozenset_new, cls, items, NULL)
-                            : PyObject_CallOneArg(new_fn(V(v)->u.uobj.base), cls);
-    if (obj != NULL && k != VK_FROZENSET) {
+    obj = k == VK_FROZENSET || k == VK_TUPLE
+              ? PyObject_CallFunctionObjArgs(new_fn(V(v)->u.uobj.base), cls, items, NULL)
+              : PyObject_CallOneArg(new_fn(V(v)->u.uobj.base), cls);
+    if (obj != NULL && k != VK_FROZENSET && k != VK_TUPLE) {
         const char *fill = k == VK_LIST ? "extend" : "update";
         PyTypeObject *bt = k == VK_LIST ? &PyList_Type : k == VK_DICT ? &PyDict_Type : &PySet_Type;
         PyObject *f = PyObject_GetAttrString((PyObject *)bt, fill);

@@ -379,9 +379,14 @@ static tr_status
 user_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
     PyObject *r = NULL;
+    int handled = 0;
     tr_status st;
     if (cdyn_user_is_instance(v)) {
         return cdyn_uobj_subscr(tx, v, key, out);
+    }
+    if (V(v)->kind == VK_CLASS &&
+        ((st = cdyn_uobj_generic_alias(tx, v, key, out, &handled)) != TR_OK || handled)) {
+        return st;
     }
     st = enum_fold(tx, v, key, &r);
     if (st == TR_OK) {

@@ -47,7 +47,17 @@ cdyn_user_is_instance(PyObject *v)
 /* The type of an instance value (borrowed). */
 PyTypeObject *cdyn_user_type(PyObject *v);
 
+/* tuple.__new__(cls, [iterable]) for a plain tuple subclass cls (CLASS value, not a named
+ * tuple): a NEWOBJ holding the items in a TUPLE value (values/newobj.c). */
+tr_status cdyn_newobj_tuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args,
+                                Py_ssize_t nargs, PyObject **out);
+
 /* ---- userobj.c --------------------------------------------------------------------------- */
+
+/* Cls[key] of a CLASS value v whose __class_getitem__ is typing.Generic's: the real alias
+ * (*handled 1); *handled 0 for any other class. */
+tr_status cdyn_uobj_generic_alias(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out,
+                                  int *handled);
 
 tr_status cdyn_uobj_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
 tr_status cdyn_uobj_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);

@@ -1702,6 +1702,42 @@ typing_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *hand
     return st;
 }
 
+/* Cls[T] of a generic class (its __class_getitem__ is typing.Generic's or collections.abc's
+ * types.GenericAlias, a type hint such as torch's OrderedSet[T] in a cast()): the real alias, made at trace time from the real
+ * key (a constant, a class, a TypeVar). *handled = 0 for other classes. */
+tr_status
+cdyn_uobj_generic_alias(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *handled)
+{
+    static PyObject *s_cgi;
+    PyObject *cls = V(v)->u.obj.obj, *d, *f, *k, *r;
+    tr_status st;
+    *handled = 0;
+    if (s_cgi == NULL && (s_cgi = PyUnicode_InternFromString("__class_getitem__")) == NULL) {
+        return TR_ERROR;
+    }
+    d = PyType_Check(cls) ? _PyType_Lookup((PyTypeObject *)cls, s_cgi) : NULL;
+    f = d != NULL && Py_TYPE(d) == &PyClassMethod_Type ? PyObject_GetAttrString(d, "__func__")
+                                                        : NULL;
+    PyErr_Clear();
+    if (f == NULL ||
+        !(cdyn_module_startswith(f, "typing") || f == (PyObject *)&Py_GenericAliasType) ||
+        (k = cdyn_v_real_arg(key)) == NULL) {
+        Py_XDECREF(f);
+        return PyErr_Occurred() ? TR_ERROR : TR_OK;
+    }
+    Py_DECREF(f);
+    *handled = 1;
+    r = PyObject_GetItem(cls, k);
+    Py_DECREF(k);
+    if (r == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "subscript of %S raised (raised in Python)", v);
+    }
+    st = cdyn_tx_wrap_real(tx, r, NULL, out);
+    Py_DECREF(r);
+    return st;
+}
+
 tr_status
 cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
