@@ -15,7 +15,7 @@ import torch.nn as nn
 import cdynamo
 from cdynamo import _glue
 from conftest import requires_engine
-from helpers import CountingBackend, compare, run_torch_dynamo
+from helpers import CountingBackend, check_against_eager, compare, run_torch_dynamo
 
 pytestmark = requires_engine
 
@@ -147,3 +147,74 @@ def test_unittest_asserts_traced_when_enabled(monkeypatch):
     cdynamo.reset()
     out = cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
     assert torch.equal(out, torch.full((2,), 2.0))
+
+
+def call_errors_caught(x):
+    def g(a, b, *, c=1):
+        return a
+
+    out = []
+    for bad in (lambda: g(1), lambda: g(1, 2, 3), lambda: iter(1), lambda: {[]: 1}):
+        try:
+            bad()
+        except TypeError as e:
+            out.append(str(e))
+    return x + len(out), out
+
+
+class TupleWithNew(tuple):
+    def __new__(cls, arg, newarg=None):
+        self = super().__new__(cls, arg)
+        self.newarg = newarg
+        return self
+
+
+class PlainTuple(tuple):
+    pass
+
+
+def tuple_subclasses(x):
+    t = TupleWithNew([1, 2], newarg=5)
+    p = PlainTuple((3, 4))
+    return x + t.newarg + len(t) + t[1] + sum(p), t, p, t.count(1), p + (5,)
+
+
+class Key:
+    pass
+
+
+def dict_dunders_and_views(x):
+    d1 = {"a": 1, "b": 2}
+    d2 = {"b": 3, "c": 4}
+    d3 = d1.copy()
+    r = d3.__ior__(d2.items())      # dict.__ior__ takes an iterable of pairs
+    d4 = d2.copy()
+    d4 |= d1.items()
+    s = {"a", "z"}
+    s &= d1.keys()                  # set &= view: a new set (set.__iand__ gives NotImplemented)
+    od = collections.OrderedDict(a=1)
+    od |= [("z", 2)]
+    k = Key()
+    keyed = {k: 3}
+    return (x * keyed[k], r, r is d3, d4, s, od, dict.items(od) == od.items(), d1 & d2.keys(),
+            d1.__eq__(d3), k in keyed)
+
+
+def test_call_errors_raised_in_trace():
+    # torch._dynamo 2.13 gives up on this frame (0 graphs); cdynamo raises each TypeError
+    # with CPython's text inside one graph
+    counter = check_against_eager(call_errors_caught, torch.randn(3))
+    assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("fn", [tuple_subclasses, dict_dunders_and_views],
+                         ids=lambda f: f.__name__)
+def test_python_semantics(fn):
+    counter = compare(fn, torch.randn(3))
+    assert counter.frame_count == 1
+
+
+def test_rebuilt_tuple_subclass_keeps_type_and_attributes():
+    out = cdynamo.compile(tuple_subclasses, backend=CountingBackend())(torch.ones(2))
+    assert type(out[1]) is TupleWithNew and out[1].newarg == 5 and out[1] == (1, 2)
+    assert type(out[2]) is PlainTuple

@@ -376,7 +376,7 @@ builtin_operator_dunder(cdyn_tx *tx, PyObject *self, PyTypeObject *t, PyObject *
         return TR_NOTIMPL;
     }
     ok = setlike ? PyType_IsSubtype(ot, &PySet_Type) || PyType_IsSubtype(ot, &PyFrozenSet_Type)
-                 : PyType_IsSubtype(ot, t);
+                 : PyType_IsSubtype(ot, t) || (t == &PyDict_Type && cdyn_name_is(name, "__ior__"));
     for (int i = 0; i < 6; i++) {
         if (cdyn_name_is(name, cmps[i])) {
             if (!ok && (i == 2 || i == 3 || setlike || t == &PyDict_Type)) {
@@ -416,6 +416,10 @@ builtin_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *arg
     tr_status st;
     int in = 0;
     Py_ssize_t n = 0;
+    if (t != NULL && t != &PyDict_Type && V(self)->vt == &cdyn_dict_vt &&
+        PyType_IsSubtype(t, &PyDict_Type)) {
+        t = &PyDict_Type;   /* an OrderedDict / defaultdict / Counter value: dict's slots */
+    }
     if (kwnames != NULL || !PyUnicode_Check(name) ||
         !(t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
           t == &PyFrozenSet_Type)) {

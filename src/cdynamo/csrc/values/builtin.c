@@ -1207,6 +1207,21 @@ dunder_binop(PyObject *name)
     return -1;
 }
 
+/* 1 when dict.<name>(v) on v, a dict-family value of a dict subclass that overrides name
+ * (an OrderedDict: its items/keys/values/pop/... ), acts as v's own method: the reads and
+ * item changes that give the same result on the entries the value keeps in order (not
+ * copy, popitem, fromkeys: their results' type or order are dict's own). */
+static int
+dict_method_on_dict_value(PyTypeObject *type, PyObject *name, PyObject *v)
+{
+    static const char *const same[] = {"keys", "values", "items", "get", "pop", "setdefault",
+                                       "update", "clear", "__contains__", "__getitem__",
+                                       "__len__", "__iter__", "__setitem__", "__delitem__",
+                                       "__eq__", "__ne__", "__or__", "__ior__", NULL};
+    return type == &PyDict_Type && V(v)->vt == &cdyn_dict_vt && V(v)->kind == VK_DICT &&
+           cdyn_name_in(name, same);
+}
+
 /* type.method(self, *args) for a container method (dict.get(d, k), set.__or__(a, b)): the
  * method called on self, when self is a container value whose type does not override it. */
 static tr_status
@@ -1223,7 +1238,7 @@ call_container_descr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyTypeObject *type,
         return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
     }
     if (npos < 1 || (st = cdyn_v_python_type(args[0])) == NULL || !PyType_IsSubtype(st, type) ||
-        _PyType_Lookup(st, name) != fn ||
+        (_PyType_Lookup(st, name) != fn && !dict_method_on_dict_value(type, name, args[0])) ||
         (V(args[0])->vt != &cdyn_dict_vt && V(args[0])->vt != &cdyn_set_vt &&
          V(args[0])->vt != &cdyn_seq_vt)) {
         return cdyn_tx_unsupported(tx, "%s.%U on %S", type->tp_name, name,

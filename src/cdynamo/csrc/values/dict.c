@@ -2371,10 +2371,22 @@ dict_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     tr_status st;
     int opb = op >= 13 ? op - 13 : op;
+    if (op == NB_INPLACE_OR && V(a)->kind == VK_DICT && V(b)->kind != VK_DICT && !IS_COUNTER(a) &&
+        cdyn_v_python_type(b) != NULL &&
+        !PyType_IsSubtype(cdyn_v_python_type(b), &PyDict_Type)) {
+        /* d |= iterable of pairs: dict.update's way (dict.__ior__ takes any) */
+        if ((st = cdyn_tx_materialize(tx, a)) == TR_OK) {
+            st = update_from(tx, a, b, NULL, NULL, 0, 1);
+        }
+        *out = st == TR_OK ? Py_NewRef(a) : NULL;
+        return st;
+    }
     if (set_like_view(a) || set_like_view(b)) {
         /* keys()/items() views combine as sets: (view op iterable) gives a set */
+        /* (in place: a view has no __iand__, and a set's returns NotImplemented for a view,
+           so `s &= d.keys()` is the binary operator too, making a new set) */
         PyObject *sa = NULL, *sb = NULL;
-        if (op >= 13 || (opb != 1 && opb != 7 && opb != 10 && opb != 12)) {
+        if (opb != 1 && opb != 7 && opb != 10 && opb != 12) {
             return TR_NOTIMPL;
         }
         st = as_set(tx, a, &sa);
@@ -2382,7 +2394,7 @@ dict_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
             st = as_set(tx, b, &sb);
         }
         if (st == TR_OK) {
-            st = cdyn_v_binop(tx, op, sa, sb, out);
+            st = cdyn_v_binop(tx, opb, sa, sb, out);
         }
         Py_XDECREF(sa);
         Py_XDECREF(sb);

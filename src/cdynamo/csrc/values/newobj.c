@@ -711,9 +711,8 @@ dict_slot_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *d, PyObject *co
     if (cdyn_name_is(name, "__iter__") && nargs == 0) {
         return cdyn_v_iter(tx, d, out);
     }
-    if (PyUnicode_READ_CHAR(name, 0) == '_') {
-        return cdyn_tx_unsupported(tx, "dict.%U", name);
-    }
+    /* other dunders (__or__, __ior__, __eq__, ...: value.c's builtin dunders) and the
+       named methods: the DICT value's */
     return cdyn_v_call_method(tx, fs, d, name, args, nargs, NULL, out);
 }
 
@@ -865,7 +864,11 @@ cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py
             }
             return cdyn_tx_unsupported(tx, "%R on %S", fn, n ? all[0] : Py_None);
         }
-        return dict_slot_call(tx, fs, fn, d, all + 1, n - 1, kwnames, out);
+        st = dict_slot_call(tx, fs, fn, d, all + 1, n - 1, kwnames, out);
+        if (st == TR_OK && *out == d && d != all[0]) {
+            Py_SETREF(*out, Py_NewRef(all[0]));   /* an in-place operator gives the object */
+        }
+        return st;
     }
     if (is_seq_slot(fn)) {
         PyTypeObject *dt = ((PyDescrObject *)fn)->d_type;
