@@ -112,3 +112,18 @@ def compare(fn, *args, exact=True, calls=2, **kwargs):
     assert counter.frame_count == dyn_counter.frame_count, (
         f"cdynamo compiled {counter.frame_count} graphs, torch._dynamo {dyn_counter.frame_count}")
     return counter
+
+
+def compare_at_least(fn, *args, calls=2):
+    """fn under cdynamo against eager (each of `calls` calls equals eager's result,
+    assert_same) and against torch._dynamo of the same torch: where torch._dynamo made graphs,
+    cdynamo makes no more graphs and captures no fewer ops (where it gave up on the frame, 0
+    graphs, only eager's results count). Returns (cdynamo counter, torch._dynamo counter)."""
+    counter = check_against_eager(fn, *args, calls=calls)
+    _, dyn = run_torch_dynamo(fn, *_clone_args(args))
+    if dyn.frame_count > 0:
+        assert counter.frame_count <= dyn.frame_count, (
+            f"cdynamo compiled {counter.frame_count} graphs, torch._dynamo {dyn.frame_count}")
+        assert counter.op_count >= dyn.op_count, (
+            f"cdynamo captured {counter.op_count} ops, torch._dynamo {dyn.op_count}")
+    return counter, dyn
