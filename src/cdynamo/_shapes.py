@@ -35,8 +35,10 @@ from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import (DimDynamic, RelaxedUnspecConstraint,
                                                    ShapeEnv, StatefulSymbolicContext,
+                                                   SubclassSymbolicContext,
                                                    compute_unbacked_bindings, free_symbols,
                                                    is_accessor_node)
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 # Codes the engine passes for each dimension (values/symint.c uses the same numbers).
 _DIMS = {0: DimDynamic.STATIC, 1: DimDynamic.DYNAMIC, 2: DimDynamic.DUCK}
@@ -79,6 +81,23 @@ def _constraint(code: int, dim_range=None):
     if code == 2:
         return RelaxedUnspecConstraint(warn_only=False)
     return None
+
+
+def _static_subclass_context(tensor, ts):
+    """A symbolic context with every size static for `tensor` read through torch source ts:
+    for a traceable wrapper subclass, a SubclassSymbolicContext whose inner contexts (one per
+    inner tensor of ``__tensor_flatten__``, read as ``ts.<attr>``, recursively) are static too."""
+    from torch._dynamo.source import AttrSource
+    ndim = tensor.dim()
+    static = dict(dynamic_sizes=[DimDynamic.STATIC] * ndim,
+                  dynamic_strides=[DimDynamic.INFER_STRIDE] * ndim,
+                  constraint_sizes=[None] * ndim, constraint_strides=[None] * ndim,
+                  tensor_source=ts, shape_env_to_source_to_symbol_cache={})
+    if not is_traceable_wrapper_subclass(tensor):
+        return StatefulSymbolicContext(**static)
+    attrs, _ = tensor.__tensor_flatten__()
+    inner = {a: _static_subclass_context(getattr(tensor, a), AttrSource(ts, a)) for a in attrs}
+    return SubclassSymbolicContext(inner_contexts=inner, **static)
 
 
 def _dim_ranges(tensor) -> dict:
@@ -144,6 +163,8 @@ class ShapeTrace:
         size_constraints: 0 none, 1 automatic (warn only), 2 marked dynamic (strict)."""
         ts = self.torch_source(src)
         ndim = len(sizes)
+        if is_traceable_wrapper_subclass(tensor):
+            return self._fake_subclass_input(tensor, src, ts)
         ranges = _dim_ranges(tensor) if 2 in size_constraints else {}
         ctx = StatefulSymbolicContext(
             dynamic_sizes=[_DIMS[c] for c in sizes],
@@ -162,6 +183,18 @@ class ShapeTrace:
         self.tracing_context.tensor_to_context[tensor] = ctx
         # the metadata the input came with: an in-place view op of the trace (t.unsqueeze_(0))
         # changes the fake's, and the guards are about the input as it came in
+        meta = (fake.size(), fake.stride(), fake.storage_offset())
+        self.tracked.append((fake, ts, ctx, src, meta))
+        return fake
+
+    def _fake_subclass_input(self, tensor, src, ts):
+        """The fake of an input of a traceable wrapper subclass (``__tensor_flatten__``: a
+        torchao-style quantized tensor, DTensor, TwoTensor): a fake of the same subclass over
+        fake inner tensors, every size static (the engine guards its type and outer
+        metadata), as torch._dynamo fakes one with a SubclassSymbolicContext."""
+        ctx = _static_subclass_context(tensor, ts)
+        fake = self.fake_mode.from_tensor(tensor, source=ts, symbolic_context=ctx, trace=False)
+        self.tracing_context.tensor_to_context[tensor] = ctx
         meta = (fake.size(), fake.stride(), fake.storage_offset())
         self.tracked.append((fake, ts, ctx, src, meta))
         return fake

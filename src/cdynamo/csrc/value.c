@@ -272,9 +272,16 @@ PyObject *
 cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source)
 {
     PyObject *v = cdyn_value_alloc(VK_TENSOR, source);
+    PyTypeObject *t = Py_TYPE(fake);
     if (v != NULL) {
         V(v)->u.tensor.fake = Py_NewRef(fake);
         V(v)->u.tensor.node = Py_NewRef(node);
+        if ((t->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+            PyObject_HasAttrString((PyObject *)t, "__tensor_flatten__")) {
+            /* a traceable wrapper subclass (TwoTensor, a quantized tensor): its fake is of
+               that type itself (over fake inner tensors), as the real value will be */
+            V(v)->u.tensor.type = Py_NewRef((PyObject *)t);
+        }
     }
     return v;
 }

@@ -1403,10 +1403,12 @@ cdyn_sym_tensor_input(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyObject 
         return TR_ERROR;
     }
     /* nn.Module registries, parameters wherever they come from (torch._dynamo's
-       force_parameter_static_shapes), and tensors that are not plain strided tensors keep
+       force_parameter_static_shapes), tensors that are not plain strided tensors and
+       traceable wrapper subclasses (__tensor_flatten__: their inner tensors too) keep
        static shapes */
     static_shapes = nd > 64 || layout != layout_strided || module_tensor_static(tx, source) ||
-                    Py_TYPE(tensor) == (PyTypeObject *)cdyn_G.nn_parameter_type;
+                    Py_TYPE(tensor) == (PyTypeObject *)cdyn_G.nn_parameter_type ||
+                    PyObject_HasAttrString((PyObject *)Py_TYPE(tensor), "__tensor_flatten__");
     Py_DECREF(layout);
     memset(buf, 0, sizeof(buf));
     if (!static_shapes && decide_dims(tx, tensor, source, nd, buf, buf + 64, buf + 128) < 0) {

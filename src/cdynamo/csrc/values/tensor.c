@@ -27,6 +27,28 @@ getattr_node(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+/* 1 when name is an inner tensor of v, a tensor of a traceable wrapper subclass (one of the
+ * attributes its __tensor_flatten__ names): x.a of a TwoTensor, the int data of a
+ * quantized tensor; read in the graph as torch._dynamo reads it (a getattr node). */
+static int
+inner_tensor_name(PyObject *v, PyObject *name)
+{
+    PyObject *flat, *attrs;
+    int found = 0;
+    if (!PyObject_HasAttrString((PyObject *)Py_TYPE(fake(v)), "__tensor_flatten__")) {
+        return 0;
+    }
+    flat = PyObject_CallMethod(fake(v), "__tensor_flatten__", NULL);
+    attrs = flat && PyTuple_Check(flat) && PyTuple_GET_SIZE(flat) == 2 ? PyTuple_GET_ITEM(flat, 0)
+                                                                       : NULL;
+    if (attrs != NULL && PyList_Check(attrs)) {
+        found = PySequence_Contains(attrs, name) == 1;
+    }
+    PyErr_Clear();
+    Py_XDECREF(flat);
+    return found;
+}
+
 /* The real tensor the TENSOR value v (with a source) stands for, read again through its
  * source in the traced frame: a new reference, or NULL with an exception. */
 static PyObject *
@@ -208,6 +230,9 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         }
         *out = cdyn_value_const_steal(val);
         return *out ? TR_OK : TR_ERROR;
+    }
+    if (attr == NULL && inner_tensor_name(v, name)) {
+        return getattr_node(tx, v, name, out);   /* an inner tensor of a wrapper subclass */
     }
     if (attr == NULL) {
         return instance_attr(tx, v, name, out);
