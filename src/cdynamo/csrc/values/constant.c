@@ -193,7 +193,22 @@ const_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
 static tr_status
 const_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
-    PyObject *res;
+    PyObject *res, *c;
+    if (V(a)->kind == VK_CONST && (op == NB_REMAINDER || op == NB_INPLACE_REMAINDER) &&
+        (PyUnicode_Check(cobj(a)) || PyBytes_Check(cobj(a))) && V(b)->kind != VK_CONST) {
+        /* "%s_%d" % (a, b) with a tuple (or dict) of constants: formatted now */
+        c = cdyn_v_as_constant(b);
+        if (c == NULL) {
+            return PyErr_Occurred() ? TR_ERROR : TR_NOTIMPL;
+        }
+        res = PyNumber_Remainder(cobj(a), c);
+        Py_DECREF(c);
+        if (res == NULL) {
+            return cdyn_tx_unsupported(tx, "%%-formatting failed");
+        }
+        *out = cdyn_value_const_steal(res);
+        return *out ? TR_OK : TR_ERROR;
+    }
     if (V(a)->kind != VK_CONST || V(b)->kind != VK_CONST) {
         return TR_NOTIMPL;
     }
