@@ -70,3 +70,14 @@ def _sdpa_backends():
     """Which scaled_dot_product_attention backends are enabled (math, flash, mem-efficient)."""
     return (torch.backends.cuda.math_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
             torch.backends.cuda.mem_efficient_sdp_enabled())
+
+
+@pytest.fixture
+def no_graph_break():
+    """Fails the test when cdynamo logged a graph break or ran a frame unmodified while it
+    ran (use with pytest.mark.usefixtures("no_graph_break"))."""
+    from cdynamo import _glue
+    breaks, unmodified = len(_glue.break_log), len(_glue.unmodified_log)
+    yield
+    assert [b.reason for b in _glue.break_log[breaks:]] == []
+    assert [b.reason for b in _glue.unmodified_log[unmodified:]] == []

@@ -13,19 +13,10 @@ import torch
 import torch.nn as nn
 
 import cdynamo
-from cdynamo import _glue
 from conftest import requires_engine
 from helpers import CountingBackend, check_against_eager, compare_at_least
 
-pytestmark = requires_engine
-
-
-@pytest.fixture(autouse=True)
-def no_graph_break():
-    breaks, unmodified = len(_glue.break_log), len(_glue.unmodified_log)
-    yield
-    assert [b.reason for b in _glue.break_log[breaks:]] == []
-    assert [b.reason for b in _glue.unmodified_log[unmodified:]] == []
+pytestmark = [requires_engine, pytest.mark.usefixtures("no_graph_break")]
 
 
 class Symmetric(nn.Module):

@@ -176,7 +176,7 @@ missing_arguments(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, int kwonly
 {
     int lo = kwonly ? code->co_argcount : 0;
     int hi = kwonly ? code->co_argcount + code->co_kwonlyargcount : code->co_argcount;
-    PyObject *names = PyList_New(0), *text = NULL, *msg = NULL, *sep, *last, *v = NULL;
+    PyObject *names = PyList_New(0), *text = NULL, *sep, *last;
     PyObject *const *pnames = &PyTuple_GET_ITEM(code->co_localsplusnames, 0);
     Py_ssize_t n;
     tr_status st = TR_ERROR;
@@ -201,20 +201,15 @@ missing_arguments(cdyn_tx *tx, PyCodeObject *code, PyObject **locals, int kwonly
     }
     Py_XDECREF(sep);
     Py_DECREF(last);
-    msg = text ? PyUnicode_FromFormat("%U() missing %zd required %s argument%s: %U",
-                                      code->co_qualname, n,
-                                      kwonly ? "keyword-only" : "positional", n == 1 ? "" : "s",
-                                      text)
-               : NULL;
-    v = msg ? cdyn_value_const(msg) : NULL;
-    if (v != NULL) {
-        st = cdyn_tx_raise(tx, PyExc_TypeError, &v, 1);
+    if (text != NULL) {
+        st = cdyn_tx_raise_text(tx, PyExc_TypeError,
+                                "%U() missing %zd required %s argument%s: %U", code->co_qualname,
+                                n, kwonly ? "keyword-only" : "positional", n == 1 ? "" : "s",
+                                text);
     }
 done:
     Py_XDECREF(names);
     Py_XDECREF(text);
-    Py_XDECREF(msg);
-    Py_XDECREF(v);
     return st;
 }
 
@@ -292,12 +287,10 @@ bind_arguments(cdyn_tx *tx, PyCodeObject *code, PyObject *self, PyObject *const 
     }
     else if (total > argc) {
         /* CPython's TypeError, raised in the traced code */
-        PyObject *msg = PyUnicode_FromFormat(
-            "%U() takes %d positional argument%s but %zd %s given", code->co_qualname, argc,
-            argc == 1 ? "" : "s", total, total == 1 ? "was" : "were");
-        PyObject *mv = msg ? cdyn_value_const_steal(msg) : NULL;
-        st = mv ? cdyn_tx_raise(tx, PyExc_TypeError, &mv, 1) : TR_ERROR;
-        Py_XDECREF(mv);
+        st = cdyn_tx_raise_text(tx, PyExc_TypeError,
+                                "%U() takes %d positional argument%s but %zd %s given",
+                                code->co_qualname, argc, argc == 1 ? "" : "s", total,
+                                total == 1 ? "was" : "were");
         goto done;
     }
     if (has_varkw && ((kw_keys = PyList_New(0)) == NULL || (kw_vals = PyList_New(0)) == NULL)) {

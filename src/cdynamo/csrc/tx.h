@@ -119,6 +119,9 @@ tr_status cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs);
 /* Raise an exception in the traced code: type (borrowed class) with argument values (borrowed):
  * sets tx->exc and returns TR_EXCEPTION (values/exception.c). */
 tr_status cdyn_tx_raise(cdyn_tx *tx, PyObject *type, PyObject *const *args, Py_ssize_t nargs);
+/* The same with one str argument, PyUnicode_FromFormat(fmt, ...): the error CPython would
+ * raise, in the traced code (a missing argument, an unhashable key, ...). */
+tr_status cdyn_tx_raise_text(cdyn_tx *tx, PyObject *type, const char *fmt, ...);
 /* `raise v` for an EXC or EXCTYPE value (borrowed), chained to the exception being
  * handled (__context__); TR_UNSUPPORTED for anything else. */
 tr_status cdyn_tx_raise_value(cdyn_tx *tx, PyObject *v);

@@ -679,6 +679,19 @@ type_union(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     return st;
 }
 
+tr_status
+cdyn_constant_attr(cdyn_tx *tx, PyObject *v, PyObject *obj, PyObject *name, PyObject **out)
+{
+    PyObject *r = PyObject_GetAttr(obj, name);
+    if (r == NULL || !cdyn_is_constant(r)) {
+        Py_XDECREF(r);
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
+    }
+    *out = cdyn_value_const_steal(r);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* A real object equal to v when v is a constant or a container of constants (a fresh copy:
  * mutating it changes nothing of the trace); NULL (no exception) otherwise. */
 static PyObject *

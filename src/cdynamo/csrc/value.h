@@ -380,6 +380,12 @@ PyObject *cdyn_value_method(PyObject *func, PyObject *name, PyObject *self);
 /* The shared NULL value (new reference). */
 PyObject *cdyn_value_null(void);
 
+/* obj.name of the real object obj that value v stands for (a function, a slot function),
+ * read now, as a CONST in *out when it is a constant (__name__, __qualname__, __doc__);
+ * else unsupported, naming v. */
+tr_status cdyn_constant_attr(struct cdyn_tx *tx, PyObject *v, PyObject *obj, PyObject *name,
+                             PyObject **out);
+
 /* Readable short form for logs, e.g. "TensorVariable(add)", "ConstantVariable(3)". New ref. */
 PyObject *cdyn_value_repr(PyObject *v);
 

@@ -89,12 +89,8 @@ const_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
           PyFrozenSet_Check(obj) || PyBytes_Check(obj))) {
         if (Py_TYPE(obj)->tp_iter == NULL && !PySequence_Check(obj)) {
             /* not iterable (an int, None): the TypeError eager raises, in the traced code */
-            PyObject *msg = PyUnicode_FromFormat("'%s' object is not iterable",
-                                                 Py_TYPE(obj)->tp_name);
-            PyObject *mv = msg ? cdyn_value_const_steal(msg) : NULL;
-            tr_status st = mv ? cdyn_tx_raise(tx, PyExc_TypeError, &mv, 1) : TR_ERROR;
-            Py_XDECREF(mv);
-            return st;
+            return cdyn_tx_raise_text(tx, PyExc_TypeError, "'%s' object is not iterable",
+                                      Py_TYPE(obj)->tp_name);
         }
         return cdyn_tx_unsupported(tx, "iteration over a %s", Py_TYPE(obj)->tp_name);
     }

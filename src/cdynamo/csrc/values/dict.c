@@ -172,11 +172,8 @@ cdyn_hash_key(cdyn_tx *tx, PyObject *v, PyObject **out)
     case VK_SET: {
         /* unhashable: the TypeError eager raises, in the traced code */
         PyTypeObject *t = cdyn_v_python_type(v);
-        PyObject *msg = t ? PyUnicode_FromFormat("unhashable type: '%s'", t->tp_name) : NULL;
-        PyObject *mv = msg ? cdyn_value_const_steal(msg) : NULL;
-        st = mv ? cdyn_tx_raise(tx, PyExc_TypeError, &mv, 1) : TR_ERROR;
-        Py_XDECREF(mv);
-        return st;
+        return cdyn_tx_raise_text(tx, PyExc_TypeError, "unhashable type: '%s'",
+                                  t ? t->tp_name : "?");
     }
     default:
         break;

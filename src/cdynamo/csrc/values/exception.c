@@ -122,6 +122,21 @@ cdyn_tx_raise(cdyn_tx *tx, PyObject *type, PyObject *const *args, Py_ssize_t nar
     return st;
 }
 
+tr_status
+cdyn_tx_raise_text(cdyn_tx *tx, PyObject *type, const char *fmt, ...)
+{
+    va_list va;
+    PyObject *msg, *mv;
+    tr_status st;
+    va_start(va, fmt);
+    msg = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    mv = msg ? cdyn_value_const_steal(msg) : NULL;
+    st = mv ? cdyn_tx_raise(tx, type, &mv, 1) : TR_ERROR;
+    Py_XDECREF(mv);
+    return st;
+}
+
 static tr_status
 raise_value(cdyn_tx *tx, PyObject *v, int chain)
 {

@@ -810,7 +810,7 @@ method_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     static const char *const fixed[] = {"__name__", "__qualname__", "__doc__", "__module__",
                                         NULL};
-    PyObject *func = V(v)->u.method.func, *self = V(v)->u.method.self, *d = NULL, *r;
+    PyObject *func = V(v)->u.method.func, *self = V(v)->u.method.self, *d = NULL;
     PyTypeObject *t;
     if (cdyn_name_is(name, "__self__")) {
         *out = Py_NewRef(self);
@@ -828,17 +828,7 @@ method_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (func == NULL && d == NULL) {
         return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
     }
-    r = PyObject_GetAttr(func != NULL ? func : d, name);
-    if (r == NULL) {
-        PyErr_Clear();
-        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
-    }
-    if (!cdyn_is_constant(r)) {
-        Py_DECREF(r);
-        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
-    }
-    *out = cdyn_value_const_steal(r);
-    return *out ? TR_OK : TR_ERROR;
+    return cdyn_constant_attr(tx, v, func != NULL ? func : d, name, out);
 }
 
 static tr_status

@@ -277,21 +277,14 @@ static tr_status
 objfn_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     static const char *const fixed[] = {"__name__", "__qualname__", "__doc__", NULL};
-    PyObject *r;
     if (cdyn_name_is(name, "__self__") && V(v)->u.ofn.self != NULL) {
         *out = Py_NewRef(V(v)->u.ofn.self);
         return TR_OK;
     }
-    if (!cdyn_name_in(name, fixed) || (r = PyObject_GetAttr(V(v)->u.ofn.fn, name)) == NULL) {
-        PyErr_Clear();
+    if (!cdyn_name_in(name, fixed)) {
         return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
     }
-    if (!cdyn_is_constant(r)) {
-        Py_DECREF(r);
-        return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
-    }
-    *out = cdyn_value_const_steal(r);
-    return *out ? TR_OK : TR_ERROR;
+    return cdyn_constant_attr(tx, v, V(v)->u.ofn.fn, name, out);
 }
 
 /* The family's getattr: classes, super(), instances (slot functions: their names). */

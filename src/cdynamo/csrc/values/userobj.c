@@ -1674,24 +1674,13 @@ mappingproxy_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
-/* List[V], Optional[int], Dict[str, V] on a typing construct (an object whose type is
- * typing's: _SpecialGenericAlias, _SpecialForm, _GenericAlias, ...) with a key known
- * exactly: made now, as torch._dynamo's TypingVariable does (annotations evaluated by a
- * nested def); the result depends only on the identities the sources already guard.
- * *handled 0: not such a subscript. */
+/* obj[k] (obj: the real object v stands for, k: a real key, stolen) made now: the result
+ * wrapped as a real value (a typing alias, ...). */
 static tr_status
-typing_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *handled)
+real_subscript(cdyn_tx *tx, PyObject *v, PyObject *obj, PyObject *k, PyObject **out)
 {
-    PyObject *obj = V(v)->u.obj.obj, *k = NULL, *r = NULL;
-    PyObject *mod = PyDict_GetItemWithError(cdyn_type_dict(Py_TYPE(obj)), cdyn_G.s_module);
+    PyObject *r = PyObject_GetItem(obj, k);
     tr_status st;
-    *handled = 0;
-    if (mod == NULL || !PyUnicode_Check(mod) || !cdyn_name_is(mod, "typing") ||
-        (k = cdyn_v_real_arg(key)) == NULL) {
-        return PyErr_Occurred() ? TR_ERROR : TR_OK;
-    }
-    *handled = 1;
-    r = PyObject_GetItem(obj, k);
     Py_DECREF(k);
     if (r == NULL) {
         PyErr_Clear();
@@ -1702,15 +1691,34 @@ typing_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *hand
     return st;
 }
 
+/* List[V], Optional[int], Dict[str, V] on a typing construct (an object whose type is
+ * typing's: _SpecialGenericAlias, _SpecialForm, _GenericAlias, ...) with a key known
+ * exactly: made now, as torch._dynamo's TypingVariable does (annotations evaluated by a
+ * nested def); the result depends only on the identities the sources already guard.
+ * *handled 0: not such a subscript. */
+static tr_status
+typing_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *handled)
+{
+    PyObject *obj = V(v)->u.obj.obj, *k = NULL;
+    PyObject *mod = PyDict_GetItemWithError(cdyn_type_dict(Py_TYPE(obj)), cdyn_G.s_module);
+    *handled = 0;
+    if (mod == NULL || !PyUnicode_Check(mod) || !cdyn_name_is(mod, "typing") ||
+        (k = cdyn_v_real_arg(key)) == NULL) {
+        return PyErr_Occurred() ? TR_ERROR : TR_OK;
+    }
+    *handled = 1;
+    return real_subscript(tx, v, obj, k, out);
+}
+
 /* Cls[T] of a generic class (its __class_getitem__ is typing.Generic's or collections.abc's
- * types.GenericAlias, a type hint such as torch's OrderedSet[T] in a cast()): the real alias, made at trace time from the real
- * key (a constant, a class, a TypeVar). *handled = 0 for other classes. */
+ * types.GenericAlias: a type hint such as torch's OrderedSet[T] in a cast()): the real
+ * alias, made at trace time from the real key (a constant, a class, a TypeVar). *handled =
+ * 0 for other classes. */
 tr_status
 cdyn_uobj_generic_alias(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *handled)
 {
     static PyObject *s_cgi;
-    PyObject *cls = V(v)->u.obj.obj, *d, *f, *k, *r;
-    tr_status st;
+    PyObject *cls = V(v)->u.obj.obj, *d, *f, *k;
     *handled = 0;
     if (s_cgi == NULL && (s_cgi = PyUnicode_InternFromString("__class_getitem__")) == NULL) {
         return TR_ERROR;
@@ -1727,15 +1735,7 @@ cdyn_uobj_generic_alias(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out,
     }
     Py_DECREF(f);
     *handled = 1;
-    r = PyObject_GetItem(cls, k);
-    Py_DECREF(k);
-    if (r == NULL) {
-        PyErr_Clear();
-        return cdyn_tx_unsupported(tx, "subscript of %S raised (raised in Python)", v);
-    }
-    st = cdyn_tx_wrap_real(tx, r, NULL, out);
-    Py_DECREF(r);
-    return st;
+    return real_subscript(tx, v, cls, k, out);
 }
 
 tr_status
