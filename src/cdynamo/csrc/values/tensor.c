@@ -184,6 +184,7 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
                                        "is_meta", "is_cpu", NULL};
     static const char *const views[] = {"T", "mT", "H", "mH", "real", "imag", NULL};
     static const char *const bad[] = {"data", "grad", "grad_fn", "_base", "_version", NULL};
+    static PyObject *get_data;   /* torch._C._autograd._get_data_attr, kept for the process */
     PyObject *attr;
     if (cdyn_name_in(name, meta)) {
         PyObject *r;
@@ -204,6 +205,21 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     }
     if (cdyn_name_is(name, "grad")) {
         return grad_read(tx, v, name, out);
+    }
+    if (cdyn_name_is(name, "data")) {
+        /* x.data: a tensor sharing x's data outside autograd, a node of the graph as
+           torch._dynamo makes it (torch._C._autograd._get_data_attr) */
+        if (get_data == NULL) {
+            PyObject *ag = PyObject_GetAttrString(cdyn_G.torch, "_C");
+            Py_XSETREF(ag, ag ? PyObject_GetAttrString(ag, "_autograd") : NULL);
+            get_data = ag ? PyObject_GetAttrString(ag, "_get_data_attr") : NULL;
+            Py_XDECREF(ag);
+            if (get_data == NULL) {
+                PyErr_Clear();
+                return cdyn_tx_unsupported(tx, "Tensor.data (no _get_data_attr in this torch)");
+            }
+        }
+        return cdyn_tx_graph_call(tx, "call_function", get_data, NULL, &v, 1, NULL, out);
     }
     if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U is not traced", name);
@@ -358,6 +374,42 @@ addc_decomposed(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *ar
     return st;
 }
 
+/* t.tolist() through the polyfill tensor_tolist with scalar outputs allowed for its
+ * duration (tx->capture_scalars and the fake mode's allow_scalar_outputs, restored after). */
+static tr_status
+tolist_captured(cdyn_tx *tx, PyObject *self, PyObject **out)
+{
+    PyObject *mode = PyObject_GetAttrString(tx->shapes, "fake_mode"), *old = NULL;
+    int saved = tx->capture_scalars;
+    tr_status st;
+    if (mode == NULL || (old = PyObject_GetAttrString(mode, "allow_scalar_outputs")) == NULL ||
+        PyObject_SetAttrString(mode, "allow_scalar_outputs", Py_True) < 0) {
+        Py_XDECREF(mode);
+        Py_XDECREF(old);
+        return TR_ERROR;
+    }
+    tx->capture_scalars = 1;
+    st = cdyn_polyfill_inline_named(tx, "tensor_tolist", &self, 1, out);
+    tx->capture_scalars = saved;
+    {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);   /* (a failed trace's error stays the error) */
+        if (PyObject_SetAttrString(mode, "allow_scalar_outputs", old) < 0 && st == TR_OK) {
+            Py_CLEAR(*out);
+            st = TR_ERROR;
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+        }
+        else {
+            PyErr_Restore(et, ev, tb);
+        }
+    }
+    Py_DECREF(mode);
+    Py_DECREF(old);
+    return st;
+}
+
 static tr_status
 tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -378,9 +430,11 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
         /* cdynamo.config.capture_scalar_outputs: an unbacked symbol, as torch._dynamo */
         return cdyn_tx_graph_call(tx, "call_method", name, NULL, &self, 1, NULL, out);
     }
-    if (tx->capture_scalars && cdyn_name_is(name, "tolist") && nargs == 0) {
-        /* a (nested) list of .item()s of a tensor of static shape, as torch._dynamo */
-        return cdyn_polyfill_inline_named(tx, "tensor_tolist", &self, 1, out);
+    if (cdyn_name_is(name, "tolist") && nargs == 0 && kwnames == NULL) {
+        /* a (nested) list of .item()s of an integer tensor of static shape: unbacked
+           symbols, captured for this call even without capture_scalar_outputs, as
+           torch._dynamo's tolist does */
+        return tolist_captured(tx, self, out);
     }
     if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data", name);
