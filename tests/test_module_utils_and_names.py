@@ -4,6 +4,7 @@ builtin methods and slot functions, torch's OrderedSet, and repr() of builtin su
 deques made in the trace (issue 24). Results against eager, graph and op counts against
 torch._dynamo, no graph break."""
 import collections
+import functools
 import unittest
 import operator
 import warnings
@@ -208,3 +209,29 @@ def test_rebuilt_tuple_subclass_keeps_type_and_attributes():
     out = cdynamo.compile(tuple_subclasses, backend=CountingBackend())(torch.ones(2))
     assert type(out[1]) is TupleWithNew and out[1].newarg == 5 and out[1] == (1, 2)
     assert type(out[2]) is PlainTuple
+
+
+def _deco(f):
+    @functools.wraps(f)
+    def wrapper(*a):
+        return f(*a) + 1
+    return wrapper
+
+
+def wraps_in_trace(x):
+    @_deco
+    def g(y):
+        "doc of g"
+        return y * 2
+
+    g.tag = "kept"
+    return g(x) + len(g.__name__), g.__doc__, g.__wrapped__.__name__, g.__dict__["tag"], g
+
+
+def test_functools_wraps_and_function_attributes():
+    counter, _ = compare_at_least(lambda x: wraps_in_trace(x)[:4], torch.randn(3))
+    assert counter.frame_count == 1
+    out = cdynamo.compile(wraps_in_trace, backend=CountingBackend())(torch.ones(2))
+    g = out[-1]   # the rebuilt wrapper carries what the trace stored on it
+    assert g.__name__ == "g" and g.__doc__ == "doc of g" and g.tag == "kept"
+    assert g.__wrapped__.__name__ == "g" and torch.equal(g(torch.ones(1)), torch.full((1,), 3.0))

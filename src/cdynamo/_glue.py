@@ -169,6 +169,14 @@ def generic_attr_reader(name):
     return fn
 
 
+def set_function_attrs(fn, attrs):
+    """Set on ``fn`` (a function compiled code rebuilt) the attributes the trace stored on it
+    (``attrs``: dict name -> value, e.g. functools.wraps' __name__ and __wrapped__), in
+    order. Returns None."""
+    for name, value in attrs.items():
+        setattr(fn, name, value)
+
+
 def refill_deque(d, items):
     """Make ``d`` (a ``collections.deque`` of the frame that compiled code changed) hold
     ``items`` (a list, in order), keeping the same object: the write-back of the deque's

@@ -183,8 +183,9 @@ typedef struct cdyn_value {
         struct { PyObject *real, *contents, *csrc; } cell;
         /* code, globals dict, parts: list [defaults tuple value or None, closure tuple
            value or None, kwdefaults dict value or None], gsource: source of the globals
-           of another module or None */
-        struct { PyObject *code, *globals, *parts, *gsource; } func;
+           of another module or None; attrs: a DICT value of the attributes the trace
+           stored on it (f.__wrapped__ = g, functools.wraps' __name__...), or NULL */
+        struct { PyObject *code, *globals, *parts, *gsource, *attrs; } func;
         /* frame: capsule owning the generator's cdyn_fs; buffer: list of values drained
            ahead (collect) and not consumed yet, from index pos, or NULL; ptype: the real
            type it stands for (map, filter, ... for a polyfill's generator) or NULL; retval:

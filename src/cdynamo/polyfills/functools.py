@@ -24,3 +24,34 @@ def reduce(function, iterable, *initial):
     for x in it:
         value = function(value, x)
     return value
+
+
+@substitute_for(_ft.update_wrapper)
+def update_wrapper(wrapper, wrapped, assigned=_ft.WRAPPER_ASSIGNMENTS,
+                   updated=_ft.WRAPPER_UPDATES):
+    """functools.update_wrapper, as CPython's: wrapped's __module__, __name__, __qualname__,
+    __doc__, __annotations__ (and __type_params__ on 3.12+) copied onto wrapper where
+    wrapped has them, wrapped's __dict__ entries set on wrapper one by one (the engine keeps
+    a traced function's attributes, not its __dict__), then wrapper.__wrapped__ = wrapped.
+    Returns wrapper."""
+    for attr in assigned:
+        try:
+            value = getattr(wrapped, attr)
+        except AttributeError:
+            pass
+        else:
+            setattr(wrapper, attr, value)
+    for attr in updated:
+        entries = getattr(wrapped, attr, None)
+        if entries:
+            for key in entries:
+                setattr(wrapper, key, entries[key])
+    wrapper.__wrapped__ = wrapped
+    return wrapper
+
+
+@substitute_for(_ft.wraps)
+def wraps(wrapped, assigned=_ft.WRAPPER_ASSIGNMENTS, updated=_ft.WRAPPER_UPDATES):
+    """functools.wraps(wrapped): a decorator applying update_wrapper (as CPython's, a
+    functools.partial of it). Returns that partial."""
+    return _ft.partial(update_wrapper, wrapped=wrapped, assigned=assigned, updated=updated)

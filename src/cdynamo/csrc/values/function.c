@@ -506,6 +506,27 @@ emit_closure(cdyn_cg *cg, PyObject *cells)
     return cdyn_cg_emit(cg, BUILD_TUPLE, (int)PyList_GET_SIZE(cells));
 }
 
+/* [fn] -> the temporary of fn, then the attributes the trace stored on it set
+ * (_glue.set_function_attrs(fn, {name: value})). 0 / -1. */
+static int
+store_with_attrs(cdyn_cg *cg, PyObject *fn)
+{
+    PyObject *attrs = V(fn)->u.func.attrs, *setter;
+    int e;
+    if (cdyn_cg_memo_store(cg, fn, "fn") < 0) {
+        return -1;
+    }
+    if (attrs == NULL || PyList_GET_SIZE(V(attrs)->u.dict.keys) == 0) {
+        return 0;
+    }
+    setter = PyObject_GetAttrString(cdyn_G.glue, "set_function_attrs");
+    e = setter == NULL || cdyn_cg_push_callable(cg, setter) < 0 ||
+        cdyn_cg_memo_load(cg, fn) != 1 || cdyn_cg_value(cg, attrs) < 0 ||
+        cdyn_cg_call(cg, 2) < 0 || cdyn_cg_emit(cg, POP_TOP, 0) < 0;
+    Py_XDECREF(setter);
+    return e ? -1 : 0;
+}
+
 /* A function made by an inlined function of another module (its globals are that
  * module's, not the frame's, so no MAKE_FUNCTION): types.FunctionType(code, globals, None,
  * defaults, closure), then its __kwdefaults__ stored. 0 / -1. */
@@ -532,7 +553,7 @@ reconstruct_foreign(cdyn_cg *cg, PyObject *fn)
             return -1;
         }
     }
-    return cdyn_cg_memo_store(cg, fn, "fn");
+    return store_with_attrs(cg, fn);
 }
 
 /* MAKE_FUNCTION over the rebuilt defaults, keyword defaults and closure; made once. */
@@ -570,10 +591,19 @@ reconstruct_nested(cdyn_cg *cg, PyObject *fn)
         cdyn_cg_emit(cg, MAKE_FUNCTION, flags) < 0) {
         return -1;
     }
-    return cdyn_cg_memo_store(cg, fn, "fn");
+    return store_with_attrs(cg, fn);
 }
 
 /* Attributes of a function made in the trace that MAKE_FUNCTION fixes. */
+/* 1 when every Python function has attribute name (its type's, or an instance slot). */
+static int
+is_function_attribute(PyObject *name)
+{
+    static const char *const slots[] = {"__closure__", "__globals__", "__builtins__",
+                                        "__kwdefaults__", "__dict__", NULL};
+    return _PyType_Lookup(&PyFunction_Type, name) != NULL || cdyn_name_in(name, slots);
+}
+
 static tr_status
 nested_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -603,6 +633,32 @@ nested_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
             *out = cdyn_value_const(Py_None);
         }
         return *out ? TR_OK : TR_ERROR;
+    }
+    else if (cdyn_name_is(name, "__annotations__")) {
+        /* (MAKE_FUNCTION's annotations are not kept: the rebuilt function has none) */
+        *out = cdyn_dict_new(NULL);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    else if (cdyn_name_is(name, "__type_params__")) {
+        r = PyTuple_New(0);
+        *out = r ? cdyn_value_const_steal(r) : NULL;
+        return *out ? TR_OK : TR_ERROR;
+    }
+    else if (cdyn_name_is(name, "__dict__")) {
+        /* its attributes: the live DICT the trace stores them in (rebuilt onto it) */
+        if (V(v)->u.func.attrs == NULL) {
+            cdyn_tx_mutated(tx, v);
+            if ((V(v)->u.func.attrs = cdyn_dict_new(NULL)) == NULL) {
+                return TR_ERROR;
+            }
+        }
+        *out = Py_NewRef(V(v)->u.func.attrs);
+        return TR_OK;
+    }
+    if (r == NULL && !is_function_attribute(name)) {
+        /* no such attribute on a function: eager's AttributeError, in the traced code */
+        return cdyn_tx_raise_text(tx, PyExc_AttributeError,
+                                  "'function' object has no attribute '%U'", name);
     }
     if (r == NULL) {
         return cdyn_tx_unsupported(tx, "attribute %U of %S", name, v);
@@ -831,9 +887,60 @@ method_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return cdyn_constant_attr(tx, v, func != NULL ? func : d, name, out);
 }
 
+/* f.name = value on a FUNCTION made in the trace: kept in its attrs (a DICT value) and set
+ * on the rebuilt function (_glue.set_function_attrs); what MAKE_FUNCTION fixes (code,
+ * defaults, closure, globals, __dict__) is unsupported. */
+static tr_status
+function_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    static const char *const fixed[] = {"__code__", "__defaults__", "__kwdefaults__",
+                                        "__closure__", "__globals__", "__dict__",
+                                        "__builtins__", NULL};
+    PyObject *key;
+    tr_status st;
+    if (V(v)->kind != VK_FUNCTION || cdyn_name_in(name, fixed)) {
+        return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S", name, v);
+    }
+    if (V(v)->u.func.attrs == NULL) {
+        cdyn_tx_mutated(tx, v);   /* (the undo log keeps the payload before) */
+        if ((V(v)->u.func.attrs = cdyn_dict_new(NULL)) == NULL) {
+            return TR_ERROR;
+        }
+    }
+    cdyn_tx_mutated(tx, V(v)->u.func.attrs);
+    key = cdyn_value_const(name);
+    st = key ? cdyn_dict_set(tx, V(v)->u.func.attrs, key, value) : TR_ERROR;
+    Py_XDECREF(key);
+    return st;
+}
+
+/* An attribute the trace stored on FUNCTION v: *out new, or NULL when it has none. */
+static tr_status
+stored_attr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *key;
+    int has = 0;
+    tr_status st;
+    *out = NULL;
+    if (V(v)->kind != VK_FUNCTION || V(v)->u.func.attrs == NULL) {
+        return TR_OK;
+    }
+    key = cdyn_value_const(name);
+    st = key ? cdyn_v_contains(tx, V(v)->u.func.attrs, key, &has) : TR_ERROR;
+    if (st == TR_OK && has) {
+        st = cdyn_v_subscr(tx, V(v)->u.func.attrs, key, out);
+    }
+    Py_XDECREF(key);
+    return st;
+}
+
 static tr_status
 function_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
+    tr_status st = stored_attr(tx, v, name, out);
+    if (st != TR_OK || *out != NULL) {
+        return st;
+    }
     switch (V(v)->kind) {
     case VK_USERFN:
         return cdyn_getattr_real(tx, v, name, cdyn_module_startswith(V(v)->u.obj.obj, "torch"),
@@ -883,7 +990,9 @@ function_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     tr_status st = TR_OK;
     switch (x->kind) {
     case VK_FUNCTION:
-        return collect_nested(tx, cg, v);
+        st = collect_nested(tx, cg, v);
+        return st == TR_OK && x->u.func.attrs != NULL ? cdyn_cg_collect(tx, cg, x->u.func.attrs)
+                                                      : st;
     case VK_USERFN:
     case VK_WRAPPER:
         return TR_OK;
@@ -979,6 +1088,7 @@ function_reconstruct(cdyn_cg *cg, PyObject *v)
 const cdyn_vtable cdyn_function_vt = {
     .name = "FunctionVariable",
     .getattr = function_getattr,
+    .setattr = function_setattr,
     .call = function_call,
     .truth = function_truth,
     .python_type = function_python_type,
