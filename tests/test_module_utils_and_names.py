@@ -235,3 +235,52 @@ def test_functools_wraps_and_function_attributes():
     g = out[-1]   # the rebuilt wrapper carries what the trace stored on it
     assert g.__name__ == "g" and g.__doc__ == "doc of g" and g.tag == "kept"
     assert g.__wrapped__.__name__ == "g" and torch.equal(g(torch.ones(1)), torch.full((1,), 3.0))
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4, bias=False)
+        self.b = nn.Linear(4, 4, bias=False)
+        self.b.weight = self.a.weight          # tied: one tensor under two names
+        self.register_buffer("scale", torch.full((4,), 2.0))
+
+    def forward(self, x):
+        return self.b(self.a(x)) * self.scale
+
+
+def make_stack():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+STACK, TIED = make_stack(), Tied()
+
+
+def functional_call_new_params(x):
+    params = {k: v * 2 for k, v in STACK.named_parameters()}
+    return torch.func.functional_call(STACK, params, (x,)), STACK(x)
+
+
+def functional_call_given_params(x, params):
+    return torch.func.functional_call(STACK, params, x)
+
+
+def functional_call_tied(x):
+    w = torch.eye(4) * 3
+    return torch.func.functional_call(TIED, ({"a.weight": w}, {"scale": torch.ones(4)}), (x,))
+
+
+@pytest.mark.parametrize("fn", [functional_call_new_params, functional_call_tied],
+                         ids=lambda f: f.__name__)
+def test_functional_call_traced(fn):
+    counter, _ = compare_at_least(fn, torch.randn(2, 4))
+    assert counter.frame_count == 1
+
+
+def test_functional_call_with_input_params_leaves_module_alone():
+    params = {k: torch.randn_like(v) for k, v in STACK.named_parameters()}
+    before = [p.clone() for p in STACK.parameters()]
+    counter, _ = compare_at_least(functional_call_given_params, torch.randn(2, 4), params)
+    assert counter.frame_count == 1
+    assert all(torch.equal(a, b) for a, b in zip(before, STACK.parameters()))

@@ -69,7 +69,8 @@ def test_every_rule_is_documented_and_every_entry_valid():
     torch._dynamo.convert_frame.convert_frame,  # torch internals
     torch.fx.symbolic_trace,
     config_module.install_config_module,
-    functools.wraps,                         # the standard library's machinery
+    functools.total_ordering,                # the standard library's machinery (wraps
+                                             # and update_wrapper are polyfilled)
     typing.get_type_hints,
     copy._reconstruct,                       # (copy.deepcopy itself has a polyfill)
     importlib.import_module,

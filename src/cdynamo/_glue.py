@@ -169,6 +169,31 @@ def generic_attr_reader(name):
     return fn
 
 
+def functional_call_targets(module, names):
+    """Where torch.func.functional_call's tensors go: for each dotted name in `names` (a
+    list of str), (owning module, attribute name, index of the name), then the same for every
+    other name of the module's parameters and buffers registered as the same tensor (tied
+    weights follow the given one). Raises KeyError for a name that is neither."""
+    import itertools
+    out, given = [], {}
+    for i, name in enumerate(names):
+        prefix, _, attr = name.rpartition(".")
+        owner = module.get_submodule(prefix) if prefix else module
+        t = owner._parameters.get(attr, owner._buffers.get(attr))
+        if t is None:
+            raise KeyError(name)
+        out.append((owner, attr, i))
+        given.setdefault(id(t), i)
+    seen = set(names)
+    for name, t in itertools.chain(module.named_parameters(remove_duplicate=False),
+                                   module.named_buffers(remove_duplicate=False)):
+        if name not in seen and id(t) in given:
+            prefix, _, attr = name.rpartition(".")
+            out.append((module.get_submodule(prefix) if prefix else module, attr, given[id(t)]))
+            seen.add(name)
+    return out
+
+
 def set_function_attrs(fn, attrs):
     """Set on ``fn`` (a function compiled code rebuilt) the attributes the trace stored on it
     (``attrs``: dict name -> value, e.g. functools.wraps' __name__ and __wrapped__), in

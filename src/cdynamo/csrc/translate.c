@@ -1777,6 +1777,7 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->last_node);
     cdyn_tx_exit_modes(tx, 0);
     Py_CLEAR(tx->open_modes);
+    Py_CLEAR(tx->param_overrides);
     Py_CLEAR(tx->exc);
     Py_CLEAR(tx->exc_info);
     Py_CLEAR(tx->reason);

@@ -79,6 +79,9 @@ typedef struct cdyn_tx {
     int capture_scalars;    /* cdynamo.config.capture_scalar_outputs at trace start */
     int tf_subclass_off;    /* inside torch._C.DisableTorchFunctionSubclass(): tensor
                                subclasses' __torch_function__ is not dispatched */
+    PyObject *param_overrides; /* inside torch.func.functional_call (values/polyfill.c): dict
+                               (id(module), attribute name) -> the value its parameter or
+                               buffer reads give (values/nnmodule.c), or NULL */
     struct cdyn_sub *sub;   /* borrowed: the innermost active sub-trace (graph.c), or NULL */
     int n_gen_in_try;       /* generators that suspended inside a try/with block (never less
                                than the number still suspended there; values/generator.c) */

@@ -24,7 +24,7 @@ _REGISTRY = {}
 
 __all__ = ["substitute_for", "registry", "polyfill_of", "unsupported", "exact_type", "same",
            "is_symbolic", "force_static", "tensor_tolist", "match_class", "match_keys",
-           "torch_function_dispatch"]
+           "torch_function_dispatch", "call_with_parameters"]
 
 
 def substitute_for(*reals, result_type=None):
@@ -96,10 +96,20 @@ def tensor_tolist(t):
     return [tensor_tolist(row) for row in t.unbind(0)]
 
 
+def call_with_parameters(module, tensors, args, kwargs):
+    """module(*args, **kwargs) with its parameters and buffers named in `tensors` (a dict:
+    dotted name -> tensor) read as those tensors, as torch.func.functional_call.
+
+    While tracing the engine runs it (values/polyfill.c): the module's forward is traced with
+    those reads overridden (names tied to a given one follow it); the real module is never
+    changed. In eager: torch.func.functional_call itself."""
+    return _torch.func.functional_call(module, tensors, args, kwargs)
+
+
 from .match import match_class, match_keys  # noqa: E402
 from .torch_function import torch_function_dispatch  # noqa: E402
 
-for _helper in (unsupported, exact_type, same, is_symbolic, force_static):
+for _helper in (unsupported, exact_type, same, is_symbolic, force_static, call_with_parameters):
     _REGISTRY[_helper] = _helper
 
 

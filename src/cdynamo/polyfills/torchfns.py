@@ -11,7 +11,7 @@ import torch._refs as _refs
 import cdynamo._api as _cd_api
 import torch._dynamo as _dynamo
 
-from . import force_static, substitute_for, unsupported
+from . import call_with_parameters, force_static, substitute_for, unsupported
 
 
 @substitute_for(_refs._broadcast_shapes)
@@ -117,3 +117,28 @@ def _group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False):
         if with_indices:
             indices.append(i)
     return groups
+
+
+@substitute_for(_torch.func.functional_call)
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                    tie_weights=True, strict=False):
+    """torch.func.functional_call(module, tensors, args, kwargs): module called with the
+    given tensors in place of its parameters and buffers (names tied to a given one follow
+    it, as tie_weights=True), traced into the graph as torch._dynamo traces it; the module
+    itself is not changed. strict=True or tie_weights=False are a graph break.
+    parameter_and_buffer_dicts: a dict, or a tuple/list of dicts (merged)."""
+    if strict or not tie_weights:
+        unsupported("torch.func.functional_call with strict=True or tie_weights=False")
+    if isinstance(parameter_and_buffer_dicts, dict):
+        tensors = parameter_and_buffer_dicts
+    else:
+        tensors = {}
+        for d in parameter_and_buffer_dicts:
+            tensors.update(d)
+    if args is None:
+        args = ()
+    elif not isinstance(args, tuple):
+        args = (args,)
+    if kwargs is None:
+        kwargs = {}
+    return call_with_parameters(module, tensors, args, kwargs)

@@ -271,7 +271,21 @@ module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     PyObject *mod = mobj(v), *src = NULL, *attr = NULL;
     PyObject *const dicts[3] = {cdyn_G.s_parameters, cdyn_G.s_buffers, cdyn_G.s_modules};
     int which, generic;
-    tr_status st = cdyn_tx_memo_attr(tx, v, name, &src, out);
+    tr_status st;
+    if (tx->param_overrides != NULL) {
+        /* inside functional_call: the tensor given for this module's parameter / buffer */
+        PyObject *key = Py_BuildValue("(nO)", (Py_ssize_t)mod, name), *o;
+        o = key ? PyDict_GetItemWithError(tx->param_overrides, key) : NULL;
+        Py_XDECREF(key);
+        if (o != NULL) {
+            *out = Py_NewRef(o);
+            return TR_OK;
+        }
+        if (PyErr_Occurred()) {
+            return TR_ERROR;
+        }
+    }
+    st = cdyn_tx_memo_attr(tx, v, name, &src, out);
     if (st != TR_OK || *out != NULL) {
         Py_XDECREF(src);
         return st;

@@ -18,14 +18,18 @@
  *                     one input container under two names);
  *   is_symbolic(x)    whether x is a symbolic number (VK_SYMINT: a SymInt or SymFloat);
  *   force_static(x)   x as a constant: a symbolic number specialised to its value (the
- *                     ShapeEnv guards it, as torch._dynamo's comptime.force_static).
+ *                     ShapeEnv guards it, as torch._dynamo's comptime.force_static);
+ *   call_with_parameters(module, tensors, args, kwargs)
+ *                     torch.func.functional_call's call: module called with reads of its
+ *                     parameters / buffers overridden (tx->param_overrides) for its
+ *                     duration, restored however it ends.
  */
 #include "../tx.h"
 
 static PyObject *table;          /* dict: real callable -> polyfill function */
 static PyObject *pf_module;      /* cdynamo.polyfills */
-static PyObject *h_unsupported, *h_exact_type, *h_same, *h_is_symbolic, *h_force_static;
-                                 /* the helpers above */
+static PyObject *h_unsupported, *h_exact_type, *h_same, *h_is_symbolic, *h_force_static,
+    *h_call_with_parameters;     /* the helpers above */
 static PyObject *s_result_type;  /* "__cdynamo_result_type__" */
 
 int cdyn_polyfill_init(void);
@@ -49,11 +53,12 @@ cdyn_polyfill_init(void)
     h_same = PyObject_GetAttrString(mod, "same");
     h_is_symbolic = PyObject_GetAttrString(mod, "is_symbolic");
     h_force_static = PyObject_GetAttrString(mod, "force_static");
+    h_call_with_parameters = PyObject_GetAttrString(mod, "call_with_parameters");
     s_result_type = PyUnicode_InternFromString("__cdynamo_result_type__");
     Py_DECREF(mod);
     if (table == NULL || !PyDict_Check(table) || h_unsupported == NULL ||
         h_exact_type == NULL || h_same == NULL || h_is_symbolic == NULL ||
-        h_force_static == NULL || s_result_type == NULL) {
+        h_force_static == NULL || h_call_with_parameters == NULL || s_result_type == NULL) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "cdynamo.polyfills.registry() is not a dict");
         }
@@ -79,12 +84,87 @@ cdyn_polyfill_of(PyObject *obj)
     return pf;
 }
 
+/* The overrides of call_with_parameters(module, tensors, ...): a new dict extending
+ * tx->param_overrides with (id(owner), attr) -> tensor value for every name of the DICT
+ * value `tensors` (constant str keys) and the names tied to them (_glue). NULL with a
+ * reason (unsupported) or an error (*st). */
+static PyObject *
+parameter_overrides(cdyn_tx *tx, PyObject *module, PyObject *tensors, tr_status *st)
+{
+    PyObject *merged = NULL, *targets = NULL, *keys = NULL;
+    *st = cdyn_tx_materialize(tx, tensors);
+    if (*st != TR_OK) {
+        return NULL;
+    }
+    if (V(tensors)->kind != VK_DICT || V(tensors)->u.dict.keyvals != NULL) {
+        *st = cdyn_tx_unsupported(tx, "functional_call with %S", tensors);
+        return NULL;
+    }
+    keys = V(tensors)->u.dict.keys;
+    targets = PyObject_CallMethod(cdyn_G.glue, "functional_call_targets", "OO", module, keys);
+    if (targets == NULL) {
+        *st = cdyn_tx_unsupported(tx, "functional_call: a name that is no parameter or buffer");
+        return NULL;
+    }
+    merged = tx->param_overrides ? PyDict_Copy(tx->param_overrides) : PyDict_New();
+    for (Py_ssize_t i = 0; merged != NULL && i < PyList_GET_SIZE(targets); i++) {
+        PyObject *t = PyList_GET_ITEM(targets, i), *key;
+        Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 2));
+        key = idx < 0 ? NULL
+                      : Py_BuildValue("(nO)", (Py_ssize_t)PyTuple_GET_ITEM(t, 0),
+                                      PyTuple_GET_ITEM(t, 1));
+        if (key == NULL ||
+            PyDict_SetItem(merged, key, PyList_GET_ITEM(V(tensors)->u.dict.vals, idx)) < 0) {
+            Py_CLEAR(merged);
+        }
+        Py_XDECREF(key);
+    }
+    Py_DECREF(targets);
+    *st = merged ? TR_OK : TR_ERROR;
+    return merged;
+}
+
+/* call_with_parameters(module, tensors, args, kwargs): the module call traced with the
+ * overrides in place, tx->param_overrides restored after (whatever the outcome). */
+static tr_status
+call_with_parameters(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject **out)
+{
+    PyObject *module = nargs == 4 ? cdyn_v_real(args[0]) : NULL, *merged, *saved;
+    PyObject *all = NULL, *kwnames = NULL;
+    tr_status st;
+    if (module == NULL || V(args[0])->kind != VK_NNMODULE || V(args[2])->kind != VK_TUPLE ||
+        V(args[3])->kind != VK_DICT) {
+        return cdyn_tx_unsupported(tx, "functional_call of %S", nargs ? args[0] : Py_None);
+    }
+    if ((merged = parameter_overrides(tx, module, args[1], &st)) == NULL) {
+        return st;
+    }
+    st = cdyn_v_unpack(tx, args[2], &all);
+    if (st == TR_OK) {
+        st = cdyn_dict_kwargs(tx, args[3], all, &kwnames);
+    }
+    if (st == TR_OK) {
+        saved = tx->param_overrides;
+        tx->param_overrides = merged;
+        st = cdyn_v_call(tx, tx->cur_fs, args[0], &PyList_GET_ITEM(all, 0),
+                         PyList_GET_SIZE(all), kwnames, out);
+        tx->param_overrides = saved;
+    }
+    Py_DECREF(merged);
+    Py_XDECREF(all);
+    Py_XDECREF(kwnames);
+    return st;
+}
+
 /* The helpers of the polyfill package (see above). */
 static tr_status
 call_helper(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
             PyObject **out)
 {
     PyTypeObject *t = NULL;
+    if (fn == h_call_with_parameters) {
+        return call_with_parameters(tx, args, nargs, out);
+    }
     if (fn == h_unsupported) {
         if (nargs == 1 && V(args[0])->kind == VK_CONST && PyUnicode_Check(cdyn_v_real(args[0]))) {
             return cdyn_tx_unsupported(tx, "%U", cdyn_v_real(args[0]));
@@ -126,7 +206,7 @@ cdyn_polyfill_call(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t 
         return TR_OK;
     }
     if (fn == h_unsupported || fn == h_exact_type || fn == h_same || fn == h_is_symbolic ||
-        fn == h_force_static) {
+        fn == h_force_static || fn == h_call_with_parameters) {
         if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
             return cdyn_tx_unsupported(tx, "polyfill helper with keywords");
         }
