@@ -191,3 +191,27 @@ def test_input_deque_read_mutated_and_guarded():
         assert len(d) == len(eager_d) and all(torch.equal(a, b) for a, b in zip(d, eager_d))
     # lengths 2, 3, 3: the length guard recompiled once, the last call hit the cache
     assert counter.frame_count == 2
+
+
+class SetSub(set):
+    pass
+
+
+def set_keys_coerced(x):
+    # set.discard / remove / `in` look a set key up as the frozenset of its items (CPython),
+    # never a TypeError
+    s = {frozenset("ab"), 1}
+    s.discard(set("ab"))
+    n = len(s)
+    s.add(frozenset("cd"))
+    found = (set("cd") in s, SetSub("cd") in s)
+    try:
+        s.remove(set("zz"))
+    except KeyError:
+        n += 10
+    return x + n, found
+
+
+def test_set_keys_coerced_to_frozenset():
+    counter = compare_at_least(set_keys_coerced, torch.randn(2))[0]
+    assert counter.frame_count == 1

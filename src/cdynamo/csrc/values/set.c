@@ -575,6 +575,24 @@ set_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 }
 
 /* add / discard / remove / pop / clear. */
+/* The hash key `item in s`, s.discard(item) and s.remove(item) look up: a set (or a set
+ * subclass's items) as the frozenset of its items, as CPython's set does for an unhashable
+ * set key; any other item's own (cdyn_hash_key). *h new. */
+static tr_status
+lookup_key(cdyn_tx *tx, PyObject *item, PyObject **h)
+{
+    PyObject *b = cdyn_newobj_has_items(item) ? V(item)->u.uobj.base : item;
+    if (V(b)->kind == VK_SET) {
+        tr_status st = cdyn_tx_materialize(tx, b);
+        if (st != TR_OK) {
+            return st;
+        }
+        *h = PyFrozenSet_New(order(b));
+        return *h ? TR_OK : TR_ERROR;
+    }
+    return cdyn_hash_key(tx, item, h);
+}
+
 static tr_status
 set_item_method(cdyn_tx *tx, PyObject *s, PyObject *name, PyObject *const *args,
                 Py_ssize_t nargs, PyObject **out)
@@ -586,13 +604,13 @@ set_item_method(cdyn_tx *tx, PyObject *s, PyObject *name, PyObject *const *args,
         st = cdyn_set_add_op(tx, s, args[0]);
     }
     else if ((cdyn_name_is(name, "discard") || cdyn_name_is(name, "remove")) && nargs == 1) {
-        st = cdyn_hash_key(tx, args[0], &h);
+        st = lookup_key(tx, args[0], &h);
         present = st == TR_OK ? PySet_Contains(order(s), h) : 0;
         if (present < 0) {
             st = TR_ERROR;
         }
         else if (st == TR_OK && !present && cdyn_name_is(name, "remove")) {
-            st = cdyn_tx_unsupported(tx, "remove of a missing set item (KeyError)");
+            st = cdyn_tx_raise(tx, PyExc_KeyError, args, 1);   /* KeyError(item), as CPython */
         }
         else if (st == TR_OK && present) {
             st = cdyn_container_mutating(tx, s);
@@ -714,18 +732,7 @@ static tr_status
 set_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
 {
     PyObject *h = NULL;
-    tr_status st;
-    if (V(item)->kind == VK_SET) {
-        /* a set is looked up as the frozenset of its items */
-        st = cdyn_set_construct(tx, VK_FROZENSET, &item, 1, NULL, &h);
-        if (st != TR_OK) {
-            return st;
-        }
-        st = set_contains(tx, v, h, out);
-        Py_DECREF(h);
-        return st;
-    }
-    st = cdyn_hash_key(tx, item, &h);
+    tr_status st = lookup_key(tx, item, &h);   /* (a set: as the frozenset of its items) */
     if (st != TR_OK) {
         return st;
     }
