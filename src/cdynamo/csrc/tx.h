@@ -793,6 +793,9 @@ int cdyn_newobj_has_items(PyObject *v);
  * (made by the builtin base's __new__ and update/extend, no user code), for its builtin
  * repr; NULL (no exception) otherwise. */
 PyObject *cdyn_newobj_items_copy(PyObject *v);
+/* values/tensor.c: 1 when t is a traceable wrapper tensor subclass (its class defines
+ * __tensor_flatten__: TwoTensor, a torchao-style quantized tensor). */
+int cdyn_is_wrapper_subclass(PyTypeObject *t);
 /* values/deque.c: 1 when obj is exactly a collections.deque / is collections.deque. */
 int cdyn_is_deque(PyObject *obj);
 int cdyn_is_deque_type(PyObject *obj);

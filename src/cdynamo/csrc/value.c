@@ -276,8 +276,7 @@ cdyn_value_tensor(PyObject *fake, PyObject *node, PyObject *source)
     if (v != NULL) {
         V(v)->u.tensor.fake = Py_NewRef(fake);
         V(v)->u.tensor.node = Py_NewRef(node);
-        if ((t->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
-            PyObject_HasAttrString((PyObject *)t, "__tensor_flatten__")) {
+        if (cdyn_is_wrapper_subclass(t)) {
             /* a traceable wrapper subclass (TwoTensor, a quantized tensor): its fake is of
                that type itself (over fake inner tensors), as the real value will be */
             V(v)->u.tensor.type = Py_NewRef((PyObject *)t);
@@ -368,49 +367,26 @@ static tr_status
 builtin_operator_dunder(cdyn_tx *tx, PyObject *self, PyTypeObject *t, PyObject *name,
                         PyObject *other, PyObject **out)
 {
-    static const char *const cmps[6] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__",
-                                        "__ge__"};
-    static const struct { const char *name; int op; } ops[] = {
-        {"__add__", NB_ADD}, {"__and__", NB_AND}, {"__mul__", NB_MULTIPLY},
-        {"__or__", NB_OR}, {"__sub__", NB_SUBTRACT}, {"__xor__", NB_XOR},
-        {"__iadd__", NB_INPLACE_ADD}, {"__iand__", NB_INPLACE_AND},
-        {"__imul__", NB_INPLACE_MULTIPLY}, {"__ior__", NB_INPLACE_OR},
-        {"__isub__", NB_INPLACE_SUBTRACT}, {"__ixor__", NB_INPLACE_XOR},
-    };
     PyTypeObject *ot = cdyn_v_python_type(other);
     int setlike = t == &PySet_Type || t == &PyFrozenSet_Type, ok;
-    if (ot == NULL) {
+    int cmp = cdyn_dunder_compare(name), op = cmp < 0 ? cdyn_dunder_binop(name) : -1;
+    if (ot == NULL || (cmp < 0 && op < 0)) {
         return TR_NOTIMPL;
     }
     ok = setlike ? PyType_IsSubtype(ot, &PySet_Type) || PyType_IsSubtype(ot, &PyFrozenSet_Type)
-                 : PyType_IsSubtype(ot, t) || (t == &PyDict_Type && cdyn_name_is(name, "__ior__"));
-    for (int i = 0; i < 6; i++) {
-        if (cdyn_name_is(name, cmps[i])) {
-            if (!ok && (i == 2 || i == 3 || setlike || t == &PyDict_Type)) {
-                *out = cdyn_value_const(Py_NotImplemented);
-                return *out ? TR_OK : TR_ERROR;
-            }
-            return cdyn_v_compare(tx, i, self, other, out);
-        }
+                 : PyType_IsSubtype(ot, t) || (t == &PyDict_Type && op == NB_INPLACE_OR);
+    if (op == NB_MULTIPLY || op == NB_INPLACE_MULTIPLY) {
+        ok = ot == &PyLong_Type || ot == &PyBool_Type;   /* seq * n */
     }
-    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-        int op = ops[i].op;
-        if (!cdyn_name_is(name, ops[i].name)) {
-            continue;
-        }
-        if (op == NB_MULTIPLY || op == NB_INPLACE_MULTIPLY) {
-            ok = ot == &PyLong_Type || ot == &PyBool_Type;   /* seq * n */
-        }
-        if (!ok) {
-            if (setlike || t == &PyDict_Type) {
-                *out = cdyn_value_const(Py_NotImplemented);
-                return *out ? TR_OK : TR_ERROR;
-            }
-            return cdyn_tx_unsupported(tx, "%s.%U of %S", t->tp_name, name, other);
-        }
-        return cdyn_v_binop(tx, op, self, other, out);
+    if (!ok && (setlike || t == &PyDict_Type || cmp == Py_EQ || cmp == Py_NE)) {
+        *out = cdyn_value_const(Py_NotImplemented);
+        return *out ? TR_OK : TR_ERROR;
     }
-    return TR_NOTIMPL;
+    if (!ok && op >= 0) {
+        return cdyn_tx_unsupported(tx, "%s.%U of %S", t->tp_name, name, other);
+    }
+    return cmp >= 0 ? cdyn_v_compare(tx, cmp, self, other, out)
+                    : cdyn_v_binop(tx, op, self, other, out);
 }
 
 /* A dunder method of an exact builtin container called directly (l.__contains__(x),
@@ -776,18 +752,54 @@ done:
     return st;
 }
 
+/* The binary operators in BINARY_OP oparg order (0..12; the in-place forms are 13 + i). */
+static const char *const binop_words[13] = {"add", "and", "floordiv", "lshift", "matmul",
+                                            "mul", "mod", "or", "pow", "rshift", "sub",
+                                            "truediv", "xor"};
+
+int
+cdyn_dunder_binop(PyObject *name)
+{
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    size_t n = s ? strlen(s) : 0;
+    if (s == NULL || n < 5 || strncmp(s, "__", 2) != 0 || strcmp(s + n - 2, "__") != 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    for (int i = 0; i < 13; i++) {
+        size_t w = strlen(binop_words[i]);
+        if (n == w + 4 && strncmp(s + 2, binop_words[i], w) == 0) {
+            return i;
+        }
+        if (n == w + 5 && s[2] == 'i' && strncmp(s + 3, binop_words[i], w) == 0) {
+            return 13 + i;
+        }
+    }
+    return -1;
+}
+
+int
+cdyn_dunder_compare(PyObject *name)
+{
+    static const char *const cmps[6] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__",
+                                        "__ge__"};
+    for (int i = 0; i < 6; i++) {
+        if (cdyn_name_is(name, cmps[i])) {
+            return Py_LT + i;
+        }
+    }
+    return -1;
+}
+
 /* 1 when the type of v defines (or may define: unknown type) the in-place form of binary
  * operator op (0..12), e.g. __iand__ for NB_AND. */
 static int
 has_inplace_slot(PyObject *v, int op)
 {
-    static const char *const names[13] = {"add", "and", "floordiv", "lshift", "matmul", "mul",
-                                          "mod", "or", "pow", "rshift", "sub", "truediv",
-                                          "xor"};
     PyTypeObject *t = cdyn_v_python_type(v);
     PyObject *name;
     int has;
-    if (t == NULL || (name = PyUnicode_FromFormat("__i%s__", names[op])) == NULL) {
+    if (t == NULL || (name = PyUnicode_FromFormat("__i%s__", binop_words[op])) == NULL) {
         PyErr_Clear();
         return 1;
     }

@@ -195,7 +195,8 @@ typedef struct cdyn_value {
            list of values (same order) */
         struct { PyObject *func, *args, *kwkeys, *kwvals; } partial;
         /* cls: the CLASS value of its type; attrs: a DICT value, its __dict__ (and slots);
-           base: the DICT value holding the items of a dict subclass, or NULL */
+           base: the DICT / LIST / SET / FROZENSET / TUPLE value holding the items of a
+           subclass of that builtin (values/newobj.c), or NULL */
         struct { PyObject *cls, *attrs, *base; } uobj;
         /* fn: the real slot function / helper; self: the value it is bound to, or NULL */
         struct { PyObject *fn, *self; } ofn;
@@ -422,6 +423,10 @@ tr_status cdyn_v_delete_subscr(struct cdyn_tx *tx, PyObject *v, PyObject *key);
 /* `item in container`: 0/1 in *out. */
 tr_status cdyn_v_contains(struct cdyn_tx *tx, PyObject *container, PyObject *item, int *out);
 tr_status cdyn_v_binop(struct cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
+/* The BINARY_OP oparg of a binary dunder name (__or__ 7, __ior__ 20, ...) / the COMPARE_OP
+ * of a comparison dunder (__lt__ Py_LT, ...), or -1. */
+int cdyn_dunder_binop(PyObject *name);
+int cdyn_dunder_compare(PyObject *name);
 tr_status cdyn_v_compare(struct cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
 tr_status cdyn_v_unary(struct cdyn_tx *tx, int opcode, PyObject *v, PyObject **out);
 /* `a is b`: 0/1 in *out (decided by kinds and identities; unsupported when undecidable). */

@@ -1186,27 +1186,6 @@ container_descr(PyObject *obj, PyTypeObject **type, PyObject **name)
     return 1;
 }
 
-/* The BINARY_OP oparg of a binary dunder (__or__ 7, __ior__ 20, ...), or -1. */
-static int
-dunder_binop(PyObject *name)
-{
-    static const char *const names[13] = {"add", "and", "floordiv", "lshift", "matmul", "mul",
-                                           "mod", "or", "pow", "rshift", "sub", "truediv", "xor"};
-    for (int i = 0; i < 13; i++) {
-        PyObject *plain = PyUnicode_FromFormat("__%s__", names[i]);
-        PyObject *inpl = PyUnicode_FromFormat("__i%s__", names[i]);
-        int hit = plain && inpl ? (PyUnicode_Compare(name, plain) == 0 ? i
-                                   : PyUnicode_Compare(name, inpl) == 0 ? 13 + i : -1)
-                                : -1;
-        Py_XDECREF(plain);
-        Py_XDECREF(inpl);
-        if (hit >= 0) {
-            return hit;
-        }
-    }
-    return -1;
-}
-
 /* 1 when dict.<name>(v) on v, a dict-family value of a dict subclass that overrides name
  * (an OrderedDict: its items/keys/values/pop/... ), acts as v's own method: the reads and
  * item changes that give the same result on the entries the value keeps in order (not
@@ -1228,7 +1207,6 @@ static tr_status
 call_container_descr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyTypeObject *type, PyObject *name,
                      PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-    static const char *const cmps[6] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
     PyTypeObject *st;
     Py_ssize_t npos = nargs - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     int op, truth = 0;
@@ -1244,13 +1222,11 @@ call_container_descr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyTypeObject *type,
         return cdyn_tx_unsupported(tx, "%s.%U on %S", type->tp_name, name,
                                    npos ? args[0] : Py_None);
     }
-    if (kwnames == NULL && nargs == 2 && (op = dunder_binop(name)) >= 0) {
+    if (kwnames == NULL && nargs == 2 && (op = cdyn_dunder_binop(name)) >= 0) {
         return cdyn_v_binop(tx, op, args[0], args[1], out);
     }
-    for (int i = 0; kwnames == NULL && nargs == 2 && i < 6; i++) {
-        if (cdyn_name_is(name, cmps[i])) {
-            return cdyn_v_compare(tx, Py_LT + i, args[0], args[1], out);
-        }
+    if (kwnames == NULL && nargs == 2 && (op = cdyn_dunder_compare(name)) >= 0) {
+        return cdyn_v_compare(tx, op, args[0], args[1], out);
     }
     if (kwnames == NULL && nargs == 2 && cdyn_name_is(name, "__getitem__")) {
         return cdyn_v_subscr(tx, args[0], args[1], out);

@@ -3,7 +3,7 @@
  *
  * cls(*args, **kwargs) on a user class inlines type.__call__: __new__ (a Python __new__
  * inlined; object.__new__ / dict.__new__ / list.__new__ / set.__new__ make an empty NEWOBJ,
- * frozenset.__new__ one holding its items) and then, when the result is an instance of
+ * frozenset.__new__ / tuple.__new__ one holding its items) and then, when the result is an instance of
  * cls, __init__ (inlined; object.__init__ and the builtin bases' __init__ done here). A
  * NEWOBJ holds its class value, its attributes (name -> value) and, for a subclass of
  * dict, list, set or frozenset, a DICT / LIST / SET / FROZENSET value with its items (the
@@ -12,7 +12,7 @@
  * container of the frame, live at a graph break): then the transformed code rebuilds it,
  * once, as
  *     obj = object.__new__(cls)             (dict/list/set.__new__(cls) for those bases,
- *                                            frozenset.__new__(cls, items))
+ *                                            frozenset/tuple.__new__(cls, items))
  *     object.__setattr__(obj, "__dict__", {name: value, ...})   (slots: one by one)
  *     dict.update(obj, {key: value, ...})   the items of a dict subclass (an OrderedDict
  *                                           subclass through OrderedDict.__setitem__);
@@ -25,7 +25,8 @@
  * torch.distributions' plain-Python distributions and constraints, exceptions,
  * extension types, abstract classes, classes with
  * __del__ or a metaclass __call__, and subclasses of builtins other than dict/OrderedDict,
- * list, set and frozenset (tuple subclasses: named tuples, in dataclass.c). */
+ * list, set, frozenset and tuple (named tuples are dataclass.c's; a plain tuple subclass's
+ * tuple.__new__(cls, items) comes here through cdyn_newobj_tuple_new). */
 #include "user.h"
 #include "../codegen.h"
 
@@ -114,7 +115,7 @@ empty_dict(void)
     return d;
 }
 
-/* A new empty value of kind k (DICT, LIST, SET, FROZENSET); NULL on error. */
+/* A new empty value of kind k (DICT, LIST, SET, FROZENSET, TUPLE); NULL on error. */
 static PyObject *
 empty_base(cdyn_tx *tx, cdyn_vkind k)
 {

@@ -1408,7 +1408,7 @@ cdyn_sym_tensor_input(cdyn_tx *tx, PyObject *tensor, PyObject *source, PyObject 
        static shapes */
     static_shapes = nd > 64 || layout != layout_strided || module_tensor_static(tx, source) ||
                     Py_TYPE(tensor) == (PyTypeObject *)cdyn_G.nn_parameter_type ||
-                    PyObject_HasAttrString((PyObject *)Py_TYPE(tensor), "__tensor_flatten__");
+                    cdyn_is_wrapper_subclass(Py_TYPE(tensor));
     Py_DECREF(layout);
     memset(buf, 0, sizeof(buf));
     if (!static_shapes && decide_dims(tx, tensor, source, nd, buf, buf + 64, buf + 128) < 0) {

@@ -27,6 +27,21 @@ getattr_node(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+int
+cdyn_is_wrapper_subclass(PyTypeObject *t)
+{
+    static PyObject *s_flatten;
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        return 0;   /* torch.Tensor itself and extension types */
+    }
+    if (s_flatten == NULL &&
+        (s_flatten = PyUnicode_InternFromString("__tensor_flatten__")) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return _PyType_Lookup(t, s_flatten) != NULL;
+}
+
 /* 1 when name is an inner tensor of v, a tensor of a traceable wrapper subclass (one of the
  * attributes its __tensor_flatten__ names): x.a of a TwoTensor, the int data of a
  * quantized tensor; read in the graph as torch._dynamo reads it (a getattr node). */
@@ -35,7 +50,7 @@ inner_tensor_name(PyObject *v, PyObject *name)
 {
     PyObject *flat, *attrs;
     int found = 0;
-    if (!PyObject_HasAttrString((PyObject *)Py_TYPE(fake(v)), "__tensor_flatten__")) {
+    if (!cdyn_is_wrapper_subclass(Py_TYPE(fake(v)))) {
         return 0;
     }
     flat = PyObject_CallMethod(fake(v), "__tensor_flatten__", NULL);
