@@ -235,7 +235,44 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
         if forced is not None:
             engine.mark_force_compile(forced)
         return CompiledModule(model, opts)
-    return _finish_function_wrapper(engine.wrap(model, opts), model)
+    return _finish_function_wrapper(engine.wrap(_top_level_target(model), opts), model)
+
+
+def _runs_untraced(fn) -> bool:
+    """Whether a call of fn (a callable) runs no frame cdynamo would trace: a builtin or C
+    callable (torch.sin, an OpOverload), a Python function whose trace rule is not
+    ``compile`` (torch.nn.functional.relu, a polyfilled builtin), or a functools.partial of
+    one of them. Classes and objects with a Python ``__call__`` are traced where they run."""
+    from . import trace_rules
+    if isinstance(fn, functools.partial):
+        return _runs_untraced(fn.func)
+    if isinstance(fn, (types.FunctionType, types.MethodType)):
+        rule = trace_rules.lookup_callable(fn)
+        return rule is not None and rule.rule != trace_rules.COMPILE
+    return isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType,
+                           types.MethodWrapperType, types.WrapperDescriptorType,
+                           types.MethodDescriptorType, types.ClassMethodDescriptorType,
+                           torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+
+
+def _top_level_target(fn):
+    """What the engine's wrapper calls for cdynamo.compile(fn): fn itself, or, when fn's own
+    call would trace nothing (_runs_untraced: ``cdynamo.compile(torch.sin)``), a new Python
+    function calling it, whose frame is traced with the call in it (as torch.compile wraps
+    such callables, external_utils.wrap_inline). Each wrapper has its own code object, so
+    each compiled callable has its own cache entries; its file "<cdynamo.compile>" and
+    globals' module name have no trace rule (this module's code is never traced)."""
+    if not _runs_untraced(fn):
+        return fn
+
+    def call_compiled_callable(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    code = call_compiled_callable.__code__.replace(co_filename="<cdynamo.compile>")
+    return types.FunctionType(code, {"__name__": "cdynamo_compiled_callable",
+                                     "__builtins__": __builtins__},
+                              "call_compiled_callable", None,
+                              call_compiled_callable.__closure__)
 
 
 _torch_patched = False

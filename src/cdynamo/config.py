@@ -4,7 +4,11 @@
                     Print, per compiled frame, the FX graph as a table, ORIGINAL BYTECODE,
                     MODIFIED BYTECODE and GUARDS (as torch._dynamo.config.output_code).
   cache_size_limit  int >= 1, default 8. Cache entries per code object; past it the frame runs
-                    without compiling (as torch._dynamo.config.cache_size_limit).
+                    without compiling (as torch._dynamo.config.cache_size_limit). As
+                    torch._dynamo's recompile_limit, a frame counts only the entries whose
+                    ID_MATCH guards on its arguments (a class, a function) name the objects it
+                    was called with, and every code object stops at 256 entries in all
+                    (torch._dynamo's accumulated_recompile_limit).
   verbose           bool, default False (True with CDYNAMO_VERBOSE=1). Sets the "cdynamo"
                     logger to DEBUG and gives it a stderr handler if it has none.
   raise_internal_errors

@@ -685,6 +685,20 @@ cdyn_guards_add_id(cdyn_guards *g, PyObject *source, PyObject *obj, int is_funct
 }
 
 int
+cdyn_guards_same_id_locals(const cdyn_guards *g, PyObject *const *localsplus)
+{
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        const guard *gd = &g->items[i];
+        if ((gd->kind == G_ID || gd->kind == G_FUNCTION) &&
+            ((cdyn_source *)gd->source)->kind == CDYN_SRC_LOCAL &&
+            localsplus[((cdyn_source *)gd->source)->index] != gd->value) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int
 cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n)
 {
     if (check_source_arg(source) < 0) {

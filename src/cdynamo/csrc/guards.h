@@ -68,6 +68,12 @@ int cdyn_guards_tensor_meta_active(void);
 /* GLOBAL_STATE: fn(*args) == expected (fn, args: borrowed; a tuple of constants), e.g.
  * torch.get_autocast_dtype('cpu') when the trace read it. */
 int cdyn_guards_add_call(cdyn_guards *g, PyObject *fn, PyObject *args, PyObject *expected);
+/* 1 when every ID_MATCH / FUNCTION_MATCH of g on a plain local (L['x']) names the object
+ * that slot of localsplus (borrowed, a frame's slots at entry) holds now, else 0: the entries
+ * that count toward cache_size_limit for that frame, as torch._dynamo's recompile_limit counts
+ * only the entries whose id-matched locals are the frame's (a function called with 10 classes
+ * or modules in turn keeps compiling; the same object failing other guards does not). */
+int cdyn_guards_same_id_locals(const cdyn_guards *g, PyObject *const *localsplus);
 /* LENGTH_CHECK: len(value) == n, for tuples, lists and dicts whose items were traced
  * (added by the lead; printed as "<source> LENGTH_CHECK n"). */
 int cdyn_guards_add_len(cdyn_guards *g, PyObject *source, Py_ssize_t n);

@@ -74,6 +74,9 @@ static Py_ssize_t install_count;   /* compiled calls active on all threads */
 /* The function below us: installed when we put eval_frame over it. Never eval_frame. */
 static _PyFrameEvalFunction prev_eval = _PyEval_EvalFrameDefault;
 static int cache_size_limit = 8;
+/* Entries of one code object in all (torch._dynamo's accumulated_recompile_limit): the cap
+ * when cache_size_limit counts only the entries of the frame's id-matched locals. */
+enum { ACCUMULATED_CACHE_LIMIT = 256 };
 static PyObject *str_dynamo_eval_frame;   /* strong "torch._C._dynamo.eval_frame" */
 
 static void decide_skip(PyCodeObject *code, PyObject *globals, cdyn_extra *x);
@@ -518,6 +521,22 @@ compile_lock_release(void)
     PyErr_Restore(et, ev, tb);
 }
 
+/* Whether f (of code with extra x) may not compile once more: its entries that count for
+ * it (those whose ID_MATCHes on plain locals name f's objects) plus the translations given
+ * up reach cache_size_limit, or all its entries reach ACCUMULATED_CACHE_LIMIT. */
+static int
+at_cache_limit(cdyn_extra *x, cdyn_frame *f)
+{
+    int n = x->nunmodified;
+    if (x->nentries + x->nunmodified >= ACCUMULATED_CACHE_LIMIT) {
+        return 1;
+    }
+    for (cdyn_cache_entry *e = x->entries; e != NULL && n < cache_size_limit; e = e->next) {
+        n += cdyn_guards_same_id_locals(e->guards, cdyn_frame_slots(f));
+    }
+    return n >= cache_size_limit;
+}
+
 /* The slow path of a frame whose code has no passing entry: compile or run unmodified.
  * order: cdyn_cache_order when the walk that found no entry started. */
 static PyObject *
@@ -538,7 +557,7 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         return eval_plain(ts, f, 0);
     }
     t->disabled = 1;
-    if (x->nentries + x->nunmodified >= cache_size_limit) {
+    if (at_cache_limit(x, f)) {
         cdyn_counts.cache_limit_hits++;
         cdyn_counts.unmodified++;
         if (!x->limit_logged) {
@@ -603,7 +622,7 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         t->disabled = saved_disabled;
         goto done;
     }
-    if (x->nentries + x->nunmodified >= cache_size_limit) {
+    if (at_cache_limit(x, f)) {
         /* filled by the threads that compiled meanwhile: the next miss logs the limit */
         compile_lock_release();
         locked = 0;

@@ -125,6 +125,16 @@ tr_status cdyn_tx_raise(cdyn_tx *tx, PyObject *type, PyObject *const *args, Py_s
 /* The same with one str argument, PyUnicode_FromFormat(fmt, ...): the error CPython would
  * raise, in the traced code (a missing argument, an unhashable key, ...). */
 tr_status cdyn_tx_raise_text(cdyn_tx *tx, PyObject *type, const char *fmt, ...);
+/* The ValueError CPython 3.11-3.13 raises when owner.method(x) ("list"/"tuple"/"deque",
+ * "index"/"remove") finds no item equal to x (borrowed), raised in the trace; a message that
+ * needs repr(x) of a non-constant x is unsupported instead (values/seq.c). 3.14 words these
+ * messages as "list.index(x): x not in list": an addition to this function. */
+tr_status cdyn_seq_not_found(cdyn_tx *tx, const char *owner, const char *method, PyObject *x);
+/* The Python error set now, raised by a builtin run for real on constants (a bad argument:
+ * TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError of a builtin
+ * class, constant args), raised in the traced code as eager raises it: cdyn_tx_raise's
+ * status. Any other error is cleared and TR_NOTIMPL returned (the caller says unsupported). */
+tr_status cdyn_tx_raise_pending(cdyn_tx *tx);
 /* `raise v` for an EXC or EXCTYPE value (borrowed), chained to the exception being
  * handled (__context__); TR_UNSUPPORTED for anything else. */
 tr_status cdyn_tx_raise_value(cdyn_tx *tx, PyObject *v);

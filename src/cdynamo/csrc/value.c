@@ -688,13 +688,9 @@ static tr_status
 raise_as_real(cdyn_tx *tx, tr_status st, PyObject *fn, PyObject *name, PyObject *const *vals,
               Py_ssize_t n, PyObject *kwnames)
 {
-    static PyObject *const *const kinds[] = {&PyExc_TypeError, &PyExc_ValueError,
-                                             &PyExc_IndexError, &PyExc_KeyError,
-                                             &PyExc_AttributeError, &PyExc_ZeroDivisionError};
-    PyObject *real[8] = {NULL}, *callee = NULL, *res = NULL, *et = NULL, *ev = NULL, *tb = NULL;
-    PyObject *eargs = NULL, *cargs[4] = {NULL};
-    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, i, k = 0;
-    int known = 0;
+    PyObject *real[8] = {NULL}, *callee = NULL, *res = NULL;
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, i;
+    tr_status raised;
     if (st != TR_UNSUPPORTED || n > 8 || n < 1 || PyErr_Occurred()) {
         return st;
     }
@@ -712,43 +708,14 @@ raise_as_real(cdyn_tx *tx, tr_status st, PyObject *fn, PyObject *name, PyObject 
     if (res != NULL || !PyErr_Occurred()) {
         goto done;
     }
-    for (size_t j = 0; j < sizeof(kinds) / sizeof(kinds[0]); j++) {
-        known |= PyErr_ExceptionMatches(*kinds[j]);
-    }
-    if (!known) {
-        PyErr_Clear();
-        goto done;
-    }
-    PyErr_Fetch(&et, &ev, &tb);
-    PyErr_NormalizeException(&et, &ev, &tb);
-    eargs = ev ? PyObject_GetAttrString(ev, "args") : NULL;
-    PyErr_Clear();
-    if (eargs == NULL || !PyTuple_Check(eargs) || PyTuple_GET_SIZE(eargs) > 4 ||
-        !PyType_Check(et) || ((PyTypeObject *)et)->tp_flags & Py_TPFLAGS_HEAPTYPE) {
-        goto done;
-    }
-    for (k = 0; k < PyTuple_GET_SIZE(eargs); k++) {
-        if (!cdyn_is_constant(PyTuple_GET_ITEM(eargs, k)) ||
-            (cargs[k] = cdyn_value_const(PyTuple_GET_ITEM(eargs, k))) == NULL) {
-            PyErr_Clear();
-            goto done;
-        }
-    }
-    Py_CLEAR(tx->reason);
-    st = cdyn_tx_raise(tx, et, cargs, k);
+    raised = cdyn_tx_raise_pending(tx);
+    st = raised == TR_NOTIMPL ? st : raised;
 done:
     for (i = 0; i < 8; i++) {
         Py_XDECREF(real[i]);
     }
-    for (i = 0; i < 4; i++) {
-        Py_XDECREF(cargs[i]);
-    }
     Py_XDECREF(callee);
     Py_XDECREF(res);
-    Py_XDECREF(et);
-    Py_XDECREF(ev);
-    Py_XDECREF(tb);
-    Py_XDECREF(eargs);
     return st;
 }
 

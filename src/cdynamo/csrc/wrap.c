@@ -148,8 +148,9 @@ cdyn_call_on_constants(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssiz
         objs[i] = V(args[i])->u.cnst.value;
     }
     res = PyObject_Vectorcall(fn, objs, nargs - nkw, kwnames);
-    if (res == NULL) {
-        return cdyn_tx_unsupported(tx, "constant call of %R failed", fn);
+    if (res == NULL) {   /* a builtin error is eager's too: raised in the trace */
+        st = cdyn_tx_raise_pending(tx);
+        return st != TR_NOTIMPL ? st : cdyn_tx_unsupported(tx, "constant call of %R failed", fn);
     }
     if (!PyList_CheckExact(res)) {
         if (!cdyn_is_constant(res)) {
@@ -371,7 +372,8 @@ static tr_status
 wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
     cdyn_vkind k = PyTuple_Check(obj) ? VK_TUPLE : PyList_CheckExact(obj) ? VK_LIST
-                   : PySet_CheckExact(obj) ? VK_SET : VK_DICT;
+                   : PySet_CheckExact(obj) ? VK_SET : PyFrozenSet_CheckExact(obj) ? VK_FROZENSET
+                   : VK_DICT;
     int seen = seen_by_id(tx, obj, source, out);
     if (seen != 0) {
         return seen > 0 ? TR_OK : TR_ERROR;
@@ -390,7 +392,7 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
             V(*out)->u.dict.type = Py_NewRef((PyObject *)Py_TYPE(obj));
         }
     }
-    else if (k == VK_SET) {
+    else if (k == VK_SET || k == VK_FROZENSET) {
         V(*out)->u.set.real = Py_NewRef(obj);
     }
     else {
@@ -451,13 +453,14 @@ cdyn_tx_materialize(cdyn_tx *tx, PyObject *v)
     PyObject *real, *items = NULL;
     tr_status st;
     if (!(x->bits & (SEQ_LAZY | SEQ_APPENDED)) ||
-        !(x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT || x->kind == VK_SET)) {
+        !(x->kind == VK_TUPLE || x->kind == VK_LIST || x->kind == VK_DICT || x->kind == VK_SET ||
+          x->kind == VK_FROZENSET)) {
         return TR_OK;
     }
     if (x->kind == VK_DICT) {
         return cdyn_dict_materialize(tx, v);   /* DICT_KEYS guard, values by ITEM sources */
     }
-    if (x->kind == VK_SET) {
+    if (x->kind == VK_SET || x->kind == VK_FROZENSET) {
         return cdyn_set_materialize(tx, v);
     }
     real = x->u.seq.real;
@@ -722,7 +725,9 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
         return st;
     }
     if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj) || cdyn_is_dict_type(Py_TYPE(obj)) ||
-        PySet_CheckExact(obj)) {
+        PySet_CheckExact(obj) || (PyFrozenSet_CheckExact(obj) && source != NULL)) {
+        /* (a frozenset of constants is a constant; one of functions or classes is an input
+           container like a set) */
         if (source != NULL) {
             return wrap_input_container(tx, obj, source, out);
         }

@@ -142,3 +142,32 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     if kwargs is None:
         kwargs = {}
     return call_with_parameters(module, tensors, args, kwargs)
+
+
+# The legacy tensor types (torch.FloatTensor, torch.LongTensor, ...) called as constructors.
+_LEGACY_TYPES = {
+    "FloatTensor": _torch.float32, "DoubleTensor": _torch.float64, "HalfTensor": _torch.float16,
+    "BFloat16Tensor": _torch.bfloat16, "LongTensor": _torch.int64, "IntTensor": _torch.int32,
+    "ShortTensor": _torch.int16, "CharTensor": _torch.int8, "ByteTensor": _torch.uint8,
+    "BoolTensor": _torch.bool,
+}
+
+
+def _legacy_constructor(dtype):
+    def legacy_tensor_constructor(*args, **kwargs):
+        """torch.<Type>Tensor(data) of a list or tuple of numbers: a new CPU tensor of the
+        type's dtype, as torch.tensor(data, dtype=...) (what the legacy constructor makes);
+        torch.<Type>Tensor() an empty one. Sizes, a tensor, a storage or keyword arguments
+        are a graph break."""
+        if kwargs or len(args) > 1:
+            unsupported("a legacy tensor constructor with sizes or keyword arguments")
+        if not args:
+            return _torch.empty(0, dtype=dtype)
+        if not isinstance(args[0], (list, tuple)):
+            unsupported("a legacy tensor constructor of something other than a list or tuple")
+        return _torch.tensor(args[0], dtype=dtype)
+    return legacy_tensor_constructor
+
+
+for _name, _dtype in _LEGACY_TYPES.items():
+    substitute_for(getattr(_torch, _name))(_legacy_constructor(_dtype))

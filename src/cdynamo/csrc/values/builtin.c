@@ -1391,9 +1391,10 @@ fold_on_containers(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args
     }
     if (st == TR_OK && all) {
         r = PyObject_Vectorcall(fn, objs, nargs - nkw, kwnames);
-        if (r == NULL) {
+        if (r == NULL) {   /* a builtin error is eager's too: raised in the trace */
             *done = 1;
-            st = cdyn_tx_unsupported(tx, "constant call of %R failed", fn);
+            st = cdyn_tx_raise_pending(tx);
+            st = st != TR_NOTIMPL ? st : cdyn_tx_unsupported(tx, "constant call of %R failed", fn);
         }
         else if (cdyn_is_constant(r)) {
             *done = 1;

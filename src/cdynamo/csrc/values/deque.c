@@ -266,6 +266,18 @@ rotate(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs)
     return st;
 }
 
+/* The list's ValueError for an item missing from the deque, worded as deque's. */
+static tr_status
+not_in_deque(cdyn_tx *tx, const char *method, PyObject *x)
+{
+    if (!PyErr_GivenExceptionMatches(V(tx->exc)->u.exc.type, PyExc_ValueError)) {
+        return TR_EXCEPTION;
+    }
+    Py_CLEAR(tx->exc);
+    Py_CLEAR(tx->reason);
+    return cdyn_seq_not_found(tx, "deque", method, x);
+}
+
 static tr_status
 deque_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
                   Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -280,7 +292,9 @@ deque_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObjec
         return cdyn_tx_unsupported(tx, "keyword arguments to deque.%U", name);
     }
     if (cdyn_name_in(name, reads)) {
-        return cdyn_v_call_method(tx, fs, dlist(v), name, args, nargs, NULL, out);
+        st = cdyn_v_call_method(tx, fs, dlist(v), name, args, nargs, NULL, out);
+        return st == TR_EXCEPTION && nargs >= 1 && cdyn_name_is(name, "index")
+                   ? not_in_deque(tx, "index", args[0]) : st;
     }
     if (cdyn_name_is(name, "copy") && nargs == 0) {
         *out = new_deque(ditems(v), V(v)->u.deque.maxlen, NULL);
@@ -322,6 +336,9 @@ deque_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObjec
             return st;
         }
         st = cdyn_v_call_method(tx, fs, dlist(v), name, args, nargs, NULL, &r);
+        if (st == TR_EXCEPTION && cdyn_name_is(name, "remove")) {
+            return not_in_deque(tx, "remove", args[0]);
+        }
         if (st == TR_OK && trim(v, 1) < 0) {
             st = TR_ERROR;
         }

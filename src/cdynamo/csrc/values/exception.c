@@ -123,6 +123,52 @@ cdyn_tx_raise(cdyn_tx *tx, PyObject *type, PyObject *const *args, Py_ssize_t nar
 }
 
 tr_status
+cdyn_tx_raise_pending(cdyn_tx *tx)
+{
+    static PyObject *const *const kinds[] = {&PyExc_TypeError, &PyExc_ValueError,
+                                             &PyExc_IndexError, &PyExc_KeyError,
+                                             &PyExc_AttributeError, &PyExc_ZeroDivisionError};
+    PyObject *et = NULL, *ev = NULL, *tb = NULL, *eargs = NULL, *cargs[4] = {NULL};
+    Py_ssize_t k = 0;
+    tr_status st = TR_NOTIMPL;
+    int known = 0;
+    assert(PyErr_Occurred());
+    for (size_t j = 0; j < sizeof(kinds) / sizeof(kinds[0]); j++) {
+        known |= PyErr_ExceptionMatches(*kinds[j]);
+    }
+    if (!known) {
+        PyErr_Clear();
+        goto done;
+    }
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    eargs = ev ? PyObject_GetAttrString(ev, "args") : NULL;
+    PyErr_Clear();
+    if (eargs == NULL || !PyTuple_Check(eargs) || PyTuple_GET_SIZE(eargs) > 4 ||
+        !PyType_Check(et) || ((PyTypeObject *)et)->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        goto done;
+    }
+    for (k = 0; k < PyTuple_GET_SIZE(eargs); k++) {
+        if (!cdyn_is_constant(PyTuple_GET_ITEM(eargs, k)) ||
+            (cargs[k] = cdyn_value_const(PyTuple_GET_ITEM(eargs, k))) == NULL) {
+            PyErr_Clear();
+            goto done;
+        }
+    }
+    Py_CLEAR(tx->reason);
+    st = cdyn_tx_raise(tx, et, cargs, k);
+done:
+    for (Py_ssize_t i = 0; i < 4; i++) {
+        Py_XDECREF(cargs[i]);
+    }
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    Py_XDECREF(eargs);
+    return st;
+}
+
+tr_status
 cdyn_tx_raise_text(cdyn_tx *tx, PyObject *type, const char *fmt, ...)
 {
     va_list va;

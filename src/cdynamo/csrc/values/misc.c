@@ -253,6 +253,17 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
             Py_DECREF(self);
             return *out ? TR_OK : TR_ERROR;
         }
+        if (is_get && (Py_IS_TYPE(self, &PyGetSetDescr_Type) ||
+                       Py_IS_TYPE(self, &PyMemberDescr_Type))) {
+            /* torch.Tensor.shape.__get__(x): the attribute x.shape, when x is of the
+               descriptor's class */
+            PyTypeObject *tp = cdyn_v_python_type(args[0]);
+            if (tp != NULL && PyType_IsSubtype(tp, PyDescr_TYPE(self))) {
+                tr_status st = cdyn_v_getattr(tx, args[0], PyDescr_NAME(self), out);
+                Py_DECREF(self);
+                return st;
+            }
+        }
         Py_DECREF(self);
     }
     if (PyWeakref_CheckRef(obj) && nargs == 0) {

@@ -415,7 +415,12 @@ cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const 
     PyTypeObject *cls = (PyTypeObject *)cdyn_v_real(clsv), *t;
     PyObject *newfn = _PyType_Lookup(cls, cdyn_U.s_new), *obj = NULL, *fn = NULL;
     tr_status st;
+    int handled = 0;
     (void)fs;
+    st = cdyn_polyfill_call(tx, (PyObject *)cls, args, nargs, kwnames, out, &handled);
+    if (handled || st != TR_OK) {   /* a class with a polyfill (torch.LongTensor(data)) */
+        return st;
+    }
     if (cdyn_is_deque_type((PyObject *)cls)) {
         return cdyn_deque_construct(tx, args, nargs, kwnames, out);   /* values/deque.c */
     }

@@ -74,7 +74,7 @@ cdyn_polyfill_of(PyObject *obj)
     PyObject *pf = NULL;
     /* only functions and types can be polyfilled: no user __hash__ runs here */
     if (table == NULL || !(PyCFunction_Check(obj) || PyFunction_Check(obj) ||
-                           PyType_CheckExact(obj))) {
+                           (PyType_Check(obj) && Py_TYPE(obj)->tp_hash == PyType_Type.tp_hash))) {
         return NULL;
     }
     pf = PyDict_GetItemWithError(table, obj);

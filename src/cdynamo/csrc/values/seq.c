@@ -66,19 +66,27 @@ seq_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
                                   out);
 }
 
-/* An int constant argument: 0 and *i set, or -1 when it is not one. */
+/* An int constant argument (a dynamic int specialised to its value): 0 and *i set, or -1
+ * when it is not one. */
 static int
-const_index(PyObject *v, Py_ssize_t *i)
+const_index(cdyn_tx *tx, PyObject *v, Py_ssize_t *i)
 {
-    if (V(v)->kind != VK_CONST || !PyLong_Check(V(v)->u.cnst.value)) {
-        return -1;
+    PyObject *c = NULL;
+    int rc = -1;
+    if (V(v)->kind == VK_SYMINT) {   /* a dynamic int input: specialised (guarded) */
+        if (cdyn_sym_specialize(tx, v, &c) != TR_OK) {
+            PyErr_Clear();
+            return -1;
+        }
+        v = c;
     }
-    *i = PyLong_AsSsize_t(V(v)->u.cnst.value);
-    if (*i == -1 && PyErr_Occurred()) {
+    if (V(v)->kind == VK_CONST && PyLong_Check(V(v)->u.cnst.value)) {
+        *i = PyLong_AsSsize_t(V(v)->u.cnst.value);
+        rc = *i == -1 && PyErr_Occurred() ? -1 : 0;
         PyErr_Clear();
-        return -1;
     }
-    return 0;
+    Py_XDECREF(c);
+    return rc;
 }
 
 /* list.pop([i]) */
@@ -88,7 +96,7 @@ list_pop(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs, PyOb
     Py_ssize_t n = PyList_GET_SIZE(items(v)), i = n - 1;
     tr_status st;
     if (nargs == 1) {
-        if (const_index(args[0], &i) < 0) {
+        if (const_index(tx, args[0], &i) < 0) {
             return cdyn_tx_unsupported(tx, "list.pop with a non-constant index");
         }
         if (i < 0) {
@@ -112,8 +120,8 @@ find_equal(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs, in
 {
     Py_ssize_t n = PyList_GET_SIZE(items(v)), lo = 0, hi = n, found = 0;
     if (nargs < 1 || nargs > (count ? 1 : 3) ||
-        (nargs >= 2 && const_index(args[1], &lo) < 0) ||
-        (nargs == 3 && const_index(args[2], &hi) < 0)) {
+        (nargs >= 2 && const_index(tx, args[1], &lo) < 0) ||
+        (nargs == 3 && const_index(tx, args[2], &hi) < 0)) {
         return cdyn_tx_unsupported(tx, "index/count with these arguments");
     }
     lo = lo < 0 ? (lo + n < 0 ? 0 : lo + n) : lo;
@@ -232,6 +240,19 @@ list_sort(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize
     return st == TR_OK && *out == NULL ? TR_ERROR : st;
 }
 
+tr_status
+cdyn_seq_not_found(cdyn_tx *tx, const char *owner, const char *method, PyObject *x)
+{
+    if (strcmp(owner, "tuple") == 0 || (strcmp(owner, "list") == 0 && strcmp(method, "remove") == 0)) {
+        return cdyn_tx_raise_text(tx, PyExc_ValueError, "%s.%s(x): x not in %s", owner, method,
+                                  owner);
+    }
+    if (V(x)->kind != VK_CONST) {   /* the message holds repr(x) */
+        return cdyn_tx_unsupported(tx, "%s.%s of an item not in it (ValueError)", owner, method);
+    }
+    return cdyn_tx_raise_text(tx, PyExc_ValueError, "%R is not in %s", V(x)->u.cnst.value, owner);
+}
+
 /* Methods that read a list or tuple: copy, index, count. */
 static tr_status
 seq_read_method(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const *args,
@@ -253,8 +274,8 @@ seq_read_method(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const *args,
             return st;
         }
         if (r < 0) {
-            return cdyn_tx_unsupported(tx, "index of an item not in the %s (ValueError)",
-                                       V(v)->kind == VK_LIST ? "list" : "tuple");
+            return cdyn_seq_not_found(tx, V(v)->kind == VK_LIST ? "list" : "tuple", "index",
+                                      args[0]);
         }
         *out = cdyn_value_const_steal(PyLong_FromSsize_t(r));
         return *out ? TR_OK : TR_ERROR;
@@ -319,7 +340,7 @@ list_write_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObjec
         i = n;
     }
     else if (cdyn_name_is(name, "insert") && nargs == 2) {
-        if (const_index(args[0], &i) < 0) {
+        if (const_index(tx, args[0], &i) < 0) {
             return cdyn_tx_unsupported(tx, "list.insert with a non-constant index");
         }
         i = i < 0 ? (i + n < 0 ? 0 : i + n) : (i > n ? n : i);
@@ -331,7 +352,7 @@ list_write_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObjec
     else if (cdyn_name_is(name, "remove") && nargs == 1) {
         st = find_equal(tx, v, args, 1, 0, &i);
         if (st == TR_OK && i < 0) {
-            st = cdyn_tx_unsupported(tx, "list.remove(x): x not in list (ValueError)");
+            st = cdyn_seq_not_found(tx, "list", "remove", args[0]);
         }
         if (st == TR_OK && (st = cdyn_container_mutating(tx, v)) == TR_OK &&
             PyList_SetSlice(items(v), i, i + 1, NULL) < 0) {

@@ -280,17 +280,31 @@ static tr_status
 call_meta_method(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
                  Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-    PyObject *m = NULL, *objs[64], *res = NULL;
+    PyObject *m = NULL, *objs[64], *res = NULL, *spec[64] = {NULL};
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (!cdyn_all_const(args, nargs) || nargs > 64) {
-        return cdyn_tx_unsupported(tx, "Tensor.%U with non-constant arguments", name);
+    tr_status st = TR_OK;
+    if (nargs > 64) {
+        return cdyn_tx_unsupported(tx, "Tensor.%U with too many arguments", name);
+    }
+    for (Py_ssize_t j = 0; j < nargs && st == TR_OK; j++) {
+        /* a dynamic int argument (x.size(dim) with dim an input) is specialised: guarded */
+        st = cdyn_sym_specialize(tx, args[j], &spec[j]);
+        if (st == TR_OK && V(spec[j])->kind != VK_CONST) {
+            st = cdyn_tx_unsupported(tx, "Tensor.%U with non-constant arguments", name);
+        }
+        objs[j] = st == TR_OK ? V(spec[j])->u.cnst.value : NULL;
+    }
+    if (st == TR_OK) {
+        m = PyObject_GetAttr(fake(self), name);
+        res = m ? PyObject_Vectorcall(m, objs, nargs - nkw, kwnames) : NULL;
+        Py_XDECREF(m);
     }
     for (Py_ssize_t j = 0; j < nargs; j++) {
-        objs[j] = V(args[j])->u.cnst.value;
+        Py_XDECREF(spec[j]);
     }
-    m = PyObject_GetAttr(fake(self), name);
-    res = m ? PyObject_Vectorcall(m, objs, nargs - nkw, kwnames) : NULL;
-    Py_XDECREF(m);
+    if (st != TR_OK) {
+        return st;
+    }
     if (res == NULL) {
         return cdyn_tx_unsupported(tx, "Tensor.%U failed", name);
     }

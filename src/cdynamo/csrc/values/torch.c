@@ -59,6 +59,7 @@ cdyn_is_graph_function(PyObject *obj)
         return 1;   /* torch._dynamo.allow_in_graph(fn): one node, as torch._dynamo */
     }
     if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "torch.fx") ||
+        cdyn_module_startswith(obj, "torch._C._dynamo") ||   /* the frame hook's own C API */
         cdyn_module_startswith(obj, "torch.compiler") ||
         cdyn_module_startswith(obj, "torch.autograd") ||
         (PyFunction_Check(obj) &&

@@ -1711,9 +1711,9 @@ typing_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *hand
 }
 
 /* Cls[T] of a generic class (its __class_getitem__ is typing.Generic's or collections.abc's
- * types.GenericAlias: a type hint such as torch's OrderedSet[T] in a cast()): the real
- * alias, made at trace time from the real key (a constant, a class, a TypeVar). *handled =
- * 0 for other classes. */
+ * types.GenericAlias or a subclass of it, as Callable[[T], R]: a type hint such as torch's
+ * OrderedSet[T] in a cast()): the real alias, made at trace time from the real key (a
+ * constant, a class, a TypeVar). *handled = 0 for other classes. */
 tr_status
 cdyn_uobj_generic_alias(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out, int *handled)
 {
@@ -1728,7 +1728,8 @@ cdyn_uobj_generic_alias(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out,
                                                         : NULL;
     PyErr_Clear();
     if (f == NULL ||
-        !(cdyn_module_startswith(f, "typing") || f == (PyObject *)&Py_GenericAliasType) ||
+        !(cdyn_module_startswith(f, "typing") ||
+          (PyType_Check(f) && PyType_IsSubtype((PyTypeObject *)f, &Py_GenericAliasType))) ||
         (k = cdyn_v_real_arg(key)) == NULL) {
         Py_XDECREF(f);
         return PyErr_Occurred() ? TR_ERROR : TR_OK;
@@ -1886,10 +1887,13 @@ cdyn_uobj_truth(cdyn_tx *tx, PyObject *v, int *out)
     tr_status st;
     if (kb == DUNDER_PYTHON) {
         st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_bool, NULL, 0, &r, &found);
-        if (st == TR_OK && (V(r)->kind != VK_CONST || !PyBool_Check(V(r)->u.cnst.value))) {
+        if (st == TR_OK && V(r)->kind == VK_SYMINT) {
+            st = cdyn_v_truth(tx, r, out);   /* a symbolic bool (self.x > 0): guarded */
+        }
+        else if (st == TR_OK && (V(r)->kind != VK_CONST || !PyBool_Check(V(r)->u.cnst.value))) {
             st = cdyn_tx_unsupported(tx, "__bool__ returned %S", r);
         }
-        if (st == TR_OK) {
+        else if (st == TR_OK) {
             *out = V(r)->u.cnst.value == Py_True;
         }
         Py_XDECREF(r);
