@@ -291,6 +291,29 @@ def test_backend_failure_reaches_the_user():
     with pytest.raises(_glue.BackendCompilerFailed) as e:
         cdynamo.compile(plain, backend=bad_backend)(X)
     assert isinstance(e.value.__cause__, ZeroDivisionError)
+    # code written for torch.compile catches torch's class
+    import torch._dynamo.exc
+    assert isinstance(e.value, torch._dynamo.exc.BackendCompilerFailed)
+    assert e.value.inner_exception is e.value.__cause__
+
+
+def test_error_on_recompile():
+    """cdynamo.config.error_on_recompile (and torch._dynamo.config's) makes a recompile raise
+    torch._dynamo.exc.RecompileError naming the failed guard; the first compile does not."""
+    import torch._dynamo.exc
+
+    def add(a, b):
+        return a + b
+
+    compiled = cdynamo.compile(add, backend="eager")
+    assert torch.equal(compiled(X, 1), X + 1)
+    for patch in (cdynamo.config.patch(error_on_recompile=True),
+                  torch._dynamo.config.patch(error_on_recompile=True)):
+        with patch:
+            assert torch.equal(compiled(X, 1), X + 1)   # a cache hit
+            with pytest.raises(torch._dynamo.exc.RecompileError, match="L\\['b'\\]"):
+                compiled(X, X)
+    assert torch.equal(compiled(X, X), X + X)   # off again: recompiles
 
 
 def test_unmodified_frames_are_logged_at_info(caplog):

@@ -214,3 +214,167 @@ def in_frozenset_of_functions(x, func):
 def test_frozenset_of_functions(func):
     counter, _ = compare_at_least(in_frozenset_of_functions, torch.randn(3), func)
     assert counter.op_count == (2 if func is torch.add else 1)
+
+
+def test_compile_of_compiled_function_takes_the_outer_options():
+    """compile(compile(fn, backend=a), backend=b): b compiles fn, a never runs (as
+    torch.compile's innermost_fn)."""
+    inner, outer = CountingBackend(), CountingBackend()
+
+    def fn(x):
+        return torch.relu(torch.cos(x) + torch.sin(x))
+
+    twice = cdynamo.compile(cdynamo.compile(fn, backend=inner), backend=outer)
+    x = torch.randn(4)
+    assert torch.equal(twice(x), fn(x))
+    assert (inner.frame_count, outer.frame_count, outer.op_count) == (0, 1, 4)
+
+
+@no_break
+@pytest.mark.parametrize("maker", ["cdynamo", "torch_run"])
+def test_compiled_function_called_from_traced_code_is_inlined(maker):
+    """A function compiled on its own (cdynamo.compile, or a torch._dynamo wrapper such as
+    torch._dynamo.run()) called from a compiled function is inlined into its graph."""
+    inner = CountingBackend()
+
+    def helper(x):
+        return torch.sin(x) * 10
+
+    wrapped = (cdynamo.compile(helper, backend=inner) if maker == "cdynamo"
+               else torch._dynamo.run()(helper))
+
+    def fn(x):
+        return torch.relu(wrapped(x) + 1)
+
+    outer = CountingBackend()
+    x = torch.randn(4, 5)
+    assert torch.equal(cdynamo.compile(fn, backend=outer)(x), torch.relu(helper(x) + 1))
+    assert (inner.frame_count, outer.frame_count, outer.op_count) == (0, 1, 4)
+
+
+def test_disabled_function_is_not_inlined():
+    """torch._dynamo.disable's wrapper stays a graph break: what it wraps runs in Python."""
+    seen = []
+
+    @torch._dynamo.disable
+    def side(x):
+        seen.append(torch.compiler.is_compiling())
+        return x * 2
+
+    def fn(x):
+        return side(x + 1) - 1
+
+    counter = CountingBackend()
+    x = torch.randn(3)
+    assert torch.equal(cdynamo.compile(fn, backend=counter)(x), fn(x))
+    assert seen == [False, False] and counter.frame_count == 2
+
+
+def test_mark_dynamic_on_a_specialised_dim_recompiles():
+    """An entry traced with dim 0 marked dynamic serves an unmarked tensor of the same sizes,
+    but a tensor marking dim 1 (specialised in that graph) recompiles, as torch._dynamo."""
+    def fn(a):
+        return a.cos() if a.shape[0] > 2 else a.sin()
+
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter)
+    x0 = torch.randn(3, 3, 3)
+    torch._dynamo.mark_dynamic(x0, 0)
+    compiled(x0)
+    compiled(torch.randn(3, 3, 3))
+    assert counter.frame_count == 1
+    x1 = torch.randn(3, 3, 3)
+    torch._dynamo.mark_dynamic(x1, 1)
+    assert torch.equal(compiled(x1), fn(x1))
+    assert counter.frame_count == 2
+    x2 = torch.randn(3, 3, 3)
+    torch._dynamo.mark_dynamic(x2, 0)
+    compiled(x2)
+    assert counter.frame_count == 2   # dim 0 dynamic in the first entry: a hit
+
+
+@no_break
+def test_legacy_tensor_constructors():
+    def fn(x):
+        return torch.FloatTensor([1.0, 2.0]) + x, torch.LongTensor((3, 4)), torch.BoolTensor()
+
+    got = cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
+    for a, e in zip(got, fn(torch.ones(2))):
+        assert a.dtype == e.dtype and torch.equal(a, e)
+
+
+@no_break
+def test_pytree_tree_map_only_with_callable_hint():
+    """pytree.tree_map_only builds Callable[[T], Any] hints at run time."""
+    import torch.utils._pytree as pytree
+
+    def fn(xs):
+        return pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), xs)
+
+    xs = [torch.tensor(i) for i in range(3)] + ["hi"]
+    counter, _ = compare_at_least(fn, {"aa": (xs, xs), "ab": xs})
+    assert counter.op_count == 9
+
+
+@pytest.mark.parametrize("other", [1, 1.0, "a", (1, 2), [1, 2]], ids=type)
+def test_operator_on_unsupported_operand_types_raises_type_error(other):
+    """{...} | 1 raises eager's TypeError inside the trace (a dict holding a tensor)."""
+    def fn(b):
+        a = {"one": torch.ones(1)}
+        try:
+            return a | b
+        except TypeError as e:
+            return str(e)
+
+    assert cdynamo.compile(fn, backend="eager", fullgraph=True)(other) == fn(other)
+
+
+@no_break
+def test_defaultdict_without_factory_raises_key_error():
+    from collections import defaultdict
+
+    def fn(x):
+        d = defaultdict()
+        try:
+            d[1] += 42
+        except KeyError:
+            d[1] = 1
+        return x + 1, d[1]
+
+    x = torch.ones(2)
+    got = cdynamo.compile(fn, backend="eager", fullgraph=True)(x)
+    assert torch.equal(got[0], x + 1) and got[1] == 1
+
+
+@no_break
+def test_dict_subclass_copy_and_repr():
+    from collections import OrderedDict, defaultdict
+
+    def fn(x):
+        d = defaultdict(list, {1: 1, 2: 2})
+        od = OrderedDict(a=1, b=2)
+        c = d.__copy__()
+        return x + 1, c.default_factory is list, dict(c), repr(od), repr(od.copy())
+
+    x = torch.ones(2)
+    got = cdynamo.compile(fn, backend="eager", fullgraph=True)(x)
+    assert got[1:] == fn(x)[1:]
+
+
+@pytest.mark.parametrize("thetype", ["dict", "OrderedDict"])
+def test_fromkeys_bad_calls_raise_eagers_type_error(thetype):
+    from collections import OrderedDict
+    t = dict if thetype == "dict" else OrderedDict
+
+    def fn(x):
+        out = [t.fromkeys(["a", "b"], 1), t.fromkeys(range(2))]
+        for args in ((), (1, 2), ((1,), 2, 3)):
+            try:
+                t.fromkeys(*args)
+            except TypeError as e:
+                out.append(str(e))
+        return x + 1, out
+
+    x = torch.ones(2)
+    got = cdynamo.compile(fn, backend="eager", fullgraph=True)(x)
+    assert got[1] == fn(x)[1]

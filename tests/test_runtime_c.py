@@ -122,6 +122,10 @@ def test_nested_compiled_and_disable():
     fouter = cdynamo.compile(outer, backend="eager")
     assert torch.equal(fouter(torch.ones(2)), torch.ones(2) * 2 + 1)
     assert _seen_depth and _seen_depth[-1] == 1
+    # a compiled function called from traced code is inlined there (as torch._dynamo
+    # ignores a nested torch.compile wrapper): _inner gets no cache entry of its own
+    assert _C.cache_entries(_inner.__code__) == []
+    assert torch.equal(finner(torch.ones(2)), torch.ones(2) * 2)   # called alone: compiled
     assert _C.cache_entries(_inner.__code__)
 
     globals()["_d"] = _C.disable(_plain)

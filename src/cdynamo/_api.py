@@ -229,6 +229,9 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
     if disable:
         return model
     engine = _C()
+    while isinstance(model, engine.CompiledFunction):
+        # compile(compile(fn)): the outer options win, as torch.compile's innermost_fn
+        model = model._cdynamo_orig_callable
     _patch_torch_once()
     if isinstance(model, torch.nn.Module):
         forced = _forward_lives_in_torch(model)
@@ -240,15 +243,17 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
 
 def _runs_untraced(fn) -> bool:
     """Whether a call of fn (a callable) runs no frame cdynamo would trace: a builtin or C
-    callable (torch.sin, an OpOverload), a Python function whose trace rule is not
-    ``compile`` (torch.nn.functional.relu, a polyfilled builtin), or a functools.partial of
-    one of them. Classes and objects with a Python ``__call__`` are traced where they run."""
+    callable (torch.sin, an OpOverload), a Python function whose trace rule makes calls to it
+    inlined, recorded, folded or polyfilled (torch.nn.functional.relu, torch.functional's
+    ops), or a functools.partial of one of them. Functions under the ``skip`` rule (torch's
+    internals, which may call torch.compile on their own helpers) still run as they are;
+    classes and objects with a Python ``__call__`` are traced where they run."""
     from . import trace_rules
     if isinstance(fn, functools.partial):
         return _runs_untraced(fn.func)
     if isinstance(fn, (types.FunctionType, types.MethodType)):
         rule = trace_rules.lookup_callable(fn)
-        return rule is not None and rule.rule != trace_rules.COMPILE
+        return rule is not None and rule.rule not in (trace_rules.COMPILE, trace_rules.SKIP)
     return isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType,
                            types.MethodWrapperType, types.WrapperDescriptorType,
                            types.MethodDescriptorType, types.ClassMethodDescriptorType,

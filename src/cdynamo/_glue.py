@@ -632,14 +632,22 @@ def set_example(node, value):
     _set(node, value)
 
 
-class BackendCompilerFailed(RuntimeError):
-    """The backend raised while compiling a graph (as torch._dynamo's BackendCompilerFailed):
-    the error reaches the user, with the backend's exception as __cause__."""
+from torch._dynamo.exc import BackendCompilerFailed as _DynamoBackendCompilerFailed  # noqa: E402
+
+
+class BackendCompilerFailed(_DynamoBackendCompilerFailed):
+    """The backend raised while compiling a graph: the error reaches the user, with the
+    backend's exception as __cause__. A subclass of torch._dynamo.exc.BackendCompilerFailed
+    (a RuntimeError), so code written for torch.compile catches it as it catches torch's."""
 
     def __init__(self, backend_name, inner):
-        super().__init__(f"backend {backend_name!r} raised {type(inner).__name__}: {inner}")
+        # torch's __init__ differs between releases: only RuntimeError's is run, and the
+        # attributes torch's class reads are set here
+        RuntimeError.__init__(self, f"backend {backend_name!r} raised {type(inner).__name__}: "
+                                    f"{inner}")
         self.backend_name = backend_name
         self.inner_exception = inner
+        self.first_useful_frame = None
 
 
 class RestartTrace(Exception):
@@ -954,7 +962,15 @@ recompile_log: list = []
 
 
 def record_recompile(qualname, filename, lineno, reason):
-    """Called by the frame hook before a recompile (kept to the last 10,000)."""
+    """Called by the frame hook before a recompile (kept to the last 10,000). Raises
+    torch._dynamo.exc.RecompileError when cdynamo.config.error_on_recompile or
+    torch._dynamo.config.error_on_recompile is set: the compiled call raises it."""
     recompile_log.append(Recompile(qualname, filename, lineno, str(reason)))
     if len(recompile_log) > 10000:
         del recompile_log[:5000]
+    from cdynamo import config
+    dynamo_config = sys.modules.get("torch._dynamo.config")
+    if config.error_on_recompile or getattr(dynamo_config, "error_on_recompile", False):
+        from torch._dynamo.exc import RecompileError
+        raise RecompileError(f"Recompiling function {qualname} in {filename}:{lineno}\n"
+                             f"    triggered by the following guard failure(s):\n    - {reason}")

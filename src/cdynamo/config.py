@@ -34,6 +34,12 @@
                     nest calls). False skips the whole frame there, as torch._dynamo does
                     ("graph break in a for/while loop"). Read when a frame is traced.
 
+  error_on_recompile
+                    bool, default False. A recompile (a cache entry's guards failed and the
+                    frame is compiled again) raises torch._dynamo.exc.RecompileError from the
+                    call instead, naming the function and the guard that failed (as
+                    torch._dynamo.config.error_on_recompile, which is honoured too).
+
 Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
 sets values for the duration of a with-block.
 """
@@ -46,7 +52,7 @@ import sys
 import types
 
 _NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors", "trace_numpy",
-          "capture_scalar_outputs", "graph_break_in_loops")
+          "capture_scalar_outputs", "graph_break_in_loops", "error_on_recompile")
 _log = logging.getLogger("cdynamo")
 _handler = None
 
@@ -86,7 +92,7 @@ def _apply_verbose(on: bool) -> None:
 
 def _validate(name: str, value):
     if name in ("output_code", "verbose", "raise_internal_errors", "trace_numpy",
-                "capture_scalar_outputs", "graph_break_in_loops"):
+                "capture_scalar_outputs", "graph_break_in_loops", "error_on_recompile"):
         if not isinstance(value, bool):
             raise TypeError(f"cdynamo.config.{name} must be a bool, got {type(value).__name__}")
         return value
@@ -153,6 +159,7 @@ raise_internal_errors: bool = _env_flag("CDYNAMO_RAISE_INTERNAL_ERRORS")
 trace_numpy: bool = True
 capture_scalar_outputs: bool = _env_flag("CDYNAMO_CAPTURE_SCALAR_OUTPUTS")
 graph_break_in_loops: bool = True
+error_on_recompile: bool = False
 
 sys.modules[__name__].__class__ = _ConfigModule
 if verbose:

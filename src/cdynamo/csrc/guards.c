@@ -178,6 +178,7 @@ static PyGetSetDef *gs_is_nested;
 static PyObject *m_stride, *m_is_contiguous; /* method descriptors */
 static PyObject *m_storage_offset;            /* method descriptor */
 static PyObject *str_dim_marking;             /* "_has_dynamo_dim_marking" */
+static PyObject *str_dynamic_indices;         /* "_dynamo_dynamic_indices" */
 static PyObject *str_dynamo_guards;           /* "torch._dynamo.guards" */
 static PyObject *fn_is_grad_enabled;         /* torch._C.is_grad_enabled */
 static PyObject *fn_peek_functorch;          /* torch._C._functorch.peek_interpreter_stack */
@@ -1147,6 +1148,30 @@ check_tensor_tm(const guard *gd, PyObject *v, int64_t *slots)
 
 /* TENSOR_MATCH on v (borrowed); symbolic dims are stored into slots instead of compared.
  * 1 pass, 0 fail, -1 error. */
+/* For a TENSOR_MATCH made from a tensor with dimension markings: 1 when every dim that v
+ * marks dynamic (mark_dynamic: its _dynamo_dynamic_indices) is one the guard leaves
+ * uncompared, so the graph treats it as dynamic; 0 when v marks a dim the trace
+ * specialised (a recompile, as torch._dynamo's guards); never fails. */
+static int
+marks_covered(const guard *gd, PyObject *v)
+{
+    PyObject **dictptr = cdyn_dict_ptr(v), *idx, *it, *item;
+    int ok = 1;
+    idx = dictptr && *dictptr ? PyDict_GetItemWithError(*dictptr, str_dynamic_indices) : NULL;
+    if (idx == NULL || (it = PyObject_GetIter(idx)) == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    while (ok && (item = PyIter_Next(it)) != NULL) {
+        long i = PyLong_Check(item) ? PyLong_AsLong(item) : -1;
+        ok = i >= 0 && i < gd->ndim && gd->dyn != NULL && gd->dyn[i];
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    PyErr_Clear();
+    return ok;
+}
+
 static int
 check_tensor(const guard *gd, PyObject *v, why_t why, int64_t *slots)
 {
@@ -1158,6 +1183,9 @@ check_tensor(const guard *gd, PyObject *v, why_t why, int64_t *slots)
     }
     if (!gd->marked && tensor_marked(v)) {
         return fail_with(why, "dimension markings added (mark_dynamic / mark_static)");
+    }
+    if (gd->marked && !marks_covered(gd, v)) {
+        return fail_with(why, "a dimension the graph specialised is marked dynamic");
     }
     if (why == NULL && gd->meta.plain) {
         return check_tensor_tm(gd, v, slots);
@@ -2010,7 +2038,8 @@ static int
 check_batched(cdyn_guards *g, const guard *gd, PyObject *v, eval_ctx *cx)
 {
     PyObject *stack[1 + TG_MAX], *r = NULL;
-    if (!g->tg_unmarked && !gd->marked && tensor_marked(v)) {
+    if (!g->tg_unmarked && ((!gd->marked && tensor_marked(v)) ||
+                            (gd->marked && !marks_covered(gd, v)))) {
         return 0;
     }
     if (gd != &g->items[g->tg_first]) {
@@ -2902,6 +2931,7 @@ cdyn_guards_init(void)
         goto done;
     }
     if ((str_dim_marking = PyUnicode_InternFromString("_has_dynamo_dim_marking")) == NULL ||
+        (str_dynamic_indices = PyUnicode_InternFromString("_dynamo_dynamic_indices")) == NULL ||
         (str_dynamo_guards = PyUnicode_InternFromString("torch._dynamo.guards")) == NULL) {
         goto done;
     }

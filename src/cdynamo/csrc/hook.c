@@ -424,8 +424,9 @@ recent_failure(cdyn_extra *x, cdyn_frame *f)
 
 /* A recompile of code because of reason (str): one INFO line on the "cdynamo" logger
  * naming the guard that failed with its old and new values, and a record for
- * cdynamo.explain(). Never fails. */
-static void
+ * cdynamo.explain(). -1 with the exception set when the record raises: a RecompileError
+ * under error_on_recompile (cdynamo.config or torch._dynamo.config), the call's error. */
+static int
 note_recompile(PyCodeObject *code, PyObject *reason)
 {
     PyObject *glue = NULL, *r = NULL;
@@ -435,9 +436,9 @@ note_recompile(PyCodeObject *code, PyObject *reason)
     r = glue ? PyObject_CallMethod(glue, "record_recompile", "OOiO", code->co_qualname,
                                    code->co_filename, code->co_firstlineno, reason)
              : NULL;
-    Py_XDECREF(r);
     Py_XDECREF(glue);
-    PyErr_Clear();
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
 }
 
 /* An entry of x that another thread inserted while this one translated the same code (the
@@ -579,10 +580,11 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
     }
     if (x->nentries > 0) {
         reason = recent_failure(x, f);
-        if (reason != NULL) {
-            note_recompile(code, reason);
-        }
         PyErr_Clear();
+        if (reason != NULL && note_recompile(code, reason) < 0) {
+            t->disabled = saved_disabled;   /* error_on_recompile: the call raises */
+            goto done;
+        }
     }
     if (x->rule == CDYN_RULE_COMPILE && !x->force && x->nentries == 0 &&
         !cdyn_frame_has_torch(f)) {
@@ -1289,6 +1291,12 @@ PyObject *
 cdyn_wrap(PyObject *fn, PyObject *options)
 {
     return wrapper_new(&CompiledFunctionType, fn, options, compiled_vectorcall);
+}
+
+PyObject *
+cdyn_compiled_target(PyObject *obj)
+{
+    return Py_IS_TYPE(obj, &CompiledFunctionType) ? ((cdyn_wrapper *)obj)->fn : NULL;
 }
 
 PyObject *

@@ -29,6 +29,10 @@ extern cdyn_counters cdyn_counts;
 /* Ready the wrapper types and add them to the module; 0 or -1. */
 int cdyn_hook_init(PyObject *module);
 
+/* The function a CompiledFunction runs (borrowed), or NULL when obj is not one: called from
+ * traced code, that function is inlined (the inner wrapper's options are ignored, as
+ * torch._dynamo ignores a compiled function nested in another's trace). */
+PyObject *cdyn_compiled_target(PyObject *obj);
 /* New reference to a CompiledFunction running fn (borrowed) under options (borrowed);
  * NULL with TypeError when fn is not callable. */
 PyObject *cdyn_wrap(PyObject *fn, PyObject *options);

@@ -775,6 +775,58 @@ has_inplace_slot(PyObject *v, int op)
     return has;
 }
 
+/* The exact builtin types whose binary operators decide NotImplemented from the operand
+ * types alone (dict.__or__ takes dicts, list.__add__ lists, int.__add__ ints, ...). */
+static int
+type_decides_operators(PyTypeObject *t)
+{
+    return t == &PyDict_Type || t == &PyList_Type || t == &PyTuple_Type || t == &PySet_Type ||
+           t == &PyFrozenSet_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+           t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyBool_Type ||
+           t == &PyComplex_Type || t == Py_TYPE(Py_None);
+}
+
+/* A binary operator the families did not model (st: TR_UNSUPPORTED) on values a, b of exact
+ * builtin types whose operators decide by type: when neither type implements it for the
+ * other (`{...} | 1`, `[...] - []`), the TypeError eager raises ("unsupported operand
+ * type(s) for |: 'dict' and 'int'"), raised in the traced code. Found by applying the
+ * operator to empty instances of the two types; any other outcome keeps st. */
+static tr_status
+operand_type_error(cdyn_tx *tx, tr_status st, int op, PyObject *a, PyObject *b)
+{
+    PyTypeObject *ta = cdyn_v_python_type(a), *tb = cdyn_v_python_type(b);
+    PyObject *ea = NULL, *eb = NULL, *r = NULL;
+    if (ta == NULL || tb == NULL || !type_decides_operators(ta) || !type_decides_operators(tb) ||
+        PyErr_Occurred()) {
+        return st;
+    }
+    ea = ta == Py_TYPE(Py_None) ? Py_NewRef(Py_None) : PyObject_CallNoArgs((PyObject *)ta);
+    eb = tb == Py_TYPE(Py_None) ? Py_NewRef(Py_None) : PyObject_CallNoArgs((PyObject *)tb);
+    if (ea != NULL && eb != NULL) {
+        r = PyObject_CallFunctionObjArgs(cdyn_G.binop_fns[op], ea, eb, NULL);
+    }
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyObject *et, *ev, *tb_ = NULL, *msg;
+        PyErr_Fetch(&et, &ev, &tb_);
+        PyErr_NormalizeException(&et, &ev, &tb_);
+        msg = ev ? PyObject_Str(ev) : NULL;
+        const char *text = msg != NULL && PyUnicode_Check(msg) ? PyUnicode_AsUTF8(msg) : NULL;
+        if (text != NULL && strncmp(text, "unsupported operand type(s)", 27) == 0) {
+            Py_CLEAR(tx->reason);
+            st = cdyn_tx_raise_text(tx, PyExc_TypeError, "%U", msg);
+        }
+        Py_XDECREF(msg);
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb_);
+    }
+    PyErr_Clear();
+    Py_XDECREF(r);
+    Py_XDECREF(ea);
+    Py_XDECREF(eb);
+    return st;
+}
+
 tr_status
 cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
@@ -802,6 +854,9 @@ cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     if (st == TR_UNSUPPORTED) {
         PyObject *ab[2] = {a, b};
         st = raise_as_real(tx, st, cdyn_G.binop_fns[op], NULL, ab, 2, NULL);
+    }
+    if (st == TR_UNSUPPORTED && V(a)->kind != VK_TENSOR && V(b)->kind != VK_TENSOR) {
+        st = operand_type_error(tx, st, op, a, b);
     }
     return st;
 }

@@ -5,6 +5,7 @@
  * functions passed in: their __code__, values/function.c), containers
  * TYPE_MATCH + LENGTH_CHECK once read, other objects TYPE_MATCH. */
 #include "tx.h"
+#include "hook.h"
 
 /* ---- classification helpers ---------------------------------------------------------- */
 
@@ -572,6 +573,30 @@ wrap_hop(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* What a call of obj from traced code runs when obj wraps a function compiled on its own
+ * (borrowed): cdynamo.compile's CompiledFunction, or a wrapper torch._dynamo made
+ * (torch.compile, torch._dynamo.run: the function its `_torchdynamo_inline` names, which
+ * torch._dynamo inlines too; its disable() wrappers have none). NULL for anything else. */
+static PyObject *
+compiled_target(PyObject *obj)
+{
+    static PyObject *s_inline;
+    PyObject *d, *target;
+    if (cdyn_compiled_target(obj) != NULL) {
+        return cdyn_compiled_target(obj);
+    }
+    if (!PyFunction_Check(obj) || (d = ((PyFunctionObject *)obj)->func_dict) == NULL) {
+        return NULL;
+    }
+    if (s_inline == NULL && (s_inline = PyUnicode_InternFromString("_torchdynamo_inline")) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    target = PyDict_GetItemWithError(d, s_inline);
+    PyErr_Clear();
+    return target != NULL && PyCallable_Check(target) ? target : NULL;
+}
+
 /* The family of a callable that is not a module, a method or a container. */
 static cdyn_vkind
 callable_kind(PyObject *obj)
@@ -671,6 +696,7 @@ wrap_dynamic_number(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out
 static tr_status
 build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
+    PyObject *target;
     if (cdyn_is_tensor(obj)) {
         return cdyn_tx_wrap_tensor_input(tx, obj, source, out);
     }
@@ -775,6 +801,14 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     }
     if (cdyn_is_partial(obj)) {
         return cdyn_partial_wrap(tx, obj, source, out);
+    }
+    if ((target = compiled_target(obj)) != NULL) {
+        /* a compiled function called from traced code: its function, inlined (the wrapper
+           is pinned by identity: the function it runs never changes) */
+        if (source != NULL && cdyn_guards_add_id(tx->guards, source, obj, 1) < 0) {
+            return TR_ERROR;
+        }
+        return cdyn_tx_wrap_fixed(tx, target, Py_None, out);
     }
     if (PyCallable_Check(obj) &&
         (cdyn_is_cache_wrapper(obj) || callable_kind(obj) != VK_OBJECT)) {

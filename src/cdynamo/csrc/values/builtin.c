@@ -803,7 +803,8 @@ cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
     }
     if (real == NULL && (type == &PyList_Type || type == &PyTuple_Type || type == &PyDict_Type ||
                          type == &PySet_Type || type == &PyFrozenSet_Type ||
-                         cdyn_is_deque_type((PyObject *)type) || cdyn_newobj_has_items(v))) {
+                         cdyn_is_deque_type((PyObject *)type) || cdyn_newobj_has_items(v) ||
+                         V(v)->kind == VK_DICT)) {
         /* a container of constants made or read in the trace (a list/set/dict subclass's
            made in the trace included: its builtin repr): its text is its items' */
         PyObject *c = NULL;
@@ -811,6 +812,9 @@ cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
             return TR_ERROR;
         }
         c = cdyn_newobj_has_items(v) ? cdyn_newobj_items_copy(v) : cdyn_v_as_constant(v);
+        if (c != NULL && V(v)->kind == VK_DICT && Py_TYPE(c) != type) {
+            Py_CLEAR(c);   /* (an OrderedDict / Counter prints with its type's name) */
+        }
         if (c != NULL) {
             r = use_repr ? PyObject_Repr(c) : PyObject_Str(c);
             Py_DECREF(c);

@@ -1039,8 +1039,31 @@ cdyn_dict_fromkeys(cdyn_tx *tx, PyTypeObject *type, PyObject *const *args, Py_ss
     PyObject *items = NULL, *hl = NULL, *d = NULL, *none = NULL;
     PyObject *value;
     tr_status st;
-    if (kwnames != NULL || npos < 1 || npos > 2) {
-        return cdyn_tx_unsupported(tx, "fromkeys() with these arguments");
+    if (kwnames != NULL || npos < 1 || npos > 2 ||
+        (V(args[0])->kind == VK_CONST && !PyTuple_Check(V(args[0])->u.cnst.value) &&
+         !PyUnicode_Check(V(args[0])->u.cnst.value) &&
+         !PyAnySet_Check(V(args[0])->u.cnst.value))) {
+        /* a bad call (no iterable, too many arguments, keywords, a number): the real one on
+           the constants gives eager's TypeError (its words differ between dict types and
+           Pythons), raised in the trace */
+        Py_ssize_t nall = npos + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+        PyObject *fk = cdyn_all_const(args, nall)
+                           ? PyObject_GetAttrString((PyObject *)type, "fromkeys") : NULL;
+        PyErr_Clear();
+        if (fk != NULL) {
+            tr_status raised = cdyn_call_on_constants(tx, fk, args, nall, kwnames, out);
+            Py_DECREF(fk);
+            if (raised == TR_EXCEPTION || raised == TR_ERROR) {
+                return raised;
+            }
+            if (raised == TR_OK) {
+                Py_CLEAR(*out);
+            }
+            Py_CLEAR(tx->reason);   /* it worked: the general path below makes the dict */
+        }
+        if (kwnames != NULL || npos < 1 || npos > 2) {
+            return cdyn_tx_unsupported(tx, "fromkeys() with these arguments");
+        }
     }
     if (dict_init() < 0) {
         return TR_ERROR;
@@ -1471,8 +1494,9 @@ missing(cdyn_tx *tx, PyObject *d, PyObject *key, PyObject *h, PyObject **out)
         *out = cdyn_value_const_steal(PyLong_FromLong(0));
         return *out ? TR_OK : TR_ERROR;
     }
-    if (t == &PyDict_Type || t == (PyTypeObject *)odict_type) {
-        return cdyn_tx_raise(tx, PyExc_KeyError, &key, 1);
+    if (t == &PyDict_Type || t == (PyTypeObject *)odict_type ||
+        (t == (PyTypeObject *)ddict_type && V(d)->u.dict.factory == NULL)) {
+        return cdyn_tx_raise(tx, PyExc_KeyError, &key, 1);   /* (a defaultdict of no factory) */
     }
     if (!IS_DDICT(d) || V(d)->u.dict.factory == NULL || dtype(d) != (PyTypeObject *)ddict_type) {
         return cdyn_tx_unsupported(tx, "missing dict key %S", key);
@@ -1818,7 +1842,9 @@ dict_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject
                                            : cdyn_name_is(name, "pop") ? 1 : 2,
                                     args, nargs, out);
     }
-    if (cdyn_name_is(name, "copy") && nargs == 0) {
+    if ((cdyn_name_is(name, "copy") ||
+         (cdyn_name_is(name, "__copy__") && dtype(v) != &PyDict_Type)) && nargs == 0) {
+        /* (OrderedDict, defaultdict and Counter have __copy__, a copy of their type) */
         *out = dict_copy(v);
         return *out ? TR_OK : TR_ERROR;
     }
