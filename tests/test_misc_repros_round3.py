@@ -378,3 +378,100 @@ def test_fromkeys_bad_calls_raise_eagers_type_error(thetype):
     x = torch.ones(2)
     got = cdynamo.compile(fn, backend="eager", fullgraph=True)(x)
     assert got[1] == fn(x)[1]
+
+
+class ProcessorList(list):
+    """transformers' LogitsProcessorList style: a list subclass with its own methods."""
+
+    def __call__(self, x):
+        for p in self:
+            x = p(x)
+        return x
+
+    def append_twice(self, x):
+        self.extend([x, x])
+
+
+@no_break
+def test_list_subclass_argument_mutated_in_place():
+    """extend/append/pop/insert on a list subclass passed in: traced on its items, written
+    back into the same object (its identity and type kept)."""
+    def fn(a, b):
+        a.extend(b)
+        a.append_twice(b[1] + 1)
+        a.insert(len(a), b[0] * 2)
+        a.pop()
+        a.insert(1, b[1])
+        return len(a), a.index(b[0])   # (found first, by identity: no tensor ==)
+
+    x, y = torch.randn(3), torch.randn(3)
+    eager = ProcessorList([x, y])
+    expected = fn(eager, ProcessorList([x, y]))
+    obj = ProcessorList([x, y])
+    other = ProcessorList([x, y])
+    counter = CountingBackend()
+    got = cdynamo.compile(fn, backend=counter, fullgraph=True)(obj, other)
+    assert got == expected
+    assert type(obj) is ProcessorList and len(obj) == len(eager)
+    for a, e in zip(obj, eager):
+        assert torch.equal(a, e)
+    assert obj[0] is x and obj[1] is y and obj[2] is y
+
+
+@no_break
+def test_list_subclass_argument_aliased():
+    """fn(l, l): both names are the one object (test_repros' restricted_list_subclass3)."""
+    def fn(a, b):
+        a.extend(b)
+        a.append(b[1] + 2)
+        return b
+
+    x, y = torch.randn(3), torch.randn(3)
+    obj = ProcessorList([x, y])
+    assert cdynamo.compile(fn, backend="eager", fullgraph=True)(obj, obj) is obj
+    assert len(obj) == 5 and obj[2] is x and obj[3] is y
+    assert torch.equal(obj[4], y + 2)
+
+
+@no_break
+def test_user_set_operators_with_foreign_operands_raise_type_error():
+    """OrderedSet (collections.abc.Set mixins) - 1, ^ 1, <= 1, 1 >= s: NotImplemented both
+    ways, so eager's TypeError raised in the trace; super().__ne__ (object.__ne__) inverts
+    __eq__."""
+    from torch.utils._ordered_set import OrderedSet
+
+    def fn(x):
+        a = OrderedSet([1, 2, 3])
+        out = []
+        for f in (lambda: a - 1, lambda: a ^ 1, lambda: a <= 1, lambda: 1 >= a,
+                  lambda: a != 1, lambda: a != OrderedSet([1, 2, 3]), lambda: a == 1):
+            try:
+                out.append(f())
+            except TypeError as e:
+                out.append(str(e))
+        return x + 1, out
+
+    x = torch.ones(1)
+    assert cdynamo.compile(fn, backend="eager", fullgraph=True)(x)[1] == fn(x)[1]
+
+
+class _Eq:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, _Eq) and self.v == other.v
+
+    def __ne__(self, other):
+        return super().__ne__(other)
+
+    __hash__ = None
+
+
+@no_break
+def test_object_ne_through_super():
+    def fn(x):
+        return x + 1, _Eq(1) != _Eq(1), _Eq(1) != _Eq(2), _Eq(1) != 3
+
+    x = torch.ones(1)
+    assert cdynamo.compile(fn, backend="eager", fullgraph=True)(x)[1:] == fn(x)[1:]

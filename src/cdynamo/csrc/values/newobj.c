@@ -643,7 +643,8 @@ cdyn_objfn_known(PyObject *obj)
 {
     return obj == cdyn_U.object_new || obj == cdyn_U.object_init ||
            obj == cdyn_U.object_setattr || obj == cdyn_U.object_getattribute ||
-           obj == cdyn_U.object_delattr || obj == cdyn_U.dict_new || obj == cdyn_U.tuple_new ||
+           obj == cdyn_U.object_delattr || obj == cdyn_U.object_eq || obj == cdyn_U.object_ne ||
+           obj == cdyn_U.dict_new || obj == cdyn_U.tuple_new ||
            obj == cdyn_U.dc_fields || obj == cdyn_U.dc_replace ||
            obj == cdyn_U.dc_is_dataclass || obj == cdyn_U.list_new || obj == cdyn_U.set_new ||
            is_dict_slot(obj) || is_seq_slot(obj);
@@ -743,6 +744,40 @@ seq_slot_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *self, PyObject *
     return st;
 }
 
+/* object.__eq__(self, other): True when other is self, else NotImplemented; object.__ne__
+ * (super().__ne__(other) of a class defining __eq__): the inverse of type(self).__eq__'s
+ * answer, NotImplemented when that is NotImplemented (CPython's object_richcompare). */
+static tr_status
+object_equality(cdyn_tx *tx, int ne, PyObject *self, PyObject *other, PyObject **out)
+{
+    PyObject *r = NULL, *s_eq = PyUnicode_InternFromString("__eq__");
+    int found = 0, truth = 0;
+    tr_status st = s_eq ? TR_OK : TR_ERROR;
+    if (st == TR_OK && ne) {
+        st = cdyn_uobj_call_dunder(tx, self, s_eq, &other, 1, &r, &found);
+    }
+    if (st == TR_OK && !found) {   /* object's own __eq__: identity */
+        st = cdyn_user_is(tx, self, other, &truth);
+        if (st == TR_NOTIMPL) {
+            st = cdyn_tx_unsupported(tx, "object.__eq__ of %S and %S", self, other);
+        }
+        r = st == TR_OK ? cdyn_value_const(truth ? Py_True : Py_NotImplemented) : NULL;
+        st = st == TR_OK && r == NULL ? TR_ERROR : st;
+    }
+    Py_XDECREF(s_eq);
+    if (st != TR_OK || !ne || (V(r)->kind == VK_CONST && V(r)->u.cnst.value == Py_NotImplemented)) {
+        *out = st == TR_OK ? r : NULL;
+        if (st != TR_OK) {
+            Py_XDECREF(r);
+        }
+        return st;
+    }
+    st = cdyn_v_truth(tx, r, &truth);
+    Py_DECREF(r);
+    *out = st == TR_OK ? cdyn_value_bool(!truth) : NULL;
+    return st == TR_OK && *out == NULL ? TR_ERROR : st;
+}
+
 /* The slot functions of object and tuple: __new__, __init__, __setattr__, ... */
 static tr_status
 object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
@@ -779,6 +814,9 @@ object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
     if (fn == cdyn_U.object_init) {
         *out = cdyn_value_const(Py_None);
         return *out ? TR_OK : TR_ERROR;
+    }
+    if ((fn == cdyn_U.object_eq || fn == cdyn_U.object_ne) && n == 2 && kwnames == NULL) {
+        return object_equality(tx, fn == cdyn_U.object_ne, a[0], a[1], out);
     }
     if (name == NULL || !PyUnicode_Check(name) || kwnames != NULL) {
         return cdyn_tx_unsupported(tx, "%R with a non-constant name", fn);

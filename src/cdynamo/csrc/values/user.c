@@ -589,6 +589,8 @@ cdyn_user_init(void)
         {&cdyn_U.object_setattr, "builtins", "object", "__setattr__"},
         {&cdyn_U.object_getattribute, "builtins", "object", "__getattribute__"},
         {&cdyn_U.object_delattr, "builtins", "object", "__delattr__"},
+        {&cdyn_U.object_eq, "builtins", "object", "__eq__"},
+        {&cdyn_U.object_ne, "builtins", "object", "__ne__"},
         {&cdyn_U.dict_new, "builtins", "dict", "__new__"},
         {&cdyn_U.tuple_new, "builtins", "tuple", "__new__"},
         {&cdyn_U.list_new, "builtins", "list", "__new__"},

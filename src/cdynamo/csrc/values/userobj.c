@@ -1605,6 +1605,23 @@ mappingproxy_list(cdyn_tx *tx, PyObject *v, int what, PyObject **out)
     return st;
 }
 
+/* 1 when v is an object of the frame whose class subclasses list and keeps list's
+ * __setitem__ (the write-back of its items' mirror, `obj[:] = items`, is then list's). */
+static int
+writable_list_input(PyObject *v)
+{
+    static PyObject *s_setitem;
+    if (V(v)->kind != VK_OBJECT || V(v)->source == NULL || !PyList_Check(V(v)->u.obj.obj)) {
+        return 0;
+    }
+    if (s_setitem == NULL && (s_setitem = PyUnicode_InternFromString("__setitem__")) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return _PyType_Lookup(Py_TYPE(V(v)->u.obj.obj), s_setitem) ==
+           _PyType_Lookup(&PyList_Type, s_setitem);
+}
+
 tr_status
 cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
                       PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
@@ -1612,12 +1629,26 @@ cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
 {
     static const char *const views[] = {"keys", "values", "items", NULL};
     static const char *const reads[] = {"keys", "values", "items", "get", "__getitem__",
-                                        "__contains__", "__len__", "__iter__", NULL};
+                                        "__contains__", "__len__", "__iter__", "index",
+                                        "count", "copy", NULL};
+    static const char *const list_writes[] = {"append", "extend", "pop", "insert", "remove",
+                                              "clear", "reverse", "sort", NULL};
     PyObject *m = NULL;
     int has = 0;
     tr_status st;
     if (cdyn_name_in(name, reads) && (st = mirror_for(tx, v, name, &m)) != TR_NOTIMPL) {
         /* a read of a ModelOutput of the frame (its dict's own method): from the mirror */
+        if (st == TR_OK) {
+            st = cdyn_v_call_method(tx, fs, m, name, args, nargs, kwnames, out);
+            Py_DECREF(m);
+        }
+        return st;
+    }
+    if (cdyn_name_in(name, list_writes) && writable_list_input(v) &&
+        (st = mirror_for(tx, v, name, &m)) != TR_NOTIMPL) {
+        /* a mutating list method of a list subclass of the frame (transformers'
+           LogitsProcessorList.extend): on the mirror of its items, written back into the
+           object as `obj[:] = items` (list's own __setitem__) */
         if (st == TR_OK) {
             st = cdyn_v_call_method(tx, fs, m, name, args, nargs, kwnames, out);
             Py_DECREF(m);
@@ -2146,6 +2177,40 @@ operator_operand(PyObject *v, const char *fmt1, const char *fmt2, const char *op
     return b;
 }
 
+/* The operator symbols of binop_names, as CPython's TypeError names them. */
+static const char *const binop_symbols[13] = {"+", "&", "//", "<<", "@", "*", "%", "|",
+                                              "** or pow()", ">>", "-", "/", "^"};
+
+/* 1 when an operator between the user instance `inst` and `other` can only end in
+ * CPython's TypeError once inst's dunders gave NotImplemented: other is of an exact builtin
+ * type whose operators give NotImplemented for a foreign operand (an int, a str, a tuple,
+ * a list, ...), inst's class derives from no such type and has no __index__ (a repetition
+ * `[1] * inst`). */
+static int
+only_type_error_left(PyObject *inst, PyObject *other)
+{
+    static PyTypeObject *const builtins[] = {&PyLong_Type, &PyFloat_Type, &PyComplex_Type,
+                                             &PyBool_Type, &PyUnicode_Type, &PyBytes_Type,
+                                             &PyTuple_Type, &PyList_Type, &PyDict_Type,
+                                             &PySet_Type, &PyFrozenSet_Type};
+    PyTypeObject *t = cdyn_user_type(inst), *ot = cdyn_v_python_type(other);
+    int known = ot == Py_TYPE(Py_None);
+    if (t == NULL || ot == NULL || t->tp_mro == NULL ||
+        (t->tp_as_number != NULL && t->tp_as_number->nb_index != NULL)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t->tp_mro); i++) {
+        PyTypeObject *m = (PyTypeObject *)PyTuple_GET_ITEM(t->tp_mro, i);
+        if (!(m->tp_flags & Py_TPFLAGS_HEAPTYPE) && m != &PyBaseObject_Type) {
+            return 0;   /* a builtin base (int, list, ...) may take the operator */
+        }
+    }
+    for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+        known |= ot == builtins[i];
+    }
+    return known;
+}
+
 tr_status
 cdyn_uobj_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
@@ -2177,6 +2242,18 @@ cdyn_uobj_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     }
     if (st == TR_OK && !done && ib && !same) {
         st = try_operator(tx, b, "__r%s__", nm, a, out, &done);
+    }
+    if (st == TR_OK && !done && ia != ib && only_type_error_left(ia ? a : b, ia ? b : a) &&
+        (ia || !(cdyn_v_python_type(a) == &PyUnicode_Type ||
+                 cdyn_v_python_type(a) == &PyBytes_Type || cdyn_v_python_type(a) == &PyList_Type ||
+                 cdyn_v_python_type(a) == &PyTuple_Type))) {
+        /* (a str/list/tuple on the left words its own error: "can only concatenate ...") */
+        /* NotImplemented both ways: eager's TypeError, in the traced code */
+        PyTypeObject *ta = cdyn_v_python_type(a), *tb = cdyn_v_python_type(b);
+        return cdyn_tx_raise_text(tx, PyExc_TypeError,
+                                  "unsupported operand type(s) for %s%s: '%s' and '%s'",
+                                  binop_symbols[inplace ? op - 13 : op], inplace ? "=" : "",
+                                  ta->tp_name, tb->tp_name);
     }
     if (st == TR_OK && !done) {
         return cdyn_tx_unsupported(tx, "operator %s on %S and %S", nm, a, b);
@@ -2237,6 +2314,13 @@ cdyn_uobj_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     }
     if (st != TR_OK || done) {
         return st;
+    }
+    if (op != Py_EQ && op != Py_NE && ia != ib && only_type_error_left(ia ? a : b, ia ? b : a)) {
+        static const char *const symbols[6] = {"<", "<=", "==", "!=", ">", ">="};
+        return cdyn_tx_raise_text(tx, PyExc_TypeError,
+                                  "'%s' not supported between instances of '%s' and '%s'",
+                                  symbols[op], cdyn_v_python_type(a)->tp_name,
+                                  cdyn_v_python_type(b)->tp_name);
     }
     if (op != Py_EQ && op != Py_NE) {
         return cdyn_tx_unsupported(tx, "comparison %s of %S and %S", cmp_names[op], a, b);
