@@ -475,3 +475,71 @@ def test_object_ne_through_super():
 
     x = torch.ones(1)
     assert cdynamo.compile(fn, backend="eager", fullgraph=True)(x)[1:] == fn(x)[1:]
+
+
+class _ByLt:
+    def __init__(self, v):
+        self.v = v
+
+    def __lt__(self, other):
+        return self.v < other.v
+
+
+@no_break
+def test_sort_by_user_keys_and_cmp_to_key():
+    """list.sort / sorted with keys that are user objects (__lt__) or functools.cmp_to_key:
+    stable, reverse keeps equal items in order, as eager."""
+    from functools import cmp_to_key
+
+    def revcmp(a, b):
+        return (a < b) - (a > b)
+
+    def fn(x):
+        p = [1, 3, 2, 3, 0]
+        p.sort(key=cmp_to_key(revcmp))
+        q = [3, 4, 5, 4]
+        q.sort(key=_ByLt, reverse=True)
+        pairs = [(2, "a"), (1, "b"), (2, "c"), (1, "d")]
+        pairs.sort(key=lambda t: _ByLt(t[0]))
+        return x + 1, p, q, pairs, sorted([2, 1, 3], key=cmp_to_key(revcmp))
+
+    x = torch.ones(1)
+    assert cdynamo.compile(fn, backend="eager", fullgraph=True)(x)[1:] == fn(x)[1:]
+
+
+@no_break
+def test_iterator_dunders_and_delitem_errors():
+    def fn(x):
+        p = [1, 2, 3, 4, 5]
+        it = p.__iter__().__iter__()
+        first = it.__next__()
+        hint = it.__length_hint__()
+        out = [first, hint, list(it)]
+        del p[1:3]
+        for bad in (slice(1, 1, 0), 10, 1.5):
+            try:
+                del p[bad]
+            except (ValueError, IndexError, TypeError) as e:
+                out.append((type(e).__name__, str(e)))
+        return x + 1, out, p
+
+    x = torch.ones(1)
+    assert cdynamo.compile(fn, backend="eager", fullgraph=True)(x)[1:] == fn(x)[1:]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_tensor_data_assignment_keeps_eagers_result(backend):
+    """x.data = y; y.data = zeros(0): x keeps y's old storage, y is empty, as eager (the
+    assignment runs in Python: a graph break, never a wrong result)."""
+    def fn(x, y):
+        x.data = y
+        y.data = torch.zeros([0])
+        return x * 2
+
+    ea, eb = torch.ones(6, requires_grad=True), torch.full((6,), 2.0, requires_grad=True)
+    ca, cb = torch.ones(6, requires_grad=True), torch.full((6,), 2.0, requires_grad=True)
+    expected = fn(ea, eb)
+    got = cdynamo.compile(fn, backend=backend)(ca, cb)
+    assert torch.equal(got.detach(), expected.detach())
+    assert torch.equal(ca.detach(), ea.detach()) and torch.equal(cb.detach(), eb.detach())
+    assert ca.requires_grad and cb.requires_grad

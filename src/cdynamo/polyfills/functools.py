@@ -1,4 +1,4 @@
-"""Polyfills of functools: reduce.
+"""Polyfills of functools: reduce, update_wrapper, wraps, cmp_to_key.
 
 functools.partial is a value of the engine itself (values/function.c); lru_cache/cache
 wrappers are called through their __wrapped__ function (the cache is bypassed while
@@ -55,3 +55,45 @@ def wraps(wrapped, assigned=_ft.WRAPPER_ASSIGNMENTS, updated=_ft.WRAPPER_UPDATES
     """functools.wraps(wrapped): a decorator applying update_wrapper (as CPython's, a
     functools.partial of it). Returns that partial."""
     return _ft.partial(update_wrapper, wrapped=wrapped, assigned=assigned, updated=updated)
+
+
+class _CmpKey:
+    """A key made by cmp_to_key: compares by calling the comparison function."""
+
+    def __init__(self, cmp, obj):
+        self.cmp = cmp
+        self.obj = obj
+
+    def __lt__(self, other):
+        return self.cmp(self.obj, other.obj) < 0
+
+    def __gt__(self, other):
+        return self.cmp(self.obj, other.obj) > 0
+
+    def __eq__(self, other):
+        return self.cmp(self.obj, other.obj) == 0
+
+    def __le__(self, other):
+        return self.cmp(self.obj, other.obj) <= 0
+
+    def __ge__(self, other):
+        return self.cmp(self.obj, other.obj) >= 0
+
+    __hash__ = None
+
+
+class _CmpToKey:
+    """What cmp_to_key returns: called on an item, its key."""
+
+    def __init__(self, cmp):
+        self.cmp = cmp
+
+    def __call__(self, obj):
+        return _CmpKey(self.cmp, obj)
+
+
+@substitute_for(_ft.cmp_to_key)
+def cmp_to_key(mycmp):
+    """functools.cmp_to_key(mycmp): a key function whose keys compare through mycmp (as the
+    functools module's pure-Python version)."""
+    return _CmpToKey(mycmp)

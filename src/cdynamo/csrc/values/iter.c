@@ -277,8 +277,52 @@ iter_python_type(PyObject *v)
     return cdyn_tuple_iter_type();
 }
 
+/* it.__iter__() (the iterator itself), it.__next__() (next(it), StopIteration raised in
+ * the trace at the end), it.__length_hint__() (the items left). */
+static const char *const iter_methods[] = {"__iter__", "__next__", "__length_hint__", NULL};
+
+static tr_status
+iter_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    if (!cdyn_name_in(name, iter_methods)) {
+        return cdyn_tx_unsupported(tx, "attribute %U of an iterator", name);
+    }
+    *out = cdyn_value_method(NULL, name, v);
+    return *out ? TR_OK : TR_ERROR;
+}
+
+static tr_status
+iter_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
+                 Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    tr_status st;
+    (void)fs;
+    (void)args;
+    if (nargs != 0 || kwnames != NULL || !cdyn_name_in(name, iter_methods)) {
+        return cdyn_tx_unsupported(tx, "method %U of an iterator", name);
+    }
+    if (cdyn_name_is(name, "__iter__")) {
+        *out = Py_NewRef(v);
+        return TR_OK;
+    }
+    if (cdyn_name_is(name, "__length_hint__")) {
+        if (V(v)->u.iter.rest != NULL) {
+            return cdyn_tx_unsupported(tx, "__length_hint__ of an input iterator");
+        }
+        *out = cdyn_value_const_steal(PyLong_FromSsize_t(PyList_GET_SIZE(items(v)) - V(v)->pos));
+        return *out ? TR_OK : TR_ERROR;
+    }
+    st = cdyn_v_next(tx, v, out);
+    if (st == TR_OK && *out == NULL) {   /* exhausted: StopIteration, as it.__next__() */
+        return cdyn_tx_raise(tx, PyExc_StopIteration, NULL, 0);
+    }
+    return st;
+}
+
 const cdyn_vtable cdyn_iter_vt = {
     .name = "IteratorVariable",
+    .getattr = iter_getattr,
+    .call_method = iter_call_method,
     .truth = iter_truth,
     .unpack = iter_unpack,
     .next = iter_next,

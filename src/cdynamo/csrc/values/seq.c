@@ -145,7 +145,8 @@ find_equal(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs, in
     return TR_OK;
 }
 
-/* The sort keys of the items (key(item) when key is given) as real constants. */
+/* The sort keys of the items (key(item) when key is given, called once per item, in
+ * order): *out a new list of the key values. */
 static tr_status
 sort_keys(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *key, PyObject **out)
 {
@@ -155,7 +156,7 @@ sort_keys(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *key, PyObject **out)
         return TR_ERROR;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(items(v), i), *k = NULL, *c;
+        PyObject *item = PyList_GET_ITEM(items(v), i), *k = NULL;
         tr_status st = TR_OK;
         if (key != NULL) {
             st = cdyn_v_call(tx, fs, key, &item, 1, NULL, &k);
@@ -167,26 +168,86 @@ sort_keys(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *key, PyObject **out)
             Py_DECREF(l);
             return st;
         }
-        c = cdyn_v_as_constant(k);
-        Py_DECREF(k);
-        if (c == NULL) {
-            Py_DECREF(l);
-            return cdyn_tx_unsupported(tx, "sort by keys that are not constants");
-        }
-        PyList_SET_ITEM(l, i, c);
+        PyList_SET_ITEM(l, i, k);
     }
     *out = l;
     return TR_OK;
 }
 
-/* list.sort(key=None, reverse=False): stable, on constant keys. */
+/* The permutation that sorts key values kv (a list of values) as list.sort does (stable,
+ * reverse keeping equal items in order): for constant keys sorted() on their real values;
+ * otherwise (user objects with __lt__, functools.cmp_to_key) the polyfills' merge sort
+ * inlined, which compares with `<` only, as list.sort. *perm: a new list of ints. */
+static tr_status
+sort_order(cdyn_tx *tx, PyObject *kv, PyObject *rev, PyObject **perm)
+{
+    Py_ssize_t n = PyList_GET_SIZE(kv);
+    PyObject *keys = PyList_New(n), *idx = NULL, *getter = NULL, *kw = NULL, *sorted_fn;
+    PyObject *mod = NULL, *ms = NULL, *args[2] = {NULL, NULL}, *r = NULL;
+    tr_status st = TR_OK;
+    *perm = NULL;
+    for (Py_ssize_t i = 0; keys != NULL && i < n; i++) {
+        PyObject *c = cdyn_v_as_constant(PyList_GET_ITEM(kv, i));
+        if (c == NULL) {
+            PyErr_Clear();
+            Py_CLEAR(keys);
+            break;
+        }
+        PyList_SET_ITEM(keys, i, c);
+    }
+    if (keys != NULL) {
+        idx = PyObject_CallFunction((PyObject *)&PyRange_Type, "n", n);
+        getter = PyObject_GetAttrString(keys, "__getitem__");
+        sorted_fn = PyDict_GetItemString(PyEval_GetBuiltins(), "sorted");
+        kw = getter ? Py_BuildValue("{sOsO}", "key", getter, "reverse", rev) : NULL;
+        if (idx != NULL && kw != NULL && sorted_fn != NULL) {
+            PyObject *a = PyTuple_Pack(1, idx);
+            *perm = a ? PyObject_Call(sorted_fn, a, kw) : NULL;
+            Py_XDECREF(a);
+        }
+        Py_XDECREF(getter);
+        Py_XDECREF(kw);
+        Py_XDECREF(idx);
+        Py_DECREF(keys);
+        if (*perm == NULL) {
+            return cdyn_tx_unsupported(tx, "sort failed");
+        }
+        return TR_OK;
+    }
+    mod = PyImport_ImportModule("cdynamo.polyfills.builtins");
+    ms = mod ? PyObject_GetAttrString(mod, "_merge_sort") : NULL;
+    args[0] = ms ? cdyn_value_seq_list(VK_LIST, kv) : NULL;
+    args[1] = args[0] ? cdyn_value_const(PyObject_IsTrue(rev) ? Py_True : Py_False) : NULL;
+    st = args[1] ? cdyn_tx_inline_function(tx, ms, NULL, NULL, args, 2, NULL, &r) : TR_ERROR;
+    if (st == TR_OK) {   /* a list of int constants */
+        PyObject *order = V(r)->kind == VK_LIST ? V(r)->u.seq.items : NULL;
+        *perm = order ? PyList_New(PyList_GET_SIZE(order)) : NULL;
+        for (Py_ssize_t i = 0; *perm != NULL && i < PyList_GET_SIZE(order); i++) {
+            PyObject *o = PyList_GET_ITEM(order, i);
+            if (V(o)->kind != VK_CONST || !PyLong_Check(V(o)->u.cnst.value)) {
+                Py_CLEAR(*perm);
+                st = cdyn_tx_unsupported(tx, "sort order not known while tracing");
+                break;
+            }
+            PyList_SET_ITEM(*perm, i, Py_NewRef(V(o)->u.cnst.value));
+        }
+        st = st == TR_OK && *perm == NULL ? TR_ERROR : st;
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[1]);
+    Py_XDECREF(ms);
+    Py_XDECREF(mod);
+    return st;
+}
+
+/* list.sort(key=None, reverse=False): stable. */
 static tr_status
 list_sort(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *key = NULL, *rev = Py_False, *keys = NULL, *idx = NULL, *perm = NULL, *getter;
-    PyObject *kw = NULL, *sorted_fn, *sorted_items = NULL;
+    PyObject *key = NULL, *rev = Py_False, *kv = NULL, *perm = NULL, *sorted_items = NULL;
     tr_status st;
     if (nargs != nkw) {
         return cdyn_tx_unsupported(tx, "sort() takes no positional arguments");
@@ -203,31 +264,22 @@ list_sort(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize
             return cdyn_tx_unsupported(tx, "sort() argument %U", name);
         }
     }
-    st = sort_keys(tx, fs, v, key, &keys);
+    st = sort_keys(tx, fs, v, key, &kv);
+    if (st == TR_OK) {
+        st = sort_order(tx, kv, rev, &perm);
+    }
+    Py_XDECREF(kv);
     if (st != TR_OK) {
         return st;
     }
-    /* the permutation sorted(range(n), key=keys.__getitem__, reverse=rev) sorts as
-       list.sort does (stable, reverse keeps equal items in order) */
-    idx = PyObject_CallFunction((PyObject *)&PyRange_Type, "n", PyList_GET_SIZE(keys));
-    getter = PyObject_GetAttrString(keys, "__getitem__");
-    sorted_fn = PyDict_GetItemString(PyEval_GetBuiltins(), "sorted");
-    kw = getter ? Py_BuildValue("{sOsO}", "key", getter, "reverse", rev) : NULL;
-    if (idx != NULL && kw != NULL && sorted_fn != NULL) {
-        PyObject *a = PyTuple_Pack(1, idx);
-        perm = a ? PyObject_Call(sorted_fn, a, kw) : NULL;
-        Py_XDECREF(a);
-    }
-    Py_XDECREF(getter);
-    Py_XDECREF(kw);
-    Py_XDECREF(idx);
-    Py_DECREF(keys);
-    if (perm == NULL) {
-        return cdyn_tx_unsupported(tx, "sort failed");
+    if (PyList_GET_SIZE(perm) != PyList_GET_SIZE(items(v))) {   /* a key changed the list */
+        Py_DECREF(perm);
+        return cdyn_tx_unsupported(tx, "list modified during sort");
     }
     sorted_items = PyList_New(PyList_GET_SIZE(perm));
     for (Py_ssize_t i = 0; sorted_items && i < PyList_GET_SIZE(perm); i++) {
         Py_ssize_t j = PyLong_AsSsize_t(PyList_GET_ITEM(perm, i));
+        assert(j >= 0 && j < PyList_GET_SIZE(items(v)));
         PyList_SET_ITEM(sorted_items, i, Py_NewRef(PyList_GET_ITEM(items(v), j)));
     }
     Py_DECREF(perm);
@@ -602,14 +654,26 @@ static tr_status
 seq_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
 {
     Py_ssize_t n, i;
-    PyObject *k = V(key)->u.cnst.value;
+    PyObject *k;
     tr_status st;
-    if (V(key)->kind != VK_CONST || V(v)->kind != VK_LIST || V(v)->u.seq.nt_type != NULL ||
-        !(PyLong_Check(k) || PySlice_Check(k))) {
+    if (V(key)->kind != VK_CONST || V(v)->kind != VK_LIST || V(v)->u.seq.nt_type != NULL) {
         return cdyn_tx_unsupported(tx, "DELETE_SUBSCR on %S", v);
+    }
+    k = V(key)->u.cnst.value;
+    if (!(PyLong_Check(k) || PySlice_Check(k))) {   /* eager's TypeError, in the trace */
+        return cdyn_tx_raise_text(tx, PyExc_TypeError,
+                                  "list indices must be integers or slices, not %s",
+                                  Py_TYPE(k)->tp_name);
     }
     n = PyList_GET_SIZE(items(v));
     if (PySlice_Check(k)) {
+        PyObject *probe = PyList_GetSlice(items(v), 0, PY_SSIZE_T_MAX);
+        int bad = probe == NULL || PyObject_DelItem(probe, k) < 0;   /* a step of 0: ValueError */
+        Py_XDECREF(probe);
+        if (bad) {
+            st = cdyn_tx_raise_pending(tx);
+            return st == TR_NOTIMPL ? cdyn_tx_unsupported(tx, "del of %R", k) : st;
+        }
         st = cdyn_container_mutating(tx, v);
         return st == TR_OK && PyObject_DelItem(items(v), k) < 0 ? TR_ERROR : st;
     }
@@ -618,7 +682,7 @@ seq_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
         i += n;
     }
     if (i < 0 || i >= n) {
-        return cdyn_tx_unsupported(tx, "del of a list index out of range");
+        return cdyn_tx_raise_text(tx, PyExc_IndexError, "list assignment index out of range");
     }
     if ((st = cdyn_container_mutating(tx, v)) != TR_OK) {
         return st;
