@@ -543,3 +543,23 @@ def test_tensor_data_assignment_keeps_eagers_result(backend):
     assert torch.equal(got.detach(), expected.detach())
     assert torch.equal(ca.detach(), ea.detach()) and torch.equal(cb.detach(), eb.detach())
     assert ca.requires_grad and cb.requires_grad
+
+
+def test_check_is_size_defers_a_runtime_assert():
+    """torch._check_is_size on an unbacked .item(): a runtime assertion in the graph (a
+    negative value raises when the graph runs), no graph break, as torch._dynamo."""
+    counter = CountingBackend()
+
+    def f(x):
+        y = x.item()
+        torch._check_is_size(y)
+        return x * 2 if y >= 0 else x * 3
+
+    compiled = cdynamo.compile(f, backend=counter, fullgraph=True)
+    with cdynamo.config.patch(capture_scalar_outputs=True):
+        assert torch.equal(compiled(torch.tensor([3])), torch.tensor([6]))
+        with pytest.raises(RuntimeError, match="u0 >= 0"):
+            compiled(torch.tensor([-2]))
+    assert counter.frame_count == 1
+    assert torch.equal(cdynamo.compile(lambda: torch._check_is_size(4) or torch.ones(1),
+                                       backend="eager", fullgraph=True)(), torch.ones(1))

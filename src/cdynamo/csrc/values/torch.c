@@ -80,6 +80,7 @@ cdyn_is_graph_function(PyObject *obj)
 /* The constant helpers (torch.jit.is_scripting(), torch.compiler.is_compiling(), ...) are
  * trace_rules' CONSTANT entries, folded where a Python function is inlined (inline.c). */
 static PyObject *fn_annotate, *fn_assert, *fn_is_tensor, *fn_is_tensor_like, *fn_check;
+static PyObject *fn_check_is_size;   /* torch._check_is_size, or NULL */
 static PyObject *fn_tensor, *fn_refs_tensor;   /* torch.tensor, torch._refs.tensor (or NULL) */
 
 /* torch._C._log_api_usage_once / _log_api_usage_metadata: usage telemetry that libraries
@@ -153,7 +154,7 @@ int
 cdyn_is_torch_special(PyObject *obj)
 {
     return obj == fn_annotate || obj == fn_assert || obj == fn_is_tensor || obj == fn_check ||
-           obj == fn_is_tensor_like || is_state_fn(obj) ||
+           (fn_check_is_size != NULL && obj == fn_check_is_size) || obj == fn_is_tensor_like || is_state_fn(obj) ||
            is_usage_fn(obj) ||
            cdyn_is_ctx_factory(obj) || is_trusted_constructor(obj);
 }
@@ -286,6 +287,39 @@ call_check(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* torch._check_is_size(i): a constant i checked now (>= 0); on a symbolic int (an
+ * unbacked .item()) torch's own check on its fake, a runtime assertion the ShapeEnv defers
+ * into the graph (a negative value raises when the graph runs), as torch._dynamo. */
+static tr_status
+call_check_is_size(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                   PyObject **out)
+{
+    PyObject *r;
+    if (nargs != 1 || kwnames != NULL) {
+        return cdyn_tx_unsupported(tx, "torch._check_is_size with these arguments");
+    }
+    if (V(args[0])->kind == VK_CONST && PyLong_Check(V(args[0])->u.cnst.value)) {
+        long long i = PyLong_AsLongLong(V(args[0])->u.cnst.value);
+        PyErr_Clear();   /* (an overflow: a huge size, >= 0 unless -1) */
+        if (i < 0) {
+            return cdyn_tx_unsupported(tx, "torch._check_is_size fails (raised in Python)");
+        }
+    }
+    else if (V(args[0])->kind == VK_SYMINT && cdyn_v_python_type(args[0]) == &PyLong_Type) {
+        r = PyObject_CallOneArg(fn_check_is_size, V(args[0])->u.sym.fake);
+        if (r == NULL) {
+            PyErr_Clear();
+            return cdyn_tx_unsupported(tx, "torch._check_is_size fails (raised in Python)");
+        }
+        Py_DECREF(r);
+    }
+    else {
+        return cdyn_tx_unsupported(tx, "torch._check_is_size of %S", args[0]);
+    }
+    *out = cdyn_value_const(Py_None);
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* torch.jit.annotate(type, x) is x; torch._assert(cond, msg) on a constant cond is checked
  * now; torch.is_tensor(x) is folded from x's type (fixed by x's guards), never a graph node.
  * *handled = 0 for other functions. */
@@ -321,6 +355,9 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
     }
     if (obj == fn_check) {
         return call_check(tx, args, nargs, kwnames, out);
+    }
+    if (fn_check_is_size != NULL && obj == fn_check_is_size) {
+        return call_check_is_size(tx, args, nargs, kwnames, out);
     }
     *handled = 0;
     return TR_OK;
@@ -563,6 +600,8 @@ cdyn_torch_init(void)
         fn_assert = torch ? PyObject_GetAttrString(torch, "_assert") : NULL;
         fn_is_tensor = torch ? PyObject_GetAttrString(torch, "is_tensor") : NULL;
         fn_check = torch ? PyObject_GetAttrString(torch, "_check") : NULL;
+        fn_check_is_size = torch ? PyObject_GetAttrString(torch, "_check_is_size") : NULL;
+        PyErr_Clear();   /* (not in every torch) */
         fn_tensor = torch ? PyObject_GetAttrString(torch, "tensor") : NULL;
         {
             PyObject *refs = PyImport_ImportModule("torch._refs");
