@@ -563,3 +563,103 @@ def test_check_is_size_defers_a_runtime_assert():
     assert counter.frame_count == 1
     assert torch.equal(cdynamo.compile(lambda: torch._check_is_size(4) or torch.ones(1),
                                        backend="eager", fullgraph=True)(), torch.ones(1))
+
+
+class _TagMeta(type):
+    def __call__(cls, *args, **kwargs):
+        obj = super().__call__(*args, **kwargs)
+        obj.tag = 7
+        return obj
+
+
+class _Tagged(metaclass=_TagMeta):
+    def __init__(self, v, w=1):
+        self.v = v
+        self.w = w
+
+
+class _Singleton(type):
+    _instances = {}
+
+    def __call__(cls, *args, **kwargs):
+        if cls not in cls._instances:
+            cls._instances[cls] = super().__call__(*args, **kwargs)
+        return cls._instances[cls]
+
+
+class _Config(metaclass=_Singleton):
+    def __init__(self, scale):
+        self.scale = scale
+
+
+@no_break
+def test_metaclass_call_inlined():
+    """A metaclass's Python __call__ runs in the trace with the class as self; its
+    super().__call__ constructs the object (__new__ + __init__)."""
+    def fn(x):
+        o = _Tagged(3, w=2)
+        return x + o.v * o.w + o.tag, type(o) is _Tagged
+
+    x = torch.ones(2)
+    got = cdynamo.compile(fn, backend="eager", fullgraph=True)(x)
+    exp = fn(x)
+    assert torch.equal(got[0], exp[0]) and got[1] == exp[1]
+
+
+def test_singleton_metaclass():
+    """The singleton's class-level registry is read and written as eager does: the same
+    instance on every call, made once."""
+    _Singleton._instances.clear()
+
+    def fn(x):
+        return x * _Config(2).scale, _Config(5).scale
+
+    compiled = cdynamo.compile(fn, backend="eager")
+    x = torch.ones(2)
+    got = compiled(x)
+    assert got[1] == 2 and torch.equal(got[0], x * 2)
+    assert _Config in _Singleton._instances and _Config(9).scale == 2
+    got = compiled(x)
+    assert got[1] == 2
+
+
+@no_break
+def test_typing_and_slot_function_dict_keys():
+    import typing
+
+    def fn(x):
+        d = {typing.Union[int, str]: 1, list.__add__: 2, typing.List[int]: 3}
+        return x + d[typing.Union[str, int]] + d[list.__add__] + d[typing.List[int]]
+
+    x = torch.ones(1)
+    assert torch.equal(cdynamo.compile(fn, backend="eager", fullgraph=True)(x), fn(x))
+
+
+@no_break
+def test_copy_copy_of_dict_subclasses():
+    import copy
+    from collections import Counter, OrderedDict, defaultdict
+
+    def fn(x):
+        d = defaultdict(list, {1: 1})
+        c = copy.copy(d)
+        o = copy.copy(OrderedDict(a=1))
+        n = copy.copy(Counter("abca"))
+        s = copy.copy({1, 2})
+        return x + 1, c.default_factory is list, type(c) is defaultdict, o, n, s, type(o), type(n)
+
+    x = torch.ones(1)
+    assert cdynamo.compile(fn, backend="eager", fullgraph=True)(x)[1:] == fn(x)[1:]
+
+
+def test_uncaught_exception_under_fullgraph_reaches_the_user():
+    """fullgraph=True: an exception the traced code raises and does not catch is the user's
+    error, raised where eager raises it (as torch._dynamo), not a fullgraph error."""
+    def fn(b):
+        a = {"one": torch.ones(1)}
+        return a | b
+
+    compiled = cdynamo.compile(fn, backend="eager", fullgraph=True)
+    with pytest.raises(TypeError, match="unsupported operand type"):
+        compiled(1)
+    assert torch.equal(compiled({"two": torch.zeros(1)})["two"], torch.zeros(1))

@@ -3,6 +3,7 @@ plain Python objects (their __dict__ copied into a new instance).
 
 Tensors, modules and other objects are left to Python (a graph break at the call): their
 copies have identities and storage the trace cannot model."""
+import collections as _collections
 import copy as _copy
 import copyreg as _copyreg
 import types as _types
@@ -24,13 +25,18 @@ def _atomic(t):
 
 @substitute_for(_copy.copy)
 def copy(x):
-    """copy.copy(x) of a list, dict, tuple or constant."""
+    """copy.copy(x) of a list, dict, set, tuple, frozenset or constant; of an OrderedDict,
+    defaultdict or Counter (their __copy__: a copy of their type, default_factory kept)."""
     t = exact_type(x)
     if t is list:
         return list(x)
     if t is dict:
         return {k: v for k, v in x.items()}
-    if t is tuple or _atomic(t):
+    if t is set:
+        return set(x)
+    if t is _collections.OrderedDict or t is _collections.defaultdict or t is _collections.Counter:
+        return x.copy()
+    if t is tuple or t is frozenset or _atomic(t):
         return x
     unsupported("copy.copy() of an object that is not a list, dict, tuple or constant")
 

@@ -87,6 +87,16 @@ identity_eq(PyObject *obj)
            PyCFunction_Check(obj);
 }
 
+/* 1 when obj is a typing construct (typing.Union[int, str], List[int], int | str): its ==
+ * and hash are pure functions of its arguments, run for real on it as a key. */
+static int
+typing_key(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    return PyType_IsSubtype(t, &Py_GenericAliasType) ||
+           cdyn_module_startswith((PyObject *)t, "typing");
+}
+
 /* Tuple of the hash keys of a list of values. */
 static tr_status
 hash_keys_tuple(cdyn_tx *tx, PyObject *items, PyObject **out)
@@ -132,6 +142,12 @@ cdyn_hash_key(cdyn_tx *tx, PyObject *v, PyObject **out)
     case VK_FUNCTION:
         *out = PyTuple_Pack(2, key_marker, v);
         return *out ? TR_OK : TR_ERROR;
+    case VK_OBJFN:
+        if (x->u.ofn.self == NULL && identity_eq(x->u.ofn.fn)) {
+            *out = Py_NewRef(x->u.ofn.fn);   /* list.__add__: a fixed slot function */
+            return TR_OK;
+        }
+        break;
     case VK_PARTIAL:
         if (x->source != NULL) {
             break;   /* a partial of the frame: its real object (below) */
@@ -179,7 +195,7 @@ cdyn_hash_key(cdyn_tx *tx, PyObject *v, PyObject **out)
         break;
     }
     real = cdyn_v_real(v);
-    if (real == NULL || !identity_eq(real) || cdyn_is_tensor(real)) {
+    if (real == NULL || !(identity_eq(real) || typing_key(real)) || cdyn_is_tensor(real)) {
         return cdyn_tx_unsupported(tx, "%S as a dict key or set item", v);
     }
     if (PyObject_Hash(real) == -1) {

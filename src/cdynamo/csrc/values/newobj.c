@@ -24,9 +24,11 @@
  * classes other than torch.nn's modules (nn.Modules: values/newmodule.c) and
  * torch.distributions' plain-Python distributions and constraints, exceptions,
  * extension types, abstract classes, classes with
- * __del__ or a metaclass __call__, and subclasses of builtins other than dict/OrderedDict,
- * list, set, frozenset and tuple (named tuples are dataclass.c's; a plain tuple subclass's
- * tuple.__new__(cls, items) comes here through cdyn_newobj_tuple_new). */
+ * __del__, a metaclass whose __call__ is not Python, and subclasses of builtins other than
+ * dict/OrderedDict, list, set, frozenset and tuple (named tuples are dataclass.c's; a plain
+ * tuple subclass's tuple.__new__(cls, items) comes here through cdyn_newobj_tuple_new). A
+ * metaclass's Python __call__ is inlined with the class as self; its super().__call__ is
+ * type.__call__, the construction itself. */
 #include "user.h"
 #include "../codegen.h"
 
@@ -86,9 +88,6 @@ check_class(cdyn_tx *tx, PyTypeObject *cls)
         /* (torch.optim's private helpers, e.g. the LR scheduler's _enable_get_lr_call
            context manager, are plain Python objects: traced) */
         why = "a torch class";   /* nn.Modules: values/newmodule.c */
-    }
-    else if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {
-        why = "a class whose metaclass defines __call__";
     }
     else if (_PyType_Lookup(cls, cdyn_U.s_del) != NULL) {
         why = "a class with __del__";
@@ -408,15 +407,40 @@ cdyn_newobj_tuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssi
     return st == TR_OK ? immutable_alloc(tx, VK_TUPLE, clsv, args, nargs, NULL, out) : st;
 }
 
+/* cls(*args, **kw) as type.__call__ makes it: __new__, then __init__ when __new__ gave an
+ * instance of cls. */
+static tr_status
+type_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames, PyObject **out);
+
 tr_status
 cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyTypeObject *cls = (PyTypeObject *)cdyn_v_real(clsv);
+    PyObject *call;
+    (void)fs;
+    if (Py_TYPE(cls)->tp_call == PyType_Type.tp_call) {
+        return type_call(tx, clsv, args, nargs, kwnames, out);
+    }
+    /* a metaclass with its own __call__ (a singleton or registry metaclass): inlined with
+       the class as self; its super().__call__(...) is type.__call__ (object_slot_call) */
+    call = _PyType_Lookup(Py_TYPE(cls), cdyn_U.s_call);
+    if (call == NULL || !PyFunction_Check(call)) {
+        return cdyn_tx_unsupported(tx, "construction of %s (its metaclass's __call__ is not "
+                                       "Python)", cls->tp_name);
+    }
+    return cdyn_tx_inline_function(tx, call, NULL, clsv, args, nargs, kwnames, out);
+}
+
+static tr_status
+type_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
+          PyObject *kwnames, PyObject **out)
 {
     PyTypeObject *cls = (PyTypeObject *)cdyn_v_real(clsv), *t;
     PyObject *newfn = _PyType_Lookup(cls, cdyn_U.s_new), *obj = NULL, *fn = NULL;
     tr_status st;
     int handled = 0;
-    (void)fs;
     st = cdyn_polyfill_call(tx, (PyObject *)cls, args, nargs, kwnames, out, &handled);
     if (handled || st != TR_OK) {   /* a class with a polyfill (torch.LongTensor(data)) */
         return st;
@@ -435,12 +459,7 @@ cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const 
         }
     }
     if (fn != NULL && PyFunction_Check(fn)) {
-        if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {
-            st = cdyn_tx_unsupported(tx, "construction of %s (metaclass __call__)", cls->tp_name);
-        }
-        else {
-            st = cdyn_tx_inline_function(tx, fn, NULL, clsv, args, nargs, kwnames, &obj);
-        }
+        st = cdyn_tx_inline_function(tx, fn, NULL, clsv, args, nargs, kwnames, &obj);
     }
     else if (newfn == cdyn_U.object_new || newfn == cdyn_U.dict_new ||
              newfn == cdyn_U.list_new || newfn == cdyn_U.set_new) {
@@ -644,6 +663,7 @@ cdyn_objfn_known(PyObject *obj)
     return obj == cdyn_U.object_new || obj == cdyn_U.object_init ||
            obj == cdyn_U.object_setattr || obj == cdyn_U.object_getattribute ||
            obj == cdyn_U.object_delattr || obj == cdyn_U.object_eq || obj == cdyn_U.object_ne ||
+           obj == cdyn_U.type_call ||
            obj == cdyn_U.dict_new || obj == cdyn_U.tuple_new ||
            obj == cdyn_U.dc_fields || obj == cdyn_U.dc_replace ||
            obj == cdyn_U.dc_is_dataclass || obj == cdyn_U.list_new || obj == cdyn_U.set_new ||
@@ -791,6 +811,13 @@ object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
     if (fn == cdyn_U.tuple_new) {
         return kwnames ? cdyn_tx_unsupported(tx, "tuple.__new__ with keywords")
                        : cdyn_namedtuple_new(tx, a[0], a + 1, n - 1, out);
+    }
+    if (fn == cdyn_U.type_call) {   /* type.__call__(cls, ...): super().__call__ of a metaclass */
+        PyObject *cls = cdyn_v_real(a[0]);
+        if (V(a[0])->kind != VK_CLASS || cls == NULL || !PyType_Check(cls)) {
+            return cdyn_tx_unsupported(tx, "type.__call__ of %S", a[0]);
+        }
+        return type_call(tx, a[0], a + 1, n - 1, kwnames, out);
     }
     if (fn == cdyn_U.object_new || fn == cdyn_U.dict_new || fn == cdyn_U.list_new ||
         fn == cdyn_U.set_new) {

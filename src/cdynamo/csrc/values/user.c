@@ -141,11 +141,17 @@ cdyn_user_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
 /* The type whose MRO super() searches: self's type, or self itself for a class (super() in
  * a classmethod). Borrowed or NULL. */
 static PyTypeObject *
-super_start(PyObject *self)
+super_start(PyObject *self, PyObject *c)
 {
+    PyTypeObject *t;
     switch (V(self)->kind) {
     case VK_CLASS:
-        return (PyTypeObject *)V(self)->u.obj.obj;
+        t = (PyTypeObject *)V(self)->u.obj.obj;
+        if (c != NULL && PyType_Check(c) && !PyType_IsSubtype(t, (PyTypeObject *)c) &&
+            PyObject_TypeCheck((PyObject *)t, (PyTypeObject *)c)) {
+            return Py_TYPE(t);   /* super() in a metaclass method: the metaclass's MRO */
+        }
+        return t;
     case VK_OBJECT: case VK_NEWOBJ: case VK_NNMODULE:
         return cdyn_v_python_type(self);
     case VK_TUPLE:
@@ -159,7 +165,7 @@ tr_status
 cdyn_user_super(cdyn_tx *tx, PyObject *cls, PyObject *self, PyObject **out)
 {
     PyObject *c = cdyn_v_real(cls);
-    PyTypeObject *start = super_start(self);
+    PyTypeObject *start = super_start(self, c);
     if (c == NULL || !PyType_Check(c) || start == NULL ||
         !PyType_IsSubtype(start, (PyTypeObject *)c)) {
         return cdyn_tx_unsupported(tx, "super(%S, %S)", cls, self);
@@ -176,12 +182,14 @@ cdyn_user_super(cdyn_tx *tx, PyObject *cls, PyObject *self, PyObject **out)
 /* Pin what super().name found in type(self).__mro__[i] through
  * <class of self>.__mro__[i].name (unguarded when self's class has no source). */
 static tr_status
-super_guard(cdyn_tx *tx, PyObject *self, Py_ssize_t i, PyObject *name)
+super_guard(cdyn_tx *tx, PyObject *self, PyObject *c, Py_ssize_t i, PyObject *name)
 {
     PyObject *csrc = cdyn_uobj_class_source(self), *msrc = NULL, *isrc = NULL, *idx = NULL;
-    PyTypeObject *start = super_start(self);
+    PyTypeObject *start = super_start(self, c);
     tr_status st = TR_ERROR;
-    if (csrc == NULL || start == NULL) {
+    if (csrc == NULL || start == NULL ||
+        (V(self)->kind == VK_CLASS && start != (PyTypeObject *)V(self)->u.obj.obj)) {
+        /* (in a metaclass method the MRO is the metaclass's: not pinned) */
         Py_XDECREF(csrc);
         return TR_OK;
     }
@@ -203,7 +211,7 @@ static tr_status
 super_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     PyObject *self = V(v)->u.super.self, *cls = V(v)->u.super.obj, *mro;
-    PyTypeObject *start = super_start(self);
+    PyTypeObject *start = super_start(self, cls);
     Py_ssize_t i = 0, n;
     if (start == NULL || (mro = start->tp_mro) == NULL) {
         return cdyn_tx_unsupported(tx, "super() of %S", self);
@@ -215,8 +223,22 @@ super_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     for (i++; i < n; i++) {
         PyObject *d = cdyn_type_dict((PyTypeObject *)PyTuple_GET_ITEM(mro, i));
         PyObject *descr = d ? PyDict_GetItemWithError(d, name) : NULL;
+        if (descr != NULL && V(self)->kind == VK_CLASS &&
+            start != (PyTypeObject *)V(self)->u.obj.obj) {
+            /* in a metaclass method: bound to the class as an instance of the metaclass */
+            if (PyFunction_Check(descr)) {
+                *out = cdyn_value_method(descr, name, self);
+            }
+            else if (cdyn_objfn_known(descr)) {
+                *out = cdyn_objfn_new(descr, self);
+            }
+            else {
+                return cdyn_tx_unsupported(tx, "super().%U in a metaclass", name);
+            }
+            return *out ? TR_OK : TR_ERROR;
+        }
         if (descr != NULL) {
-            tr_status st = super_guard(tx, self, i, name);
+            tr_status st = super_guard(tx, self, cls, i, name);
             return st != TR_OK ? st : cdyn_uobj_bind(tx, self, NULL, descr, name, out);
         }
         if (PyErr_Occurred()) {
@@ -590,6 +612,7 @@ cdyn_user_init(void)
         {&cdyn_U.object_getattribute, "builtins", "object", "__getattribute__"},
         {&cdyn_U.object_delattr, "builtins", "object", "__delattr__"},
         {&cdyn_U.object_eq, "builtins", "object", "__eq__"},
+        {&cdyn_U.type_call, "builtins", "type", "__call__"},
         {&cdyn_U.object_ne, "builtins", "object", "__ne__"},
         {&cdyn_U.dict_new, "builtins", "dict", "__new__"},
         {&cdyn_U.tuple_new, "builtins", "tuple", "__new__"},

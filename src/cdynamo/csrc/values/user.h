@@ -21,7 +21,7 @@
 /* Objects the family compares against by identity (borrowed after cdyn_user_init). */
 typedef struct {
     PyObject *object_new, *object_init, *object_setattr, *object_getattribute,
-        *object_delattr, *object_eq, *object_ne, *dict_new, *odict_new, *tuple_new, *list_new, *set_new,
+        *object_delattr, *object_eq, *object_ne, *type_call, *dict_new, *odict_new, *tuple_new, *list_new, *set_new,
         *frozenset_new, *odict_type, *enum_type, *enum_meta, *method_type, *dc_fields,
         *dc_replace, *dc_is_dataclass, *dc_field_marker, *dc_fields_attr, *cached_property;
     /* interned names */
