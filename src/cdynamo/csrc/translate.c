@@ -1743,7 +1743,6 @@ cdyn_tx_run(cdyn_tx *tx, cdyn_fs *fs)
                 /* nothing traced catches it: Python raises it at this instruction */
                 Py_CLEAR(tx->exc);
                 st = TR_UNSUPPORTED;
-                tx->break_raises = 1;
             }
         }
         if (st == TR_UNSUPPORTED && fs->is_top) {
@@ -1934,8 +1933,8 @@ fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
     PyObject *r = NULL;
     Py_ssize_t pc = st == TR_BREAK ? tx->break_pc : fs->pc - 1;
     int on = fullgraph_on(tx);
-    if (on <= 0 || (st == TR_BREAK && tx->break_raises)) {
-        return on < 0 ? on : 0;   /* (the user's exception, raised where eager raises it) */
+    if (on <= 0) {
+        return on;
     }
     if (pc < 0 || pc >= fs->instrs.len) {
         pc = 0;

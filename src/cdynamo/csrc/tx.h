@@ -56,9 +56,6 @@ typedef struct cdyn_tx {
     long long epoch;        /* number of the current top-level checkpoint (undo.c) */
     brk_kind break_kind;    /* set with TR_BREAK */
     Py_ssize_t break_pc;    /* index of the instruction the top frame breaks at */
-    int break_raises;       /* the break is an exception nothing traced catches: the
-                               instruction raises it in Python (allowed under fullgraph, as
-                               torch._dynamo lets the user's exception propagate) */
     int break_arg;          /* its oparg */
     int break_in_loop;      /* 1 when that instruction lies inside a loop of the top frame */
     PyObject *break_kwnames;/* KW_NAMES tuple of a breaking CALL, or NULL */
