@@ -664,3 +664,37 @@ def test_uncaught_exception_is_raised_where_eager_raises_it():
         cdynamo.compile(fn, backend="eager", fullgraph=True)(1)
     with pytest.raises(TypeError, match="unsupported operand type"):
         cdynamo.compile(fn, backend="eager")(1)
+
+
+MAPPINGPROXY = type(type.__dict__)
+
+
+@no_break
+def test_mapping_proxy_made_in_the_trace():
+    """types.MappingProxyType(d) and d.keys().mapping: read-only views of a dict made in the
+    trace (later changes show through; writes raise eager's TypeError); an escaping proxy
+    is rebuilt over the same dict."""
+    import types
+
+    def fn(x):
+        d = {}
+        m = d.keys().mapping
+        d["foo"] = x + 1
+        p = types.MappingProxyType(d)
+        try:
+            p["x"] = 1
+            err = None
+        except TypeError as e:
+            err = str(e)
+        e = {"a": x - 1}
+        e.update(p)
+        return (x.sin(), isinstance(m, MAPPINGPROXY), len(p), "foo" in p, list(p), err,
+                m == d, sorted(p | {"z": 1}), e["foo"], m, p)
+
+    x = torch.randn(3)
+    got = cdynamo.compile(fn, backend="eager", fullgraph=True)(x)
+    exp = fn(x)
+    assert torch.equal(got[0], exp[0]) and got[1:8] == exp[1:8]
+    assert torch.equal(got[8], exp[8])
+    assert type(got[9]) is MAPPINGPROXY and type(got[10]) is MAPPINGPROXY
+    assert torch.equal(got[9]["foo"], exp[9]["foo"]) and list(got[10]) == ["foo"]

@@ -814,6 +814,9 @@ tr_status cdyn_deque_construct(cdyn_tx *tx, PyObject *const *args, Py_ssize_t na
                                PyObject *kwnames, PyObject **out);
 /* A deque of the frame at source (borrowed): its items read through <source>[i]. */
 tr_status cdyn_deque_wrap(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* values/mproxy.c: a read-only proxy of the DICT value d (borrowed): what
+ * types.MappingProxyType(d) and d.keys().mapping make in the trace (*out new). */
+tr_status cdyn_mproxy_new(cdyn_tx *tx, PyObject *d, PyObject **out);
 /* New empty DICT of real type `type` (borrowed; NULL: dict). */
 PyObject *cdyn_dict_new(PyTypeObject *type);
 /* d[key] = val into a dict made in the trace (key, val: values; no side effect). */

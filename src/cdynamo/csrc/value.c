@@ -28,6 +28,7 @@ static const cdyn_vtable *const family_of[VK__COUNT] = {
     [VK_SET] = &cdyn_set_vt,        [VK_FROZENSET] = &cdyn_set_vt,
     [VK_HOP] = &cdyn_hop_vt,        [VK_SUBGRAPH] = &cdyn_hop_vt,
     [VK_FNCTX] = &cdyn_hop_vt,      [VK_DEQUE] = &cdyn_deque_vt,
+    [VK_MPROXY] = &cdyn_mproxy_vt,
 };
 
 static const char *const kind_names[VK__COUNT] = {
@@ -49,7 +50,7 @@ static const char *const kind_names[VK__COUNT] = {
     [VK_NEWOBJ] = "UserDefinedObject(new)", [VK_OBJFN] = "SlotFunction",
     [VK_SET] = "Set", [VK_FROZENSET] = "FrozenSet",
     [VK_HOP] = "HigherOrderOp", [VK_SUBGRAPH] = "Subgraph", [VK_FNCTX] = "AutogradFunctionContext",
-    [VK_DEQUE] = "Deque",
+    [VK_DEQUE] = "Deque", [VK_MPROXY] = "MappingProxy",
 };
 
 /* Visit the payload and the source (values can form cycles: an object made while

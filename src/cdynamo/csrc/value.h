@@ -64,6 +64,8 @@
  *                                     NPFN         u.obj.obj          a numpy callable traced via torch._numpy
  *   deques        values/deque.c      DEQUE        u.deque            collections.deque: a LIST of the items
  *                                                                     and the maxlen
+ *   proxies       values/mproxy.c     MPROXY       u.mproxy           types.MappingProxyType(d) made in the
+ *                                                                     trace: a read-only view of a DICT
  *   generators    values/generator.c  GENERATOR    u.gen              a suspended frame state of a generator
  *                                                                     function (inlined, resumed by next())
  *   functions     values/function.c   PARTIAL      u.partial          functools.partial(func, *args, **kw)
@@ -110,6 +112,7 @@ typedef enum {
     VK_SET, VK_FROZENSET,
     VK_NDARRAY, VK_NPFN,
     VK_DEQUE,
+    VK_MPROXY,
     VK__COUNT
 } cdyn_vkind;
 
@@ -148,6 +151,8 @@ typedef struct cdyn_value {
         /* list: the LIST value holding the items (no source); maxlen: an int CONST, NULL
            for None */
         struct { PyObject *list, *maxlen; } deque;
+        /* dict: the DICT value a types.MappingProxyType made in the trace shows */
+        struct { PyObject *dict; } mproxy;
         struct { PyObject *obj; } obj;
         /* OBJECT of a dict subclass read from the frame (transformers' ModelOutput): obj as
            u.obj.obj; items: a DICT value mirroring its items once the trace read them
@@ -344,7 +349,7 @@ extern const cdyn_vtable cdyn_misc_vt, cdyn_const_vt, cdyn_tensor_vt, cdyn_seq_v
     cdyn_dict_vt, cdyn_function_vt, cdyn_builtin_vt, cdyn_torch_vt, cdyn_user_vt,
     cdyn_nnmodule_vt, cdyn_iter_vt, cdyn_ctx_vt, cdyn_symint_vt, cdyn_exc_vt,
     cdyn_generator_vt, cdyn_set_vt, cdyn_hop_vt;
-extern const cdyn_vtable cdyn_ndarray_vt, cdyn_npfn_vt, cdyn_deque_vt;
+extern const cdyn_vtable cdyn_ndarray_vt, cdyn_npfn_vt, cdyn_deque_vt, cdyn_mproxy_vt;
 
 /* Serial number the next value will get (increases monotonically). */
 extern long long cdyn_value_serial;

@@ -1441,6 +1441,9 @@ view_as_set(cdyn_tx *tx, PyObject *view, PyObject **out)
 static tr_status
 dict_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
+    if (V(v)->kind == VK_DICTVIEW && cdyn_name_is(name, "mapping")) {
+        return cdyn_mproxy_new(tx, vdict(v), out);   /* d.keys().mapping: a proxy of d */
+    }
     if (V(v)->kind == VK_DICT && IS_DDICT(v) && cdyn_name_is(name, "default_factory")) {
         tr_status st = cdyn_tx_materialize(tx, v);
         if (st != TR_OK) {

@@ -448,6 +448,10 @@ type_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
     if (cdyn_is_deque_type((PyObject *)cls)) {
         return cdyn_deque_construct(tx, args, nargs, kwnames, out);   /* values/deque.c */
     }
+    if (cls == &PyDictProxy_Type && nargs == 1 && kwnames == NULL &&
+        V(args[0])->kind == VK_DICT) {
+        return cdyn_mproxy_new(tx, args[0], out);   /* values/mproxy.c */
+    }
     if (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type)) {
         /* nn.Parameter(t), nn.Buffer(t): a module creating parameters is built in Python */
         return cdyn_tx_unsupported(tx, "construction of %s (a tensor subclass)", cls->tp_name);
