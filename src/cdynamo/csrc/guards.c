@@ -1146,8 +1146,6 @@ check_tensor_tm(const guard *gd, PyObject *v, int64_t *slots)
     return 1;
 }
 
-/* TENSOR_MATCH on v (borrowed); symbolic dims are stored into slots instead of compared.
- * 1 pass, 0 fail, -1 error. */
 /* For a TENSOR_MATCH made from a tensor with dimension markings: 1 when every dim that v
  * marks dynamic (mark_dynamic: its _dynamo_dynamic_indices) is one the guard leaves
  * uncompared, so the graph treats it as dynamic; 0 when v marks a dim the trace
@@ -1172,6 +1170,8 @@ marks_covered(const guard *gd, PyObject *v)
     return ok;
 }
 
+/* TENSOR_MATCH on v (borrowed); symbolic dims are stored into slots instead of compared.
+ * 1 pass, 0 fail, -1 error. */
 static int
 check_tensor(const guard *gd, PyObject *v, why_t why, int64_t *slots)
 {

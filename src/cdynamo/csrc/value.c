@@ -776,10 +776,8 @@ has_inplace_slot(PyObject *v, int op)
     return has;
 }
 
-/* The exact builtin types whose binary operators decide NotImplemented from the operand
- * types alone (dict.__or__ takes dicts, list.__add__ lists, int.__add__ ints, ...). */
-static int
-type_decides_operators(PyTypeObject *t)
+int
+cdyn_type_decides_operators(PyTypeObject *t)
 {
     return t == &PyDict_Type || t == &PyList_Type || t == &PyTuple_Type || t == &PySet_Type ||
            t == &PyFrozenSet_Type || t == &PyLong_Type || t == &PyFloat_Type ||
@@ -797,7 +795,7 @@ operand_type_error(cdyn_tx *tx, tr_status st, int op, PyObject *a, PyObject *b)
 {
     PyTypeObject *ta = cdyn_v_python_type(a), *tb = cdyn_v_python_type(b);
     PyObject *ea = NULL, *eb = NULL, *r = NULL;
-    if (ta == NULL || tb == NULL || !type_decides_operators(ta) || !type_decides_operators(tb) ||
+    if (ta == NULL || tb == NULL || !cdyn_type_decides_operators(ta) || !cdyn_type_decides_operators(tb) ||
         PyErr_Occurred()) {
         return st;
     }

@@ -410,6 +410,10 @@ PyObject *cdyn_v_real(PyObject *v);
 /* ---- dispatch: the opcode handlers' entry points --------------------------------------
  * Each calls the value's handler; a missing handler sets the reason "<what> on <value>"
  * and returns TR_UNSUPPORTED. Arguments borrowed, *out new. */
+/* 1 when t is one of the exact builtin types whose binary operators decide NotImplemented
+ * from the operand types alone (dict.__or__ takes dicts, list.__add__ lists, int.__add__
+ * ints, ...; None, bool, float, complex, str, bytes, tuple, set, frozenset too). */
+int cdyn_type_decides_operators(PyTypeObject *t);
 tr_status cdyn_v_getattr(struct cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out);
 tr_status cdyn_v_setattr(struct cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value);
 tr_status cdyn_v_call(struct cdyn_tx *tx, struct cdyn_fs *fs, PyObject *fn,

@@ -581,9 +581,9 @@ static PyObject *
 compiled_target(PyObject *obj)
 {
     static PyObject *s_inline;
-    PyObject *d, *target;
-    if (cdyn_compiled_target(obj) != NULL) {
-        return cdyn_compiled_target(obj);
+    PyObject *d, *target = cdyn_compiled_target(obj);
+    if (target != NULL) {
+        return target;
     }
     if (!PyFunction_Check(obj) || (d = ((PyFunctionObject *)obj)->func_dict) == NULL) {
         return NULL;

@@ -1056,30 +1056,27 @@ cdyn_dict_fromkeys(cdyn_tx *tx, PyTypeObject *type, PyObject *const *args, Py_ss
     PyObject *value;
     tr_status st;
     if (kwnames != NULL || npos < 1 || npos > 2 ||
-        (V(args[0])->kind == VK_CONST && !PyTuple_Check(V(args[0])->u.cnst.value) &&
-         !PyUnicode_Check(V(args[0])->u.cnst.value) &&
-         !PyAnySet_Check(V(args[0])->u.cnst.value))) {
+        (V(args[0])->kind == VK_CONST && Py_TYPE(V(args[0])->u.cnst.value)->tp_iter == NULL &&
+         !PySequence_Check(V(args[0])->u.cnst.value))) {
         /* a bad call (no iterable, too many arguments, keywords, a number): the real one on
            the constants gives eager's TypeError (its words differ between dict types and
            Pythons), raised in the trace */
         Py_ssize_t nall = npos + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
         PyObject *fk = cdyn_all_const(args, nall)
                            ? PyObject_GetAttrString((PyObject *)type, "fromkeys") : NULL;
-        PyErr_Clear();
-        if (fk != NULL) {
-            tr_status raised = cdyn_call_on_constants(tx, fk, args, nall, kwnames, out);
-            Py_DECREF(fk);
-            if (raised == TR_EXCEPTION || raised == TR_ERROR) {
-                return raised;
-            }
-            if (raised == TR_OK) {
-                Py_CLEAR(*out);
-            }
-            Py_CLEAR(tx->reason);   /* it worked: the general path below makes the dict */
+        tr_status raised = fk ? cdyn_call_on_constants(tx, fk, args, nall, kwnames, out)
+                              : TR_UNSUPPORTED;
+        Py_XDECREF(fk);
+        if (fk == NULL) {
+            PyErr_Clear();   /* (not all constants, or no such attribute) */
         }
-        if (kwnames != NULL || npos < 1 || npos > 2) {
-            return cdyn_tx_unsupported(tx, "fromkeys() with these arguments");
+        if (raised == TR_EXCEPTION || raised == TR_ERROR) {
+            return raised;
         }
+        if (raised == TR_OK) {
+            Py_CLEAR(*out);
+        }
+        return cdyn_tx_unsupported(tx, "fromkeys() with these arguments");
     }
     if (dict_init() < 0) {
         return TR_ERROR;

@@ -281,14 +281,12 @@ iter_python_type(PyObject *v)
  * the trace at the end), it.__length_hint__() (the items left). */
 static const char *const iter_methods[] = {"__iter__", "__next__", "__length_hint__", NULL};
 
+static PyTypeObject *iter_python_type(PyObject *v);
+
 static tr_status
 iter_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
-    if (!cdyn_name_in(name, iter_methods)) {
-        return cdyn_tx_unsupported(tx, "attribute %U of an iterator", name);
-    }
-    *out = cdyn_value_method(NULL, name, v);
-    return *out ? TR_OK : TR_ERROR;
+    return cdyn_container_getattr(tx, v, iter_python_type(v), name, out);
 }
 
 static tr_status

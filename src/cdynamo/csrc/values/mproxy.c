@@ -38,11 +38,7 @@ static const char *const reads[] = {"get", "keys", "values", "items", "copy", "_
 static tr_status
 mproxy_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
-    if (!cdyn_name_in(name, reads)) {
-        return cdyn_tx_unsupported(tx, "attribute %U of a mappingproxy", name);
-    }
-    *out = cdyn_value_method(NULL, name, v);
-    return *out ? TR_OK : TR_ERROR;
+    return cdyn_container_getattr(tx, v, &PyDictProxy_Type, name, out);
 }
 
 static tr_status

@@ -774,23 +774,28 @@ seq_slot_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *self, PyObject *
 static tr_status
 object_equality(cdyn_tx *tx, int ne, PyObject *self, PyObject *other, PyObject **out)
 {
-    PyObject *r = NULL, *s_eq = PyUnicode_InternFromString("__eq__");
+    static PyObject *s_eq;
+    PyObject *r = NULL;
     int found = 0, truth = 0;
-    tr_status st = s_eq ? TR_OK : TR_ERROR;
-    if (st == TR_OK && ne) {
+    tr_status st = TR_OK;
+    if (s_eq == NULL && (s_eq = PyUnicode_InternFromString("__eq__")) == NULL) {
+        return TR_ERROR;
+    }
+    if (ne) {   /* type(self).__eq__ when it is Python code */
         st = cdyn_uobj_call_dunder(tx, self, s_eq, &other, 1, &r, &found);
     }
     if (st == TR_OK && !found) {   /* object's own __eq__: identity */
         st = cdyn_user_is(tx, self, other, &truth);
         if (st == TR_NOTIMPL) {
-            st = cdyn_tx_unsupported(tx, "object.__eq__ of %S and %S", self, other);
+            return cdyn_tx_unsupported(tx, "object.__eq__ of %S and %S", self, other);
         }
-        r = st == TR_OK ? cdyn_value_const(truth ? Py_True : Py_NotImplemented) : NULL;
-        st = st == TR_OK && r == NULL ? TR_ERROR : st;
+        if (st == TR_OK && (r = cdyn_value_const(truth ? Py_True : Py_NotImplemented)) == NULL) {
+            st = TR_ERROR;
+        }
     }
-    Py_XDECREF(s_eq);
-    if (st != TR_OK || !ne || (V(r)->kind == VK_CONST && V(r)->u.cnst.value == Py_NotImplemented)) {
-        *out = st == TR_OK ? r : NULL;
+    if (st != TR_OK || !ne ||
+        (V(r)->kind == VK_CONST && V(r)->u.cnst.value == Py_NotImplemented)) {
+        *out = st == TR_OK ? r : NULL;   /* (NotImplemented passes through __ne__) */
         if (st != TR_OK) {
             Py_XDECREF(r);
         }

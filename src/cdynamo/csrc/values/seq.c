@@ -667,10 +667,8 @@ seq_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
     }
     n = PyList_GET_SIZE(items(v));
     if (PySlice_Check(k)) {
-        PyObject *probe = PyList_GetSlice(items(v), 0, PY_SSIZE_T_MAX);
-        int bad = probe == NULL || PyObject_DelItem(probe, k) < 0;   /* a step of 0: ValueError */
-        Py_XDECREF(probe);
-        if (bad) {
+        Py_ssize_t start, stop, step;
+        if (PySlice_Unpack(k, &start, &stop, &step) < 0) {   /* a step of 0: ValueError */
             st = cdyn_tx_raise_pending(tx);
             return st == TR_NOTIMPL ? cdyn_tx_unsupported(tx, "del of %R", k) : st;
         }

@@ -154,7 +154,8 @@ int
 cdyn_is_torch_special(PyObject *obj)
 {
     return obj == fn_annotate || obj == fn_assert || obj == fn_is_tensor || obj == fn_check ||
-           (fn_check_is_size != NULL && obj == fn_check_is_size) || obj == fn_is_tensor_like || is_state_fn(obj) ||
+           (fn_check_is_size != NULL && obj == fn_check_is_size) || obj == fn_is_tensor_like ||
+           is_state_fn(obj) ||
            is_usage_fn(obj) ||
            cdyn_is_ctx_factory(obj) || is_trusted_constructor(obj);
 }
@@ -294,28 +295,20 @@ static tr_status
 call_check_is_size(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                    PyObject **out)
 {
-    PyObject *r;
-    if (nargs != 1 || kwnames != NULL) {
+    PyObject *arg = NULL, *r;
+    if (nargs == 1 && kwnames == NULL && cdyn_v_python_type(args[0]) == &PyLong_Type) {
+        arg = V(args[0])->kind == VK_CONST ? V(args[0])->u.cnst.value
+              : V(args[0])->kind == VK_SYMINT ? V(args[0])->u.sym.fake : NULL;
+    }
+    if (arg == NULL) {
         return cdyn_tx_unsupported(tx, "torch._check_is_size with these arguments");
     }
-    if (V(args[0])->kind == VK_CONST && PyLong_Check(V(args[0])->u.cnst.value)) {
-        long long i = PyLong_AsLongLong(V(args[0])->u.cnst.value);
-        PyErr_Clear();   /* (an overflow: a huge size, >= 0 unless -1) */
-        if (i < 0) {
-            return cdyn_tx_unsupported(tx, "torch._check_is_size fails (raised in Python)");
-        }
+    r = PyObject_CallOneArg(fn_check_is_size, arg);   /* a SymInt's check: deferred */
+    if (r == NULL) {
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "torch._check_is_size fails (raised in Python)");
     }
-    else if (V(args[0])->kind == VK_SYMINT && cdyn_v_python_type(args[0]) == &PyLong_Type) {
-        r = PyObject_CallOneArg(fn_check_is_size, V(args[0])->u.sym.fake);
-        if (r == NULL) {
-            PyErr_Clear();
-            return cdyn_tx_unsupported(tx, "torch._check_is_size fails (raised in Python)");
-        }
-        Py_DECREF(r);
-    }
-    else {
-        return cdyn_tx_unsupported(tx, "torch._check_is_size of %S", args[0]);
-    }
+    Py_DECREF(r);
     *out = cdyn_value_const(Py_None);
     return *out ? TR_OK : TR_ERROR;
 }

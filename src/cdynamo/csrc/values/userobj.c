@@ -2183,20 +2183,19 @@ static const char *const binop_symbols[13] = {"+", "&", "//", "<<", "@", "*", "%
 
 /* 1 when an operator between the user instance `inst` and `other` can only end in
  * CPython's TypeError once inst's dunders gave NotImplemented: other is of an exact builtin
- * type whose operators give NotImplemented for a foreign operand (an int, a str, a tuple,
- * a list, ...), inst's class derives from no such type and has no __index__ (a repetition
- * `[1] * inst`). */
+ * type whose operators give NotImplemented for a foreign operand (an int, a tuple, a list,
+ * ...; cdyn_type_decides_operators) and inst's class derives from no builtin type and has no
+ * __index__ (a repetition `[1] * inst`). other_left: other is the left operand of a binary
+ * operator, where a str, bytes, list or tuple words its own error ("can only concatenate
+ * ..."): 0 then. */
 static int
-only_type_error_left(PyObject *inst, PyObject *other)
+only_type_error(PyObject *inst, PyObject *other, int other_left)
 {
-    static PyTypeObject *const builtins[] = {&PyLong_Type, &PyFloat_Type, &PyComplex_Type,
-                                             &PyBool_Type, &PyUnicode_Type, &PyBytes_Type,
-                                             &PyTuple_Type, &PyList_Type, &PyDict_Type,
-                                             &PySet_Type, &PyFrozenSet_Type};
     PyTypeObject *t = cdyn_user_type(inst), *ot = cdyn_v_python_type(other);
-    int known = ot == Py_TYPE(Py_None);
-    if (t == NULL || ot == NULL || t->tp_mro == NULL ||
-        (t->tp_as_number != NULL && t->tp_as_number->nb_index != NULL)) {
+    if (t == NULL || ot == NULL || t->tp_mro == NULL || !cdyn_type_decides_operators(ot) ||
+        (t->tp_as_number != NULL && t->tp_as_number->nb_index != NULL) ||
+        (other_left && (ot == &PyUnicode_Type || ot == &PyBytes_Type || ot == &PyList_Type ||
+                        ot == &PyTuple_Type))) {
         return 0;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t->tp_mro); i++) {
@@ -2205,10 +2204,7 @@ only_type_error_left(PyObject *inst, PyObject *other)
             return 0;   /* a builtin base (int, list, ...) may take the operator */
         }
     }
-    for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
-        known |= ot == builtins[i];
-    }
-    return known;
+    return 1;
 }
 
 tr_status
@@ -2243,11 +2239,7 @@ cdyn_uobj_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     if (st == TR_OK && !done && ib && !same) {
         st = try_operator(tx, b, "__r%s__", nm, a, out, &done);
     }
-    if (st == TR_OK && !done && ia != ib && only_type_error_left(ia ? a : b, ia ? b : a) &&
-        (ia || !(cdyn_v_python_type(a) == &PyUnicode_Type ||
-                 cdyn_v_python_type(a) == &PyBytes_Type || cdyn_v_python_type(a) == &PyList_Type ||
-                 cdyn_v_python_type(a) == &PyTuple_Type))) {
-        /* (a str/list/tuple on the left words its own error: "can only concatenate ...") */
+    if (st == TR_OK && !done && ia != ib && only_type_error(ia ? a : b, ia ? b : a, ib)) {
         /* NotImplemented both ways: eager's TypeError, in the traced code */
         PyTypeObject *ta = cdyn_v_python_type(a), *tb = cdyn_v_python_type(b);
         return cdyn_tx_raise_text(tx, PyExc_TypeError,
@@ -2315,7 +2307,7 @@ cdyn_uobj_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     if (st != TR_OK || done) {
         return st;
     }
-    if (op != Py_EQ && op != Py_NE && ia != ib && only_type_error_left(ia ? a : b, ia ? b : a)) {
+    if (op != Py_EQ && op != Py_NE && ia != ib && only_type_error(ia ? a : b, ia ? b : a, 0)) {
         static const char *const symbols[6] = {"<", "<=", "==", "!=", ">", ">="};
         return cdyn_tx_raise_text(tx, PyExc_TypeError,
                                   "'%s' not supported between instances of '%s' and '%s'",
