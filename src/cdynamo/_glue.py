@@ -446,6 +446,18 @@ def once_differentiable_code():
     return once_differentiable(lambda ctx: None).__code__
 
 
+def nested_region_functions():
+    """(invoke_subgraph_placeholder, the code of nested_compile_region's wrapper): what a
+    function marked with torch.compiler.nested_compile_region calls, recorded by the engine
+    as a region (values/hop.c), and the wrapper itself, inlined."""
+    import importlib
+    m = importlib.import_module("torch._higher_order_ops.invoke_subgraph")
+
+    def probe():
+        pass
+    return m.invoke_subgraph_placeholder, m.mark_compile_region(probe).__code__
+
+
 def higher_order_op_type():
     """torch._ops.HigherOrderOperator: calling one directly is not traced (a graph break)."""
     return torch._ops.HigherOrderOperator
@@ -663,7 +675,7 @@ class RestartTrace(Exception):
 _CALL_OPS = ("call_function", "call_method", "call_module")
 
 
-def compile_graph(options, graph, root, example_inputs, outputs, shapes):
+def compile_graph(options, graph, root, example_inputs, outputs, shapes, regions=(), frame=""):
     """Finish `graph` with `outputs` (a tuple of FX nodes), hand it to the backend.
 
     Args:
@@ -674,9 +686,14 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
             the SymInts of symbolic sizes and dynamic int inputs (as torch._dynamo).
         outputs: tuple of torch.fx.Node, the graph outputs.
         shapes: the frame's cdynamo._shapes.ShapeTrace.
+        regions: the engine's region records (cdynamo._regions.outline): calls that may be
+            outlined into invoke_subgraph (regional compilation).
+        frame: the compiled frame's qualified name, for the logs.
 
-    Dead symbolic computations and unused inputs are removed first (as torch._dynamo); the
-    backend is called inside the trace's TracingContext (as torch.compile calls it).
+    Dead symbolic computations and unused inputs are removed first (as torch._dynamo), then
+    repeated regions are outlined (cdynamo.config.regional_compile); if the backend fails
+    on the outlined graph, the flat graph is compiled instead (logged). The backend is
+    called inside the trace's TracingContext (as torch.compile calls it).
     Returns (name, compiled_callable, graph_module, kept input indices, device types), or
     None when no operation is left; device types is graph_device_types(gm). The callable is wrapped by cdynamo._C.disable so that frames the
     compiled graph runs are never traced; the transformed code holds it as a constant (it
@@ -688,6 +705,9 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
     keep = shapes.finalize(graph, example_inputs)
     if not outputs and not any(n.op in _CALL_OPS for n in graph.nodes):
         return None
+    from cdynamo import _regions
+    outlined = _regions.outline(graph, root, regions, options.backend_name,
+                                frame=frame) if regions else None
     gm = torch.fx.GraphModule(root, graph)
     # the name stays off gm: an attribute of gm is part of torch's AOTAutograd cache key, and a
     # per-process counter there makes a second process miss that cache (warm start)
@@ -702,7 +722,21 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes):
         inputs = [x.as_subclass(torch.Tensor) if k in tf_subclass else x
                   for k, x in enumerate(inputs)]
     try:
-        compiled = shapes.call_backend(options.backend, gm, inputs)
+        if outlined is not None:
+            flat = gm
+            gm = torch.fx.GraphModule(outlined[1], outlined[0])
+            try:
+                compiled = shapes.call_backend(options.backend, gm, inputs)
+            except Exception as e:  # noqa: BLE001 (the flat graph is the fallback)
+                if shapes.floats_to_specialise(e):
+                    raise
+                _regions.log.warning("regional compile: backend %r failed on the outlined "
+                                     "graph (%s: %s); compiling the flat graph",
+                                     options.backend_name, type(e).__name__, e)
+                gm = flat
+                compiled = shapes.call_backend(options.backend, gm, inputs)
+        else:
+            compiled = shapes.call_backend(options.backend, gm, inputs)
     except Exception as e:
         restart = shapes.floats_to_specialise(e)
         if restart:

@@ -40,6 +40,16 @@
                     call instead, naming the function and the guard that failed (as
                     torch._dynamo.config.error_on_recompile, which is honoured too).
 
+  regional_compile
+                    "auto" (default), "annotated" or "off"; CDYNAMO_REGIONAL_COMPILE sets the
+                    default. Regional compilation (cdynamo/_regions.py): the calls of a
+                    function marked with torch.compiler.nested_compile_region become
+                    invoke_subgraph calls of one subgraph per distinct body (as torch.compile
+                    does) in "auto" and "annotated"; "auto" also does it, without annotations,
+                    for the repeated nn.Module calls of a frame (the layers of a ModuleList)
+                    when the backend is "inductor" or "aot_eager", so each distinct block is
+                    compiled once. "off" inlines every call. Read when a graph is compiled.
+
 Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
 sets values for the duration of a with-block.
 """
@@ -52,7 +62,9 @@ import sys
 import types
 
 _NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors", "trace_numpy",
-          "capture_scalar_outputs", "graph_break_in_loops", "error_on_recompile")
+          "capture_scalar_outputs", "graph_break_in_loops", "error_on_recompile",
+          "regional_compile")
+_REGIONAL_MODES = ("auto", "annotated", "off")
 _log = logging.getLogger("cdynamo")
 _handler = None
 
@@ -101,6 +113,11 @@ def _validate(name: str, value):
             raise TypeError(f"cdynamo.config.cache_size_limit must be an int, got {type(value).__name__}")
         if value < 1:
             raise ValueError(f"cdynamo.config.cache_size_limit must be >= 1, got {value}")
+        return value
+    if name == "regional_compile":
+        if value not in _REGIONAL_MODES:
+            raise ValueError(f"cdynamo.config.regional_compile must be one of "
+                             f"{', '.join(repr(m) for m in _REGIONAL_MODES)}, got {value!r}")
         return value
     raise AttributeError(name)
 
@@ -160,6 +177,8 @@ trace_numpy: bool = True
 capture_scalar_outputs: bool = _env_flag("CDYNAMO_CAPTURE_SCALAR_OUTPUTS")
 graph_break_in_loops: bool = True
 error_on_recompile: bool = False
+regional_compile: str = _validate("regional_compile",
+                                  os.environ.get("CDYNAMO_REGIONAL_COMPILE", "auto"))
 
 sys.modules[__name__].__class__ = _ConfigModule
 if verbose:

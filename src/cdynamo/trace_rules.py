@@ -103,6 +103,9 @@ MODULE_RULES: dict[str, str] = {
     # associative_scan's Python front end (movedim, flip, torch.vmap of combine_fn, the
     # recursive generic scan): inlined, as torch._dynamo does; its HOP is values/scan.c's.
     "torch._higher_order_ops.associative_scan": INLINE,
+    # nested_compile_region's wrapper function: inlined; the invoke_subgraph_placeholder it
+    # calls is a higher-order op of values/hop.c (a region, cdynamo/_regions.py).
+    "torch._higher_order_ops.invoke_subgraph": INLINE,
     "torch.fx": SKIP,
     "torch.utils.checkpoint": SKIP,
     "torchgen": SKIP,

@@ -632,8 +632,9 @@ cg_graph_call(cdyn_tx *tx, cdyn_cg *cg, PyObject **gname, PyObject **gm)
     if (outs == NULL) {
         return TR_ERROR;
     }
-    res = PyObject_CallMethod(tx->glue, "compile_graph", "OOOONO", tx->options, tx->graph,
-                              tx->root, tx->input_values, outs, tx->shapes);
+    res = PyObject_CallMethod(tx->glue, "compile_graph", "OOOONOOO", tx->options, tx->graph,
+                              tx->root, tx->input_values, outs, tx->shapes, tx->regions,
+                              tx->code->co_qualname);
     if (res == NULL) {
         return TR_ERROR;   /* a backend failure (BackendCompilerFailed) reaches the user */
     }

@@ -1783,6 +1783,7 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->reason);
     Py_CLEAR(tx->break_kwnames);
     Py_CLEAR(tx->effects);
+    Py_CLEAR(tx->regions);
     Py_CLEAR(tx->resume_codes);
     Py_CLEAR(tx->undo);
     if (tx->cyclic != NULL) {   /* break the cycles through cells and generator frames */
@@ -1871,6 +1872,7 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, cdyn_frame *frame, PyObject *options)
     tx->by_source = PyDict_New();
     tx->by_id = PyDict_New();
     tx->effects = PyList_New(0);
+    tx->regions = PyList_New(0);
     tx->resume_codes = PyList_New(0);
     tx->open_modes = PyList_New(0);
     tx->exc_info = PyList_New(0);
@@ -1878,7 +1880,7 @@ tx_open(cdyn_tx *tx, cdyn_fs *fs, cdyn_frame *frame, PyObject *options)
     tx->cyclic = PyList_New(0);
     tx->guards = cdyn_guards_new();
     if (!tx->root || !tx->input_sources || !tx->input_values || !tx->by_source || !tx->by_id ||
-        !tx->guards || !tx->effects || !tx->resume_codes || !tx->open_modes || !tx->exc_info ||
+        !tx->guards || !tx->effects || !tx->regions || !tx->resume_codes || !tx->open_modes || !tx->exc_info ||
         !tx->undo || !tx->cyclic || cdyn_guards_add_grad_mode(tx->guards, state) < 0) {
         return -1;
     }

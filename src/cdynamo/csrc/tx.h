@@ -85,6 +85,9 @@ typedef struct cdyn_tx {
     struct cdyn_sub *sub;   /* borrowed: the innermost active sub-trace (graph.c), or NULL */
     int n_gen_in_try;       /* generators that suspended inside a try/with block (never less
                                than the number still suspended there; values/generator.c) */
+    PyObject *regions;      /* list of the region records of the top graph: inlined calls
+                               that cdynamo/_regions.py may outline into invoke_subgraph
+                               (values/hop.c cdyn_region_end) */
 } cdyn_tx;
 
 /* Per-function interpreter state (the top frame or an inlined call). */

@@ -23,6 +23,8 @@ static PyObject *fn_grad, *fn_grad_and_value;   /* torch.func.grad / grad_and_va
 static PyObject *op_cond;         /* torch.ops.higher_order.cond */
 static PyObject *op_checkpoint;   /* torch.ops.higher_order.tag_activation_checkpoint */
 static PyObject *op_assoc_scan;   /* torch.ops.higher_order.associative_scan */
+static PyObject *fn_isg;          /* invoke_subgraph_placeholder (nested_compile_region) */
+static PyObject *code_ncr_inner;  /* the code of nested_compile_region's wrapper function */
 static PyObject *hop_type;        /* torch._ops.HigherOrderOperator */
 static PyObject *unsupported_fns; /* set: torch.func transforms */
 
@@ -44,6 +46,12 @@ cdyn_hop_classify(PyObject *obj)
     }
     if (obj == op_assoc_scan) {
         return HOP_ASSOC_SCAN;
+    }
+    if (obj == fn_isg) {
+        return HOP_INVOKE_SUBGRAPH;
+    }
+    if (PyFunction_Check(obj) && PyFunction_GET_CODE(obj) == code_ncr_inner) {
+        return HOP_NONE;   /* nested_compile_region's wrapper: inlined, it calls fn_isg */
     }
     if (obj == fn_vmap) {
         return HOP_VMAP;
@@ -884,6 +892,68 @@ done:
     return st;
 }
 
+/* ---- nested_compile_region and the region records --------------------------------------- */
+
+void
+cdyn_region_begin(cdyn_tx *tx, cdyn_region *r)
+{
+    r->on = tx->sub == NULL;
+    r->prev = r->on ? Py_XNewRef(tx->last_node) : NULL;
+}
+
+void
+cdyn_region_clear(cdyn_region *r)
+{
+    Py_CLEAR(r->prev);
+    r->on = 0;
+}
+
+int
+cdyn_region_end(cdyn_tx *tx, cdyn_region *r, const char *kind, PyObject *key, PyObject *label,
+                PyObject *extra)
+{
+    int e = 0;
+    if (r->on && tx->sub == NULL && tx->last_node != NULL && tx->last_node != r->prev) {
+        PyObject *rec = Py_BuildValue(
+            "(sOOOOOOO)", kind, key, r->prev ? r->prev : Py_None, tx->last_node,
+            label ? label : Py_None, tx->grad_enabled ? Py_True : Py_False,
+            PyList_GET_SIZE(tx->open_modes) > 0 ? Py_True : Py_False, extra ? extra : Py_None);
+        e = rec == NULL || PyList_Append(tx->regions, rec) < 0;
+        Py_XDECREF(rec);
+    }
+    cdyn_region_clear(r);
+    return e ? -1 : 0;
+}
+
+/* invoke_subgraph_placeholder(fn, *args, **kwargs), the call a nested_compile_region
+ * function makes: fn(*args, **kwargs) inlined and recorded as an "annotated" region (keyed by
+ * fn), which cdynamo/_regions.py outlines into invoke_subgraph calls, one subgraph per
+ * distinct body (unless cdynamo.config.regional_compile is "off"). */
+static tr_status
+hop_invoke_subgraph(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t nargs,
+                    PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *fn;
+    cdyn_region r;
+    tr_status st;
+    if (nargs - nkw < 1) {
+        return cdyn_tx_unsupported(tx, "nested_compile_region: a call without a function");
+    }
+    fn = cdyn_v_real(args[0]);   /* borrowed, or NULL: a function made in the trace */
+    cdyn_region_begin(tx, &r);
+    st = cdyn_v_call(tx, fs, args[0], args + 1, nargs - 1, kwnames, out);
+    if (st != TR_OK || fn == NULL) {
+        cdyn_region_clear(&r);
+        return st;
+    }
+    if (cdyn_region_end(tx, &r, "annotated", fn, V(args[0])->source, NULL) < 0) {
+        Py_CLEAR(*out);
+        return TR_ERROR;
+    }
+    return TR_OK;
+}
+
 /* ---- the family table ------------------------------------------------------------------------ */
 
 static tr_status
@@ -902,6 +972,8 @@ hop_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
         return hop_wrap(tx, fs, V(fn)->u.obj.obj, args, nargs, kwnames, out);
     case HOP_ASSOC_SCAN:
         return cdyn_assoc_scan(tx, fs, V(fn)->u.obj.obj, args, nargs, kwnames, out);
+    case HOP_INVOKE_SUBGRAPH:
+        return hop_invoke_subgraph(tx, fs, args, nargs, kwnames, out);
     case HOP_AUTOGRAD_APPLY:
         return cdyn_autograd_apply(tx, fs, fn, args, nargs, kwnames, out);
     case HOP_VMAP:
@@ -1011,6 +1083,15 @@ cdyn_hop_init(void)
         (unsupported_fns = PySet_New(NULL)) == NULL) {
         return -1;
     }
+    func = PyObject_CallMethod(cdyn_G.glue, "nested_region_functions", NULL);
+    if (func == NULL || !PyArg_ParseTuple(func, "OO", &fn_isg, &code_ncr_inner)) {
+        Py_XDECREF(func);
+        fn_isg = code_ncr_inner = NULL;
+        return -1;
+    }
+    Py_INCREF(fn_isg);
+    Py_INCREF(code_ncr_inner);
+    Py_CLEAR(func);
     {
         PyObject *m = PyImport_ImportModule("torch.utils.checkpoint");
         fn_checkpoint = m ? PyObject_GetAttrString(m, "checkpoint") : NULL;

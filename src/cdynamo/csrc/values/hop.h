@@ -22,6 +22,8 @@ enum {
     HOP_GRADDED,         /* what they returned */
     HOP_WRAP,            /* torch._higher_order_ops.wrap.wrap (torch.ops.higher_order.wrap) */
     HOP_ASSOC_SCAN,      /* torch.ops.higher_order.associative_scan (values/scan.c) */
+    HOP_INVOKE_SUBGRAPH, /* torch._higher_order_ops.invoke_subgraph.invoke_subgraph_placeholder,
+                            what a torch.compiler.nested_compile_region function calls */
 };
 
 /* A body being traced into its own graph (a sub-trace, graph.c) and the state it must leave
@@ -101,6 +103,30 @@ void cdyn_hop_reason(cdyn_tx *tx, const char *what);
  * (a tuple of tensors) as a list of TENSOR values. *items: new list. */
 tr_status cdyn_hop_call_node(cdyn_tx *tx, PyObject *op, PyObject *args, PyObject *kwnames,
                              PyObject **items);
+
+/* ---- regions -----------------------------------------------------------------------------
+ * An inlined call of the top graph (an nn.Module's forward, a nested_compile_region
+ * function) whose nodes cdynamo/_regions.py may outline into one invoke_subgraph call when
+ * the graph is compiled. A record only names the call's nodes and what they may be grouped
+ * by; the outliner checks that each candidate is a pure, contiguous run of call nodes and
+ * groups candidates by structure, so a wrong or stale record costs a missed outlining, never
+ * a wrong graph. */
+typedef struct {
+    int on;            /* the call is traced into the top graph (no sub-trace active) */
+    PyObject *prev;    /* strong or NULL: tx->last_node before the call */
+} cdyn_region;
+
+/* Before the call. */
+void cdyn_region_begin(cdyn_tx *tx, cdyn_region *r);
+/* After the call succeeded: when it made nodes, append to tx->regions the record
+ * (kind, key, prev node or None, last node, label, grad mode, autocast open, extra) with kind
+ * "module" or "annotated", key what its calls are grouped by (a class, a function), label
+ * (a source or a name) for the logs, extra (None, or the nested_compile_region options);
+ * all borrowed. Releases r. 0, or -1 with an exception. */
+int cdyn_region_end(cdyn_tx *tx, cdyn_region *r, const char *kind, PyObject *key,
+                    PyObject *label, PyObject *extra);
+/* Release r after a failed call. */
+void cdyn_region_clear(cdyn_region *r);
 
 /* ---- values/autograd_fn.c ---------------------------------------------------------------- */
 tr_status cdyn_autograd_apply(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,

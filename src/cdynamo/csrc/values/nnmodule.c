@@ -22,6 +22,7 @@
  * Python, where autograd sees torch's BackwardHook. */
 #include "../tx.h"
 #include "../codegen.h"
+#include "hop.h"
 
 static PyObject *
 mobj(PyObject *v)
@@ -930,7 +931,18 @@ module_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssi
         st = cdyn_tx_unsupported(tx, "module forward is not a Python function");
     }
     else {
+        /* a candidate for regional compilation (cdynamo/_regions.py), keyed by class */
+        cdyn_region r;
+        cdyn_region_begin(tx, &r);
         st = cdyn_tx_inline_function(tx, fwd, NULL, v, args, nargs, kwnames, out);
+        if (st != TR_OK) {
+            cdyn_region_clear(&r);
+        }
+        else if (cdyn_region_end(tx, &r, "module", (PyObject *)Py_TYPE(mod), V(v)->source,
+                                 NULL) < 0) {
+            Py_CLEAR(*out);
+            st = TR_ERROR;
+        }
     }
     Py_DECREF(fwd);
     return st;
