@@ -85,6 +85,7 @@ test-asan: $(ASAN_STAMP)
 bench: $(STAMP)
 	$(VPY) bench/bench_compile.py
 	$(VPY) bench/bench_loop_break.py
+	$(VPY) bench/bench_cold_start.py
 
 # Differential fuzzer (tests/fuzz): FUZZ_N random programs from seed FUZZ_SEED, each run in
 # eager, under cdynamo and under torch._dynamo; reproducers and a summary go to fuzz-out/.

@@ -115,6 +115,52 @@ def _make_inductor(mode: str | None, options: dict | None) -> CompilerFn:
 
 inductor = _make_inductor(None, None)
 
+_isa_probes_started = [False]
+
+
+def start_isa_probes() -> None:
+    """Start inductor's CPU vector-ISA probes in background threads, one per candidate ISA
+    the CPU reports (AMX, AVX512-VNNI, AVX512, AVX2 on a recent x86).
+
+    Before generating its first C++ kernel, inductor checks each candidate ISA by compiling
+    and loading a test program, one after another: on a cold cache (no earlier process left
+    the test programs in TORCHINDUCTOR_CACHE_DIR) that costs about 3 s per ISA (about 12 s
+    on this project's 2-core machine), more than compiling a 12-layer model's kernels. Run
+    when a compile with backend "inductor" is requested, the probes build in parallel with
+    each other and with tracing and AOTAutograd; inductor's own check then finds each result
+    cached (torch's per-ISA cache), or waits on the file lock of a build in progress. The
+    chosen ISA and the generated code are what inductor would choose without it.
+
+    Once per process; nothing on non-x86 machines, when inductor's vec_isa_ok setting
+    decides the answer, or when torch lacks these internals (then inductor probes as usual).
+    """
+    if _isa_probes_started[0]:
+        return
+    _isa_probes_started[0] = True
+    import platform
+    import threading
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return
+    try:
+        from torch._inductor import config as inductor_config
+        from torch._inductor import cpu_vec_isa
+        if inductor_config.cpp.vec_isa_ok is not None or inductor_config.is_fbcode():
+            return
+        flags = cpu_vec_isa.x86_isa_checker()
+        todo = [isa for isa in cpu_vec_isa.supported_vec_isa_list
+                if all(f in flags for f in str(isa).split())]
+    except Exception:  # noqa: BLE001 (another torch: inductor probes as usual)
+        return
+
+    def probe(isa):
+        try:
+            bool(isa)   # compile + load the test program; torch caches the answer
+        except Exception:  # noqa: BLE001 (inductor's own check will see the failure)
+            pass
+    for isa in todo:
+        threading.Thread(target=probe, args=(isa,), name=f"cdynamo-isa-probe-{isa}",
+                         daemon=True).start()
+
 _NAMED: dict[str, CompilerFn] = {"eager": eager, "aot_eager": aot_eager, "inductor": inductor}
 
 
@@ -151,7 +197,10 @@ def resolve_backend(backend: Any, *, mode: str | None = None,
                 raise TypeError(f"cdynamo: options must be a dict or None, got {type(options).__name__}")
             if mode is not None and options is not None:
                 raise RuntimeError("cdynamo: give either mode or options, not both (as torch.compile)")
+            start_isa_probes()
             return _make_inductor(mode, options), name
+        if name == "inductor":
+            start_isa_probes()
         return _NAMED[name], name
     if callable(backend):
         if mode is not None or options is not None:

@@ -662,6 +662,12 @@ class BackendCompilerFailed(_DynamoBackendCompilerFailed):
         self.first_useful_frame = None
 
 
+#: errors raised while compiling a frame that reach the user (the engine does not run the
+#: frame unmodified on them): a backend's failure, a nested_compile_region over its limit
+from cdynamo._regions import ReuseLimitExceeded as _ReuseLimitExceeded  # noqa: E402
+USER_ERRORS = (BackendCompilerFailed, _ReuseLimitExceeded)
+
+
 class RestartTrace(Exception):
     """The backend's AOTAutograd could not turn these float inputs into tensors (torch's
     TensorifyScalarRestartAnalysis): the engine traces the frame again with them static, as

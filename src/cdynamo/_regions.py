@@ -45,6 +45,12 @@ MODES = ("auto", "annotated", "off")
 #: backends for which "auto" outlines unannotated module calls: the ones whose compile time
 #: (AOTAutograd, Inductor) grows with the graph; "eager" and user callables get the flat graph
 AUTO_BACKENDS = ("inductor", "aot_eager")
+#: backends that differentiate through invoke_subgraph correctly: torch runs its backward only
+#: under AOTAutograd (torch.compile with backend="eager" fails in backward), and inductor's
+#: gradients through it are wrong in torch 2.13 on CPU (torch.compile with a
+#: nested_compile_region'd Llama decoder layer: gradients off by 1e3); regions that need
+#: autograd are outlined for these backends only, inlined for the others
+AUTOGRAD_BACKENDS = ("aot_eager",)
 #: fewest call nodes in an unannotated block worth a subgraph of its own
 AUTO_MIN_NODES = 4
 
@@ -60,6 +66,11 @@ _INPLACE_OPERATORS = frozenset({
 
 _CONSTANT_TYPES = (int, float, bool, str, complex, bytes, type(None), type(Ellipsis),
                    torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
+class ReuseLimitExceeded(RuntimeError):
+    """A nested_compile_region function gave more distinct bodies in one graph than its
+    max_reuse_entries (torch.compile raises a RuntimeError there too); reaches the user."""
 
 
 class _Refused(Exception):
@@ -87,12 +98,13 @@ def _runs(records, graph):
     return runs
 
 
-def _value_key(value):
-    """What an input of a run must agree on for two runs to share a body."""
+def _value_key(value, grad=True):
+    """What an input of a run must agree on for two runs to share a body (requires_grad
+    only where grad mode is on)."""
     if isinstance(value, torch.Tensor):
         return ("tensor", type(value), tuple(str(s) for s in value.shape),
                 tuple(str(s) for s in value.stride()), str(value.storage_offset()), value.dtype,
-                value.device, value.layout, value.requires_grad,
+                value.device, value.layout, grad and value.requires_grad,
                 isinstance(value, torch.nn.Parameter))
     if isinstance(value, torch.SymInt):
         return ("symint", str(value.node.expr))
@@ -107,7 +119,7 @@ def _is_inplace(node):
         "out" in node.kwargs
 
 
-def _signature(run):
+def _signature(run, grad):
     """(structure, inputs, outputs) of a run: structure is hashable and equal for runs that
     compute the same function of their inputs; inputs the nodes from outside in order of
     first use; outputs the positions of the run's nodes used after it."""
@@ -140,7 +152,7 @@ def _signature(run):
         if n.op == "call_function" and n.is_impure():
             raise _Refused(f"a side-effecting call ({n.target})")
         items.append((n.op, n.target, norm(n.args), norm(n.kwargs)))
-    in_keys = tuple(_value_key(x.meta.get("example_value")) for x in inputs)
+    in_keys = tuple(_value_key(x.meta.get("example_value"), grad) for x in inputs)
     outputs = tuple(i for i, n in enumerate(run) if any(u not in index for u in n.users))
     for i in outputs:
         _value_key(run[i].meta.get("example_value"))
@@ -222,15 +234,14 @@ def outline(graph, root, records, backend_name, frame=""):
         was outlined.
 
     Raises:
-        RuntimeError: a nested_compile_region function gave more distinct bodies than its
+        ReuseLimitExceeded (a RuntimeError): a nested_compile_region function gave more distinct bodies than its
             max_reuse_entries (as torch.compile).
     """
     from cdynamo import config
     mode = config.regional_compile
     if mode == "off" or not records:
         return None
-    aot = backend_name in AUTO_BACKENDS
-    modules = mode == "auto" and aot
+    modules = mode == "auto" and backend_name in AUTO_BACKENDS
     counts = {}
     for rec in records:
         counts[rec[1]] = counts.get(rec[1], 0) + 1
@@ -252,13 +263,13 @@ def outline(graph, root, records, backend_name, frame=""):
             reason = f"fewer than {AUTO_MIN_NODES} operations"
         if reason is None:
             try:
-                structure, inputs, outputs = _signature(run)
+                structure, inputs, outputs = _signature(run, grad)
             except _Refused as e:
                 reason = str(e)
-        if reason is None and not aot and grad and any(
+        if reason is None and backend_name not in AUTOGRAD_BACKENDS and grad and any(
                 getattr(x.meta.get("example_value"), "requires_grad", False) for x in inputs):
-            # torch runs invoke_subgraph's backward only under AOTAutograd
-            reason = f"needs autograd, and backend {backend_name!r} does not run AOTAutograd"
+            reason = f"needs autograd, which backend {backend_name!r} does not give " \
+                     "invoke_subgraph correctly"
         if reason is not None:
             if annotated or log.isEnabledFor(logging.DEBUG):
                 _note(frame, label, kind, 1, None, reason)
@@ -271,7 +282,7 @@ def outline(graph, root, records, backend_name, frame=""):
                 fn, limit = _options(key)
                 variants[fn] = variants.get(fn, 0) + 1
                 if variants[fn] > limit:
-                    raise RuntimeError(
+                    raise ReuseLimitExceeded(
                         f"nested_compile_region: {getattr(fn, '__qualname__', fn)} gave more "
                         f"than max_reuse_entries={limit} different bodies in one graph (its "
                         "calls differ in shapes, constants or branches taken); raise "

@@ -1978,7 +1978,7 @@ internal_error(cdyn_tx *tx, cdyn_fs *fs, int user_error)
     if (user_error || cdyn_raise_internal_errors ||
         PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) ||
         PyErr_ExceptionMatches(PyExc_SystemExit) || PyErr_ExceptionMatches(PyExc_MemoryError) ||
-        PyErr_ExceptionMatches(cdyn_G.backend_failed) || cdyn_sym_user_error()) {
+        PyErr_ExceptionMatches(cdyn_G.user_errors) || cdyn_sym_user_error()) {
         return -1;
     }
     PyErr_Fetch(&et, &ev, &tb);
@@ -2340,7 +2340,7 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.grad_mode_exit_type, "cdynamo._glue", "GradModeExit"},
         {&cdyn_G.autocast_exit_type, "cdynamo._glue", "AutocastExit"},
         {&cdyn_G.autocast_enter_type, "cdynamo._glue", "AutocastEnter"},
-        {&cdyn_G.backend_failed, "cdynamo._glue", "BackendCompilerFailed"},
+        {&cdyn_G.user_errors, "cdynamo._glue", "USER_ERRORS"},
         {&cdyn_G.restart_trace, "cdynamo._glue", "RestartTrace"},
         {&cdyn_G.enter_autocast, "torch.amp.autocast_mode", "_enter_autocast"},
         {&cdyn_G.exit_autocast, "torch.amp.autocast_mode", "_exit_autocast"},

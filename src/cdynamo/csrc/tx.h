@@ -566,6 +566,9 @@ tr_status cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args,
  * torch.utils.checkpoint.checkpoint, <Function subclass>.apply, torch.func transforms; 0
  * for anything else. Decided by identity, before the graph-function rule. */
 int cdyn_hop_classify(PyObject *obj);
+/* 1 when obj is the wrapper function torch.compiler.nested_compile_region made (a user
+ * function to inline, though torch defines it). */
+int cdyn_hop_is_region_wrapper(PyObject *obj);
 /* A family of context managers entered by one graph node and left by another, whose
  * blocks a graph break can split (values/ctx.c): torch.autocast and torch.inference_mode.
  * All pointers are to cdyn_G's fields (borrowed). */
@@ -865,7 +868,7 @@ typedef struct {
         *setitem_fn, *set_grad_enabled, *saved_hooks_set_tracing, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
-        *grad_mode_exit_type, *backend_failed, *restart_trace, *enter_autocast, *exit_autocast,
+        *grad_mode_exit_type, *user_errors, *restart_trace, *enter_autocast, *exit_autocast,
         *autocast_exit_type, *autocast_enter_type, *enter_inference_mode,
         *exit_inference_mode, *inference_mode_type, *inference_exit_type, *inference_enter_type,
         *sdpa_kernel_fn, *sdpa_backend_type, *sdpa_enter, *sdpa_exit, *sdpa_exit_type, *sdpa_enter_type;

@@ -613,6 +613,9 @@ callable_kind(PyObject *obj)
     if (cdyn_is_torch_special(obj)) {
         return VK_TORCHFN;
     }
+    if (cdyn_hop_is_region_wrapper(obj)) {
+        return VK_USERFN;   /* nested_compile_region's wrapper, defined by torch: inlined */
+    }
     if (cdyn_module_startswith(obj, "torch._dynamo") ||
         (cdyn_module_startswith(obj, "cdynamo") &&
          !cdyn_module_startswith(obj, "cdynamo.polyfills"))) {

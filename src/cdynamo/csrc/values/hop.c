@@ -50,7 +50,7 @@ cdyn_hop_classify(PyObject *obj)
     if (obj == fn_isg) {
         return HOP_INVOKE_SUBGRAPH;
     }
-    if (PyFunction_Check(obj) && PyFunction_GET_CODE(obj) == code_ncr_inner) {
+    if (cdyn_hop_is_region_wrapper(obj)) {
         return HOP_NONE;   /* nested_compile_region's wrapper: inlined, it calls fn_isg */
     }
     if (obj == fn_vmap) {
@@ -893,6 +893,13 @@ done:
 }
 
 /* ---- nested_compile_region and the region records --------------------------------------- */
+
+int
+cdyn_hop_is_region_wrapper(PyObject *obj)
+{
+    return code_ncr_inner != NULL && PyFunction_Check(obj) &&
+           PyFunction_GET_CODE(obj) == code_ncr_inner;
+}
 
 void
 cdyn_region_begin(cdyn_tx *tx, cdyn_region *r)
