@@ -361,3 +361,13 @@ def test_inductor_outlines_inference_and_keeps_training_flat():
     assert_same(lc, le, exact=False)
     assert_same(gc, ge, exact=False)
     assert not any(e["subgraph"] for e in _regions.region_log[n0:])
+
+
+def test_explain_lists_regions():
+    import cdynamo
+    model = _marked_model()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        out = cdynamo.explain(model)(x)
+    assert [(r["kind"], r["calls"]) for r in out.regions if r["subgraph"]] == [("annotated", 4)]
+    assert "4 call(s) share subgraph_0" in str(out)

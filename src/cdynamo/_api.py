@@ -420,9 +420,12 @@ class ExplainOutput:
     codes from cdynamo.break_reasons), ops_per_graph (list per graph of the targets of its
     call nodes), guards (guard strings of every cache entry made), recompile_reasons (list of
     Recompile with qualname, filename, lineno, reason: the guard that failed, old and new
-    values), out (fn's result), counters (engine counter changes)."""
+    values), out (fn's result), counters (engine counter changes), regions (list of dicts
+    from regional compilation, cdynamo._regions.region_log: frame, label, kind, calls,
+    subgraph (None when not outlined), reason)."""
 
-    def __init__(self, graphs, guards, out, counter_delta, breaks, unmodified=(), recompiles=()):
+    def __init__(self, graphs, guards, out, counter_delta, breaks, unmodified=(), recompiles=(),
+                 regions=()):
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.break_reasons = list(breaks)
@@ -438,6 +441,7 @@ class ExplainOutput:
         self.recompile_reasons = list(recompiles)
         self.out = out
         self.counters = counter_delta
+        self.regions = list(regions)
 
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}",
@@ -447,6 +451,10 @@ class ExplainOutput:
         for i, b in enumerate(self.break_reasons, 1):
             lines.append(f"  Break Reason {i}: [{b.code}] {b.reason}")
             lines.append(f"    at {b.filename}:{b.lineno} in {b.qualname}")
+        for r in self.regions:
+            lines.append(f"  Region {r['label']} ({r['kind']}) in {r['frame']}: "
+                         + (f"{r['calls']} call(s) share {r['subgraph']}" if r["subgraph"]
+                            else f"not outlined: {r['reason']}"))
         if self.unmodified_frames:
             lines.append("Frames run unmodified:")
             for b in self.unmodified_frames:
@@ -490,13 +498,14 @@ def explain(fn: Callable, *, dynamic: bool | None = None) -> Callable[..., Expla
             graphs.append(gm)
             return gm.forward
 
-        from cdynamo import _glue
+        from cdynamo import _glue, _regions
         engine = _C()
         reset()
         before = dict(engine.counters())
         first_break = len(_glue.break_log)
         first_recompile = len(_glue.recompile_log)
         first_unmodified = len(_glue.unmodified_log)
+        first_region = len(_regions.region_log)
         try:
             out = compile(target, backend=recording_backend, dynamic=dynamic)(*args, **kwargs)
             try:
@@ -507,10 +516,11 @@ def explain(fn: Callable, *, dynamic: bool | None = None) -> Callable[..., Expla
             breaks = _glue.break_log[first_break:]
             recompiles = _glue.recompile_log[first_recompile:]
             unmodified = _glue.unmodified_log[first_unmodified:]
+            regions = _regions.region_log[first_region:]
         finally:
             reset()
         delta = {k: after[k] - before.get(k, 0) for k in after}
-        return ExplainOutput(graphs, guards, out, delta, breaks, unmodified, recompiles)
+        return ExplainOutput(graphs, guards, out, delta, breaks, unmodified, recompiles, regions)
 
     return run
 
