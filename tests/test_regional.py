@@ -82,16 +82,13 @@ def _train_step(model, compiled, x):
     return out
 
 
-def test_auto_outlines_repeated_modules_once_and_trains(recorder):
+def test_auto_outlines_repeated_modules_once(recorder):
     import cdynamo
     graphs, backend = recorder
     model = Stack()
-    # an input that requires grad, as the later blocks' inputs do: one body for all four
-    # (a block whose input differs in requires_grad gets its own)
-    x = torch.randn(3, 8, requires_grad=True)
-    (le, ge), (lc, gc) = _train_step(model, cdynamo.compile(model, backend=backend), x)
-    assert_same(lc, le, exact=False)
-    assert_same(gc, ge, exact=False)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        assert_same(cdynamo.compile(model, backend=backend)(x), model(x), exact=False)
     assert len(graphs) == 1
     calls = _calls(graphs[0])
     assert len(calls) == 4 and len(_subgraphs(graphs[0])) == 1
@@ -101,6 +98,22 @@ def test_auto_outlines_repeated_modules_once_and_trains(recorder):
     assert len(ops) == 4
     assert len(calls[0].args) == 2 + 1 + 4   # subgraph, identifier, x, weight/bias x2
     assert calls[1].args[3] is not calls[0].args[3]   # each block's own weight
+
+
+def test_auto_keeps_training_graphs_inline(recorder):
+    """Unannotated blocks that need autograd stay inline (AOTAutograd re-traces every
+    invoke_subgraph call of a training graph): eager's gradients, a flat graph."""
+    import cdynamo
+    from cdynamo import _regions
+    graphs, backend = recorder
+    model = Stack()
+    x = torch.randn(3, 8, requires_grad=True)
+    n0 = len(_regions.region_log)
+    (le, ge), (lc, gc) = _train_step(model, cdynamo.compile(model, backend=backend), x)
+    assert_same(lc, le, exact=False)
+    assert_same(gc, ge, exact=False)
+    assert _calls(graphs[0]) == []
+    assert not any(e["subgraph"] for e in _regions.region_log[n0:])
 
 
 def test_auto_groups_blocks_by_structure(recorder):
@@ -156,10 +169,8 @@ def test_in_place_blocks_are_not_outlined(recorder, caplog):
     graphs, backend = recorder
     model = Stack(block=InplaceBlock)
     x = torch.randn(3, 8)
-    with caplog.at_level(logging.DEBUG, logger="cdynamo.regional"):
-        (le, ge), (lc, gc) = _train_step(model, cdynamo.compile(model, backend=backend), x)
-    assert_same(lc, le, exact=False)
-    assert_same(gc, ge, exact=False)
+    with torch.no_grad(), caplog.at_level(logging.DEBUG, logger="cdynamo.regional"):
+        assert_same(cdynamo.compile(model, backend=backend)(x), model(x), exact=False)
     assert _calls(graphs[0]) == []
     assert any("in-place" in (e["reason"] or "") for e in _regions.region_log)
 
@@ -344,8 +355,7 @@ def test_outputs_used_later_and_getitem_wiring(recorder):
 
 def test_inductor_outlines_inference_and_keeps_training_flat():
     """With inductor, blocks are outlined where no autograd goes through them (no_grad
-    forward); a forward that needs gradients keeps them inline, since inductor's gradients
-    through invoke_subgraph are wrong in torch 2.13 (see _regions.AUTOGRAD_BACKENDS)."""
+    forward); a forward that needs gradients keeps them inline."""
     import cdynamo
     from cdynamo import _regions
     model = Stack()

@@ -45,7 +45,11 @@ MODES = ("auto", "annotated", "off")
 #: backends for which "auto" outlines unannotated module calls: the ones whose compile time
 #: (AOTAutograd, Inductor) grows with the graph; "eager" and user callables get the flat graph
 AUTO_BACKENDS = ("inductor", "aot_eager")
-#: backends that differentiate through invoke_subgraph correctly: torch runs its backward only
+#: backends that differentiate through invoke_subgraph correctly, for nested_compile_region
+#: calls that need autograd (unannotated blocks that need autograd are never outlined: in a
+#: training graph AOTAutograd re-traces every invoke_subgraph call to check it for input
+#: mutation, which made the first training step of Hugging Face models 1.2-1.8x slower than
+#: with the blocks inline): torch runs its backward only
 #: under AOTAutograd (torch.compile with backend="eager" fails in backward), and inductor's
 #: gradients through it are wrong in torch 2.13 on CPU (torch.compile with a
 #: nested_compile_region'd Llama decoder layer: gradients off by 1e3); regions that need
@@ -266,10 +270,14 @@ def outline(graph, root, records, backend_name, frame=""):
                 structure, inputs, outputs = _signature(run, grad)
             except _Refused as e:
                 reason = str(e)
-        if reason is None and backend_name not in AUTOGRAD_BACKENDS and grad and any(
+        if reason is None and grad and any(
                 getattr(x.meta.get("example_value"), "requires_grad", False) for x in inputs):
-            reason = f"needs autograd, which backend {backend_name!r} does not give " \
-                     "invoke_subgraph correctly"
+            if not annotated:
+                reason = "needs autograd (AOTAutograd re-traces each invoke_subgraph call of " \
+                         "a training graph: slower than inline)"
+            elif backend_name not in AUTOGRAD_BACKENDS:
+                reason = f"needs autograd, which backend {backend_name!r} does not give " \
+                         "invoke_subgraph correctly"
         if reason is not None:
             if annotated or log.isEnabledFor(logging.DEBUG):
                 _note(frame, label, kind, 1, None, reason)

@@ -47,8 +47,8 @@
                     invoke_subgraph calls of one subgraph per distinct body (as torch.compile
                     does) in "auto" and "annotated"; "auto" also does it, without annotations,
                     for the repeated nn.Module calls of a frame (the layers of a ModuleList)
-                    when the backend is "inductor" or "aot_eager", so each distinct block is
-                    compiled once. "off" inlines every call. Read when a graph is compiled.
+                    when the backend is "inductor" or "aot_eager" and no autograd goes
+                    through them (inference), so each distinct block is compiled once. "off" inlines every call. Read when a graph is compiled.
 
 Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
 sets values for the duration of a with-block.
