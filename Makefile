@@ -86,6 +86,8 @@ bench: $(STAMP)
 	$(VPY) bench/bench_compile.py
 	$(VPY) bench/bench_loop_break.py
 	$(VPY) bench/bench_cold_start.py
+	$(VPY) bench/bench_hf_first_step.py
+	$(VPY) bench/bench_micro.py
 
 # Differential fuzzer (tests/fuzz): FUZZ_N random programs from seed FUZZ_SEED, each run in
 # eager, under cdynamo and under torch._dynamo; reproducers and a summary go to fuzz-out/.
