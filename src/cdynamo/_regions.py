@@ -81,25 +81,20 @@ class _Refused(Exception):
     """A run that cannot be a region; the message says why."""
 
 
-def _runs(records, graph):
-    """The node run of each record, or None where it no longer holds."""
-    first_call = next((n for n in graph.nodes if n.op not in ("placeholder", "get_attr")), None)
-    runs = []
-    for rec in records:
-        prev, last = rec[2], rec[3]
-        if last._erased or (prev is not None and prev._erased):
-            runs.append(None)
-            continue
-        node = prev.next if prev is not None else first_call
-        run = []
-        while node is not None and node.op not in ("root", "output"):
-            if node.op != "placeholder":
-                run.append(node)
-            if node is last:
-                break
-            node = node.next
-        runs.append(run if run and run[-1] is last else None)
-    return runs
+def _run(rec, graph):
+    """The run of call nodes of record `rec`, or None where it no longer holds."""
+    prev, last = rec[2], rec[3]
+    if last._erased or (prev is not None and prev._erased):
+        return None
+    node = prev.next if prev is not None else next(iter(graph.nodes), None)
+    run = []
+    while node is not None and node.op not in ("root", "output"):
+        if node.op not in ("placeholder", "get_attr") or run:
+            run.append(node)
+        if node is last:
+            break
+        node = node.next
+    return run if run and run[-1] is last else None
 
 
 def _value_key(value, grad=True):
@@ -251,12 +246,12 @@ def outline(graph, root, records, backend_name, frame=""):
         counts[rec[1]] = counts.get(rec[1], 0) + 1
     groups = {}
     variants = {}
-    runs = _runs(records, graph)
-    for rec, run in zip(records, runs):
+    for rec in records:
         kind, key, label, grad, autocast = rec[0], rec[1], rec[4], rec[5], rec[6]
         annotated = kind == "annotated"
         if not annotated and (not modules or counts[key] < 2):
             continue
+        run = _run(rec, graph)
         label = str(label) if label is not None else getattr(key, "__qualname__", "?")
         reason = None
         if run is None:
