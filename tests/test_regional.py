@@ -381,3 +381,31 @@ def test_explain_lists_regions():
         out = cdynamo.explain(model)(x)
     assert [(r["kind"], r["calls"]) for r in out.regions if r["subgraph"]] == [("annotated", 4)]
     assert "4 call(s) share subgraph_0" in str(out)
+
+
+def test_nested_regions_outer_one_wins():
+    """A nested_compile_region function calling another: the outer calls become the
+    invoke_subgraph calls (the inner ones are inside their body)."""
+    import cdynamo
+
+    @torch.compiler.nested_compile_region
+    def inner(x):
+        return torch.sin(x) + 1
+
+    @torch.compiler.nested_compile_region
+    def outer(x):
+        return inner(x) * inner(x + 1)
+
+    def fn(x):
+        return outer(x) + outer(x * 2)
+
+    graphs = []
+
+    def rec(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    x = torch.randn(5)
+    with torch.no_grad():
+        assert_same(cdynamo.compile(fn, backend=rec)(x), fn(x), exact=False)
+    calls = _calls(graphs[0])
+    assert len(calls) == 2 and len(_subgraphs(graphs[0])) == 1

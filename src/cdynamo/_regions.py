@@ -233,8 +233,8 @@ def outline(graph, root, records, backend_name, frame=""):
         was outlined.
 
     Raises:
-        ReuseLimitExceeded (a RuntimeError): a nested_compile_region function gave more distinct bodies than its
-            max_reuse_entries (as torch.compile).
+        ReuseLimitExceeded (a RuntimeError): a nested_compile_region function gave more
+            distinct bodies than its max_reuse_entries (as torch.compile).
     """
     from cdynamo import config
     mode = config.regional_compile
@@ -307,8 +307,8 @@ def outline(graph, root, records, backend_name, frame=""):
     outlined = 0
     for g in chosen:
         picks = [k for k, run in enumerate(g.runs) if not any(n in taken for n in run)]
-        if g.kind != "annotated" and len(picks) < 2:
-            continue
+        if not picks or (g.kind != "annotated" and len(picks) < 2):
+            continue   # inside blocks outlined already (a region within a region)
         for k in picks:
             taken.update(g.runs[k])
         outputs = tuple(sorted(g.outputs))
