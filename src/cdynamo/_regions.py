@@ -154,9 +154,9 @@ def _signature(run, grad):
     in_keys = tuple(_value_key(x.meta.get("example_value"), grad) for x in inputs)
     outputs = tuple(i for i, n in enumerate(run) if any(u not in index for u in n.users))
     for i in outputs:
-        _value_key(run[i].meta.get("example_value"))
-        if not isinstance(run[i].meta.get("example_value"), torch.Tensor):
-            raise _Refused("a symbolic int used after the call")
+        value = run[i].meta.get("example_value")
+        if not isinstance(value, torch.Tensor):
+            raise _Refused(f"a {type(value).__name__} used after the call")
     return (tuple(items), in_keys), list(inputs), outputs
 
 

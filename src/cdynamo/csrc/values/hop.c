@@ -916,15 +916,14 @@ cdyn_region_clear(cdyn_region *r)
 }
 
 int
-cdyn_region_end(cdyn_tx *tx, cdyn_region *r, const char *kind, PyObject *key, PyObject *label,
-                PyObject *extra)
+cdyn_region_end(cdyn_tx *tx, cdyn_region *r, const char *kind, PyObject *key, PyObject *label)
 {
     int e = 0;
     if (r->on && tx->sub == NULL && tx->last_node != NULL && tx->last_node != r->prev) {
         PyObject *rec = Py_BuildValue(
-            "(sOOOOOOO)", kind, key, r->prev ? r->prev : Py_None, tx->last_node,
+            "(sOOOOOO)", kind, key, r->prev ? r->prev : Py_None, tx->last_node,
             label ? label : Py_None, tx->grad_enabled ? Py_True : Py_False,
-            PyList_GET_SIZE(tx->open_modes) > 0 ? Py_True : Py_False, extra ? extra : Py_None);
+            PyList_GET_SIZE(tx->open_modes) > 0 ? Py_True : Py_False);
         e = rec == NULL || PyList_Append(tx->regions, rec) < 0;
         Py_XDECREF(rec);
     }
@@ -954,7 +953,7 @@ hop_invoke_subgraph(cdyn_tx *tx, cdyn_fs *fs, PyObject *const *args, Py_ssize_t 
         cdyn_region_clear(&r);
         return st;
     }
-    if (cdyn_region_end(tx, &r, "annotated", fn, V(args[0])->source, NULL) < 0) {
+    if (cdyn_region_end(tx, &r, "annotated", fn, V(args[0])->source) < 0) {
         Py_CLEAR(*out);
         return TR_ERROR;
     }

@@ -119,12 +119,12 @@ typedef struct {
 /* Before the call. */
 void cdyn_region_begin(cdyn_tx *tx, cdyn_region *r);
 /* After the call succeeded: when it made nodes, append to tx->regions the record
- * (kind, key, prev node or None, last node, label, grad mode, autocast open, extra) with kind
- * "module" or "annotated", key what its calls are grouped by (a class, a function), label
- * (a source or a name) for the logs, extra (None, or the nested_compile_region options);
- * all borrowed. Releases r. 0, or -1 with an exception. */
+ * (kind, key, prev node or None, last node, label, grad mode, autocast open) with kind
+ * "module" or "annotated", key what its calls are grouped by (a class, a function; the
+ * outliner reads a nested_compile_region function's options from it), label (a source or
+ * a name) for the logs; all borrowed. Releases r. 0, or -1 with an exception. */
 int cdyn_region_end(cdyn_tx *tx, cdyn_region *r, const char *kind, PyObject *key,
-                    PyObject *label, PyObject *extra);
+                    PyObject *label);
 /* Release r after a failed call. */
 void cdyn_region_clear(cdyn_region *r);
 

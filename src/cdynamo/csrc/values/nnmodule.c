@@ -938,8 +938,8 @@ module_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssi
         if (st != TR_OK) {
             cdyn_region_clear(&r);
         }
-        else if (cdyn_region_end(tx, &r, "module", (PyObject *)Py_TYPE(mod), V(v)->source,
-                                 NULL) < 0) {
+        else if (cdyn_region_end(tx, &r, "module", (PyObject *)Py_TYPE(mod),
+                                 V(v)->source) < 0) {
             Py_CLEAR(*out);
             st = TR_ERROR;
         }
