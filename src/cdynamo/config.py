@@ -50,6 +50,19 @@
                     when the backend is "inductor" or "aot_eager" and no autograd goes
                     through them (inference), so each distinct block is compiled once. "off" inlines every call. Read when a graph is compiled.
 
+  optimize_ddp      bool, default True (as torch._dynamo.config.optimize_ddp). A graph compiled
+                    while a torch.nn.parallel.DistributedDataParallel module runs its forward
+                    is split at DDP's gradient-bucket boundaries (cdynamo/_distributed.py), each
+                    piece compiled by the user's backend, so each bucket's all-reduce starts
+                    while the rest of the backward runs. Read when a graph is compiled.
+
+  error_on_graph_break
+                    bool, default False. A graph break (or a frame that cannot be captured)
+                    raises instead of falling back to Python, as fullgraph=True does but for
+                    every compiled function (as torch._dynamo.config.error_on_graph_break; the
+                    context manager / decorator torch._dynamo.error_on_graph_break(flag) sets
+                    it for a region, also inside compiled code). Read when a frame is traced.
+
 Assigning any other public name raises AttributeError naming the valid ones. ``config.patch``
 sets values for the duration of a with-block.
 """
@@ -63,7 +76,7 @@ import types
 
 _NAMES = ("output_code", "cache_size_limit", "verbose", "raise_internal_errors", "trace_numpy",
           "capture_scalar_outputs", "graph_break_in_loops", "error_on_recompile",
-          "regional_compile")
+          "regional_compile", "optimize_ddp", "error_on_graph_break")
 _REGIONAL_MODES = ("auto", "annotated", "off")
 _log = logging.getLogger("cdynamo")
 _handler = None
@@ -104,7 +117,8 @@ def _apply_verbose(on: bool) -> None:
 
 def _validate(name: str, value):
     if name in ("output_code", "verbose", "raise_internal_errors", "trace_numpy",
-                "capture_scalar_outputs", "graph_break_in_loops", "error_on_recompile"):
+                "capture_scalar_outputs", "graph_break_in_loops", "error_on_recompile",
+                "optimize_ddp", "error_on_graph_break"):
         if not isinstance(value, bool):
             raise TypeError(f"cdynamo.config.{name} must be a bool, got {type(value).__name__}")
         return value
@@ -179,6 +193,9 @@ graph_break_in_loops: bool = True
 error_on_recompile: bool = False
 regional_compile: str = _validate("regional_compile",
                                   os.environ.get("CDYNAMO_REGIONAL_COMPILE", "auto"))
+
+optimize_ddp: bool = True
+error_on_graph_break: bool = False
 
 sys.modules[__name__].__class__ = _ConfigModule
 if verbose:
