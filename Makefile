@@ -101,3 +101,13 @@ fuzz: $(STAMP)
 
 clean:
 	rm -rf build $(ASAN_BUILD) src/*.egg-info $(STAMP)
+
+# `make chromium`: Debian's chromium, for tests/test_report.py's headless-browser check of the
+# HTML compile report (`python -m cdynamo.report`); nothing when a chromium is already on PATH.
+# apt-get runs through sudo only when this is not root.
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update && \
+		$$SUDO apt-get install -y --no-install-recommends chromium; }
