@@ -727,12 +727,14 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes, regions
         # its AOTAutograd backends then fail on such inputs)
         inputs = [x.as_subclass(torch.Tensor) if k in tf_subclass else x
                   for k, x in enumerate(inputs)]
+    from cdynamo import _distributed
+    backend = _distributed.maybe_split_backend(options, frame)  # DDP: split at buckets
     try:
         if outlined is not None:
             flat = gm
             gm = torch.fx.GraphModule(outlined[1], outlined[0])
             try:
-                compiled = shapes.call_backend(options.backend, gm, inputs)
+                compiled = shapes.call_backend(backend, gm, inputs)
             except Exception as e:  # noqa: BLE001 (the flat graph is the fallback)
                 if shapes.floats_to_specialise(e):
                     raise
@@ -740,9 +742,9 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes, regions
                                      "graph (%s: %s); compiling the flat graph",
                                      options.backend_name, type(e).__name__, e)
                 gm = flat
-                compiled = shapes.call_backend(options.backend, gm, inputs)
+                compiled = shapes.call_backend(backend, gm, inputs)
         else:
-            compiled = shapes.call_backend(options.backend, gm, inputs)
+            compiled = shapes.call_backend(backend, gm, inputs)
     except Exception as e:
         restart = shapes.floats_to_specialise(e)
         if restart:

@@ -1,0 +1,345 @@
+"""cdynamo under torch.distributed: DistributedDataParallel's gradient buckets.
+
+Why: DDP all-reduces gradients in buckets, each launched by autograd hooks as soon as every
+gradient of the bucket is ready. A compiled graph runs its backward as one autograd node, so
+every gradient becomes ready at the same moment (when the whole backward has finished) and no
+all-reduce overlaps the backward. Splitting the forward graph where DDP's buckets end gives
+one backward node per bucket: the bucket closest to the output finishes its backward first
+and its all-reduce runs while the earlier pieces still compute (torch._dynamo's DDPOptimizer
+does the same; the plan below reproduces its bucket boundaries, so both give the same number
+of subgraphs for the same program).
+
+Entry point: ``maybe_split_backend(options)``, called by ``_glue.compile_graph`` for every
+graph: while a DDP module runs its forward (``DistributedDataParallel._get_active_ddp_module()``
+is set) and ``cdynamo.config.optimize_ddp`` is on, it returns a backend that plans the buckets,
+splits the graph with ``torch.fx.passes.split_module`` and compiles each piece with the
+user's backend; otherwise the user's backend itself.
+
+The plan (``plan_buckets``):
+  * nodes are visited from the output backwards (the order in which backward makes the
+    gradients ready); a node's parameters are its positional arguments that are graph inputs
+    holding an ``nn.Parameter`` (cdynamo lifts parameters to inputs), the parameter of a
+    ``get_attr``, or the parameters of a ``call_module`` target (once per module);
+  * only parameters that require grad and that DDP does not ignore (``_ddp_ignored``) count;
+    their size is their storage's size in bytes; a parameter used by two nodes counts twice
+    (as torch._dynamo counts it);
+  * when the bucket being filled has reached the cap (``ddp.bucket_bytes_cap``; for the first
+    bucket, the one nearest the output, DDP's default first-bucket cap
+    ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``, at most the cap, as torch._dynamo uses)
+    a new bucket starts before the next node, unless no value computed in the bucket is used
+    outside it (a piece must have an output): then the bucket grows until one is;
+  * a leading bucket without parameters (only parameter-free ops near the inputs) joins the
+    next one.
+
+Each split is logged on the "cdynamo.ddp" logger (INFO: how many pieces and why, DEBUG: the
+parameters of each bucket) and appended to ``split_log`` (``SplitRecord``). Fake tensors of
+the trace's FakeTensorMode flow through the pieces so that each one is compiled with example
+inputs of the right shapes. If planning or splitting fails the graph is compiled whole
+(logged as a WARNING).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import torch
+import torch.fx
+
+log = logging.getLogger("cdynamo.ddp")
+
+#: one SplitRecord per graph that was split (or planned and left whole), newest last
+split_log: list = []
+_SPLIT_LOG_MAX = 256
+
+
+@dataclasses.dataclass
+class Bucket:
+    """One planned bucket: the nodes (in reverse graph order), their parameters' names and
+    their total size in bytes."""
+    nodes: list = dataclasses.field(default_factory=list)
+    params: list = dataclasses.field(default_factory=list)
+    nbytes: int = 0
+    grown: int = 0  # nodes taken past the cap because the bucket had no output yet
+
+
+@dataclasses.dataclass
+class SplitRecord:
+    """What happened to one graph compiled under DDP.
+
+    frame: the compiled frame's name (as the logs give it) or "".
+    bucket_bytes_cap / first_bucket_bytes_cap: the caps used.
+    buckets: per piece in graph order (inputs first): (parameter names, bytes).
+    pieces: how many subgraphs were compiled (1: not split).
+    reason: why it was (or was not) split, in words.
+    """
+    frame: str
+    bucket_bytes_cap: int
+    first_bucket_bytes_cap: int
+    buckets: list
+    pieces: int
+    reason: str
+
+
+def active_ddp_module():
+    """The DistributedDataParallel module whose forward is running, or None."""
+    if not torch.distributed.is_available():
+        return None
+    try:
+        from torch.nn.parallel import DistributedDataParallel
+    except ImportError:  # pragma: no cover (torch without distributed)
+        return None
+    getter = getattr(DistributedDataParallel, "_get_active_ddp_module", None)
+    return getter() if getter is not None else None
+
+
+def bucket_caps(ddp) -> tuple[int, int]:
+    """(bucket cap, first bucket cap) in bytes for a DDP module (or any object with
+    ``bucket_bytes_cap``)."""
+    cap = int(ddp.bucket_bytes_cap)
+    first = getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", cap)
+    return cap, min(int(first), cap)
+
+
+def maybe_split_backend(options, frame: str = ""):
+    """The backend that compile_graph hands the graph to: options.backend itself, or, while a
+    DDP forward is running and cdynamo.config.optimize_ddp is on, a splitting backend that
+    calls options.backend once per bucket."""
+    from cdynamo import config
+
+    backend = options.backend
+    if not config.optimize_ddp:
+        return backend
+    ddp = active_ddp_module()
+    if ddp is None or not hasattr(ddp, "bucket_bytes_cap"):
+        return backend
+    cap, first = bucket_caps(ddp)
+    return BucketSplitter(backend, cap, first, getattr(options, "backend_name", repr(backend)),
+                          frame)
+
+
+# ---- the plan -------------------------------------------------------------------------------
+
+
+def _counted_param(value):
+    """value if it is a parameter DDP all-reduces (requires grad, not ignored), else None."""
+    if isinstance(value, torch.nn.Parameter) and value.requires_grad and \
+            not getattr(value, "_ddp_ignored", False):
+        return value
+    return None
+
+
+def _nbytes(p) -> int:
+    try:
+        return p.untyped_storage().nbytes()
+    except Exception:  # noqa: BLE001 (a tensor without storage: count its elements)
+        return p.numel() * p.element_size()
+
+
+def _attr(gm, target):
+    obj = gm
+    for part in str(target).split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _has_output_outside(bucket: Bucket) -> bool:
+    inside = set(bucket.nodes)
+    return any(user not in inside for n in bucket.nodes for user in n.users)
+
+
+def plan_buckets(gm: torch.fx.GraphModule, example_inputs, cap: int, first_cap: int) -> list:
+    """The buckets of gm's nodes, in graph order (the bucket nearest the inputs first); see
+    the module docstring for the rules."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    input_param = {}
+    for node, value in zip(placeholders, example_inputs):
+        p = _counted_param(value)
+        if p is not None:
+            input_param[node] = p
+
+    def add(bucket, p, name):
+        bucket.nbytes += _nbytes(p)
+        bucket.params.append(name)
+
+    seen_modules = set()
+    filling = [Bucket()]  # newest (nearest the inputs) last
+    for node in reversed(gm.graph.nodes):
+        if node.op in ("placeholder", "output"):
+            continue
+        cur = filling[-1]
+        limit = first_cap if len(filling) == 1 else cap
+        if cur.nbytes >= limit:
+            if _has_output_outside(cur):
+                cur = Bucket()
+                filling.append(cur)
+            else:
+                cur.grown += 1
+        if node.op in ("call_function", "call_method"):
+            for a in node.args:
+                if isinstance(a, torch.fx.Node) and a in input_param:
+                    add(cur, input_param[a], a.name)
+        elif node.op == "get_attr":
+            p = _counted_param(_attr(gm, node.target))
+            if p is not None:
+                add(cur, p, str(node.target))
+        elif node.op == "call_module":
+            mod = gm.get_submodule(node.target)
+            if mod not in seen_modules:
+                seen_modules.add(mod)
+                for pname, p in mod.named_parameters():
+                    if _counted_param(p) is not None:
+                        add(cur, p, f"{node.target}.{pname}")
+        cur.nodes.append(node)
+    if len(filling) > 1 and filling[-1].nbytes == 0:
+        # only parameter-free nodes before the last boundary: no bucket of their own
+        filling[-2].nodes.extend(filling.pop().nodes)
+    filling.reverse()
+    return filling
+
+
+# ---- splitting and compiling ----------------------------------------------------------------
+
+
+class _Piece:
+    """A compiled piece installed in the split module (a plain callable attribute, so the
+    split module's code calls it without nn.Module's call machinery)."""
+    __slots__ = ("fn", "name")
+
+    def __init__(self, fn, name):
+        self.fn = fn
+        self.name = name
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+class BucketSplitter:
+    """A backend (gm, example_inputs) -> callable that splits gm at DDP bucket boundaries and
+    compiles each piece with `backend`."""
+
+    def __init__(self, backend, cap: int, first_cap: int, backend_name: str = "", frame: str = ""):
+        self.backend = backend
+        self.cap = cap
+        self.first_cap = first_cap
+        self.backend_name = backend_name
+        self.frame = frame
+        self.buckets = None
+
+    def _record(self, buckets, pieces, reason):
+        rec = SplitRecord(self.frame, self.cap, self.first_cap,
+                          [(list(reversed(b.params)), b.nbytes) for b in buckets], pieces, reason)
+        split_log.append(rec)
+        del split_log[:-_SPLIT_LOG_MAX]
+        return rec
+
+    def __call__(self, gm, example_inputs):
+        try:
+            buckets = plan_buckets(gm, example_inputs, self.cap, self.first_cap)
+        except Exception as e:  # noqa: BLE001 (compile whole)
+            log.warning("DDP bucket split of %s: planning failed (%s: %s); compiling the "
+                        "graph whole", self.frame or "graph", type(e).__name__, e)
+            return self.backend(gm, example_inputs)
+        self.buckets = buckets
+        where = self.frame or "graph"
+        if len(buckets) == 1:
+            nparams = len(buckets[0].params)
+            reason = ("no parameter that DDP all-reduces" if not nparams else
+                      f"its {nparams} parameters ({buckets[0].nbytes} bytes) fit in one "
+                      f"bucket of {self.first_cap} bytes")
+            self._record(buckets, 1, "not split: " + reason)
+            log.debug("DDP: %s not split: %s", where, reason)
+            return self.backend(gm, example_inputs)
+        try:
+            split_gm, names = self._split(gm, buckets)
+        except Exception as e:  # noqa: BLE001 (compile whole)
+            log.warning("DDP bucket split of %s failed (%s: %s); compiling the graph whole",
+                        where, type(e).__name__, e)
+            self._record(buckets, 1, f"not split: split_module failed ({type(e).__name__})")
+            return self.backend(gm, example_inputs)
+        reason = (f"DDP bucket boundaries (bucket_bytes_cap={self.cap}, first bucket "
+                  f"{self.first_cap} bytes; set cdynamo.config.optimize_ddp = False to "
+                  "compile one graph)")
+        rec = self._record(buckets, len(buckets), "split at " + reason)
+        log.info("DDP: %s split into %d subgraphs at %s", where, len(buckets), reason)
+        for i, (params, nbytes) in enumerate(rec.buckets):
+            grown = buckets[i].grown
+            log.debug("DDP: %s piece %d (%s): %d bytes, parameters %s%s", where, i, names[i],
+                      nbytes, ", ".join(params) or "-",
+                      f" (grown by {grown} nodes to have an output)" if grown else "")
+        self._compile_pieces(split_gm, names, example_inputs)
+        return split_gm
+
+    @staticmethod
+    def _split(gm, buckets):
+        from torch.fx.passes.split_module import split_module
+
+        index = {}
+        for i, b in enumerate(buckets):
+            for n in b.nodes:
+                index[n] = i
+        split_gm = split_module(gm, None, lambda n: index[n], tuple_return=True)
+        names = [n.target for n in split_gm.graph.nodes if n.op == "call_module"]
+        if len(names) != len(buckets):
+            raise RuntimeError(f"split_module made {len(names)} pieces for "
+                               f"{len(buckets)} buckets")
+        return split_gm, names
+
+    def _compile_pieces(self, split_gm, names, example_inputs):
+        """Run split_gm on fake copies of the inputs; compile each piece when it is reached,
+        with the fake values it receives as example inputs."""
+        from torch._guards import TracingContext, detect_fake_mode
+        from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+        fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
+        ctx = TracingContext.try_get()
+        ddp_ctx = None
+        if ctx is not None and hasattr(ctx, "ddp_optimizer_ctx"):
+            # AOTAutograd compiles the backward of each piece lazily, last piece first, and
+            # reads that piece's forward metadata from here (its place for it)
+            ddp_ctx = _PieceMetadata()
+            ctx.ddp_optimizer_ctx = ddp_ctx
+
+        def fake(x):
+            if isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor):
+                return fake_mode.from_tensor(x)
+            return x
+
+        backend = self.backend
+        pieces = set(names)
+
+        class Compiler(torch.fx.Interpreter):
+            def call_module(self, target, args, kwargs):
+                if target not in pieces:
+                    return super().call_module(target, args, kwargs)
+                sub = self.fetch_attr(target)
+                args = [fake(a) for a in args]
+                if ctx is not None:
+                    ctx.fw_metadata = None
+                compiled = backend(sub, list(args))
+                if not callable(compiled):
+                    raise TypeError(f"backend returned {type(compiled).__name__}, "
+                                    "expected a callable")
+                if ddp_ctx is not None and getattr(ctx, "fw_metadata", None) is not None:
+                    ddp_ctx.curr_bucket += 1
+                    ddp_ctx.metadata_per_bucket.append(ctx.fw_metadata)
+                with fake_mode:
+                    fake_mode.allow_non_fake_inputs, old = True, fake_mode.allow_non_fake_inputs
+                    try:
+                        out = sub(*args)
+                    finally:
+                        fake_mode.allow_non_fake_inputs = old
+                split_gm.delete_submodule(target)
+                setattr(split_gm, target, _Piece(compiled, target))
+                return out
+
+        Compiler(split_gm).run(*[fake(x) for x in example_inputs])
+        split_gm.recompile()
+
+
+class _PieceMetadata:
+    """AOTAutograd's per-piece forward metadata slot (TracingContext.ddp_optimizer_ctx):
+    curr_bucket, metadata_per_bucket."""
+
+    def __init__(self):
+        self.curr_bucket = -1
+        self.metadata_per_bucket = []
