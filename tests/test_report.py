@@ -285,6 +285,43 @@ def _headless(browser, *args, timeout=120):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+def _dom_text(text):
+    """text as a browser serialises it in an element's content (--dump-dom): &, < and >
+    escaped, quotes not."""
+    return html.escape(str(text), quote=False)
+
+
+def _check_in_chromium(index, texts, tmp_path):
+    """Load the report in headless Chromium: its DOM must hold every one of texts and the
+    report's parts (summary, breaks, recompiles, graph code); a screenshot must be a PNG.
+    Skipped (naming `make chromium`) when no chromium is installed."""
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium / chromium-browser / google-chrome on PATH: run "
+                    "`make chromium` to install Debian's chromium for the browser check")
+    url = "file://" + os.path.abspath(index)
+    dump = _headless(browser, "--dump-dom", url)
+    assert dump.returncode == 0, dump.stderr[-3000:]
+    dom = dump.stdout
+    for part in ('id="summary"', 'id="compile-index"', 'class="graph-break"',
+                 'class="recompile"', 'class="graph-code"', 'class="guards"'):
+        assert part in dom, f"{part} is not in the browser's DOM"
+    for text in texts:
+        assert _dom_text(text) in dom, f"{text!r} is not in the browser's DOM"
+    shot = tmp_path / "report.png"
+    run = _headless(browser, f"--screenshot={shot}", "--window-size=1280,2000", url)
+    assert run.returncode == 0, run.stderr[-3000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_synthetic_report_in_chromium(synthetic, tmp_path):
+    index, _ = synthetic
+    _check_in_chromium(index, [NASTY, "CDB0001", "if x.sum() > 0 and a < b:",
+                               "/src/app<1>.py:12", RECOMPILE_GUARD, GRAPH_CODE,
+                               "Use torch.where <or> torch.cond"], tmp_path)
+
+
 @pytest.mark.skipif(not engine_available(), reason="cdynamo._C is not built (run `make test`)")
 @pytest.mark.xfail(strict=False, reason="the engine does not emit compile records into the "
                    "structured trace yet (the emitters are being added)")
@@ -299,6 +336,11 @@ def test_end_to_end_report_in_chromium(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "between the graphs" in run.stdout
 
+    _check_real_trace(trace, out, tmp_path)
+
+
+def _check_real_trace(trace, out, tmp_path):
+    """The report of a real program's trace shows every break, recompile and graph of it."""
     files = sorted(trace.glob("cdynamo_trace_*.jsonl")) if trace.is_dir() else []
     assert files, (f"CDYNAMO_TRACE={trace} produced no trace file: the installed cdynamo "
                    "emits no trace records (is the package reinstalled with _trace.py and "
@@ -339,22 +381,4 @@ def test_end_to_end_report_in_chromium(tmp_path):
     for d in dyn:
         assert html.escape(d["decision"]) in page
 
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("no chromium / chromium-browser / google-chrome on PATH: run "
-                    "`make chromium` to install Debian's chromium for the browser check")
-    url = "file://" + os.path.abspath(index)
-    dump = _headless(browser, "--dump-dom", url)
-    assert dump.returncode == 0, dump.stderr[-3000:]
-    dom = dump.stdout
-    assert 'id="summary"' in dom and 'class="graph-break"' in dom
-    assert 'class="recompile"' in dom and 'class="graph-code"' in dom
-    for text in expect:
-        assert html.escape(str(text)) in dom, f"{text!r} is not in the browser's DOM"
-    for g in graphs:
-        assert html.escape(g["code"]) in dom
-    shot = tmp_path / "report.png"
-    run = _headless(browser, f"--screenshot={shot}", "--window-size=1280,2000", url)
-    assert run.returncode == 0, run.stderr[-3000:]
-    data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    _check_in_chromium(index, expect + [g["code"] for g in graphs], tmp_path)
