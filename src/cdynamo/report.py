@@ -36,7 +36,7 @@ import warnings
 from collections import Counter, OrderedDict
 from pathlib import Path
 
-__all__ = ["build_report", "read_trace", "main"]
+__all__ = ["build_report", "read_trace", "render", "main"]
 
 _PATTERN = "cdynamo_trace_*.jsonl"
 
@@ -410,7 +410,8 @@ def _index(procs: list[_Process]) -> str:
     for i, p in enumerate(procs):
         for c in p.compiles:
             start_ts = (c.start or {}).get("ts")
-            at = (start_ts - p.first_ts) if _is_number(start_ts) and p.first_ts else None
+            at = (start_ts - p.first_ts if _is_number(start_ts) and p.first_ts is not None
+                  else None)
             rows.append((
                 _raw(f'<a href="#{_anchor(i, c)}">{_e(c.key)}</a>'), _cell(p.pid),
                 _cell(c.field("qualname")), _raw(f"<code>{_e(_loc(c.start or c.field_rec()))}"
@@ -525,7 +526,7 @@ def _process_html(index: int, p: _Process, several: bool) -> str:
         for key in ("python", "torch", "cdynamo"):
             if p.start.get(key) is not None:
                 meta.append((key, p.start[key]))
-    if p.first_ts:
+    if p.first_ts is not None:
         meta.append(("started", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p.first_ts))))
     meta.append(("trace file", os.path.basename(p.path)))
     out.append('<table class="process-meta">' + "".join(
