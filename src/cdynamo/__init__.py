@@ -6,7 +6,8 @@
 
 Public: compile, reset, config, cache_entries, explain, graph_break, counters, reset_counters,
 mark_dynamic, maybe_mark_dynamic, mark_static, assume_constant_result, CompiledModule,
-CacheEntry, CompileOptions;
+CacheEntry, CompileOptions; install / uninstall / is_installed (torch.compile goes to
+cdynamo: cdynamo._install); set_trace_dir (the structured trace: cdynamo._trace);
 trace_rules (what is never traced).
 
 Supported: CPython 3.11, 3.12 and 3.13; torch 2.13, 2.14 and 2.15 (see cdynamo._compat).
@@ -39,11 +40,14 @@ from . import _api
 from ._api import (CacheEntry, CompiledModule, CompileOptions, assume_constant_result,
                    cache_entries, compile, counters, explain, graph_break, mark_dynamic,
                    mark_static, maybe_mark_dynamic, reset, reset_counters)
+from ._install import install, uninstall, is_installed
+from ._trace import set_trace_dir
 
 __version__ = "0.1.0"
 __all__ = ["compile", "reset", "config", "cache_entries", "explain", "graph_break", "counters",
            "reset_counters", "mark_dynamic", "maybe_mark_dynamic", "mark_static",
-           "assume_constant_result", "CompiledModule", "CacheEntry", "CompileOptions"]
+           "assume_constant_result", "CompiledModule", "CacheEntry", "CompileOptions",
+           "install", "uninstall", "is_installed", "set_trace_dir"]
 
 
 try:

@@ -10,7 +10,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from . import _backends
+from . import _backends, _compat
 
 log = logging.getLogger("cdynamo")
 
@@ -114,21 +114,35 @@ def _finish_function_wrapper(wrapped, fn):
     return _CompiledFunction(wrapped, fn)
 
 
-class CompiledModule(torch.nn.Module):
-    """An nn.Module compiled by cdynamo.compile (as torch.compile's OptimizedModule).
+class CompiledModule(_compat.OptimizedModule):
+    """An nn.Module compiled by cdynamo.compile: a torch._dynamo OptimizedModule (what
+    torch.compile returns for a module), so library code that checks
+    ``isinstance(m, OptimizedModule)`` and unwraps ``m._orig_mod`` treats it as compiled.
 
     Holds the original module as ``_orig_mod``. Calling it runs the original module (its
     nn.Module.__call__ with hooks, then forward) with the frame hook active, so forward is
-    traced and compiled. Attribute reads that the wrapper does not have, ``state_dict``,
-    ``load_state_dict`` and ``training`` go to the original module; ``train()``/``eval()``
-    apply to it (it is a submodule).
+    traced and compiled. As OptimizedModule: attribute reads and writes that the wrapper does
+    not have go to the original module; ``training``, ``train()``/``eval()`` apply to it;
+    ``state_dict`` and ``load_state_dict`` are the original's (without an ``_orig_mod.``
+    prefix, unlike torch's). Pickles as the original module and the compile options when the
+    backend is a name.
     """
 
     def __init__(self, mod: torch.nn.Module, options: CompileOptions):
-        super().__init__()
+        # as OptimizedModule: _orig_mod first, since attribute access forwards to it
+        object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_super_module_initialized", False)
+        torch.nn.Module.__init__(self)
+        object.__setattr__(self, "_super_module_initialized", True)
         self._orig_mod = mod
         object.__setattr__(self, "_cdynamo_options", options)
         object.__setattr__(self, "_cdynamo_call", _C().wrap(mod, options))
+
+    def __reduce__(self):
+        o = self._cdynamo_options
+        backend = o.backend_name if o.backend_name in _backends.BACKEND_NAMES else o.backend
+        return (_rebuild_compiled_module,
+                (self._orig_mod, backend, o.fullgraph, o.dynamic, o.mode, o.options))
 
     def __call__(self, *args, **kwargs):
         # replaced by cdynamo._C.compiled_module_call once the engine is loaded
@@ -138,13 +152,16 @@ class CompiledModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         return self._cdynamo_call(*args, **kwargs)
 
+    def _call_lazy_check(self, *args, **kwargs):
+        return self._cdynamo_call(*args, **kwargs)
+
     def __getattr__(self, name):
         modules = self.__dict__.get("_modules")
         if modules is not None and "_orig_mod" in modules:
             if name == "_orig_mod":
                 return modules["_orig_mod"]
             return getattr(modules["_orig_mod"], name)
-        return super().__getattr__(name)
+        return torch.nn.Module.__getattr__(self, name)
 
     @property
     def training(self):
@@ -165,6 +182,12 @@ class CompiledModule(torch.nn.Module):
 
     def __repr__(self):
         return f"CompiledModule({self._cdynamo_options.backend_name!r}, {self._orig_mod!r})"
+
+
+def _rebuild_compiled_module(mod, backend, fullgraph, dynamic, mode, options):
+    """Unpickle a CompiledModule: compile the unpickled original module again."""
+    return compile(mod, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                   options=options)
 
 
 def compile(model: Callable | None = None, *, backend: str | Callable = "inductor",

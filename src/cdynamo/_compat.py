@@ -137,3 +137,59 @@ def cxx_std(version):
     headers of torch `version`: "c++17" for 2.13, "c++20" for 2.14 and later (their headers
     use C++20 features)."""
     return "c++17" if torch_minor(version) <= (2, 13) else "c++20"
+
+
+# ---- torch._dynamo state and classes cdynamo honours (torch.compiler controls) -------------
+
+def _dynamo_exc():
+    import torch._dynamo.exc as exc
+    return exc
+
+
+Unsupported = _dynamo_exc().Unsupported
+
+
+def init_unsupported(err, msg):
+    """Initialise a torch._dynamo.exc.Unsupported subclass instance with message msg (its
+    __init__ takes msg first in 2.13 to 2.15)."""
+    Unsupported.__init__(err, msg)
+
+
+def torch_error_on_graph_break():
+    """torch's error_on_graph_break switch as torch._dynamo.error_on_graph_break(flag) sets it
+    (a global of torch._dynamo.utils read through its getter in 2.13 to 2.15)."""
+    import sys
+    utils = sys.modules.get("torch._dynamo.utils")
+    getter = getattr(utils, "_get_error_on_graph_break", None)
+    return bool(getter()) if getter is not None else False
+
+
+def user_substitute_in_graph(obj):
+    """The traceable function registered for obj with torch._dynamo.substitute_in_graph by
+    code outside torch (torch's own polyfills are left to cdynamo's), or None. torch keeps
+    them in PolyfilledFunctionVariable's handler table (original -> a wrapper whose
+    __torch_dynamo_polyfill__ is the traceable function) in 2.13 to 2.15. Trace time only."""
+    import sys
+    variables = sys.modules.get("torch._dynamo.variables")
+    cls = getattr(variables, "PolyfilledFunctionVariable", None)
+    if cls is None:
+        return None
+    try:
+        wrapped = cls._get_polyfill_handlers().get(obj)
+    except TypeError:   # unhashable
+        return None
+    fn = getattr(wrapped, "__torch_dynamo_polyfill__", None)
+    module = getattr(fn, "__module__", None) or ""
+    if fn is None or module == "torch" or module.startswith("torch."):
+        return None
+    return fn
+
+
+def _optimized_module():
+    from torch._dynamo.eval_frame import OptimizedModule
+    return OptimizedModule
+
+
+#: torch.compile's nn.Module wrapper class (torch._dynamo.eval_frame, 2.13 to 2.15);
+#: cdynamo.CompiledModule subclasses it.
+OptimizedModule = _optimized_module()

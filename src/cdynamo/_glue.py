@@ -20,6 +20,8 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeCopyMode
 
+from cdynamo import _backends, _compat
+
 log = logging.getLogger("cdynamo")
 _graph_counter = itertools.count()
 
@@ -596,16 +598,28 @@ def rollback(graph, last):
         graph.erase_node(node)
 
 
-def fullgraph_error(reason, qualname, filename, lineno, inner_file=None, inner_line=0):
-    """Raise the fullgraph=True error naming the reason and the user's source line(s).
+class GraphBreakError(_compat.Unsupported):
+    """A graph break where none is allowed: fullgraph=True, torch._dynamo.error_on_graph_break
+    (True) or cdynamo.config.error_on_graph_break. A torch._dynamo.exc.Unsupported (so a
+    RuntimeError), as torch.compile raises there; the message names the reason, its catalogue
+    code and hint, and the user's source line."""
+
+    def __init__(self, msg):
+        _compat.init_unsupported(self, msg)
+
+
+def fullgraph_error(reason, qualname, filename, lineno, inner_file=None, inner_line=0,
+                    by_setting=False):
+    """Raise GraphBreakError naming the reason and the user's source line(s).
 
     (filename, lineno) is the line of the compiled frame where the graph breaks;
     (inner_file, inner_line), when given and different, is where the reason arose inside
-    an inlined call."""
+    an inlined call. by_setting: the error comes from error_on_graph_break, not fullgraph."""
     import linecache
     from cdynamo.break_reasons import classify
     entry = classify(str(reason))
-    lines = [f"cdynamo (fullgraph=True): graph break in {qualname} at {filename}:{lineno}",
+    why = "error_on_graph_break" if by_setting else "fullgraph=True"
+    lines = [f"cdynamo ({why}): graph break in {qualname} at {filename}:{lineno}",
              f"    {linecache.getline(filename, lineno).strip()}"]
     if inner_file is not None and (inner_file, inner_line) != (filename, lineno):
         lines.append(f"  inside a call, at {inner_file}:{inner_line}")
@@ -613,7 +627,53 @@ def fullgraph_error(reason, qualname, filename, lineno, inner_file=None, inner_l
     lines.append(f"reason: {reason}")
     lines.append(f"[{entry.code}] {entry.title}: {entry.explanation}")
     lines.append(f"hint: {entry.hint}")
-    raise RuntimeError("\n".join(lines))
+    raise GraphBreakError("\n".join(lines))
+
+
+def error_on_graph_break_active():
+    """Whether a graph break must raise (GraphBreakError) although fullgraph is off:
+    cdynamo.config.error_on_graph_break, or torch's own switch set by
+    torch._dynamo.error_on_graph_break(True) (as a context manager or decorator around the
+    compiled call). Read at a graph break while tracing."""
+    from cdynamo import config
+    return config.error_on_graph_break or _compat.torch_error_on_graph_break()
+
+
+#: torch.compiler.set_stance names -> the engine's stance modes (csrc/stance.h)
+STANCE_MODES = {"default": 0, "force_eager": 1, "eager_on_recompile": 2,
+                "fail_on_recompile": 3, "eager_then_compile": 4,
+                "aot_eager_then_compile": 4}
+
+
+def stance_plan(stance, options):
+    """What torch.compiler.set_stance's current stance (a torch DynamoStance: .stance str,
+    .skip_guard_eval_unsafe bool, .backend str | callable | None) means for a compiled call
+    made with cdynamo CompileOptions `options`: (mode: int, skip_guard_eval_unsafe: bool,
+    options to compile with). Called by the engine once per new stance object.
+    "aot_eager_then_compile" runs the first call eagerly, as "eager_then_compile" (cdynamo
+    has no aot_eager-only first run). force_backend="eager" etc. compiles new frames with
+    that backend; entries compiled before stay valid. Raises RuntimeError for a stance name
+    torch does not know (as torch)."""
+    name = getattr(stance, "stance", "default")
+    if name not in STANCE_MODES:
+        raise RuntimeError(f"invalid torch.compile stance '{stance}'; valid stances: "
+                           f"{', '.join(STANCE_MODES)}")
+    backend = getattr(stance, "backend", None)
+    if backend is not None and name == "default":
+        from cdynamo._api import CompileOptions
+        compiler, bname = _backends.resolve_backend(backend)
+        options = CompileOptions(compiler, bname, options.fullgraph, options.dynamic)
+    return STANCE_MODES[name], bool(getattr(stance, "skip_guard_eval_unsafe", False)), options
+
+
+def stance_fail(name, filename, lineno, reason):
+    """Raise the RuntimeError of set_stance("fail_on_recompile") for a frame of function
+    `name` that would be compiled; reason (str or None) is the guard that failed."""
+    msg = (f"Detected recompile when torch.compile stance is 'fail_on_recompile'. "
+           f"filename: '{filename}', function name: '{name}', line number: {lineno}")
+    if reason is not None:
+        msg += f"\n    triggered by the following guard failure(s):\n    - {reason}"
+    raise RuntimeError(msg)
 
 
 #: (globals dict, name) of every global the engine installed (compiled graphs, resume

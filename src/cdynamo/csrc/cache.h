@@ -48,6 +48,7 @@ typedef struct cdyn_extra {
     unsigned rule : 4;          /* cdyn_rule of the code (valid when decided) */
     unsigned limit_logged : 1;  /* the cache_size_limit message was logged */
     unsigned decided : 1;       /* the skip rules were evaluated */
+    unsigned eager_seen : 1;    /* set_stance("eager_then_compile"): a miss ran unmodified */
     unsigned quiet : 1;         /* SKIP, and every frame its frames call runs with the hook
                                    off too (autograd's backward: AOTAutograd's backward
                                    graphs, user autograd.Function backwards, hooks) */

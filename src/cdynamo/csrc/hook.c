@@ -40,6 +40,7 @@
  * argument slots it still owns (vectorcall only borrowed them).
  */
 #include "hook.h"
+#include "stance.h"
 #include "cache.h"
 #include "modcall.h"
 #include "trace_rules.h"
@@ -65,6 +66,9 @@ typedef struct {
      * it starts: a code marked force-compile (torch's own module classes) is compiled only
      * as that frame, not wherever else it runs. Borrowed; compared by address only. */
     PyObject *force_code;
+    /* torch.compiler.set_stance of the innermost compiled call (stance.h) */
+    cdyn_stance_mode stance;
+    int skip_guards;       /* skip_guard_eval_unsafe */
 } cdyn_tls;
 
 static _Thread_local cdyn_tls tls;
@@ -557,6 +561,20 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         cdyn_counts.unmodified++;
         return eval_plain(ts, f, 0);
     }
+    if (t->stance != CDYN_STANCE_DEFAULT && cdyn_frame_has_torch(f)) {
+        if (t->stance == CDYN_STANCE_FAIL_ON_RECOMPILE) {
+            reason = x->nentries > 0 ? recent_failure(x, f) : NULL;
+            cdyn_stance_fail(code, code->co_firstlineno, reason);
+            goto done;
+        }
+        if (t->stance == CDYN_STANCE_EAGER_THEN_COMPILE && !x->eager_seen) {
+            x->eager_seen = 1;    /* this code's first invocation runs eagerly */
+            cdyn_counts.unmodified++;
+            ran = 1;
+            res = eval_plain(ts, f, 0);
+            goto done;
+        }
+    }
     t->disabled = 1;
     if (at_cache_limit(x, f)) {
         cdyn_counts.cache_limit_hits++;
@@ -759,6 +777,13 @@ eval_frame(PyThreadState *ts, cdyn_frame *f, int throwflag)
     unsigned long order;
     cdyn_cache_entry *prev = NULL, *e = NULL;
     t->disabled = 1;
+    if (t->skip_guards && x->entries != NULL && x->entries->next == NULL) {
+        /* set_stance(skip_guard_eval_unsafe=True): no other entry to tell apart */
+        t->disabled = saved_disabled;
+        cdyn_counts.cache_hits++;
+        x->entries->hits++;
+        return run_entry(ts, f, x->entries);
+    }
 restart:
     prev = NULL;
     order = cdyn_cache_order;
@@ -1126,15 +1151,28 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     cdyn_tls *t = &tls;
     PyObject *saved_options = t->options;
     int saved_disabled = t->disabled;
+    cdyn_stance_mode saved_stance = t->stance;
+    int saved_skip_guards = t->skip_guards;
     hook_layer layer;
     PyObject *dynamo_prior = NULL;
+    cdyn_stance stance;
     _PyFrameEvalFunction installed = _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
     if (installed != eval_frame && installed != _PyEval_EvalFrameDefault) {
         dynamo_prior = dynamo_suspend();   /* another hook: maybe torch._dynamo's */
     }
+    if (cdyn_stance_get(self->options, &stance) < 0 || stance.mode == CDYN_STANCE_FORCE_EAGER) {
+        /* set_stance("force_eager"): the original callable, no frame looked up */
+        if (dynamo_prior != NULL) {
+            dynamo_resume(dynamo_prior);
+        }
+        return PyErr_Occurred() ? NULL : PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    }
     PyObject *saved_force = t->force_code;
     t->force_code = module_forward_code(self->fn);
-    t->options = self->options;
+    t->options = stance.options;
+    t->stance = stance.mode;
+    t->skip_guards = stance.skip_guards;
+    t->run_only += stance.mode == CDYN_STANCE_EAGER_ON_RECOMPILE;
     t->active++;
     t->disabled = 0;
     hook_enter(&layer);
@@ -1150,8 +1188,11 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
         dynamo_resume(dynamo_prior);
     }
     t->active--;
+    t->run_only -= stance.mode == CDYN_STANCE_EAGER_ON_RECOMPILE;
     t->options = saved_options;
     t->disabled = saved_disabled;
+    t->stance = saved_stance;
+    t->skip_guards = saved_skip_guards;
     t->force_code = saved_force;
     return res;
 }

@@ -17,6 +17,7 @@
 #include "cache.h"
 #include "guards.h"
 #include "hook.h"
+#include "stance.h"
 #include "modcall.h"
 #include "resume.h"
 #include "source.h"
@@ -50,6 +51,7 @@ mod_reset(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
 {
     cdyn_cache_reset();
     cdyn_resume_reset();
+    cdyn_stance_clear();
     Py_RETURN_NONE;
 }
 

@@ -1927,23 +1927,32 @@ fullgraph_on(cdyn_tx *tx)
     return on;
 }
 
-/* fullgraph=True: raise the error naming the reason and the source line(s). Returns 1 when
- * it raised (a user-facing error), 0 when fullgraph is off, -1 on an internal error. */
+/* fullgraph=True or error_on_graph_break: raise the error naming the reason and the source
+ * line(s). Returns 1 when it raised (a user-facing error), 0 when both are off, -1 on an
+ * internal error. */
 static int
 fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
 {
-    PyObject *r = NULL;
+    PyObject *r = NULL, *eogb = NULL;
     Py_ssize_t pc = st == TR_BREAK ? tx->break_pc : fs->pc - 1;
     int on = fullgraph_on(tx);
+    if (on == 0) {
+        /* torch._dynamo.error_on_graph_break(True) / cdynamo.config.error_on_graph_break */
+        eogb = PyObject_CallMethod(tx->glue, "error_on_graph_break_active", NULL);
+        on = eogb != NULL ? PyObject_IsTrue(eogb) : -1;
+        Py_XDECREF(eogb);
+        on = on > 0 ? 2 : on;
+    }
     if (on <= 0) {
         return on;
     }
     if (pc < 0 || pc >= fs->instrs.len) {
         pc = 0;
     }
-    r = PyObject_CallMethod(tx->glue, "fullgraph_error", "OOOiOi", tx->reason ? tx->reason : Py_None,
+    r = PyObject_CallMethod(tx->glue, "fullgraph_error", "OOOiOii", tx->reason ? tx->reason : Py_None,
                             tx->code->co_qualname, tx->code->co_filename, instr_line(fs, pc),
-                            tx->reason_file ? tx->reason_file : Py_None, tx->reason_line);
+                            tx->reason_file ? tx->reason_file : Py_None, tx->reason_line,
+                            on == 2);
     Py_XDECREF(r);
     return 1;
 }
