@@ -1,0 +1,538 @@
+"""cdynamo under torch.distributed (issue 27), with real processes: gloo on CPU, 2 (one test:
+4) processes on 127.0.0.1 started by the test, each run bounded in time.
+
+DDP: a graph compiled inside a DistributedDataParallel forward is split at the gradient
+buckets (cdynamo/_distributed.py); the number of subgraphs is compared with torch._dynamo's
+on the same program (both count the calls of a counting backend), the gradients with eager
+DDP's on every rank, and they must be identical across ranks. Functional collectives
+(torch.distributed._functional_collectives) inside a compiled function are graph nodes.
+
+The processes run this file as a script (``--worker``): each runs a list of scenarios, each
+scenario a function of (rank, world) returning a dict of plain values and tensors, saved per
+rank with torch.save; a scenario that raises gives {"error": traceback}. The process group is
+destroyed in a finally clause, and the test kills the processes past its timeout.
+"""
+import copy
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+if __name__ != "__main__":
+    from conftest import requires_engine
+
+    pytestmark = [requires_engine,
+                  pytest.mark.skipif(not torch.distributed.is_available(),
+                                     reason="torch without torch.distributed")]
+
+TIMEOUT_S = 240
+
+
+# ---- the launcher (test side) -----------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(scenarios, world=2, timeout=TIMEOUT_S):
+    """Run the scenarios in `world` fresh processes; returns [results of rank r]."""
+    with tempfile.TemporaryDirectory() as out:
+        port = _free_port()
+        env = dict(os.environ, OMP_NUM_THREADS="1", CDYNAMO_RAISE_INTERNAL_ERRORS="1",
+                   PYTHONUNBUFFERED="1")
+        procs = []
+        logs = []
+        try:
+            for rank in range(world):
+                log = open(os.path.join(out, f"{rank}.log"), "w+")
+                logs.append(log)
+                procs.append(subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), "--worker", ",".join(scenarios),
+                     str(rank), str(world), str(port), out],
+                    stdout=log, stderr=subprocess.STDOUT, env=env))
+            for p in procs:
+                p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            timed_out = False
+            for p in procs:
+                if p.poll() is None:
+                    timed_out = True
+                    p.kill()
+                    p.wait()
+        tails = []
+        for rank, log in enumerate(logs):
+            log.seek(0)
+            tails.append(f"--- rank {rank} (rc {procs[rank].returncode}) ---\n" + log.read()[-3000:])
+            log.close()
+        if timed_out:
+            pytest.fail(f"distributed run timed out after {timeout}s:\n" + "\n".join(tails))
+        results = []
+        for rank in range(world):
+            path = os.path.join(out, f"{rank}.pt")
+            if not os.path.exists(path):
+                pytest.fail(f"rank {rank} wrote no results:\n" + "\n".join(tails))
+            results.append(torch.load(path, weights_only=False))
+        return results
+
+
+def scenario(results, name):
+    """The per-rank results of one scenario; fails with the worker's traceback if it raised."""
+    per_rank = [r.get(name, {"error": "scenario did not run"}) for r in results]
+    for rank, r in enumerate(per_rank):
+        if "error" in r:
+            pytest.fail(f"scenario {name} failed on rank {rank}:\n{r['error']}")
+    return per_rank
+
+
+def assert_close_grads(actual, expected, what):
+    assert actual.keys() == expected.keys(), what
+    for k in expected:
+        a, e = actual[k], expected[k]
+        if e is None or a is None:
+            assert a is None and e is None, f"{what}: {k}: {a} vs {e}"
+            continue
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4, msg=lambda m: f"{what}: {k}: {m}")
+
+
+def assert_same_across_ranks(per_rank, key):
+    first = per_rank[0][key]
+    for rank, r in enumerate(per_rank[1:], 1):
+        for k in first:
+            if first[k] is None:
+                assert r[key][k] is None
+            else:
+                assert torch.equal(r[key][k], first[k]), f"{key}.{k} differs on rank {rank}"
+
+
+# ---- models ---------------------------------------------------------------------------------
+
+
+class MLP(nn.Module):
+    """8 Linear layers of 256x256 (263 KB each): 4 fill DDP's 1 MB bucket."""
+
+    def __init__(self, width=256, depth=8):
+        super().__init__()
+        self.net = nn.Sequential(*[nn.Linear(width, width) for _ in range(depth)])
+
+    def forward(self, x):
+        return torch.relu(self.net(x))
+
+
+class WithUnused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(64, 64)
+        self.b = nn.Linear(64, 64)
+        self.unused = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class TinyTransformer(nn.Module):
+    def __init__(self, vocab=512, d=128, heads=4, layers=4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.ln(x))
+
+
+# ---- the scenarios (worker side) -------------------------------------------------------------
+
+
+class Counter:
+    """A backend that counts the graphs it is given and runs them as they are."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, gm, example_inputs):
+        self.count += 1
+        return gm.forward
+
+
+def _grads(model):
+    return {n: (None if p.grad is None else p.grad.detach().clone())
+            for n, p in model.named_parameters()}
+
+
+def _inputs(rank, *shape, vocab=None, seed=100):
+    g = torch.Generator().manual_seed(seed + rank)
+    if vocab is not None:
+        return torch.randint(0, vocab, shape, generator=g)
+    return torch.randn(*shape, generator=g)
+
+
+def _resets():
+    import torch._dynamo
+
+    import cdynamo
+    cdynamo.reset()
+    torch._dynamo.reset()
+
+
+def _step_counts(make, x, ddp_kwargs, loss=lambda out: out.sum()):
+    """One forward/backward of DDP(make()) in eager, compiled by cdynamo and by torch.compile
+    (counting backends): the graph counts and the gradients."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import cdynamo
+    torch.manual_seed(0)
+    base = make()
+    eager = DDP(copy.deepcopy(base), **ddp_kwargs)
+    loss(eager(x)).backward()
+    cd = Counter()
+    ours = DDP(copy.deepcopy(base), **ddp_kwargs)
+    loss(cdynamo.compile(ours, backend=cd)(x)).backward()
+    td = Counter()
+    theirs = DDP(copy.deepcopy(base), **ddp_kwargs)
+    loss(torch.compile(theirs, backend=td)(x)).backward()
+    return {"cd": cd.count, "td": td.count, "eager": _grads(eager.module),
+            "ours": _grads(ours.module), "theirs": _grads(theirs.module)}
+
+
+def sc_mlp(rank, world):
+    return _step_counts(MLP, _inputs(rank, 16, 256), {"bucket_cap_mb": 1})
+
+
+def sc_mlp_inner(rank, world):
+    """DDP around the compiled model (cdynamo.compile(model), then DDP) and around a compiled
+    nn.Sequential (a torch.nn frame: compiled only when it is the compiled module itself)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import cdynamo
+    x = _inputs(rank, 16, 256)
+    out = {}
+    for name, make in (("mlp", MLP), ("seq", lambda: nn.Sequential(*[nn.Linear(256, 256)
+                                                                      for _ in range(8)]))):
+        _resets()
+        torch.manual_seed(0)
+        base = make()
+        eager = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+        eager(x).sum().backward()
+        cd, td = Counter(), Counter()
+        # the DDP objects must outlive the backward (their reducer does the all-reduce)
+        ours = copy.deepcopy(base)
+        ours_ddp = DDP(cdynamo.compile(ours, backend=cd), bucket_cap_mb=1)
+        ours_ddp(x).sum().backward()
+        theirs = copy.deepcopy(base)
+        theirs_ddp = DDP(torch.compile(theirs, backend=td), bucket_cap_mb=1)
+        theirs_ddp(x).sum().backward()
+        out[name] = {"cd": cd.count, "td": td.count, "eager": _grads(eager.module),
+                     "ours": _grads(ours)}
+    return out
+
+
+def sc_mlp_off(rank, world):
+    import torch._dynamo
+
+    import cdynamo
+    with cdynamo.config.patch(optimize_ddp=False), \
+            torch._dynamo.config.patch(optimize_ddp=False):
+        return _step_counts(MLP, _inputs(rank, 16, 256), {"bucket_cap_mb": 1})
+
+
+def sc_frozen(rank, world):
+    """Parameters that do not require grad are not in any bucket: with 6 of the 8 layers
+    frozen the rest fits in the 1 MB bucket (one graph, where all 8 make two)."""
+    def make():
+        m = MLP()
+        for layer in list(m.net)[1:7]:
+            layer.requires_grad_(False)
+        return m
+    return _step_counts(make, _inputs(rank, 16, 256), {"bucket_cap_mb": 1})
+
+
+def sc_default_cap(rank, world):
+    """DDP's default caps (25 MB, first bucket 1 MB) on a 4 MB model: the first bucket
+    closes at 1 MB, the rest fits in one."""
+    return _step_counts(lambda: MLP(width=512, depth=4), _inputs(rank, 8, 512), {})
+
+
+def sc_transformer(rank, world):
+    return _step_counts(TinyTransformer, _inputs(rank, 2, 32, vocab=512), {"bucket_cap_mb": 1},
+                        loss=lambda out: out.float().pow(2).mean())
+
+
+def _train(model, x_per_step, steps_fn=None):
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for x in x_per_step:
+        opt.zero_grad(set_to_none=True)
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return losses
+
+
+def sc_aot_eager_train(rank, world):
+    """3 SGD steps of DDP(MLP) compiled with aot_eager (split into 2 pieces): eager's losses,
+    gradients and parameters."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import cdynamo
+    from cdynamo import _distributed
+    torch.manual_seed(0)
+    base = MLP()
+    xs = [_inputs(rank, 16, 256, seed=10 * i) for i in range(3)]
+    eager = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+    e_losses = _train(eager, xs)
+    before = len(_distributed.split_log)
+    ours = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+    o_losses = _train(cdynamo.compile(ours, backend="aot_eager"), xs)
+    splits = [(r.pieces, r.reason) for r in _distributed.split_log[before:]]
+    return {"eager_losses": e_losses, "ours_losses": o_losses, "eager": _grads(eager.module),
+            "ours": _grads(ours.module),
+            "eager_params": {n: p.detach().clone() for n, p in eager.module.named_parameters()},
+            "ours_params": {n: p.detach().clone() for n, p in ours.module.named_parameters()},
+            "splits": splits}
+
+
+def sc_no_sync(rank, world):
+    """Gradient accumulation: a step under no_sync() (no all-reduce), then a synced one."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import cdynamo
+    torch.manual_seed(0)
+    base = MLP()
+    x1, x2 = _inputs(rank, 16, 256, seed=1), _inputs(rank, 16, 256, seed=2)
+    res = {}
+    for name, wrap in (("eager", lambda m: m), ("ours", lambda m: cdynamo.compile(m, backend="aot_eager"))):
+        ddp = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+        run = wrap(ddp)
+        with ddp.no_sync():
+            run(x1).sum().backward()
+        res[name + "_local"] = _grads(ddp.module)
+        run(x2).sum().backward()
+        res[name] = _grads(ddp.module)
+    return res
+
+
+def sc_find_unused(rank, world):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import cdynamo
+    torch.manual_seed(0)
+    base = WithUnused()
+    xs = [_inputs(rank, 8, 64, seed=i) for i in range(2)]
+    res = {}
+    for name, wrap in (("eager", lambda m: m), ("ours", lambda m: cdynamo.compile(m, backend="aot_eager"))):
+        ddp = DDP(copy.deepcopy(base), find_unused_parameters=True, bucket_cap_mb=1)
+        res[name + "_losses"] = _train(wrap(ddp), xs)
+        res[name] = _grads(ddp.module)
+    return res
+
+
+def sc_static_graph(rank, world):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import cdynamo
+    torch.manual_seed(0)
+    base = MLP()
+    xs = [_inputs(rank, 16, 256, seed=i) for i in range(3)]
+    res = {}
+    for name, wrap in (("eager", lambda m: m), ("ours", lambda m: cdynamo.compile(m, backend="aot_eager"))):
+        ddp = DDP(copy.deepcopy(base), static_graph=True, bucket_cap_mb=1)
+        res[name + "_losses"] = _train(wrap(ddp), xs)
+        res[name] = _grads(ddp.module)
+    return res
+
+
+SCENARIOS = {name[3:]: fn for name, fn in dict(globals()).items() if name.startswith("sc_")}
+
+
+def _worker(argv):
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    names, rank, world, port, out = argv[0].split(","), int(argv[1]), int(argv[2]), argv[3], argv[4]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    torch.set_num_threads(1)
+    import cdynamo  # noqa: F401
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=90))
+    results = {}
+    try:
+        for name in names:
+            _resets()
+            try:
+                results[name] = SCENARIOS[name](rank, world)
+            except Exception:  # noqa: BLE001 (reported by the test)
+                results[name] = {"error": traceback.format_exc()}
+            dist.barrier()
+    finally:
+        torch.save(results, os.path.join(out, f"{rank}.pt"))
+        dist.destroy_process_group()
+
+
+# ---- the tests ------------------------------------------------------------------------------
+
+DDP_SCENARIOS = ["mlp", "mlp_inner", "mlp_off", "frozen", "default_cap", "transformer",
+                 "aot_eager_train", "no_sync", "find_unused", "static_graph"]
+
+
+@pytest.fixture(scope="module")
+def ddp_results():
+    return launch(DDP_SCENARIOS, world=2)
+
+
+def _check_counts_and_grads(per_rank, expect=None):
+    for rank, r in enumerate(per_rank):
+        assert r["cd"] == r["td"], f"rank {rank}: cdynamo {r['cd']} graphs, torch._dynamo {r['td']}"
+        if expect is not None:
+            assert r["cd"] == expect
+        assert_close_grads(r["ours"], r["eager"], f"rank {rank} cdynamo vs eager DDP")
+        assert_close_grads(r["theirs"], r["eager"], f"rank {rank} torch.compile vs eager DDP")
+    assert_same_across_ranks(per_rank, "ours")
+
+
+def test_mlp_bucket_cap_1mb_gives_two_graphs(ddp_results):
+    _check_counts_and_grads(scenario(ddp_results, "mlp"), expect=2)
+
+
+def test_ddp_around_compiled_module(ddp_results):
+    for r in scenario(ddp_results, "mlp_inner"):
+        for name in ("mlp", "seq"):
+            assert r[name]["cd"] == r[name]["td"] == 2, (name, r[name]["cd"], r[name]["td"])
+            assert_close_grads(r[name]["ours"], r[name]["eager"], name)
+
+
+def test_optimize_ddp_off_gives_one_graph(ddp_results):
+    _check_counts_and_grads(scenario(ddp_results, "mlp_off"), expect=1)
+
+
+def test_frozen_parameters_are_not_bucketed(ddp_results):
+    _check_counts_and_grads(scenario(ddp_results, "frozen"), expect=1)
+
+
+def test_default_bucket_caps(ddp_results):
+    _check_counts_and_grads(scenario(ddp_results, "default_cap"))
+
+
+def test_transformer_split_like_torch(ddp_results):
+    per_rank = scenario(ddp_results, "transformer")
+    _check_counts_and_grads(per_rank)
+    assert per_rank[0]["cd"] > 1
+
+
+def test_aot_eager_training_matches_eager(ddp_results):
+    per_rank = scenario(ddp_results, "aot_eager_train")
+    for r in per_rank:
+        torch.testing.assert_close(r["ours_losses"], r["eager_losses"], atol=1e-5, rtol=1e-4)
+        assert_close_grads(r["ours"], r["eager"], "grads")
+        assert_close_grads(r["ours_params"], r["eager_params"], "params")
+        assert r["splits"] and r["splits"][0][0] == 2, r["splits"]
+        assert "bucket" in r["splits"][0][1]
+    assert_same_across_ranks(per_rank, "ours_params")
+
+
+def test_no_sync_accumulates_like_eager(ddp_results):
+    per_rank = scenario(ddp_results, "no_sync")
+    for r in per_rank:
+        assert_close_grads(r["ours_local"], r["eager_local"], "under no_sync")
+        assert_close_grads(r["ours"], r["eager"], "after the synced step")
+    assert_same_across_ranks(per_rank, "ours")
+    # under no_sync the ranks' gradients are their own
+    assert not torch.equal(per_rank[0]["ours_local"]["net.0.weight"],
+                           per_rank[1]["ours_local"]["net.0.weight"])
+
+
+def test_find_unused_parameters(ddp_results):
+    per_rank = scenario(ddp_results, "find_unused")
+    for r in per_rank:
+        torch.testing.assert_close(r["ours_losses"], r["eager_losses"], atol=1e-5, rtol=1e-4)
+        assert_close_grads(r["ours"], r["eager"], "grads")
+    assert_same_across_ranks(per_rank, "ours")
+
+
+def test_static_graph(ddp_results):
+    per_rank = scenario(ddp_results, "static_graph")
+    for r in per_rank:
+        torch.testing.assert_close(r["ours_losses"], r["eager_losses"], atol=1e-5, rtol=1e-4)
+        assert_close_grads(r["ours"], r["eager"], "grads")
+    assert_same_across_ranks(per_rank, "ours")
+
+
+def test_four_processes():
+    per_rank = scenario(launch(["mlp"], world=4), "mlp")
+    assert len(per_rank) == 4
+    _check_counts_and_grads(per_rank, expect=2)
+
+
+# ---- the plan without processes ----------------------------------------------------------------
+
+
+def test_plan_single_process():
+    """plan_buckets on a graph cdynamo captured (no process group): a fake DDP object with
+    bucket_bytes_cap, set as the active DDP module."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import cdynamo
+    from cdynamo import _distributed
+
+    class FakeDDP(nn.Module):
+        def __init__(self, module, cap_mb):
+            super().__init__()
+            self.module = module
+            self.bucket_bytes_cap = int(cap_mb * 1024 * 1024)
+
+        def forward(self, x):
+            DDP._active_ddp_module = self
+            try:
+                return self.module(x)
+            finally:
+                DDP._active_ddp_module = None
+
+    cd = Counter()
+    m = MLP()
+    x = torch.randn(4, 256)
+    out = FakeDDP(cdynamo.compile(m, backend=cd), 1)(x)
+    assert cd.count == 2
+    torch.testing.assert_close(out, m(x))
+    rec = _distributed.split_log[-1]
+    assert rec.pieces == 2 and len(rec.buckets) == 2
+    assert rec.buckets[0][1] >= 1024 * 1024
+
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
+    _worker(sys.argv[2:])
