@@ -164,25 +164,29 @@ def torch_error_on_graph_break():
     return bool(getter()) if getter is not None else False
 
 
-def user_substitute_in_graph(obj):
-    """The traceable function registered for obj with torch._dynamo.substitute_in_graph by
-    code outside torch (torch's own polyfills are left to cdynamo's), or None. torch keeps
-    them in PolyfilledFunctionVariable's handler table (original -> a wrapper whose
-    __torch_dynamo_polyfill__ is the traceable function) in 2.13 to 2.15. Trace time only."""
+def _polyfill_handlers():
     import sys
     variables = sys.modules.get("torch._dynamo.variables")
     cls = getattr(variables, "PolyfilledFunctionVariable", None)
-    if cls is None:
-        return None
-    try:
-        wrapped = cls._get_polyfill_handlers().get(obj)
-    except TypeError:   # unhashable
-        return None
-    fn = getattr(wrapped, "__torch_dynamo_polyfill__", None)
-    module = getattr(fn, "__module__", None) or ""
-    if fn is None or module == "torch" or module.startswith("torch."):
-        return None
-    return fn
+    return cls._get_polyfill_handlers() if cls is not None else {}
+
+
+def _is_torch_module(name):
+    return name == "torch" or name.startswith("torch.")
+
+
+def user_substitutes():
+    """(original, traceable) for each torch._dynamo.substitute_in_graph registration made by
+    code outside torch (torch keeps them in PolyfilledFunctionVariable's handler table,
+    original -> a wrapper whose __torch_dynamo_polyfill__ is the traceable function, in 2.13
+    to 2.15)."""
+    out = []
+    for original, wrapped in list(_polyfill_handlers().items()):
+        fn = getattr(wrapped, "__torch_dynamo_polyfill__", None)
+        if fn is not None and getattr(wrapped, "__torch_dynamo_original__", None) is original \
+                and not _is_torch_module(getattr(fn, "__module__", None) or "torch"):
+            out.append((original, fn))
+    return out
 
 
 def _optimized_module():

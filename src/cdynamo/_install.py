@@ -1,24 +1,25 @@
 """cdynamo as a drop-in for torch.compile: ``cdynamo.install()`` / ``cdynamo.uninstall()``.
 
 install() replaces, in torch's own modules, the entry points that libraries and user code
-call (torch.compile, torch._dynamo.optimize / optimize_assert / reset / explain,
-torch.compiler.reset), so code that calls torch.compile
+call (torch.compile, torch._dynamo.optimize / optimize_assert / reset / explain /
+substitute_in_graph, torch.compiler.reset), so code that calls torch.compile
 (Hugging Face's Trainer, transformers' generate, timm, Lightning) compiles with cdynamo
 without being changed. What torch._dynamo does with markers (torch._dynamo.disable,
 allow_in_graph, graph_break, is_compiling, mark_dynamic / maybe_mark_dynamic / mark_static,
-assume_constant_result, substitute_in_graph, torch.compiler.set_stance,
-error_on_graph_break) cdynamo already honours without patching anything. What cdynamo does not implement goes to the original
+assume_constant_result, torch.compiler.set_stance, error_on_graph_break) cdynamo already
+honours without patching anything. What cdynamo does not implement goes to the original
 torch._dynamo function with a one-time warning naming it (torch.compile's
 ``recompile_limit=``, ``isolate_recompiles=``, ``shapes_spec=``; a backend name only torch
-registers, e.g. ``"cudagraphs"``, is used as a cdynamo backend callable; ``optimize`` as a
-context manager). uninstall() puts every original back.
+registers, e.g. ``"cudagraphs"``, is used as a cdynamo backend callable).
+uninstall() puts every original back.
 
-Also ``CDYNAMO=1``: ``import cdynamo.autoinstall`` (from a sitecustomize.py, see
+Also ``CDYNAMO=1``: ``import cdynamo_autoinstall`` (from a sitecustomize.py, see
 docs/drop-in.md) installs cdynamo as soon as torch is imported, without importing torch
 itself; ``python -m cdynamo script.py args`` runs a script with cdynamo installed.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
@@ -41,6 +42,19 @@ def _warn_once(key: str, message: str) -> None:
 def is_installed() -> bool:
     """Whether cdynamo.install() is in effect (torch.compile is cdynamo's)."""
     return bool(_originals)
+
+
+@contextlib.contextmanager
+def _originals_restored():
+    """torch's own entry points back for a with-block (a call handed to torch._dynamo)."""
+    saved = {key: getattr(*key) for key in _originals}
+    for (module, name), original in _originals.items():
+        setattr(module, name, original)
+    try:
+        yield
+    finally:
+        for (module, name), ours in saved.items():
+            setattr(module, name, ours)
 
 
 def _resolve_backend_for_torch(backend):
@@ -79,18 +93,18 @@ def torch_compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=
         _warn_once("compile:" + ",".join(passed),
                    f"cdynamo: torch.compile({', '.join(k + '=' for k in passed)}...) is not "
                    "implemented by cdynamo; this call is compiled by torch._dynamo")
-        return _originals[(torch, "compile")](
-            model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
-            options=options, disable=disable, **torch_only)
+        with _originals_restored():   # torch.compile calls torch._dynamo.optimize
+            return _originals[(torch, "compile")](
+                model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                options=options, disable=disable, **torch_only)
     return _api.compile(model, backend=_resolve_backend_for_torch(backend), fullgraph=fullgraph,
                         dynamic=dynamic, mode=mode, options=options, disable=disable)
 
 
 class _Optimize:
     """What torch._dynamo.optimize(...) returns while cdynamo is installed: as a decorator,
-    cdynamo.compile with those options; as a context manager (compiling every frame of a
-    block), the original torch._dynamo context, with a one-time warning (cdynamo compiles
-    callables, not blocks)."""
+    cdynamo.compile with those options; as a context manager, the RuntimeError torch._dynamo
+    raises there."""
 
     def __init__(self, args, kwargs, fullgraph):
         self._args, self._kwargs = args, kwargs
@@ -113,16 +127,13 @@ class _Optimize:
                             dynamic=self._dynamic, disable=self._disable)
 
     def __enter__(self):
-        _warn_once("optimize-ctx", "cdynamo: torch._dynamo.optimize(...) as a context manager "
-                   "is not implemented by cdynamo; the block is compiled by torch._dynamo")
-        name = "optimize_assert" if self._fullgraph and "nopython" not in self._kwargs \
-            else "optimize"
-        self._inner = _originals[(torch._dynamo, name)](*self._args, **self._kwargs)
-        return self._inner.__enter__()
+        raise RuntimeError(
+            "torch._dynamo.optimize(...) is used with a context manager: cdynamo (as "
+            "torch._dynamo) compiles callables; use it as a decorator, "
+            "torch._dynamo.optimize(...)(fn), or torch.compile(fn)")
 
     def __exit__(self, *exc):
-        inner, self._inner = self._inner, None
-        return inner.__exit__(*exc)
+        return False
 
 
 def optimize(*args, **kwargs):
@@ -156,6 +167,27 @@ def explain(f, *extra_args, **extra_kwargs):
     return run
 
 
+def _substitute_in_graph(original):
+    @functools.wraps(original)
+    def substitute_in_graph(original_fn, *args, **kwargs):
+        register = original(original_fn, *args, **kwargs)
+
+        def wrapper(traceable_fn):
+            wrapped = register(traceable_fn)
+            from cdynamo import polyfills
+            polyfills.add_substitute(original_fn, traceable_fn)
+            return wrapped
+        return wrapper
+    return substitute_in_graph
+
+
+def _adopt_registered_substitutes() -> None:
+    """The substitute_in_graph registrations user code made before install()."""
+    from cdynamo import _compat, polyfills
+    for original, traceable in _compat.user_substitutes():
+        polyfills.add_substitute(original, traceable)
+
+
 def _targets():
     """(module, attribute, replacement) for each entry point install() replaces."""
     import torch._dynamo
@@ -167,6 +199,8 @@ def _targets():
         (torch._dynamo, "reset", _reset_both(torch._dynamo.reset)),
         (torch.compiler, "reset", _reset_both(torch.compiler.reset)),
         (torch._dynamo, "explain", explain),
+        (torch._dynamo, "substitute_in_graph",
+         _substitute_in_graph(torch._dynamo.substitute_in_graph)),
     ]
 
 
@@ -182,6 +216,7 @@ def install() -> None:
     for module, name, replacement in _targets():
         _originals[(module, name)] = getattr(module, name)
         setattr(module, name, replacement)
+    _adopt_registered_substitutes()
     log.info("cdynamo installed: torch.compile and torch._dynamo.optimize compile with cdynamo")
 
 

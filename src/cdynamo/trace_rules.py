@@ -461,9 +461,6 @@ def lookup_callable(obj: Any) -> RuleMatch | None:
     replacement = polyfills.polyfill_of(obj)
     if replacement is not None:
         return RuleMatch(POLYFILL, replacement, "cdynamo.polyfills")
-    replacement = _compat.user_substitute_in_graph(obj)
-    if replacement is not None:   # @torch._dynamo.substitute_in_graph(obj) in user code
-        return RuleMatch(POLYFILL, replacement, "torch._dynamo.substitute_in_graph")
     code = getattr(func, "__code__", None)
     if isinstance(func, types.FunctionType) and isinstance(code, types.CodeType):
         rule = lookup_code(code, func.__globals__)

@@ -593,6 +593,7 @@ cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck)
     ck->n_call_nodes = tx->n_call_nodes;
     ck->grad_enabled = tx->grad_enabled;
     ck->tf_subclass_off = tx->tf_subclass_off;
+    ck->eogb = tx->eogb;
     ck->n_open_modes = tx->open_modes ? PyList_GET_SIZE(tx->open_modes) : 0;
     ck->n_undo = tx->undo != NULL ? PyList_GET_SIZE(tx->undo) : 0;
     ck->n_effects = tx->effects ? PyList_GET_SIZE(tx->effects) : 0;
@@ -633,6 +634,7 @@ cdyn_tx_ckpt_restore(cdyn_tx *tx, cdyn_ckpt *ck)
     tx->n_call_nodes = ck->n_call_nodes;
     tx->grad_enabled = ck->grad_enabled;
     tx->tf_subclass_off = ck->tf_subclass_off;
+    tx->eogb = ck->eogb;
     cdyn_tx_exit_modes(tx, ck->n_open_modes);
     /* handlers of failed inlined calls entered since are not being run any more */
     if (tx->exc_info && PyList_GET_SIZE(tx->exc_info) > ck->n_exc_info &&

@@ -1936,7 +1936,10 @@ fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
     PyObject *r = NULL, *eogb = NULL;
     Py_ssize_t pc = st == TR_BREAK ? tx->break_pc : fs->pc - 1;
     int on = fullgraph_on(tx);
-    if (on == 0) {
+    if (on == 0 && tx->eogb != 0) {
+        on = tx->eogb == 2 ? 2 : 0;   /* an error_on_graph_break block of the trace */
+    }
+    else if (on == 0) {
         /* torch._dynamo.error_on_graph_break(True) / cdynamo.config.error_on_graph_break */
         eogb = PyObject_CallMethod(tx->glue, "error_on_graph_break_active", NULL);
         on = eogb != NULL ? PyObject_IsTrue(eogb) : -1;

@@ -79,6 +79,9 @@ typedef struct cdyn_tx {
     int capture_scalars;    /* cdynamo.config.capture_scalar_outputs at trace start */
     int tf_subclass_off;    /* inside torch._C.DisableTorchFunctionSubclass(): tensor
                                subclasses' __torch_function__ is not dispatched */
+    int eogb;               /* inside torch._dynamo.error_on_graph_break(flag) blocks of the
+                               trace: 0 none (the switch outside the trace decides), 1 flag
+                               False, 2 flag True (a graph break raises; translate.c) */
     PyObject *param_overrides; /* inside torch.func.functional_call (values/polyfill.c): dict
                                (id(module), attribute name) -> the value its parameter or
                                buffer reads give (values/nnmodule.c), or NULL */
@@ -300,6 +303,7 @@ typedef struct {
     Py_ssize_t n_undo;   /* length of tx->undo at the checkpoint */
     Py_ssize_t n_exc_info;  /* exceptions being handled (tx->exc_info) */
     int tf_subclass_off;
+    int eogb;
 } cdyn_ckpt;
 void cdyn_tx_ckpt_take(cdyn_tx *tx, cdyn_ckpt *ck);
 /* Undo to ck (the graph nodes, side effects and the undo log of the step): TR_OK,

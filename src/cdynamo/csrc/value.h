@@ -259,6 +259,10 @@ typedef struct cdyn_value {
 #define NULLCTX_TF_OFF  0x8u   /* NULLCTX: torch._C.DisableTorchFunctionSubclass() (or
                                    DisableTorchFunction()): no graph node, tensor subclasses'
                                    __torch_function__ not dispatched inside; never rebuilt */
+#define NULLCTX_EOGB    0x40u  /* NULLCTX: torch._dynamo.error_on_graph_break(flag): no graph
+                                   node; sets tx->eogb for the block (and its exit restores) */
+#define NULLCTX_EOGB_ON 0x80u  /* ... with flag True */
+#define NULLCTX_EOGB_PREV_SHIFT 8 /* NULLCTX_EOGB exit: tx->eogb before the block (2 bits) */
 #define VIEW_KEYS       0x0u   /* DICTVIEW: which view */
 #define VIEW_VALUES     0x1u
 #define VIEW_ITEMS      0x2u

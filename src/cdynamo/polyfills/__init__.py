@@ -128,9 +128,18 @@ _LOADED = []
 
 
 def registry():
-    """The table ``{real callable: polyfill}`` (a new dict), every polyfill module loaded."""
+    """The table ``{real callable: polyfill}``, every polyfill module loaded. The engine
+    holds this very dict: add_substitute() changes what it traces."""
     from . import (bisect, builtins, collections, contextlib, copy, functools,  # noqa: F401
                    heapq, itertools, mathfns, operator, os, torch_function, torchfns,
                    tracebacks, typing)
     _LOADED.append(True)
-    return dict(_REGISTRY)
+    return _REGISTRY
+
+
+def add_substitute(original, traceable) -> None:
+    """Trace calls of ``original`` (a function, builtin or type) as calls of ``traceable``
+    (a plain-Python function with the same signature and results), as
+    torch._dynamo.substitute_in_graph(original)(traceable) registers it for torch._dynamo.
+    Raises TypeError when original is unhashable."""
+    registry()[original] = traceable

@@ -87,6 +87,7 @@ cdyn_ctx_family(PyObject *v)
     return &families[0];
 }
 static PyObject *profiler_types[3];   /* the profiler's context managers (cdyn_ctx_init) */
+static PyObject *eogb_fn;             /* torch._dynamo.error_on_graph_break (cdyn_ctx_init) */
 static PyObject *tf_off_types[2];     /* torch._C.DisableTorchFunctionSubclass, ...Function */
 
 static int
@@ -113,7 +114,7 @@ cdyn_is_ctx_factory(PyObject *obj)
             ((autocast_type && PyType_IsSubtype((PyTypeObject *)obj, (PyTypeObject *)autocast_type)) ||
              obj == nullcontext_type || obj == cdyn_G.inference_mode_type || is_profiler_ctx(obj) ||
              is_tf_off_ctx(obj))) ||
-           obj == cdyn_G.sdpa_kernel_fn;
+           obj == cdyn_G.sdpa_kernel_fn || (eogb_fn != NULL && obj == eogb_fn);
 }
 
 /* A new AUTOCAST of family `bits` with args (stolen; NULL: error). */
@@ -246,6 +247,25 @@ cdyn_ctx_factory(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t n
         *out = cdyn_value_alloc(VK_NULLCTX, NULL);
         if (*out != NULL) {
             V(*out)->bits |= NULLCTX_PROFILER;
+            V(*out)->u.nullctx.enter_result = cdyn_value_const(Py_None);
+        }
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (obj == eogb_fn) {
+        /* torch._dynamo.error_on_graph_break(flag): switches, for the block, whether a graph
+           break raises, at trace time (as torch._dynamo); nothing in the graph */
+        int on = nargs == 1 && nkw == 0 && cdyn_all_const(args, 1)
+                     ? PyObject_IsTrue(V(args[0])->u.cnst.value) : -2;
+        if (on == -1) {
+            return TR_ERROR;
+        }
+        if (on == -2) {
+            return cdyn_tx_unsupported(tx, "torch._dynamo.error_on_graph_break with a "
+                                           "non-constant argument");
+        }
+        *out = cdyn_value_alloc(VK_NULLCTX, NULL);
+        if (*out != NULL) {
+            V(*out)->bits |= NULLCTX_EOGB | (on ? NULLCTX_EOGB_ON : 0);
             V(*out)->u.nullctx.enter_result = cdyn_value_const(Py_None);
         }
         return *out ? TR_OK : TR_ERROR;
@@ -412,10 +432,14 @@ ctx_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
         if (*exit_fn == NULL) {
             return TR_ERROR;
         }
-        V(*exit_fn)->bits |= NULLCTX_EXIT | (c->bits & NULLCTX_TF_OFF);
+        V(*exit_fn)->bits |= NULLCTX_EXIT | (c->bits & (NULLCTX_TF_OFF | NULLCTX_EOGB));
         V(*exit_fn)->u.nullctx.enter_result = cdyn_value_const(Py_None);
         if (c->bits & NULLCTX_TF_OFF) {
             tx->tf_subclass_off++;
+        }
+        if (c->bits & NULLCTX_EOGB) {
+            V(*exit_fn)->bits |= (unsigned)tx->eogb << NULLCTX_EOGB_PREV_SHIFT;
+            tx->eogb = (c->bits & NULLCTX_EOGB_ON) ? 2 : 1;
         }
         *result = Py_NewRef((c->bits & NULLCTX_PROFILER) ? v : c->u.nullctx.enter_result);
         return TR_OK;
@@ -532,6 +556,9 @@ ctx_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize
                                                "not entered in this trace");
             }
             tx->tf_subclass_off--;
+        }
+        if ((V(fn)->bits & (NULLCTX_EOGB | NULLCTX_EXIT)) == (NULLCTX_EOGB | NULLCTX_EXIT)) {
+            tx->eogb = (int)((V(fn)->bits >> NULLCTX_EOGB_PREV_SHIFT) & 3u);
         }
         *out = cdyn_value_const(Py_None);
         return *out ? TR_OK : TR_ERROR;
@@ -812,6 +839,8 @@ cdyn_ctx_init(void)
     profiler_types[2] = import_attr("torch.autograd.profiler", "record_function");
     tf_off_types[0] = import_attr("torch._C", "DisableTorchFunctionSubclass");
     tf_off_types[1] = import_attr("torch._C", "DisableTorchFunction");
+    eogb_fn = import_attr("torch._dynamo.decorators", "error_on_graph_break");
+    PyErr_Clear();   /* optional: a torch without it has no such blocks */
     return profiler_types[0] && profiler_types[1] && profiler_types[2] && tf_off_types[0] &&
                    tf_off_types[1]
                ? 0

@@ -1,8 +1,9 @@
 """Install cdynamo as torch.compile when the environment has ``CDYNAMO=1``, as soon as torch
-is imported (torch is not imported here, so a process that never uses torch pays nothing).
+is imported. A top-level module beside the cdynamo package: importing it imports neither
+cdynamo nor torch, so a process that never uses torch pays nothing.
 
 Meant for a ``sitecustomize.py`` (on sys.path, e.g. in the venv's site-packages), whose one
-line is ``import cdynamo.autoinstall``; see docs/drop-in.md. With CDYNAMO unset or not "1"
+line is ``import cdynamo_autoinstall``; see docs/drop-in.md. With CDYNAMO unset or not "1"
 importing it does nothing. When torch is already imported, cdynamo is installed at once.
 """
 import importlib.abc

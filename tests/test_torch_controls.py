@@ -1,0 +1,380 @@
+"""torch.compiler's controls honoured by cdynamo, side by side with torch._dynamo on the same
+programs (issue 26, point 3), and the drop-in (point 1): cdynamo.install() / uninstall(),
+``python -m cdynamo``, cdynamo.autoinstall with CDYNAMO=1."""
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters as dyn_counters
+
+import cdynamo
+
+pytest.importorskip("cdynamo._C")
+
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(cdynamo.__file__)))
+ENGINES = ("cdynamo", "torch")
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    torch._dynamo.reset()
+    cdynamo.reset()
+    dyn_counters.clear()
+    cdynamo.reset_counters()
+    yield
+    torch.compiler.set_stance("default")
+    cdynamo.uninstall()
+    torch._dynamo.reset()
+    cdynamo.reset()
+
+
+def compile_with(engine, fn, **kw):
+    kw.setdefault("backend", "eager")
+    return cdynamo.compile(fn, **kw) if engine == "cdynamo" else torch.compile(fn, **kw)
+
+
+def compiles(engine):
+    """Graphs compiled so far by that engine (frames that produced code)."""
+    if engine == "cdynamo":
+        return cdynamo.counters()["compiles"]
+    return dyn_counters["stats"]["unique_graphs"]
+
+
+def f_sin(x):
+    return x.sin() + 1
+
+
+# ---- set_stance ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_force_eager_compiles_nothing_then_default_compiles(engine):
+    cf = compile_with(engine, f_sin)
+    x = torch.randn(4)
+    with torch.compiler.set_stance("force_eager"):
+        assert torch.equal(cf(x), f_sin(x))
+    assert compiles(engine) == 0
+    assert torch.equal(cf(x), f_sin(x))
+    assert compiles(engine) == 1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_force_eager_as_decorator(engine):
+    cf = compile_with(engine, f_sin)
+
+    @torch.compiler.set_stance("force_eager")
+    def run(x):
+        return cf(x)
+
+    run(torch.randn(3))
+    assert compiles(engine) == 0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_eager_on_recompile_uses_entries_and_runs_new_shapes_eagerly(engine):
+    cf = compile_with(engine, f_sin, dynamic=False)
+    x = torch.randn(4)
+    cf(x)
+    assert compiles(engine) == 1
+    with torch.compiler.set_stance("eager_on_recompile"):
+        y = torch.randn(5, 2)
+        assert torch.equal(cf(y), f_sin(y))
+        assert torch.equal(cf(x), f_sin(x))
+    assert compiles(engine) == 1
+    cf(torch.randn(5, 2))
+    assert compiles(engine) == 2
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_fail_on_recompile_raises_naming_the_guard(engine):
+    cf = compile_with(engine, f_sin, dynamic=False)
+    cf(torch.randn(4))
+    with torch.compiler.set_stance("fail_on_recompile"):
+        cf(torch.randn(4))   # a cache hit is fine
+        with pytest.raises(RuntimeError, match="Detected recompile when torch.compile stance "
+                                               "is 'fail_on_recompile'") as info:
+            cf(torch.randn(5, 2))
+    assert "f_sin" in str(info.value)
+    if engine == "cdynamo":
+        assert "TENSOR_MATCH" in str(info.value)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_eager_then_compile_first_call_runs_eagerly(engine):
+    def g(x):
+        return x * 2 - 1
+    cg = compile_with(engine, g)
+    with torch.compiler.set_stance("eager_then_compile"):
+        x = torch.randn(3)
+        assert torch.equal(cg(x), g(x))
+        assert compiles(engine) == 0
+        assert torch.equal(cg(x), g(x))
+        assert compiles(engine) == 1
+
+
+def test_skip_guard_eval_unsafe_runs_the_only_entry_unchecked():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    cf = cdynamo.compile(f_sin, backend=backend)
+    x = torch.randn(4)
+    cf(x)
+    with torch.compiler.set_stance(skip_guard_eval_unsafe=True):
+        hits = cdynamo.counters()["cache_hits"]
+        assert torch.equal(cf(x), f_sin(x))
+        assert cdynamo.counters()["cache_hits"] == hits + 1
+    assert len(seen) == 1
+
+
+def test_force_backend_compiles_new_frames_with_that_backend():
+    used = []
+
+    def mine(gm, example_inputs):
+        used.append("mine")
+        return gm.forward
+
+    cf = cdynamo.compile(f_sin, backend="eager")
+    with torch.compiler.set_stance("default", force_backend=mine):
+        cf(torch.randn(3))
+    assert used == ["mine"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_invalid_stance_raises_at_the_call(engine):
+    cf = compile_with(engine, f_sin)
+    with torch.compiler.set_stance("bogus"):
+        with pytest.raises(RuntimeError, match="invalid torch.compile stance"):
+            cf(torch.randn(3))
+
+
+# ---- error_on_graph_break -----------------------------------------------------------------
+
+def f_break(x):
+    x = x + 1
+    torch._dynamo.graph_break()
+    return x * 2
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_error_on_graph_break_context_raises_unsupported(engine):
+    cf = compile_with(engine, f_break)
+    x = torch.randn(3)
+    with torch._dynamo.error_on_graph_break(True):
+        with pytest.raises(torch._dynamo.exc.Unsupported):
+            cf(x)
+    torch._dynamo.reset()
+    cdynamo.reset()
+    assert torch.equal(cf(x), f_break(x))   # off again: the break is allowed
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_error_on_graph_break_decorator(engine):
+    cf = compile_with(engine, f_break)
+    run = torch._dynamo.error_on_graph_break(True)(lambda x: cf(x))
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        run(torch.randn(3))
+
+
+def test_error_on_graph_break_config_and_message():
+    cf = cdynamo.compile(f_break, backend="eager")
+    with cdynamo.config.patch(error_on_graph_break=True):
+        with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+            cf(torch.randn(3))
+    msg = str(info.value)
+    assert "error_on_graph_break" in msg and "CDB0004" in msg
+    assert "torch._dynamo.graph_break()" in msg   # the source line
+
+
+def g_inner_off(x):
+    x = x + 1
+    with torch._dynamo.error_on_graph_break(False):
+        torch._dynamo.graph_break()
+    return x * 2
+
+
+def g_inner_on(x):
+    x = x + 1
+    with torch._dynamo.error_on_graph_break(True):
+        x = x * 3
+        torch._dynamo.graph_break()
+    return x * 2
+
+
+@pytest.mark.parametrize("outer", [True, False])
+@pytest.mark.parametrize("fn", [g_inner_off, g_inner_on])
+def test_error_on_graph_break_switched_inside_the_trace(fn, outer):
+    """The block's flag decides at a break inside it, whatever is set outside, as torch."""
+    x = torch.randn(3)
+    results = {}
+    for engine in ENGINES:
+        torch._dynamo.reset()
+        cdynamo.reset()
+        cf = compile_with(engine, fn)
+        with torch._dynamo.error_on_graph_break(outer):
+            try:
+                results[engine] = cf(x)
+            except torch._dynamo.exc.Unsupported:
+                results[engine] = "raised"
+    assert (results["cdynamo"] == "raised") == (results["torch"] == "raised")
+    assert (results["cdynamo"] == "raised") == (fn is g_inner_on)
+    if fn is g_inner_off:
+        assert torch.equal(results["cdynamo"], fn(x))
+
+
+def test_fullgraph_error_is_unsupported():
+    cf = cdynamo.compile(f_break, backend="eager", fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="fullgraph=True"):
+        cf(torch.randn(3))
+
+
+# ---- install / uninstall ------------------------------------------------------------------
+
+def test_install_routes_torch_compile_and_uninstall_restores():
+    original = torch.compile
+    cdynamo.install()
+    assert cdynamo.is_installed()
+    cf = torch.compile(f_sin, backend="eager")
+    x = torch.randn(4)
+    assert torch.equal(cf(x), f_sin(x))
+    assert cdynamo.counters()["compiles"] == 1
+    assert dyn_counters["stats"]["unique_graphs"] == 0
+    m = torch.compile(torch.nn.Linear(3, 2))
+    assert isinstance(m, torch._dynamo.eval_frame.OptimizedModule)
+    assert isinstance(m, cdynamo.CompiledModule)
+    assert isinstance(m._orig_mod, torch.nn.Linear)
+    cdynamo.uninstall()
+    assert torch.compile is original and not cdynamo.is_installed()
+
+
+def test_install_decorator_forms_and_errors():
+    cdynamo.install()
+
+    @torch.compile
+    def a(x):
+        return x + 1
+
+    @torch.compile(backend="eager", fullgraph=True)
+    def b(x):
+        return x - 1
+
+    x = torch.randn(2)
+    assert torch.equal(a(x), x + 1) and torch.equal(b(x), x - 1)
+    with pytest.raises(ValueError, match="unknown backend 'nope'.*valid choices"):
+        torch.compile(f_sin, backend="nope")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        torch.compile(f_sin, bogus=1)
+
+
+def test_install_torch_registered_backend_name_and_torch_only_argument():
+    cdynamo.install()
+    cf = torch.compile(f_sin, backend="aot_eager_decomp_partition")   # torch's registry only
+    x = torch.randn(3)
+    torch.testing.assert_close(cf(x), f_sin(x))
+    assert cdynamo.counters()["compiles"] == 1
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cf2 = torch.compile(f_sin, backend="eager", recompile_limit=3)
+    assert any("recompile_limit" in str(m.message) for m in w)
+    cf2(x)
+    assert dyn_counters["stats"]["unique_graphs"] == 1   # that one went to torch._dynamo
+
+
+def test_install_optimize_reset_explain():
+    cdynamo.install()
+    cf = torch._dynamo.optimize("eager")(f_break)
+    x = torch.randn(3)
+    assert torch.equal(cf(x), f_break(x))
+    assert cdynamo.counters()["compiles"] >= 1
+    assert len(cdynamo.cache_entries(f_break)) == 1
+    torch._dynamo.reset()
+    assert len(cdynamo.cache_entries(f_break)) == 0
+    out = torch._dynamo.explain(f_break)(x)
+    assert out.graph_count == 2 and out.graph_break_count == 1
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        torch._dynamo.optimize("eager", nopython=True)(f_break)(x)
+
+
+def test_install_optimize_as_context_manager_is_refused_as_torch_refuses_it():
+    with pytest.raises(RuntimeError, match="context manager"):
+        with torch._dynamo.optimize("eager"):
+            pass
+    cdynamo.install()
+    with pytest.raises(RuntimeError, match="context manager"):
+        with torch._dynamo.optimize("eager"):
+            pass
+
+
+def test_mark_dynamic_of_torch_is_honoured():
+    cf = cdynamo.compile(f_sin, backend="eager")
+    x = torch.randn(4)
+    torch._dynamo.mark_dynamic(x, 0)
+    cf(x)
+    cf(torch.randn(7))
+    assert cdynamo.counters()["compiles"] == 1
+
+
+@pytest.mark.parametrize("before_install", [True, False])
+def test_substitute_in_graph_polyfill_is_traced(before_install):
+    calls = []
+    if not before_install:
+        cdynamo.install()
+
+    def opaque(x):
+        calls.append(1)
+        return x * 3
+
+    @torch._dynamo.substitute_in_graph(opaque)
+    def traced(x):
+        return x * 3
+
+    def f(x):
+        return opaque(x) + 1
+
+    cdynamo.install()
+    out = cdynamo.explain(f)(torch.randn(3))
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    assert calls == []
+
+
+def _run(args, env_extra, cwd):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([cwd, SRC, env.get("PYTHONPATH", "")])
+    env.update(env_extra)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=300)
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, torch, cdynamo
+    @torch.compile(backend="eager")
+    def f(x):
+        return x.cos() * 2
+    x = torch.randn(3)
+    assert torch.equal(f(x), x.cos() * 2)
+    print("installed", cdynamo.is_installed(), "compiles", cdynamo.counters()["compiles"],
+          "args", sys.argv[1:])
+""")
+
+
+def test_python_dash_m_cdynamo_runs_a_script_installed(tmp_path):
+    (tmp_path / "script.py").write_text(SCRIPT)
+    r = _run(["-m", "cdynamo", "script.py", "a", "b"], {}, str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "installed True compiles 1 args ['a', 'b']" in r.stdout
+
+
+@pytest.mark.parametrize("flag,installed", [("1", True), ("0", False)])
+def test_autoinstall_from_sitecustomize_with_env(tmp_path, flag, installed):
+    (tmp_path / "sitecustomize.py").write_text("import cdynamo_autoinstall\n")
+    (tmp_path / "script.py").write_text(
+        "import sys\nassert 'torch' not in sys.modules\n" + SCRIPT)
+    r = _run(["script.py"], {"CDYNAMO": flag}, str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert f"installed {installed} compiles {1 if installed else 0}" in r.stdout
