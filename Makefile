@@ -57,7 +57,8 @@ $(VPY):
 # require torch, so the pin above stays the only torch).
 # setuptools and wheel: the build runs with --no-build-isolation, so they must be in the venv.
 $(DEPS): | $(VPY)
-	PIP_CONSTRAINT=/dev/null $(VPY) -m pip install torch==$(TORCH) numpy pytest "setuptools>=61" wheel transformers==5.23.0
+	PIP_CONSTRAINT=/dev/null $(VPY) -m pip install torch==$(TORCH) numpy pytest "setuptools>=61" wheel transformers==5.23.0 accelerate==1.15.0 pytorch-lightning==2.6.6 huggingface_hub==2.4.0 safetensors==0.8.0 pyyaml==6.0.4 pillow==13.0.0
+	$(VPY) -m pip install --no-deps timm==1.0.29
 	touch $@
 
 $(STAMP): $(DEPS) $(SOURCES)
