@@ -323,8 +323,6 @@ def test_synthetic_report_in_chromium(synthetic, tmp_path):
 
 
 @pytest.mark.skipif(not engine_available(), reason="cdynamo._C is not built (run `make test`)")
-@pytest.mark.xfail(strict=False, reason="the engine does not emit compile records into the "
-                   "structured trace yet (the emitters are being added)")
 def test_end_to_end_report_in_chromium(tmp_path):
     trace, out = tmp_path / "trace", tmp_path / "report"
     prog = tmp_path / "prog.py"

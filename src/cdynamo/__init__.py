@@ -8,6 +8,7 @@ Public: compile, reset, config, cache_entries, explain, graph_break, counters, r
 mark_dynamic, maybe_mark_dynamic, mark_static, assume_constant_result, CompiledModule,
 CacheEntry, CompileOptions; install / uninstall / is_installed (torch.compile goes to
 cdynamo: cdynamo._install); set_trace_dir (the structured trace: cdynamo._trace);
+set_logs (logs by artifact, as torch._logging.set_logs: cdynamo._logging);
 trace_rules (what is never traced).
 
 Supported: CPython 3.11, 3.12 and 3.13; torch 2.13, 2.14 and 2.15 (see cdynamo._compat).
@@ -42,12 +43,13 @@ from ._api import (CacheEntry, CompiledModule, CompileOptions, assume_constant_r
                    mark_static, maybe_mark_dynamic, reset, reset_counters)
 from ._install import install, uninstall, is_installed
 from ._trace import set_trace_dir
+from ._logging import set_logs
 
 __version__ = "0.1.0"
 __all__ = ["compile", "reset", "config", "cache_entries", "explain", "graph_break", "counters",
            "reset_counters", "mark_dynamic", "maybe_mark_dynamic", "mark_static",
            "assume_constant_result", "CompiledModule", "CacheEntry", "CompileOptions",
-           "install", "uninstall", "is_installed", "set_trace_dir"]
+           "install", "uninstall", "is_installed", "set_trace_dir", "set_logs"]
 
 
 try:
@@ -59,3 +61,6 @@ else:
     trace_rules._push()
     _C.set_cache_size_limit(config.cache_size_limit)
     _C.set_raise_internal_errors(config.raise_internal_errors)
+
+from . import _logging
+_logging.apply_env("CDYNAMO_LOGS")

@@ -14,13 +14,14 @@ import itertools
 import logging
 import operator
 import sys
+import time
 import weakref
 
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeCopyMode
 
-from cdynamo import _backends, _compat
+from cdynamo import _backends, _compat, _events
 
 log = logging.getLogger("cdynamo")
 _graph_counter = itertools.count()
@@ -789,6 +790,7 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes, regions
                   for k, x in enumerate(inputs)]
     from cdynamo import _distributed
     backend = _distributed.maybe_split_backend(options, frame)  # DDP: split at buckets
+    t_backend = time.perf_counter()
     try:
         if outlined is not None:
             flat = gm
@@ -814,6 +816,7 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes, regions
         raise TypeError(
             f"backend {options.backend_name!r} returned {type(compiled).__name__}, "
             "expected a callable")
+    _events.graph(name, gm, options.backend_name, time.perf_counter() - t_backend)
     floats = [k for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")
               if n.meta.get("cdynamo_float_input")]
     if floats:
@@ -971,8 +974,11 @@ def graph_device_types(gm):
 
 
 def report(name, gm, orig_code, new_code, guards, resume_codes=()):
-    """Print the output_code report for one compiled frame when config.output_code."""
+    """A cache entry was made (new_code None: the frame runs unmodified): tell the logs and
+    the trace (cdynamo._events), and print the output_code report when config.output_code."""
     from cdynamo import config
+    if new_code is not None:
+        _events.entry_made(orig_code, new_code, guards, resume_codes)
     if not config.output_code:
         return
     from cdynamo._report import format_output_code
@@ -1017,6 +1023,7 @@ def record_break(reason, qualname, filename, lineno):
     and keeps it for explain() (the last 10,000)."""
     b = GraphBreak(str(reason), qualname, filename, lineno)
     log.info("Graph break in %s at %s:%s: [%s] %s", qualname, filename, lineno, b.code, b.reason)
+    _events.graph_break(b)
     break_log.append(b)
     if len(break_log) > 10000:
         del break_log[:5000]
@@ -1040,6 +1047,7 @@ def record_unmodified(reason, qualname, filename, lineno, inner_file=None, inner
         inner = f" (inside a call, at {inner_file}:{inner_line})"
     log.info("running %s (%s:%s) unmodified: [%s] %s%s", qualname, filename, lineno, b.code,
              b.reason, inner)
+    _events.unmodified(b, (inner_file, inner_line) if inner else None)
     unmodified_log.append(b)
     if len(unmodified_log) > 10000:
         del unmodified_log[:5000]
@@ -1063,11 +1071,12 @@ class Recompile:
 recompile_log: list = []
 
 
-def record_recompile(qualname, filename, lineno, reason):
+def record_recompile(qualname, filename, lineno, reason, code=None):
     """Called by the frame hook before a recompile (kept to the last 10,000). Raises
     torch._dynamo.exc.RecompileError when cdynamo.config.error_on_recompile or
     torch._dynamo.config.error_on_recompile is set: the compiled call raises it."""
     recompile_log.append(Recompile(qualname, filename, lineno, str(reason)))
+    _events.recompile(qualname, filename, lineno, str(reason), code)
     if len(recompile_log) > 10000:
         del recompile_log[:5000]
     from cdynamo import config

@@ -2,7 +2,8 @@
 
 install() replaces, in torch's own modules, the entry points that libraries and user code
 call (torch.compile, torch._dynamo.optimize / optimize_assert / reset / explain /
-substitute_in_graph, torch.compiler.reset), so code that calls torch.compile
+substitute_in_graph, torch.compiler.reset, torch._logging.set_logs: the artifacts cdynamo
+shares with torch; TORCH_LOGS is read at install), so code that calls torch.compile
 (Hugging Face's Trainer, transformers' generate, timm, Lightning) compiles with cdynamo
 without being changed. What torch._dynamo does with markers (torch._dynamo.disable,
 allow_in_graph, graph_break, is_compiling, mark_dynamic / maybe_mark_dynamic / mark_static,
@@ -188,11 +189,27 @@ def _adopt_registered_substitutes() -> None:
         polyfills.add_substitute(original, traceable)
 
 
+def _set_logs_both(original):
+    @functools.wraps(original)
+    def set_logs(*args, **kwargs):
+        from cdynamo import _logging
+        original(*args, **kwargs)
+        ours = {k: v for k, v in kwargs.items()
+                if k in _logging.ARTIFACTS and k not in _logging.TORCH_ARTIFACTS}
+        if "dynamo" in kwargs:
+            ours["cdynamo"] = kwargs["dynamo"]
+        if ours or not kwargs:
+            _logging.set_logs(**ours)
+    return set_logs
+
+
 def _targets():
     """(module, attribute, replacement) for each entry point install() replaces."""
     import torch._dynamo
+    import torch._logging
     import torch.compiler
     return [
+        (torch._logging, "set_logs", _set_logs_both(torch._logging.set_logs)),
         (torch, "compile", torch_compile),
         (torch._dynamo, "optimize", optimize),
         (torch._dynamo, "optimize_assert", optimize_assert),
@@ -217,6 +234,8 @@ def install() -> None:
         _originals[(module, name)] = getattr(module, name)
         setattr(module, name, replacement)
     _adopt_registered_substitutes()
+    from cdynamo import _logging
+    _logging.apply_env("TORCH_LOGS")   # the artifacts cdynamo shares with torch
     log.info("cdynamo installed: torch.compile and torch._dynamo.optimize compile with cdynamo")
 
 

@@ -33,6 +33,7 @@ import torch
 import torch.fx
 from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
+from cdynamo import _events
 from torch.fx.experimental.symbolic_shapes import (DimDynamic, RelaxedUnspecConstraint,
                                                    ShapeEnv, StatefulSymbolicContext,
                                                    SubclassSymbolicContext,
@@ -185,6 +186,8 @@ class ShapeTrace:
         # changes the fake's, and the guards are about the input as it came in
         meta = (fake.size(), fake.stride(), fake.storage_offset())
         self.tracked.append((fake, ts, ctx, src, meta))
+        if any(sizes):
+            _note_dynamic_dims(ts.name, fake, sizes, size_constraints)
         return fake
 
     def _fake_subclass_input(self, tensor, src, ts):
@@ -197,6 +200,8 @@ class ShapeTrace:
         self.tracing_context.tensor_to_context[tensor] = ctx
         meta = (fake.size(), fake.stride(), fake.storage_offset())
         self.tracked.append((fake, ts, ctx, src, meta))
+        if any(sizes):
+            _note_dynamic_dims(ts.name, fake, sizes, size_constraints)
         return fake
 
     def lift_symbols(self, graph, node, fake):
@@ -230,6 +235,8 @@ class ShapeTrace:
         ph = _input_placeholder(graph, name, sym)
         self.bound[sym.node.expr] = ph
         self.tracked.append((sym, ts, None, src, None))
+        _events.dynamic(ts.name, f"symbolic int {sym.node.expr}",
+                        "an int input that changed between calls, or dynamic=True")
         return ph, sym
 
     def float_input(self, value, src, graph, name):
@@ -415,6 +422,21 @@ class ShapeTrace:
             code, fn = _lower(e2, len(slots), frozenset(float_slots))
             programs.append((code, fn, text, reads))
         return masks, slots, programs, slot_names
+
+
+_SIZE_REASONS = {0: "automatic dynamic (the size changed) or dynamic=True",
+                 1: "automatic dynamic (the size changed)", 2: "marked with mark_dynamic"}
+
+
+def _note_dynamic_dims(name, fake, sizes, constraints):
+    """Tell cdynamo._events which dims of input `name` are symbolic and why."""
+    for i, code in enumerate(sizes):
+        if code:
+            expr = fake.size(i)
+            kind = "symbolic" if isinstance(expr, torch.SymInt) else "static (specialised)"
+            _events.dynamic(f"{name}.size()[{i}]", f"{kind} {expr}",
+                            _SIZE_REASONS.get(constraints[i] if i < len(constraints) else 0,
+                                              "dynamic"))
 
 
 def _input_placeholder(graph, name, example):

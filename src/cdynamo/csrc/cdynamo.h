@@ -139,6 +139,11 @@ cdyn_function_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf)
  * level: 10 debug, 20 info, 30 warning. Never raises: a logging failure is swallowed. */
 void cdyn_log(int level, const char *fmt, ...);
 
+/* Tell cdynamo._events (the logs by artifact and the structured trace) what happened:
+ * calls cdynamo._events.<name>(*Py_BuildValue(fmt, ...)) (fmt builds a tuple, e.g. "(Os)").
+ * Compile time only. Never raises, and a pending exception is kept as it was. */
+void cdyn_event(const char *name, const char *fmt, ...);
+
 /* The truth of setting `name` of cdynamo.config (read while tracing, slow path only):
  * 1 / 0, or -1 with an exception. */
 int cdyn_config_bool(const char *name);

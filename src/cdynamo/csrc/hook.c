@@ -437,12 +437,27 @@ note_recompile(PyCodeObject *code, PyObject *reason)
     cdyn_log(20, "recompiling %U (%U:%d): %U", code->co_qualname, code->co_filename,
              code->co_firstlineno, reason);
     glue = PyImport_ImportModule("cdynamo._glue");
-    r = glue ? PyObject_CallMethod(glue, "record_recompile", "OOiO", code->co_qualname,
-                                   code->co_filename, code->co_firstlineno, reason)
+    r = glue ? PyObject_CallMethod(glue, "record_recompile", "OOiOO", code->co_qualname,
+                                   code->co_filename, code->co_firstlineno, reason,
+                                   (PyObject *)code)
              : NULL;
     Py_XDECREF(glue);
     Py_XDECREF(r);
     return r == NULL ? -1 : 0;
+}
+
+/* The compile that just raised (the exception pending) ended with status "error". */
+static void
+compile_end_error(void)
+{
+    PyObject *exc = NULL, *val = NULL, *tb = NULL, *msg = NULL;
+    PyErr_Fetch(&exc, &val, &tb);
+    PyErr_NormalizeException(&exc, &val, &tb);
+    msg = val != NULL ? PyObject_Str(val) : NULL;
+    PyErr_Clear();
+    cdyn_event("compile_end", "(sO)", "error", msg != NULL ? msg : Py_None);
+    Py_XDECREF(msg);
+    PyErr_Restore(exc, val, tb);
 }
 
 /* An entry of x that another thread inserted while this one translated the same code (the
@@ -586,6 +601,8 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
                 cdyn_log(30, "cache_size_limit reached (%d) for %U %U:%d (reason: %U); "
                          "running it without compiling", cache_size_limit, code->co_name,
                          code->co_filename, code->co_firstlineno, reason);
+                cdyn_event("cache_limit", "(OOiiO)", code->co_qualname, code->co_filename,
+                           code->co_firstlineno, cache_size_limit, reason);
             }
             PyErr_Clear();
         }
@@ -655,8 +672,16 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         t->run_only--;
         goto done;
     }
+    cdyn_event("compile_start", "(OO)", (PyObject *)code, reason != NULL ? reason : Py_None);
     rc = cdyn_translate_frame(f, t->options, &out);
     t->disabled = saved_disabled;
+    if (rc < 0) {
+        compile_end_error();
+    }
+    else {
+        cdyn_event("compile_end", "(s)", out.code != NULL ? "compiled"
+                                         : out.no_ops ? "skipped" : "unmodified");
+    }
     if (rc < 0) {
         assert(PyErr_Occurred());
         goto done;

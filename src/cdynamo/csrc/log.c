@@ -57,6 +57,38 @@ cleanup:
     PyErr_Restore(exc, val, tb);
 }
 
+static PyObject *events;    /* strong: the cdynamo._events module, imported on first use */
+
+void
+cdyn_event(const char *name, const char *fmt, ...)
+{
+    PyObject *exc = NULL, *val = NULL, *tb = NULL;
+    PyObject *fn = NULL, *args = NULL, *r = NULL;
+    va_list va;
+
+    PyErr_Fetch(&exc, &val, &tb);
+    if (events == NULL && (events = PyImport_ImportModule("cdynamo._events")) == NULL) {
+        goto cleanup;
+    }
+    fn = PyObject_GetAttrString(events, name);
+    if (fn == NULL) {
+        goto cleanup;
+    }
+    va_start(va, fmt);
+    args = Py_VaBuildValue(fmt, va);
+    va_end(va);
+    if (args == NULL || !PyTuple_Check(args)) {
+        goto cleanup;
+    }
+    r = PyObject_Call(fn, args, NULL);
+cleanup:
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    PyErr_Restore(exc, val, tb);
+}
+
 int
 cdyn_config_bool(const char *name)
 {
