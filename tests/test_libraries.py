@@ -195,11 +195,6 @@ def test_hf_generate_static_cache_compiled(fullgraph):
     check_graph_counts(f"hf generate fullgraph={fullgraph}", cd_graphs, dyn_graphs)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "engine: torch.compile(fn, backend='eager', mode='reduce-overhead') raises ValueError "
-    "('mode= and options= apply only to backend inductor') under cdynamo.install(), where "
-    "torch warns 'eager backend ignoring extra kwargs' and compiles; transformers' "
-    "CompileConfig defaults to mode='reduce-overhead', so CompileConfig(backend='eager') fails"))
 def test_hf_generate_default_compile_config_mode():
     pytest.importorskip("transformers")
     from transformers import CompileConfig
@@ -390,11 +385,6 @@ def _lightning_fit(pl, compile: bool):
     return torch.stack(module.losses)
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=(
-    "engine: cdynamo.CompiledModule has no `dynamo_ctx` (torch's OptimizedModule has one: the "
-    "callable that compiles functions with the same options); Lightning's from_compiled() "
-    "reads model.dynamo_ctx and wraps training_step etc. with it -> AttributeError: "
-    "'Regressor' object has no attribute 'dynamo_ctx'"))
 def test_lightning_trainer_compiled_module():
     pl = _import_lightning()
     eager = _lightning_fit(pl, compile=False)

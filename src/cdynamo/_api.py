@@ -138,6 +138,12 @@ class CompiledModule(_compat.OptimizedModule):
         object.__setattr__(self, "_cdynamo_options", options)
         object.__setattr__(self, "_cdynamo_call", _C().wrap(mod, options))
 
+    @property
+    def dynamo_ctx(self):
+        """What OptimizedModule.dynamo_ctx is to libraries (Lightning's from_compiled): a
+        callable that compiles another callable with this module's compile options."""
+        return _CompileWith(self._cdynamo_options)
+
     def __reduce__(self):
         o = self._cdynamo_options
         backend = o.backend_name if o.backend_name in _backends.BACKEND_NAMES else o.backend
@@ -182,6 +188,21 @@ class CompiledModule(_compat.OptimizedModule):
 
     def __repr__(self):
         return f"CompiledModule({self._cdynamo_options.backend_name!r}, {self._orig_mod!r})"
+
+
+class _CompileWith:
+    """compile(fn) with fixed CompileOptions: a CompiledModule's dynamo_ctx."""
+
+    __slots__ = ("options",)
+
+    def __init__(self, options: CompileOptions):
+        self.options = options
+
+    def __call__(self, fn):
+        return _finish_function_wrapper(_C().wrap(_top_level_target(fn), self.options), fn)
+
+    def __repr__(self):
+        return f"_CompileWith({self.options!r})"
 
 
 def _rebuild_compiled_module(mod, backend, fullgraph, dynamic, mode, options):

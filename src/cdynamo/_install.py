@@ -83,7 +83,9 @@ def torch_compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=
     decorator. ``name=`` is accepted and ignored (as torch.compile, a label for logs).
     Other torch-only arguments with non-default values (recompile_limit,
     isolate_recompiles, shapes_spec) make the call go to the original torch.compile, with a
-    one-time warning. Raises as cdynamo.compile (TypeError, ValueError naming the choices)."""
+    one-time warning. mode= / options= with a backend other than "inductor" are ignored with a
+    one-time warning, as torch.compile's other backends ignore them (cdynamo.compile refuses
+    them). Raises as cdynamo.compile (TypeError, ValueError naming the choices)."""
     from cdynamo import _api
     torch_only.pop("name", None)
     unknown = [k for k in torch_only if k not in _TORCH_ONLY_DEFAULTS]
@@ -98,8 +100,14 @@ def torch_compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=
             return _originals[(torch, "compile")](
                 model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                 options=options, disable=disable, **torch_only)
-    return _api.compile(model, backend=_resolve_backend_for_torch(backend), fullgraph=fullgraph,
-                        dynamic=dynamic, mode=mode, options=options, disable=disable)
+    backend = _resolve_backend_for_torch(backend)
+    if backend != "inductor" and (mode is not None or options is not None):
+        # torch.compile hands mode/options to another backend, which ignores them (a warning)
+        _warn_once(f"extra:{backend}", f"cdynamo: backend {backend!r} ignores mode= and "
+                   "options= (they apply to 'inductor'), as torch.compile's backends do")
+        mode = options = None
+    return _api.compile(model, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                        mode=mode, options=options, disable=disable)
 
 
 class _Optimize:
