@@ -378,6 +378,99 @@ def sc_static_graph(rank, world):
     return res
 
 
+def _collective_programs():
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    group = dist.group.WORLD
+    ranks = list(range(dist.get_world_size()))
+
+    def all_reduce(x):
+        return funcol.all_reduce(x * 2, "sum", group) + 1
+
+    def all_reduce_ranks(x):
+        return funcol.all_reduce(x, "avg", ranks).sin()
+
+    def gather_scatter(x):
+        y = funcol.all_gather_tensor(x + 1, 0, group)
+        z = funcol.reduce_scatter_tensor(y * 3, "sum", 0, group)
+        return funcol.wait_tensor(z) - 1
+
+    def gather_dim1(x):
+        return funcol.all_gather_tensor(x.t(), 1, group).cos()
+
+    def scatter_dim1(x):
+        return funcol.reduce_scatter_tensor(x.repeat(1, dist.get_world_size()) * 2, "sum", 1, group)
+
+    def inplace(x):
+        t = x * 2
+        dist.all_reduce(t)
+        return t + 1
+
+    def inplace_max(x):
+        t = x * 2
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t + 1
+
+    def inplace_input(x, t):
+        dist.all_reduce(t, group=group)
+        return x + t
+
+    return [all_reduce, all_reduce_ranks, gather_scatter, gather_dim1, scatter_dim1, inplace,
+            inplace_max, inplace_input]
+
+
+def sc_collectives(rank, world):
+    """Functional collectives and in-place c10d calls in a compiled function: graph counts
+    (cdynamo vs torch._dynamo, counting backends) and results (eager vs cdynamo with
+    aot_eager and with its counting backend)."""
+    import warnings
+
+    import cdynamo
+    warnings.simplefilter("ignore", FutureWarning)
+    res = {}
+    for fn in _collective_programs():
+        _resets()
+        x = _inputs(rank, 4, 6)
+        args = (x, x.clone() * 3) if fn.__name__ == "inplace_input" else (x,)
+
+        def fresh():
+            return [a.clone() for a in args]
+
+        eager_args = fresh()
+        expected = fn(*eager_args)
+        if hasattr(expected, "wait"):   # eager's AsyncCollectiveTensor: its value
+            expected = expected.wait()
+        cd, td = Counter(), Counter()
+        ours_args = fresh()
+        ours = cdynamo.compile(fn, backend=cd)(*ours_args)
+        torch.compile(fn, backend=td)(*fresh())
+        aot_args = fresh()
+        aot = cdynamo.compile(fn, backend="aot_eager")(*aot_args)
+        res[fn.__name__] = {"cd": cd.count, "td": td.count, "expected": expected, "ours": ours,
+                            "aot": aot, "eager_args": eager_args, "ours_args": ours_args,
+                            "aot_args": aot_args}
+    return res
+
+
+def sc_collective_async(rank, world):
+    """async_op=True returns a Work object: a graph break, eager's result."""
+    import torch.distributed as dist
+
+    import cdynamo
+
+    def fn(x):
+        t = x * 2
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()
+        return t + 1
+
+    x = _inputs(rank, 4)
+    ex = cdynamo.explain(fn)(x)
+    return {"expected": fn(x), "ours": cdynamo.compile(fn, backend="aot_eager")(x),
+            "graphs": ex.graph_count, "breaks": [str(b) for b in ex.break_reasons]}
+
+
 SCENARIOS = {name[3:]: fn for name, fn in dict(globals()).items() if name.startswith("sc_")}
 
 
@@ -406,8 +499,14 @@ def _worker(argv):
 
 # ---- the tests ------------------------------------------------------------------------------
 
+COLLECTIVE_SCENARIOS = ["collectives", "collective_async"]
 DDP_SCENARIOS = ["mlp", "mlp_inner", "mlp_off", "frozen", "default_cap", "transformer",
                  "aot_eager_train", "no_sync", "find_unused", "static_graph"]
+
+
+@pytest.fixture(scope="module")
+def collective_results():
+    return launch(COLLECTIVE_SCENARIOS, world=2)
 
 
 @pytest.fixture(scope="module")
@@ -496,6 +595,31 @@ def test_four_processes():
     per_rank = scenario(launch(["mlp"], world=4), "mlp")
     assert len(per_rank) == 4
     _check_counts_and_grads(per_rank, expect=2)
+
+
+# ---- collectives in compiled code ----------------------------------------------------------------
+
+
+def test_functional_collectives_are_graph_nodes(collective_results):
+    per_rank = scenario(collective_results, "collectives")
+    for rank, r in enumerate(per_rank):
+        for name, c in r.items():
+            assert c["cd"] == c["td"] == 1, (rank, name, c["cd"], c["td"])
+            torch.testing.assert_close(c["ours"], c["expected"], msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(c["aot"], c["expected"], msg=lambda m: f"{name}: {m}")
+            # in-place calls mutate their tensors as in eager
+            for a, b, e in zip(c["ours_args"], c["aot_args"], c["eager_args"]):
+                torch.testing.assert_close(a, e)
+                torch.testing.assert_close(b, e)
+    for name in ("all_reduce", "all_reduce_ranks", "gather_dim1", "inplace", "inplace_max"):
+        # the same on every rank (the others return a rank's shard or add its own input)
+        torch.testing.assert_close(per_rank[0][name]["ours"], per_rank[1][name]["ours"])
+
+
+def test_async_collective_is_a_graph_break(collective_results):
+    for r in scenario(collective_results, "collective_async"):
+        torch.testing.assert_close(r["ours"], r["expected"])
+        assert r["graphs"] >= 1 and r["breaks"], r
 
 
 # ---- the plan without processes ----------------------------------------------------------------

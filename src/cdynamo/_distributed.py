@@ -343,3 +343,192 @@ class _PieceMetadata:
     def __init__(self):
         self.curr_bucket = -1
         self.metadata_per_bucket = []
+
+
+# ---- collectives in compiled code ------------------------------------------------------------
+#
+# torch.distributed._functional_collectives' functions, as traced by cdynamo: plain-Python
+# versions (POLYFILL rules in trace_rules.CALLABLE_RULES) that put the _c10d_functional
+# operators in the graph, as torch._dynamo's graphs hold them: the collective on a group name
+# (a string, known at trace time), then its wait_tensor. The in-place c10d calls
+# (dist.all_reduce(t), async_op=False) become the functional collective and a copy_ into t,
+# as torch._dynamo rewrites them. Group names are found at trace time (group_name, FOLD):
+# None is the default group, a ProcessGroup its name, a list of ranks the group of those ranks.
+
+
+def group_name(group, tag: str = "") -> str:
+    """The name of a collective's group: a ProcessGroup, a group name, a list of ranks or
+    None (the default group). Called at trace time (a FOLD rule) or from a polyfill."""
+    from torch.distributed import distributed_c10d as c10d
+
+    if group is None:
+        group = c10d._get_default_group()
+    if isinstance(group, str):
+        return group
+    if isinstance(group, (list, tuple)) and all(isinstance(r, int) for r in group):
+        return c10d._resolve_group_name_by_ranks_and_tag(list(group), tag)
+    name = getattr(group, "group_name", None)
+    if isinstance(name, str):
+        return name
+    raise TypeError(f"cdynamo: unsupported process group {type(group).__name__} in a "
+                    "compiled collective")
+
+
+def group_size(name: str) -> int:
+    """The size of the group with this name (trace time)."""
+    from torch.distributed import distributed_c10d as c10d
+
+    return c10d._get_group_size_by_name(name)
+
+
+def reduce_op_name(op) -> str:
+    """"sum", "avg", ... for a c10d ReduceOp or a string (trace time)."""
+    if isinstance(op, str):
+        return op.lower()
+    from torch.distributed._functional_collectives import REDUCE_OP_TO_STR
+
+    for k, v in REDUCE_OP_TO_STR.items():
+        if op == k:
+            return v
+    raise ValueError(f"cdynamo: reduce op {op!r} has no functional collective")
+
+
+# Trace-time helpers: called by the engine with the real arguments while tracing (marked as
+# constant results, as torch._dynamo.assume_constant_result), their results constants of the
+# graph. A ProcessGroup is an object the trace cannot read attributes of; its name can be.
+def _trace_group_name(group, tag=""):
+    return group_name(group, tag)
+
+
+def _trace_ranks_group_name(tag, *ranks):
+    return group_name(list(ranks), tag)
+
+
+def _group_arg(group):
+    """A list of ranks as its group's name (each rank a constant of the trace; the list is a
+    mutable value)."""
+    if isinstance(group, list):
+        return _trace_ranks_group_name("", *group)
+    return group
+
+
+def _trace_group_size(name):
+    return group_size(name)
+
+
+def _trace_reduce_op(op):
+    return reduce_op_name("sum" if op is None else op)
+
+
+for _f in (_trace_group_name, _trace_ranks_group_name, _trace_group_size, _trace_reduce_op):
+    _f._dynamo_marked_constant = True
+del _f
+
+
+def _unsupported(reason):
+    from cdynamo.polyfills import unsupported
+
+    return unsupported(reason)
+
+
+# The plain-Python versions (inlined by the engine in place of the real functions).
+
+def funcol_wait_tensor(tensor):
+    return torch.ops._c10d_functional.wait_tensor(tensor)
+
+
+def funcol_all_reduce(self, reduceOp, group, tag=""):
+    name = _trace_group_name(_group_arg(group), tag)
+    out = torch.ops._c10d_functional.all_reduce(self, _trace_reduce_op(reduceOp), name)
+    return torch.ops._c10d_functional.wait_tensor(out)
+
+
+def funcol_all_gather_tensor(self, gather_dim, group, tag=""):
+    name = _trace_group_name(_group_arg(group), tag)
+    size = _trace_group_size(name)
+    out = torch.ops._c10d_functional.all_gather_into_tensor(self.contiguous(), size, name)
+    out = torch.ops._c10d_functional.wait_tensor(out)
+    if gather_dim != 0:
+        out = torch.cat(torch.chunk(out, size, dim=0), dim=gather_dim)
+    return out
+
+
+def funcol_reduce_scatter_tensor(self, reduceOp, scatter_dim, group, tag=""):
+    name = _trace_group_name(_group_arg(group), tag)
+    size = _trace_group_size(name)
+    if scatter_dim != 0:
+        self = torch.cat(torch.chunk(self, size, dim=scatter_dim), dim=0)
+    out = torch.ops._c10d_functional.reduce_scatter_tensor(
+        self.contiguous(), _trace_reduce_op(reduceOp), size, name)
+    return torch.ops._c10d_functional.wait_tensor(out)
+
+
+def c10d_all_reduce(tensor, op=None, group=None, async_op=False):
+    if async_op:
+        _unsupported("torch.distributed.all_reduce with async_op=True (a Work object)")
+    tensor.copy_(funcol_all_reduce(tensor, op, group))
+    return None
+
+
+def c10d_all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    if async_op:
+        _unsupported("torch.distributed.all_gather_into_tensor with async_op=True")
+    output_tensor.copy_(funcol_all_gather_tensor(input_tensor, 0, group))
+    return None
+
+
+def c10d_reduce_scatter_tensor(output, input, op=None, group=None, async_op=False):
+    if async_op:
+        _unsupported("torch.distributed.reduce_scatter_tensor with async_op=True")
+    output.copy_(funcol_reduce_scatter_tensor(input, op, 0, group))
+    return None
+
+
+# The engine treats a function of a cdynamo module other than cdynamo.polyfills, reached from
+# traced code, as a compiler function (a graph break); these are polyfills in its sense (the
+# plain-Python versions it inlines, and the helpers they call at trace time), so they carry
+# that module prefix.
+for _f in (_trace_group_name, _trace_ranks_group_name, _group_arg, _trace_group_size,
+           _trace_reduce_op, _unsupported, funcol_wait_tensor, funcol_all_reduce, funcol_all_gather_tensor,
+           funcol_reduce_scatter_tensor, c10d_all_reduce, c10d_all_gather_into_tensor,
+           c10d_reduce_scatter_tensor):
+    _f.__module__ = "cdynamo.polyfills.distributed"
+del _f
+
+_POLYFILLS = None
+
+
+def polyfill_for(fn):
+    """The plain-Python version of a torch.distributed function that the engine traces in its
+    place (values/torch.c asks for every Python function of torch.distributed that traced
+    code calls), or None: that function is recorded or traced as any other."""
+    global _POLYFILLS
+    if _POLYFILLS is None:
+        table = {}
+        try:
+            import torch.distributed as dist
+            import torch.distributed._functional_collectives as funcol
+        except ImportError:   # torch without distributed
+            _POLYFILLS = table
+            return None
+        for real, poly in (
+                ("all_reduce", funcol_all_reduce),
+                ("all_gather_tensor", funcol_all_gather_tensor),
+                ("all_gather_single", funcol_all_gather_tensor),
+                ("reduce_scatter_tensor", funcol_reduce_scatter_tensor),
+                ("reduce_scatter_single", funcol_reduce_scatter_tensor),
+                ("wait_tensor", funcol_wait_tensor)):
+            f = getattr(funcol, real, None)
+            if f is not None:
+                table[f] = poly
+        for real, poly in (("all_reduce", c10d_all_reduce),
+                           ("all_gather_into_tensor", c10d_all_gather_into_tensor),
+                           ("reduce_scatter_tensor", c10d_reduce_scatter_tensor)):
+            f = getattr(dist, real, None)
+            if f is not None:
+                table[f] = poly
+        _POLYFILLS = table
+    try:
+        return _POLYFILLS.get(fn)
+    except TypeError:
+        return None

@@ -131,6 +131,8 @@ MODULE_RULES: dict[str, str] = {
     "cdynamo": SKIP,
     # ... but its polyfills, plain-Python builtins, are inlined where the engine calls them.
     "cdynamo.polyfills": INLINE,
+    # ... and the plain-Python versions of torch.distributed's collectives (cdynamo/_distributed.py)
+    "cdynamo._distributed": INLINE,
     # Libraries a model does not consist of (torch's own dependencies first).
     "sympy": SKIP,
     "mpmath": SKIP,

@@ -500,12 +500,49 @@ set_grad_enabled(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject 
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* The plain-Python version of a Python function of torch.distributed that cdynamo traces in
+ * its place (cdynamo._distributed.polyfill_for: the functional collectives and the in-place
+ * c10d calls, as _c10d_functional operators on a group name), a new reference; NULL with no
+ * error when there is none. */
+static PyObject *
+collective_polyfill(PyObject *obj)
+{
+    static PyObject *lookup;
+    PyObject *pf;
+    if (lookup == NULL) {
+        PyObject *mod = PyImport_ImportModule("cdynamo._distributed");
+        lookup = mod ? PyObject_GetAttrString(mod, "polyfill_for") : NULL;
+        Py_XDECREF(mod);
+        if (lookup == NULL) {
+            return NULL;
+        }
+    }
+    pf = PyObject_CallOneArg(lookup, obj);
+    if (pf == Py_None) {
+        Py_DECREF(pf);
+        return NULL;
+    }
+    return pf;
+}
+
 static tr_status
 torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames, PyObject **out)
 {
     PyObject *obj = V(fn)->u.obj.obj;
     (void)fs;
+    if (PyFunction_Check(obj) && cdyn_module_startswith(obj, "torch.distributed")) {
+        PyObject *pf = collective_polyfill(obj);
+        if (pf != NULL && PyFunction_Check(pf)) {
+            tr_status st = cdyn_tx_inline_function(tx, pf, NULL, NULL, args, nargs, kwnames, out);
+            Py_DECREF(pf);
+            return st;
+        }
+        Py_XDECREF(pf);
+        if (PyErr_Occurred()) {
+            return TR_ERROR;
+        }
+    }
     if (cdyn_any_ndarray(args, nargs)) {   /* torch.from_numpy(a), ... (values/ndarray.c) */
         return cdyn_ndarray_torch_call(tx, obj, args, nargs, kwnames, out);
     }
