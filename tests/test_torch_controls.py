@@ -378,3 +378,29 @@ def test_autoinstall_from_sitecustomize_with_env(tmp_path, flag, installed):
     r = _run(["script.py"], {"CDYNAMO": flag}, str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert f"installed {installed} compiles {1 if installed else 0}" in r.stdout
+
+
+def test_guard_filter_fn_is_refused_loudly_and_guards_kept():
+    from cdynamo import _api
+    _api._guard_filter_warned.clear()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cf = cdynamo.compile(f_sin, backend="eager",
+                             options={"guard_filter_fn": torch.compiler.keep_tensor_guards_unsafe})
+    assert any("guard_filter_fn" in str(m.message) for m in w)
+    x = torch.randn(3)
+    assert torch.equal(cf(x), f_sin(x))
+
+
+def test_installed_shared_settings_follow_torch_dynamo_config():
+    cdynamo.install()
+    before = cdynamo.config.cache_size_limit
+    try:
+        with torch._dynamo.config.patch(recompile_limit=2):
+            cf = torch.compile(f_sin, backend="eager", dynamic=False)
+            for n in range(1, 6):
+                cf(torch.randn(n, 2))
+            assert cdynamo.counters()["compiles"] == 2
+            assert cdynamo.counters()["cache_limit_hits"] >= 1
+    finally:
+        cdynamo.config.cache_size_limit = before

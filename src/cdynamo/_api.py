@@ -73,8 +73,21 @@ def _make_options(backend, fullgraph, dynamic, mode, options) -> CompileOptions:
         raise TypeError(f"cdynamo.compile: dynamic must be None, True or False, got {dynamic!r}")
     if mode is not None and not isinstance(mode, str):
         raise TypeError(f"cdynamo.compile: mode must be a str or None, got {type(mode).__name__}")
+    if isinstance(options, dict) and "guard_filter_fn" in options:
+        # torch.compile takes it out of options for every backend; cdynamo keeps every guard
+        options = {k: v for k, v in options.items() if k != "guard_filter_fn"} or None
+        if not _guard_filter_warned:
+            _guard_filter_warned.append(True)
+            import warnings
+            warnings.warn("cdynamo: options['guard_filter_fn'] (torch.compiler's "
+                          "keep_tensor_guards_unsafe, skip_guard_on_*_unsafe, ...) is not "
+                          "implemented; every guard is kept (safe: at most more recompiles)",
+                          stacklevel=3)
     compiler, name = _backends.resolve_backend(backend, mode=mode, options=options)
     return CompileOptions(compiler, name, fullgraph, dynamic, mode, options)
+
+
+_guard_filter_warned: list = []
 
 
 def _forward_lives_in_torch(mod: torch.nn.Module) -> types.CodeType | None:

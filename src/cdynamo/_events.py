@@ -17,7 +17,7 @@ import time
 import traceback
 import weakref
 
-from cdynamo import _logging, _trace
+from cdynamo import _install, _logging, _trace
 
 _tls = threading.local()
 _frames: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # code -> [F, attempts]
@@ -68,6 +68,8 @@ def _started_process() -> None:
 def compile_start(code, reason=None) -> str:
     """A frame of code (types.CodeType) starts compiling; reason (str or None): the guard
     failure when it is a recompile. Returns its compile_id."""
+    if _install._originals:
+        _install.sync_config()
     cid = _frame_number(code, bump=True)
     _stack().append({"compile_id": cid, "t0": time.perf_counter(), "backend_s": 0.0,
                      "graphs": 0, "breaks": 0})

@@ -211,6 +211,30 @@ def _set_logs_both(original):
     return set_logs
 
 
+#: torch._dynamo.config name -> cdynamo.config name, synced while installed
+SHARED_SETTINGS = {"recompile_limit": "cache_size_limit", "optimize_ddp": "optimize_ddp"}
+_seen_torch_settings: dict = {}
+
+
+def _torch_settings() -> dict:
+    import torch._dynamo.config as tcfg
+    return {name: getattr(tcfg, name) for name in SHARED_SETTINGS if hasattr(tcfg, name)}
+
+
+def sync_config() -> None:
+    """While installed (called at each compile): a shared setting whose value in
+    torch._dynamo.config changed since install() or the last sync (``torch._dynamo.config.
+    recompile_limit = 4``, ``with torch._dynamo.config.patch(optimize_ddp=False)``) is copied
+    to cdynamo.config. Settings changed only on cdynamo's side stay as they are."""
+    if not _originals:
+        return
+    from cdynamo import config
+    for name, value in _torch_settings().items():
+        if _seen_torch_settings.get(name, value) != value:
+            setattr(config, SHARED_SETTINGS[name], value)
+        _seen_torch_settings[name] = value
+
+
 def _targets():
     """(module, attribute, replacement) for each entry point install() replaces."""
     import torch._dynamo
@@ -242,6 +266,8 @@ def install() -> None:
         _originals[(module, name)] = getattr(module, name)
         setattr(module, name, replacement)
     _adopt_registered_substitutes()
+    _seen_torch_settings.clear()
+    _seen_torch_settings.update(_torch_settings())
     from cdynamo import _logging
     _logging.apply_env("TORCH_LOGS")   # the artifacts cdynamo shares with torch
     log.info("cdynamo installed: torch.compile and torch._dynamo.optimize compile with cdynamo")
