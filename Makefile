@@ -89,6 +89,7 @@ bench: $(STAMP)
 	$(VPY) bench/bench_cold_start.py
 	$(VPY) bench/bench_hf_first_step.py
 	$(VPY) bench/bench_micro.py
+	$(VPY) bench/bench_ddp.py
 
 # Differential fuzzer (tests/fuzz): FUZZ_N random programs from seed FUZZ_SEED, each run in
 # eager, under cdynamo and under torch._dynamo; reproducers and a summary go to fuzz-out/.
