@@ -471,6 +471,48 @@ def sc_collective_async(rank, world):
             "graphs": ex.graph_count, "breaks": [str(b) for b in ex.break_reasons]}
 
 
+def sc_hf_decoder(rank, world):
+    """A transformers Llama decoder (small config) under DDP, bucket_cap_mb=1: graph counts
+    of cdynamo and torch._dynamo, and 3 SGD steps compiled by cdynamo (aot_eager) against
+    eager DDP: losses and final gradients."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import cdynamo
+    cfg = LlamaConfig(vocab_size=128, hidden_size=256, intermediate_size=512,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=64)
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(cfg)
+    base.config._attn_implementation = "sdpa"
+    batches = [_inputs(rank, 2, 16, vocab=128, seed=10 * i) for i in range(3)]
+
+    def train(ddp, run):
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        losses = []
+        for ids in batches:
+            opt.zero_grad(set_to_none=True)
+            loss = run(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+        return losses
+
+    eager = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+    e_losses = train(eager, eager)
+    ours = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+    o_losses = train(ours, cdynamo.compile(ours, backend="aot_eager"))
+    _resets()
+    cd, td = Counter(), Counter()
+    ids = batches[0]
+    m1 = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+    cdynamo.compile(m1, backend=cd)(input_ids=ids, labels=ids).loss.backward()
+    m2 = DDP(copy.deepcopy(base), bucket_cap_mb=1)
+    torch.compile(m2, backend=td)(input_ids=ids, labels=ids).loss.backward()
+    return {"cd": cd.count, "td": td.count, "eager_losses": e_losses, "ours_losses": o_losses,
+            "eager": _grads(eager.module), "ours": _grads(ours.module)}
+
+
 SCENARIOS = {name[3:]: fn for name, fn in dict(globals()).items() if name.startswith("sc_")}
 
 
@@ -502,6 +544,7 @@ def _worker(argv):
 COLLECTIVE_SCENARIOS = ["collectives", "collective_async"]
 DDP_SCENARIOS = ["mlp", "mlp_inner", "mlp_off", "frozen", "default_cap", "transformer",
                  "aot_eager_train", "no_sync", "find_unused", "static_graph"]
+HF_SCENARIOS = ["hf_decoder"]
 
 
 @pytest.fixture(scope="module")
@@ -595,6 +638,17 @@ def test_four_processes():
     per_rank = scenario(launch(["mlp"], world=4), "mlp")
     assert len(per_rank) == 4
     _check_counts_and_grads(per_rank, expect=2)
+
+
+def test_transformers_decoder_under_ddp():
+    pytest.importorskip("transformers")
+    per_rank = scenario(launch(HF_SCENARIOS, world=2), "hf_decoder")
+    for rank, r in enumerate(per_rank):
+        assert r["cd"] == r["td"], f"rank {rank}: cdynamo {r['cd']} graphs, torch._dynamo {r['td']}"
+        assert r["cd"] > 1
+        torch.testing.assert_close(r["ours_losses"], r["eager_losses"], atol=1e-5, rtol=1e-4)
+        assert_close_grads(r["ours"], r["eager"], f"rank {rank}")
+    assert_same_across_ranks(per_rank, "ours")
 
 
 # ---- collectives in compiled code ----------------------------------------------------------------
