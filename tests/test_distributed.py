@@ -594,6 +594,40 @@ def sc_fsdp2_llama(rank, world):
     return _fsdp_scenario(_llama, rank)
 
 
+def sc_dtensor(rank, world):
+    """DTensor's from_local / redistribute / to_local and an op on a DTensor input inside a
+    compiled function: eager's results (graph breaks allowed)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+
+    import cdynamo
+    mesh = init_device_mesh("cpu", (world,))
+
+    def roundtrip(x):
+        d = DTensor.from_local(x * 2, mesh, [Shard(0)])
+        r = d.redistribute(mesh, [Replicate()])
+        return r.to_local() + 1
+
+    def on_dtensor(d):
+        return (d * 3 + 1).redistribute(mesh, [Replicate()]).to_local().sum(0)
+
+    x = _inputs(rank, 4, 3)
+    full = _inputs(0, 8, 3)
+    d = distribute_tensor(full, mesh, [Shard(0)])
+    out = {}
+    for fn, arg in ((roundtrip, x), (on_dtensor, d)):
+        expected = fn(arg)
+        got = {}
+        for backend in ("eager", "aot_eager"):
+            _resets()
+            try:
+                got[backend] = cdynamo.compile(fn, backend=backend)(arg)
+            except Exception:  # noqa: BLE001 (reported)
+                got[backend] = traceback.format_exc()
+        out[fn.__name__] = {"expected": expected, **got}
+    return out
+
+
 SCENARIOS = {name[3:]: fn for name, fn in dict(globals()).items() if name.startswith("sc_")}
 
 
@@ -622,7 +656,7 @@ def _worker(argv):
 
 # ---- the tests ------------------------------------------------------------------------------
 
-COLLECTIVE_SCENARIOS = ["collectives", "collective_async"]
+COLLECTIVE_SCENARIOS = ["collectives", "collective_async", "dtensor"]
 DDP_SCENARIOS = ["mlp", "mlp_inner", "mlp_off", "frozen", "default_cap", "transformer",
                  "aot_eager_train", "no_sync", "find_unused", "static_graph"]
 HF_SCENARIOS = ["hf_decoder"]
@@ -791,6 +825,15 @@ def test_async_collective_is_a_graph_break(collective_results):
     for r in scenario(collective_results, "collective_async"):
         torch.testing.assert_close(r["ours"], r["expected"])
         assert r["graphs"] >= 1 and r["breaks"], r
+
+
+def test_dtensor_basics_eager_correct(collective_results):
+    for rank, r in enumerate(scenario(collective_results, "dtensor")):
+        for name, v in r.items():
+            for backend in ("eager", "aot_eager"):
+                if isinstance(v[backend], str):
+                    pytest.fail(f"rank {rank} {name} {backend}:\n{v[backend]}")
+                torch.testing.assert_close(v[backend], v["expected"])
 
 
 # ---- the plan without processes ----------------------------------------------------------------
