@@ -1,4 +1,5 @@
-"""cdynamo under torch.distributed: DistributedDataParallel's gradient buckets.
+"""cdynamo under torch.distributed: DistributedDataParallel's gradient buckets, and the
+collectives of compiled code (the second half of this file).
 
 Why: DDP all-reduces gradients in buckets, each launched by autograd hooks as soon as every
 gradient of the bucket is ready. A compiled graph runs its backward as one autograd node, so
@@ -25,7 +26,9 @@ The plan (``plan_buckets``):
     (as torch._dynamo counts it);
   * when the bucket being filled has reached the cap (``ddp.bucket_bytes_cap``; for the first
     bucket, the one nearest the output, DDP's default first-bucket cap
-    ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``, at most the cap, as torch._dynamo uses)
+    ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``, at most the cap, as torch._dynamo uses;
+    DDP itself rebuilds its first bucket at that size only when bucket_cap_mb is left at its
+    default, at bucket_cap_mb otherwise: the subgraph counts follow torch._dynamo's)
     a new bucket starts before the next node, unless no value computed in the bucket is used
     outside it (a piece must have an output): then the bucket grows until one is;
   * a leading bucket without parameters (only parameter-free ops near the inputs) joins the
@@ -36,6 +39,11 @@ parameters of each bucket) and appended to ``split_log`` (``SplitRecord``). Fake
 the trace's FakeTensorMode flow through the pieces so that each one is compiled with example
 inputs of the right shapes. If planning or splitting fails the graph is compiled whole
 (logged as a WARNING).
+
+Collectives: torch.distributed's functional collectives and in-place c10d calls, called by
+traced code, are traced through the plain-Python versions below (``polyfill_for``, asked by
+the engine, values/torch.c): ``_c10d_functional`` operators on a group name, as in
+torch._dynamo's graphs.
 """
 from __future__ import annotations
 
