@@ -416,8 +416,18 @@ def _collective_programs():
         dist.all_reduce(t, group=group)
         return x + t
 
+    def broadcast(x):
+        t = x * 2
+        dist.broadcast(t, 0)
+        return t + 1
+
+    def gather_list(x):
+        ts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(ts, x * 2)
+        return torch.stack(ts).sum(0)
+
     return [all_reduce, all_reduce_ranks, gather_scatter, gather_dim1, scatter_dim1, inplace,
-            inplace_max, inplace_input]
+            inplace_max, inplace_input, broadcast, gather_list]
 
 
 def sc_collectives(rank, world):
@@ -809,7 +819,11 @@ def test_functional_collectives_are_graph_nodes(collective_results):
     per_rank = scenario(collective_results, "collectives")
     for rank, r in enumerate(per_rank):
         for name, c in r.items():
-            assert c["cd"] == c["td"] == 1, (rank, name, c["cd"], c["td"])
+            # one graph; torch._dynamo has one too, except for dist.broadcast, which it does
+            # not rewrite (a graph break there; cdynamo records the c10d call)
+            assert c["cd"] == 1 and c["cd"] <= c["td"], (rank, name, c["cd"], c["td"])
+            if name != "broadcast":
+                assert c["td"] == 1, (rank, name, c["td"])
             torch.testing.assert_close(c["ours"], c["expected"], msg=lambda m: f"{name}: {m}")
             torch.testing.assert_close(c["aot"], c["expected"], msg=lambda m: f"{name}: {m}")
             # in-place calls mutate their tensors as in eager
@@ -869,6 +883,7 @@ def test_plan_single_process():
     rec = _distributed.split_log[-1]
     assert rec.pieces == 2 and len(rec.buckets) == 2
     assert rec.buckets[0][1] >= 1024 * 1024
+
 
 
 
