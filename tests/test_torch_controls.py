@@ -297,6 +297,13 @@ def test_install_optimize_reset_explain():
     assert len(cdynamo.cache_entries(f_break)) == 0
     out = torch._dynamo.explain(f_break)(x)
     assert out.graph_count == 2 and out.graph_break_count == 1
+    cdynamo.uninstall()
+    theirs = torch._dynamo.explain(f_break)(x)
+    assert (out.graph_count, out.graph_break_count, out.op_count) == \
+        (theirs.graph_count, theirs.graph_break_count, theirs.op_count)
+    assert out.break_reasons[0].user_stack[-1].lineno == \
+        theirs.break_reasons[0].user_stack[-1].lineno
+    cdynamo.install()
     with pytest.raises(torch._dynamo.exc.Unsupported):
         torch._dynamo.optimize("eager", nopython=True)(f_break)(x)
 

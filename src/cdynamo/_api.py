@@ -475,7 +475,8 @@ class ExplainOutput:
     filename, lineno), unmodified_frames (list of GraphBreak: frames run without compiling,
     with the reason), reasons_by_code (dict code -> number of breaks and unmodified frames,
     codes from cdynamo.break_reasons), ops_per_graph (list per graph of the targets of its
-    call nodes), guards (guard strings of every cache entry made), recompile_reasons (list of
+    call nodes), op_count (int), guards (guard strings of every cache entry made; also as
+    out_guards, torch's name), compile_times ("": not measured), recompile_reasons (list of
     Recompile with qualname, filename, lineno, reason: the guard that failed, old and new
     values), out (fn's result), counters (engine counter changes), regions (list of dicts
     from regional compilation, cdynamo._regions.region_log: frame, label, kind, calls,
@@ -495,6 +496,9 @@ class ExplainOutput:
             [n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
             for gm in graphs]
         self.guards = guards
+        self.op_count = sum(len(o) for o in self.ops_per_graph)   # as torch's ExplainOutput
+        self.out_guards = guards
+        self.compile_times = ""
         self.recompile_reasons = list(recompiles)
         self.out = out
         self.counters = counter_delta

@@ -1009,6 +1009,13 @@ class GraphBreak:
         from cdynamo.break_reasons import lookup
         return lookup(self.code).hint
 
+    @property
+    def user_stack(self):
+        """[traceback.FrameSummary] of the break's line, as torch's GraphCompileReason."""
+        import traceback
+        return [traceback.FrameSummary(self.filename, self.lineno,
+                                       self.qualname.split(".")[-1])]
+
     def __repr__(self):
         return f"GraphBreak([{self.code}] {self.qualname} at {self.filename}:{self.lineno}: " \
                f"{self.reason})"

@@ -200,8 +200,6 @@ class ShapeTrace:
         self.tracing_context.tensor_to_context[tensor] = ctx
         meta = (fake.size(), fake.stride(), fake.storage_offset())
         self.tracked.append((fake, ts, ctx, src, meta))
-        if any(sizes):
-            _note_dynamic_dims(ts.name, fake, sizes, size_constraints)
         return fake
 
     def lift_symbols(self, graph, node, fake):

@@ -674,7 +674,6 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
     }
     cdyn_event("compile_start", "(OO)", (PyObject *)code, reason != NULL ? reason : Py_None);
     rc = cdyn_translate_frame(f, t->options, &out);
-    t->disabled = saved_disabled;
     if (rc < 0) {
         compile_end_error();
     }
@@ -682,6 +681,7 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         cdyn_event("compile_end", "(s)", out.code != NULL ? "compiled"
                                          : out.no_ops ? "skipped" : "unmodified");
     }
+    t->disabled = saved_disabled;
     if (rc < 0) {
         assert(PyErr_Occurred());
         goto done;
