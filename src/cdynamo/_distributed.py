@@ -393,11 +393,11 @@ def reduce_op_name(op) -> str:
     """"sum", "avg", ... for a c10d ReduceOp or a string (trace time)."""
     if isinstance(op, str):
         return op.lower()
-    from torch.distributed._functional_collectives import REDUCE_OP_TO_STR
+    from torch.distributed import ReduceOp
 
-    for k, v in REDUCE_OP_TO_STR.items():
-        if op == k:
-            return v
+    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"):
+        if op == getattr(ReduceOp, name, None):
+            return name.lower()
     raise ValueError(f"cdynamo: reduce op {op!r} has no functional collective")
 
 
@@ -503,40 +503,36 @@ for _f in (_trace_group_name, _trace_ranks_group_name, _group_arg, _trace_group_
     _f.__module__ = "cdynamo.polyfills.distributed"
 del _f
 
-_POLYFILLS = None
+_FUNCOL_POLYFILLS = (("all_reduce", funcol_all_reduce),
+                     ("all_gather_tensor", funcol_all_gather_tensor),
+                     ("all_gather_single", funcol_all_gather_tensor),
+                     ("reduce_scatter_tensor", funcol_reduce_scatter_tensor),
+                     ("reduce_scatter_single", funcol_reduce_scatter_tensor),
+                     ("wait_tensor", funcol_wait_tensor))
+_C10D_POLYFILLS = (("all_reduce", c10d_all_reduce),
+                   ("all_gather_into_tensor", c10d_all_gather_into_tensor),
+                   ("reduce_scatter_tensor", c10d_reduce_scatter_tensor))
+_polyfills: dict = {}
+_polyfill_modules: set = set()
 
 
 def polyfill_for(fn):
     """The plain-Python version of a torch.distributed function that the engine traces in its
     place (values/torch.c asks for every Python function of torch.distributed that traced
-    code calls), or None: that function is recorded or traced as any other."""
-    global _POLYFILLS
-    if _POLYFILLS is None:
-        table = {}
-        try:
-            import torch.distributed as dist
-            import torch.distributed._functional_collectives as funcol
-        except ImportError:   # torch without distributed
-            _POLYFILLS = table
-            return None
-        for real, poly in (
-                ("all_reduce", funcol_all_reduce),
-                ("all_gather_tensor", funcol_all_gather_tensor),
-                ("all_gather_single", funcol_all_gather_tensor),
-                ("reduce_scatter_tensor", funcol_reduce_scatter_tensor),
-                ("reduce_scatter_single", funcol_reduce_scatter_tensor),
-                ("wait_tensor", funcol_wait_tensor)):
-            f = getattr(funcol, real, None)
-            if f is not None:
-                table[f] = poly
-        for real, poly in (("all_reduce", c10d_all_reduce),
-                           ("all_gather_into_tensor", c10d_all_gather_into_tensor),
-                           ("reduce_scatter_tensor", c10d_reduce_scatter_tensor)):
-            f = getattr(dist, real, None)
-            if f is not None:
-                table[f] = poly
-        _POLYFILLS = table
+    code calls), or None: that function is recorded or traced as any other. Reads only
+    modules already imported (the function's own)."""
+    import sys
+
+    for name, table in (("torch.distributed._functional_collectives", _FUNCOL_POLYFILLS),
+                        ("torch.distributed", _C10D_POLYFILLS)):
+        mod = sys.modules.get(name)
+        if mod is not None and name not in _polyfill_modules:
+            _polyfill_modules.add(name)
+            for real, poly in table:
+                f = getattr(mod, real, None)
+                if f is not None:
+                    _polyfills[f] = poly
     try:
-        return _POLYFILLS.get(fn)
+        return _polyfills.get(fn)
     except TypeError:
         return None
