@@ -426,8 +426,15 @@ def _collective_programs():
         dist.all_gather(ts, x * 2)
         return torch.stack(ts).sum(0)
 
+    def f_broadcast(x):
+        return funcol.broadcast(x + 1, 1, group) * 2
+
+    def all_to_all(x):
+        w = dist.get_world_size()
+        return funcol.all_to_all_single(x.repeat(w, 1), None, None, group).neg()
+
     return [all_reduce, all_reduce_ranks, gather_scatter, gather_dim1, scatter_dim1, inplace,
-            inplace_max, inplace_input, broadcast, gather_list]
+            inplace_max, inplace_input, broadcast, gather_list, f_broadcast, all_to_all]
 
 
 def sc_collectives(rank, world):
@@ -830,7 +837,8 @@ def test_functional_collectives_are_graph_nodes(collective_results):
             for a, b, e in zip(c["ours_args"], c["aot_args"], c["eager_args"]):
                 torch.testing.assert_close(a, e)
                 torch.testing.assert_close(b, e)
-    for name in ("all_reduce", "all_reduce_ranks", "gather_dim1", "inplace", "inplace_max"):
+    for name in ("all_reduce", "all_reduce_ranks", "gather_dim1", "inplace", "inplace_max",
+                 "f_broadcast"):
         # the same on every rank (the others return a rank's shard or add its own input)
         torch.testing.assert_close(per_rank[0][name]["ours"], per_rank[1][name]["ours"])
 

@@ -471,6 +471,25 @@ def funcol_reduce_scatter_tensor(self, reduceOp, scatter_dim, group, tag=""):
     return torch.ops._c10d_functional.wait_tensor(out)
 
 
+def funcol_broadcast(self, src, group, tag=""):
+    name = _trace_group_name(_group_arg(group), tag)
+    out = torch.ops._c10d_functional.broadcast(self, src, name)
+    return torch.ops._c10d_functional.wait_tensor(out)
+
+
+def funcol_all_to_all_single(self, output_split_sizes, input_split_sizes, group, tag=""):
+    name = _trace_group_name(_group_arg(group), tag)
+    if output_split_sizes is None or input_split_sizes is None:
+        if output_split_sizes is not None or input_split_sizes is not None:
+            _unsupported("all_to_all_single with only one of the split sizes")
+        size = _trace_group_size(name)
+        output_split_sizes = [self.shape[0] // size] * size
+        input_split_sizes = output_split_sizes
+    out = torch.ops._c10d_functional.all_to_all_single(
+        self, output_split_sizes, input_split_sizes, name)
+    return torch.ops._c10d_functional.wait_tensor(out)
+
+
 def c10d_all_reduce(tensor, op=None, group=None, async_op=False):
     if async_op:
         _unsupported("torch.distributed.all_reduce with async_op=True (a Work object)")
@@ -498,7 +517,8 @@ def c10d_reduce_scatter_tensor(output, input, op=None, group=None, async_op=Fals
 # that module prefix.
 for _f in (_trace_group_name, _trace_ranks_group_name, _group_arg, _trace_group_size,
            _trace_reduce_op, _unsupported, funcol_wait_tensor, funcol_all_reduce, funcol_all_gather_tensor,
-           funcol_reduce_scatter_tensor, c10d_all_reduce, c10d_all_gather_into_tensor,
+           funcol_reduce_scatter_tensor, funcol_broadcast, funcol_all_to_all_single,
+           c10d_all_reduce, c10d_all_gather_into_tensor,
            c10d_reduce_scatter_tensor):
     _f.__module__ = "cdynamo.polyfills.distributed"
 del _f
@@ -508,6 +528,8 @@ _FUNCOL_POLYFILLS = (("all_reduce", funcol_all_reduce),
                      ("all_gather_single", funcol_all_gather_tensor),
                      ("reduce_scatter_tensor", funcol_reduce_scatter_tensor),
                      ("reduce_scatter_single", funcol_reduce_scatter_tensor),
+                     ("broadcast", funcol_broadcast),
+                     ("all_to_all_single", funcol_all_to_all_single),
                      ("wait_tensor", funcol_wait_tensor))
 _C10D_POLYFILLS = (("all_reduce", c10d_all_reduce),
                    ("all_gather_into_tensor", c10d_all_gather_into_tensor),
