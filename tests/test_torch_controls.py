@@ -103,10 +103,19 @@ def test_fail_on_recompile_raises_naming_the_guard(engine):
         assert "TENSOR_MATCH" in str(info.value)
 
 
+def g_then_cdynamo(x):
+    return x * 2 - 1
+
+
+def g_then_torch(x):
+    return x * 2 - 1
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_eager_then_compile_first_call_runs_eagerly(engine):
-    def g(x):
-        return x * 2 - 1
+    # a function per engine: torch remembers first calls per file:line for the process
+    g = g_then_cdynamo if engine == "cdynamo" else g_then_torch
+    torch._dynamo.eval_frame._EXAMPLE_INPUTS = None
     cg = compile_with(engine, g)
     with torch.compiler.set_stance("eager_then_compile"):
         x = torch.randn(3)
