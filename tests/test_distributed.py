@@ -641,11 +641,16 @@ def sc_dtensor(rank, world):
     def on_dtensor(d):
         return (d * 3 + 1).redistribute(mesh, [Replicate()]).to_local().sum(0)
 
+    import torch.distributed._functional_collectives as funcol
+
+    def mesh_all_reduce(x):
+        return funcol.all_reduce(x + 1, "sum", mesh) * funcol.all_reduce(x, "max", (mesh, 0))
+
     x = _inputs(rank, 4, 3)
     full = _inputs(0, 8, 3)
     d = distribute_tensor(full, mesh, [Shard(0)])
     out = {}
-    for fn, arg in ((roundtrip, x), (on_dtensor, d)):
+    for fn, arg in ((roundtrip, x), (on_dtensor, d), (mesh_all_reduce, x)):
         expected = fn(arg)
         got = {}
         for backend in ("eager", "aot_eager"):
@@ -654,7 +659,9 @@ def sc_dtensor(rank, world):
                 got[backend] = cdynamo.compile(fn, backend=backend)(arg)
             except Exception:  # noqa: BLE001 (reported)
                 got[backend] = traceback.format_exc()
-        out[fn.__name__] = {"expected": expected, **got}
+        ex = cdynamo.explain(fn)(arg)
+        out[fn.__name__] = {"expected": expected, **got, "graphs": ex.graph_count,
+                            "breaks": len(ex.break_reasons)}
     return out
 
 
@@ -880,6 +887,8 @@ def test_dtensor_basics_eager_correct(collective_results):
                 if isinstance(v[backend], str):
                     pytest.fail(f"rank {rank} {name} {backend}:\n{v[backend]}")
                 torch.testing.assert_close(v[backend], v["expected"])
+        # functional collectives on a DeviceMesh / (mesh, dim): one graph
+        assert r["mesh_all_reduce"]["graphs"] == 1 and not r["mesh_all_reduce"]["breaks"], r["mesh_all_reduce"]
 
 
 # ---- the plan without processes ----------------------------------------------------------------

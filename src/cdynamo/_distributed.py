@@ -375,6 +375,11 @@ def group_name(group, tag: str = "") -> str:
         return group
     if isinstance(group, (list, tuple)) and all(isinstance(r, int) for r in group):
         return c10d._resolve_group_name_by_ranks_and_tag(list(group), tag)
+    if isinstance(group, tuple) and len(group) == 2 and isinstance(group[1], int):
+        return group[0]._dim_group_names[group[1]]   # (DeviceMesh, dim)
+    names = getattr(group, "_dim_group_names", None)   # a 1-D DeviceMesh
+    if names is not None and getattr(group, "ndim", None) == 1:
+        return names[0]
     name = getattr(group, "group_name", None)
     if isinstance(name, str):
         return name
@@ -412,11 +417,17 @@ def _trace_ranks_group_name(tag, *ranks):
     return group_name(list(ranks), tag)
 
 
+def _trace_mesh_group_name(mesh, dim):
+    return group_name((mesh, dim))
+
+
 def _group_arg(group):
-    """A list of ranks as its group's name (each rank a constant of the trace; the list is a
-    mutable value)."""
+    """A list of ranks, or a (DeviceMesh, dim) pair, as its group's name (each element an
+    argument of its own: the container is a value of the trace, not a constant)."""
     if isinstance(group, list):
         return _trace_ranks_group_name("", *group)
+    if isinstance(group, tuple) and len(group) == 2:
+        return _trace_mesh_group_name(group[0], group[1])
     return group
 
 
@@ -428,7 +439,8 @@ def _trace_reduce_op(op):
     return reduce_op_name("sum" if op is None else op)
 
 
-for _f in (_trace_group_name, _trace_ranks_group_name, _trace_group_size, _trace_reduce_op):
+for _f in (_trace_group_name, _trace_ranks_group_name, _trace_mesh_group_name, _trace_group_size,
+           _trace_reduce_op):
     _f._dynamo_marked_constant = True
 del _f
 
@@ -515,7 +527,8 @@ def c10d_reduce_scatter_tensor(output, input, op=None, group=None, async_op=Fals
 # traced code, as a compiler function (a graph break); these are polyfills in its sense (the
 # plain-Python versions it inlines, and the helpers they call at trace time), so they carry
 # that module prefix.
-for _f in (_trace_group_name, _trace_ranks_group_name, _group_arg, _trace_group_size,
+for _f in (_trace_group_name, _trace_ranks_group_name, _trace_mesh_group_name, _group_arg,
+           _trace_group_size,
            _trace_reduce_op, _unsupported, funcol_wait_tensor, funcol_all_reduce, funcol_all_gather_tensor,
            funcol_reduce_scatter_tensor, funcol_broadcast, funcol_all_to_all_single,
            c10d_all_reduce, c10d_all_gather_into_tensor,
