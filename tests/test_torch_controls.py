@@ -237,6 +237,47 @@ def test_error_on_graph_break_switched_inside_the_trace(fn, outer):
         assert torch.equal(results["cdynamo"], fn(x))
 
 
+@torch._dynamo.error_on_graph_break(False)
+def helper_allows(x):
+    torch._dynamo.graph_break()
+    return x + 1
+
+
+@torch._dynamo.error_on_graph_break(True)
+def helper_forbids(x):
+    x = x * 2
+    torch._dynamo.graph_break()
+    return x + 1
+
+
+def calls_allowing(x):
+    return helper_allows(x * 3) - 1
+
+
+def calls_forbidding(x):
+    return helper_forbids(x * 3) - 1
+
+
+@pytest.mark.parametrize("outer", [True, False])
+@pytest.mark.parametrize("fn", [calls_allowing, calls_forbidding])
+def test_error_on_graph_break_decorator_inside_the_trace(fn, outer):
+    """A function decorated with error_on_graph_break(flag) and called from compiled code:
+    its flag decides at a break inside it, as torch._dynamo."""
+    x = torch.randn(3)
+    raised = {}
+    for engine in ENGINES:
+        torch._dynamo.reset()
+        cdynamo.reset()
+        cf = compile_with(engine, fn)
+        with torch._dynamo.error_on_graph_break(outer):
+            try:
+                torch.testing.assert_close(cf(x), fn(x))
+                raised[engine] = False
+            except torch._dynamo.exc.Unsupported:
+                raised[engine] = True
+    assert raised["cdynamo"] == raised["torch"] == (fn is calls_forbidding)
+
+
 def test_fullgraph_error_is_unsupported():
     cf = cdynamo.compile(f_break, backend="eager", fullgraph=True)
     with pytest.raises(torch._dynamo.exc.Unsupported, match="fullgraph=True"):

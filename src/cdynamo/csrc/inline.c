@@ -688,6 +688,23 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         return inline_real(tx, pf, NULL, 0, self, args, nargs, kwnames, out);
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
+        PyObject *wrapped = NULL;
+        int on = 0;
+        if (cdyn_ctx_eogb_wrapper(func, &wrapped, &on)) {
+            /* a function decorated with torch._dynamo.error_on_graph_break(flag): inlined
+               with the flag deciding at a break inside it, as torch._dynamo */
+            int saved = tx->eogb;
+            if (guarded && fn_source != NULL &&
+                cdyn_guards_add_id(tx->guards, fn_source, func, 1) < 0) {
+                return TR_ERROR;
+            }
+            tx->eogb = on ? 2 : 1;
+            st = inline_real(tx, wrapped, NULL, 0, self, args, nargs, kwnames, out);
+            tx->eogb = saved;
+            return st;
+        }
+    }
+    if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         PyObject *orig = script_if_tracing_original(func);
         if (orig != NULL) {
             /* every wrapper has the same code: one guarded by its code is pinned by

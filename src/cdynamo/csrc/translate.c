@@ -48,6 +48,7 @@ cdyn_tx_unsupported(cdyn_tx *tx, const char *fmt, ...)
     PyErr_Clear();
     if (tx->reason == NULL) {   /* keep the innermost reason, and where it arose */
         tx->reason = msg;
+        tx->reason_eogb = tx->eogb;
         if (tx->cur_fs != NULL && tx->cur_fs->pc > 0 && tx->cur_fs->pc <= tx->cur_fs->instrs.len) {
             const cdyn_instr *ins = &tx->cur_fs->instrs.items[tx->cur_fs->pc - 1];
             tx->reason_file = tx->cur_fs->code->co_filename;
@@ -1933,17 +1934,18 @@ fullgraph_on(cdyn_tx *tx)
 static int
 fullgraph_check(cdyn_tx *tx, cdyn_fs *fs, tr_status st)
 {
-    PyObject *r = NULL, *eogb = NULL;
+    PyObject *r = NULL, *active = NULL;
     Py_ssize_t pc = st == TR_BREAK ? tx->break_pc : fs->pc - 1;
     int on = fullgraph_on(tx);
-    if (on == 0 && tx->eogb != 0) {
-        on = tx->eogb == 2 ? 2 : 0;   /* an error_on_graph_break block of the trace */
+    int eogb = tx->reason != NULL ? tx->reason_eogb : tx->eogb;
+    if (on == 0 && eogb != 0) {
+        on = eogb == 2 ? 2 : 0;   /* an error_on_graph_break block of the trace */
     }
     else if (on == 0) {
         /* torch._dynamo.error_on_graph_break(True) / cdynamo.config.error_on_graph_break */
-        eogb = PyObject_CallMethod(tx->glue, "error_on_graph_break_active", NULL);
-        on = eogb != NULL ? PyObject_IsTrue(eogb) : -1;
-        Py_XDECREF(eogb);
+        active = PyObject_CallMethod(tx->glue, "error_on_graph_break_active", NULL);
+        on = active != NULL ? PyObject_IsTrue(active) : -1;
+        Py_XDECREF(active);
         on = on > 0 ? 2 : on;
     }
     if (on <= 0) {

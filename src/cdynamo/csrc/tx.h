@@ -44,6 +44,7 @@ typedef struct cdyn_tx {
     PyObject *reason;       /* str: why the current step is unsupported */
     PyObject *reason_file;  /* borrowed: file of the instruction that set reason, or NULL */
     int reason_line;        /* its line */
+    int reason_eogb;        /* tx->eogb where the reason arose (translate.c) */
     struct cdyn_fs *cur_fs; /* borrowed: the frame state being interpreted */
     int n_call_nodes;       /* call_function / call_method / call_module nodes */
     int grad_enabled;       /* symbolic grad mode at the current instruction */
@@ -588,6 +589,10 @@ const cdyn_mode_family *cdyn_ctx_family(PyObject *v);
 /* 1 when an FX call_function target (borrowed) changes global state: set_grad_enabled or a
  * mode family's enter / exit. */
 int cdyn_ctx_changes_state(PyObject *target);
+/* 1 when func (borrowed) is the function a torch._dynamo.error_on_graph_break(flag) decorator
+ * made (torch's wrap_dunder_call_ctx_manager): *target (borrowed) is the function it wraps,
+ * *on the flag; 0 otherwise (never raises). */
+int cdyn_ctx_eogb_wrapper(PyObject *func, PyObject **target, int *on);
 /* Set grad mode `mode` in the graph (a _set_grad_enabled node), unless the graph is in that
  * mode at this point already (no node for a no-op change, as torch._dynamo). */
 tr_status cdyn_ctx_set_grad(cdyn_tx *tx, int mode);

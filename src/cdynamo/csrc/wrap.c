@@ -616,6 +616,13 @@ callable_kind(PyObject *obj)
     if (cdyn_hop_is_region_wrapper(obj)) {
         return VK_USERFN;   /* nested_compile_region's wrapper, defined by torch: inlined */
     }
+    {
+        PyObject *wrapped;
+        int on;
+        if (cdyn_ctx_eogb_wrapper(obj, &wrapped, &on)) {
+            return VK_USERFN;   /* @torch._dynamo.error_on_graph_break(flag): inline.c */
+        }
+    }
     if (cdyn_module_startswith(obj, "torch._dynamo") ||
         (cdyn_module_startswith(obj, "cdynamo") &&
          !cdyn_module_startswith(obj, "cdynamo.polyfills"))) {

@@ -88,6 +88,51 @@ cdyn_ctx_family(PyObject *v)
 }
 static PyObject *profiler_types[3];   /* the profiler's context managers (cdyn_ctx_init) */
 static PyObject *eogb_fn;             /* torch._dynamo.error_on_graph_break (cdyn_ctx_init) */
+static PyObject *eogb_type;           /* the context manager class it returns */
+static PyObject *ctx_call_code;       /* code of torch's wrap_dunder_call_ctx_manager wrapper */
+
+int
+cdyn_ctx_eogb_wrapper(PyObject *func, PyObject **target, int *on)
+{
+    PyObject *closure, *freevars, *ctx = NULL, *fn = NULL;
+    if (ctx_call_code == NULL || !PyFunction_Check(func) ||
+        PyFunction_GET_CODE(func) != ctx_call_code) {
+        return 0;
+    }
+    closure = PyFunction_GET_CLOSURE(func);
+    freevars = PyCode_GetFreevars((PyCodeObject *)ctx_call_code);   /* new */
+    if (freevars == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; closure != NULL && PyTuple_Check(closure) &&
+                           i < PyTuple_GET_SIZE(closure) && i < PyTuple_GET_SIZE(freevars); i++) {
+        PyObject *name = PyTuple_GET_ITEM(freevars, i);
+        PyObject *cell = PyTuple_GET_ITEM(closure, i);
+        PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
+        if (cdyn_name_is(name, "self")) {
+            ctx = v;
+        }
+        else if (cdyn_name_is(name, "func")) {
+            fn = v;
+        }
+    }
+    Py_DECREF(freevars);
+    if (ctx == NULL || fn == NULL || eogb_type == NULL || !PyFunction_Check(fn) ||
+        !PyObject_TypeCheck(ctx, (PyTypeObject *)eogb_type)) {
+        return 0;
+    }
+    PyObject *flag = PyObject_GetAttrString(ctx, "error_on_graph_break");
+    int truth = flag != NULL ? PyObject_IsTrue(flag) : -1;
+    Py_XDECREF(flag);
+    if (truth < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    *target = fn;
+    *on = truth;
+    return 1;
+}
 static PyObject *tf_off_types[2];     /* torch._C.DisableTorchFunctionSubclass, ...Function */
 
 static int
@@ -840,7 +885,15 @@ cdyn_ctx_init(void)
     tf_off_types[0] = import_attr("torch._C", "DisableTorchFunctionSubclass");
     tf_off_types[1] = import_attr("torch._C", "DisableTorchFunction");
     eogb_fn = import_attr("torch._dynamo.decorators", "error_on_graph_break");
-    PyErr_Clear();   /* optional: a torch without it has no such blocks */
+    eogb_type = import_attr("torch._dynamo.decorators", "ErrorOnGraphBreakDecoratorContextManager");
+    {
+        PyObject *wrap = import_attr("torch._dynamo.external_utils", "wrap_dunder_call_ctx_manager");
+        PyObject *inner = wrap ? PyObject_CallFunction(wrap, "OO", Py_None, Py_None) : NULL;
+        ctx_call_code = inner && PyFunction_Check(inner) ? Py_NewRef(PyFunction_GET_CODE(inner)) : NULL;
+        Py_XDECREF(inner);
+        Py_XDECREF(wrap);
+    }
+    PyErr_Clear();   /* optional: a torch without them has no such blocks */
     return profiler_types[0] && profiler_types[1] && profiler_types[2] && tf_off_types[0] &&
                    tf_off_types[1]
                ? 0
