@@ -262,6 +262,19 @@ def sc_mlp_inner(rank, world):
     return out
 
 
+def sc_explain(rank, world):
+    """cdynamo.explain of a compiled DDP module says where and why the graph was split."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import cdynamo
+    _resets()
+    torch.manual_seed(0)
+    ddp = DDP(MLP(), bucket_cap_mb=1)
+    ex = cdynamo.explain(ddp)(_inputs(rank, 16, 256))
+    return {"graphs": ex.graph_count, "pieces": [d.pieces for d in ex.ddp_splits],
+            "text": str(ex)}
+
+
 def sc_mlp_off(rank, world):
     import torch._dynamo
 
@@ -695,7 +708,7 @@ def _worker(argv):
 
 COLLECTIVE_SCENARIOS = ["collectives", "collective_async", "dtensor"]
 DDP_SCENARIOS = ["mlp", "mlp_inner", "mlp_off", "frozen", "ignored", "default_cap", "transformer",
-                 "aot_eager_train", "no_sync", "find_unused", "static_graph"]
+                 "aot_eager_train", "no_sync", "find_unused", "static_graph", "explain"]
 HF_SCENARIOS = ["hf_decoder"]
 FSDP_SCENARIOS = ["fsdp2", "fsdp2_llama"]
 
@@ -729,6 +742,12 @@ def test_ddp_around_compiled_module(ddp_results):
         for name in ("mlp", "seq"):
             assert r[name]["cd"] == r[name]["td"] == 2, (name, r[name]["cd"], r[name]["td"])
             assert_close_grads(r[name]["ours"], r[name]["eager"], name)
+
+
+def test_explain_reports_the_ddp_split(ddp_results):
+    for r in scenario(ddp_results, "explain"):
+        assert r["pieces"] == [2] and r["graphs"] == 2
+        assert "DDP split of" in r["text"] and "2 subgraph(s)" in r["text"]
 
 
 def test_optimize_ddp_off_gives_one_graph(ddp_results):

@@ -103,26 +103,47 @@ def test_fail_on_recompile_raises_naming_the_guard(engine):
         assert "TENSOR_MATCH" in str(info.value)
 
 
-def g_then_cdynamo(x):
+def g_then(x):
     return x * 2 - 1
 
 
-def g_then_torch(x):
-    return x * 2 - 1
+EAGER_THEN_COMPILE = textwrap.dedent("""
+    import sys, torch, cdynamo
+    from torch._dynamo.utils import counters
+    def g(x):
+        return x * 2 - 1
+    engine = sys.argv[1]
+    cg = cdynamo.compile(g, backend="eager") if engine == "cdynamo" else \\
+        torch.compile(g, backend="eager")
+    def compiles():
+        return (cdynamo.counters()["compiles"] if engine == "cdynamo"
+                else counters["stats"]["unique_graphs"])
+    x = torch.randn(3)
+    with torch.compiler.set_stance("eager_then_compile"):
+        assert torch.equal(cg(x), g(x))
+        first = compiles()
+        assert torch.equal(cg(x), g(x))
+        print("compiles", first, compiles())
+""")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_eager_then_compile_first_call_runs_eagerly(engine):
-    # a function per engine: torch remembers first calls per file:line for the process
-    g = g_then_cdynamo if engine == "cdynamo" else g_then_torch
-    torch._dynamo.eval_frame._EXAMPLE_INPUTS = None
-    cg = compile_with(engine, g)
+def test_eager_then_compile_first_call_runs_eagerly(engine, tmp_path):
+    # each engine in a fresh process: torch remembers first calls per file:line for the process
+    (tmp_path / "prog.py").write_text(EAGER_THEN_COMPILE)
+    r = _run(["prog.py", engine], {}, str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "compiles 0 1" in r.stdout
+
+
+def test_eager_then_compile_in_process():
+    cg = cdynamo.compile(g_then, backend="eager")
     with torch.compiler.set_stance("eager_then_compile"):
         x = torch.randn(3)
-        assert torch.equal(cg(x), g(x))
-        assert compiles(engine) == 0
-        assert torch.equal(cg(x), g(x))
-        assert compiles(engine) == 1
+        assert torch.equal(cg(x), g_then(x))
+        assert compiles("cdynamo") == 0
+        assert torch.equal(cg(x), g_then(x))
+        assert compiles("cdynamo") == 1
 
 
 def test_skip_guard_eval_unsafe_runs_the_only_entry_unchecked():

@@ -480,10 +480,13 @@ class ExplainOutput:
     Recompile with qualname, filename, lineno, reason: the guard that failed, old and new
     values), out (fn's result), counters (engine counter changes), regions (list of dicts
     from regional compilation, cdynamo._regions.region_log: frame, label, kind, calls,
-    subgraph (None when not outlined), reason)."""
+    subgraph (None when not outlined), reason), ddp_splits (list of
+    cdynamo._distributed.SplitRecord: each graph compiled under DistributedDataParallel,
+    its bucket caps, buckets, number of subgraphs and why it was or was not split; the
+    subgraphs are in graphs)."""
 
     def __init__(self, graphs, guards, out, counter_delta, breaks, unmodified=(), recompiles=(),
-                 regions=()):
+                 regions=(), ddp_splits=()):
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.break_reasons = list(breaks)
@@ -503,6 +506,7 @@ class ExplainOutput:
         self.out = out
         self.counters = counter_delta
         self.regions = list(regions)
+        self.ddp_splits = list(ddp_splits)
 
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}",
@@ -512,6 +516,9 @@ class ExplainOutput:
         for i, b in enumerate(self.break_reasons, 1):
             lines.append(f"  Break Reason {i}: [{b.code}] {b.reason}")
             lines.append(f"    at {b.filename}:{b.lineno} in {b.qualname}")
+        for d in self.ddp_splits:
+            lines.append(f"  DDP split of {d.frame or 'a graph'}: {d.pieces} subgraph(s), "
+                         f"bucket cap {d.bucket_bytes_cap} bytes: {d.reason}")
         for r in self.regions:
             lines.append(f"  Region {r['label']} ({r['kind']}) in {r['frame']}: "
                          + (f"{r['calls']} call(s) share {r['subgraph']}" if r["subgraph"]
@@ -559,9 +566,10 @@ def explain(fn: Callable, *, dynamic: bool | None = None) -> Callable[..., Expla
             graphs.append(gm)
             return gm.forward
 
-        from cdynamo import _glue, _regions
+        from cdynamo import _distributed, _glue, _regions
         engine = _C()
         reset()
+        splits_before = list(_distributed.split_log)
         before = dict(engine.counters())
         first_break = len(_glue.break_log)
         first_recompile = len(_glue.recompile_log)
@@ -578,10 +586,13 @@ def explain(fn: Callable, *, dynamic: bool | None = None) -> Callable[..., Expla
             recompiles = _glue.recompile_log[first_recompile:]
             unmodified = _glue.unmodified_log[first_unmodified:]
             regions = _regions.region_log[first_region:]
+            splits = [r for r in _distributed.split_log
+                      if not any(r is b for b in splits_before)]
         finally:
             reset()
         delta = {k: after[k] - before.get(k, 0) for k in after}
-        return ExplainOutput(graphs, guards, out, delta, breaks, unmodified, recompiles, regions)
+        return ExplainOutput(graphs, guards, out, delta, breaks, unmodified, recompiles, regions,
+                             splits)
 
     return run
 

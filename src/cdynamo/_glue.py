@@ -646,25 +646,28 @@ STANCE_MODES = {"default": 0, "force_eager": 1, "eager_on_recompile": 2,
                 "aot_eager_then_compile": 4}
 
 
-def stance_plan(stance, options):
+def stance_plan(stance):
     """What torch.compiler.set_stance's current stance (a torch DynamoStance: .stance str,
-    .skip_guard_eval_unsafe bool, .backend str | callable | None) means for a compiled call
-    made with cdynamo CompileOptions `options`: (mode: int, skip_guard_eval_unsafe: bool,
-    options to compile with). Called by the engine once per new stance object.
-    "aot_eager_then_compile" runs the first call eagerly, as "eager_then_compile" (cdynamo
-    has no aot_eager-only first run). force_backend="eager" etc. compiles new frames with
-    that backend; entries compiled before stay valid. Raises RuntimeError for a stance name
-    torch does not know (as torch)."""
+    .skip_guard_eval_unsafe bool, .backend str | callable | None) means for cdynamo's
+    compiled calls: (mode: int, skip_guard_eval_unsafe: bool, force_backend or None). Called
+    by the engine once per new stance object. "aot_eager_then_compile" runs the first call
+    eagerly, as "eager_then_compile" (cdynamo has no aot_eager-only first run). Raises
+    RuntimeError for a stance name torch does not know (as torch)."""
     name = getattr(stance, "stance", "default")
     if name not in STANCE_MODES:
         raise RuntimeError(f"invalid torch.compile stance '{stance}'; valid stances: "
                            f"{', '.join(STANCE_MODES)}")
-    backend = getattr(stance, "backend", None)
-    if backend is not None and name == "default":
-        from cdynamo._api import CompileOptions
-        compiler, bname = _backends.resolve_backend(backend)
-        options = CompileOptions(compiler, bname, options.fullgraph, options.dynamic)
-    return STANCE_MODES[name], bool(getattr(stance, "skip_guard_eval_unsafe", False)), options
+    backend = getattr(stance, "backend", None) if name == "default" else None
+    return STANCE_MODES[name], bool(getattr(stance, "skip_guard_eval_unsafe", False)), backend
+
+
+def stance_options(options, backend):
+    """The CompileOptions a compiled function made with `options` compiles with under
+    set_stance(force_backend=backend): the same fullgraph and dynamic, that backend. Frames
+    compiled with it share the code's cache entries (entries made before stay in use)."""
+    from cdynamo._api import CompileOptions
+    compiler, bname = _backends.resolve_backend(backend)
+    return CompileOptions(compiler, bname, options.fullgraph, options.dynamic)
 
 
 def stance_fail(name, filename, lineno, reason):

@@ -5,8 +5,9 @@ static PyObject *ef_dict;        /* strong: torch._dynamo.eval_frame.__dict__, o
 static PyObject *str_ef_module;  /* strong interned "torch._dynamo.eval_frame" */
 static PyObject *str_stance;     /* strong interned "_stance" */
 static PyObject *last_stance;    /* strong: the stance object of the cached plan, or NULL */
-static PyObject *last_opts;      /* strong: the wrapper options of the cached plan */
-static PyObject *last_plan_opts; /* strong: the options the plan compiles with */
+static PyObject *last_backend;   /* strong: its force_backend, or NULL (the wrapper's options) */
+static PyObject *last_opts;      /* strong: wrapper options last resolved with last_backend */
+static PyObject *last_forced;    /* strong: the options they compile with under force_backend */
 static cdyn_stance_mode last_mode;
 static int last_skip;
 
@@ -25,20 +26,29 @@ intern_names(void)
     return 0;
 }
 
-/* Ask cdynamo._glue.stance_plan(stance, opts) -> (mode: int, skip_guards: bool, options) and
- * cache the answer for this (stance, opts) pair. 0 or -1 with an exception. */
-static int
-plan_for(PyObject *stance, PyObject *opts)
+/* Call cdynamo._glue.<name>(a, b): new reference or NULL with an exception. */
+static PyObject *
+call_glue(const char *name, PyObject *a, PyObject *b)
 {
-    PyObject *glue = NULL, *r = NULL;
-    int rc = -1, mode, skip;
-    glue = PyImport_ImportModule("cdynamo._glue");
-    if (glue == NULL) {
-        goto cleanup;
+    PyObject *glue = PyImport_ImportModule("cdynamo._glue"), *r = NULL;
+    if (glue != NULL) {
+        r = b != NULL ? PyObject_CallMethod(glue, name, "OO", a, b)
+                      : PyObject_CallMethod(glue, name, "O", a);
+        Py_DECREF(glue);
     }
-    r = PyObject_CallMethod(glue, "stance_plan", "OO", stance, opts);
+    return r;
+}
+
+/* Ask cdynamo._glue.stance_plan(stance) -> (mode: int, skip_guards: bool, force_backend or
+ * None) and cache the answer for this stance object. Options-independent, so a new compiled
+ * function under an already-seen stance runs no Python here. 0 or -1 with an exception. */
+static int
+plan_for(PyObject *stance)
+{
+    PyObject *r = call_glue("stance_plan", stance, NULL);
+    int rc = -1, mode, skip;
     if (r == NULL) {
-        goto cleanup;
+        return -1;
     }
     if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 3) {
         PyErr_SetString(PyExc_SystemError, "cdynamo: stance_plan must return a 3-tuple");
@@ -51,14 +61,15 @@ plan_for(PyObject *stance, PyObject *opts)
     }
     assert(mode >= CDYN_STANCE_DEFAULT && mode <= CDYN_STANCE_EAGER_THEN_COMPILE);
     Py_XSETREF(last_stance, Py_NewRef(stance));
-    Py_XSETREF(last_opts, Py_NewRef(opts));
-    Py_XSETREF(last_plan_opts, Py_NewRef(PyTuple_GET_ITEM(r, 2)));
+    Py_XSETREF(last_backend, PyTuple_GET_ITEM(r, 2) == Py_None
+                                 ? NULL : Py_NewRef(PyTuple_GET_ITEM(r, 2)));
+    Py_CLEAR(last_opts);
+    Py_CLEAR(last_forced);
     last_mode = (cdyn_stance_mode)mode;
     last_skip = skip;
     rc = 0;
 cleanup:
-    Py_XDECREF(glue);
-    Py_XDECREF(r);
+    Py_DECREF(r);
     return rc;
 }
 
@@ -84,12 +95,22 @@ cdyn_stance_get(PyObject *opts, cdyn_stance *s)
     if (stance == NULL) {
         return PyErr_Occurred() ? -1 : 0;
     }
-    if ((stance != last_stance || opts != last_opts) && plan_for(stance, opts) < 0) {
+    if (stance != last_stance && plan_for(stance) < 0) {
         return -1;
     }
     s->mode = last_mode;
     s->skip_guards = last_skip;
-    s->options = last_plan_opts;
+    if (last_backend != NULL) {   /* set_stance(force_backend=...): options with that backend */
+        if (opts != last_opts) {
+            PyObject *forced = call_glue("stance_options", opts, last_backend);
+            if (forced == NULL) {
+                return -1;
+            }
+            Py_XSETREF(last_opts, Py_NewRef(opts));
+            Py_XSETREF(last_forced, forced);
+        }
+        s->options = last_forced;
+    }
     return 0;
 }
 
@@ -113,7 +134,6 @@ cdyn_stance_fail(PyCodeObject *code, int lineno, PyObject *reason)
 void
 cdyn_stance_clear(void)
 {
-    Py_CLEAR(last_stance);
-    Py_CLEAR(last_opts);
-    Py_CLEAR(last_plan_opts);
+    Py_CLEAR(last_opts);     /* the stance plan stays: it holds no compiled function */
+    Py_CLEAR(last_forced);
 }

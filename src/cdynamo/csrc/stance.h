@@ -4,7 +4,8 @@
  * DynamoStance, replaced by every set_stance). Each compiled call reads that global (one
  * dict lookup; nothing when torch._dynamo was never imported) and, for a stance object it
  * has not seen, asks cdynamo._glue.stance_plan what it means; the answer is cached by the
- * object's identity, so the default stance costs a pointer compare per call.
+ * object's identity, so the default stance costs a pointer compare per call and no Python
+ * runs for it (only set_stance's force_backend makes options per compiled function).
  */
 #ifndef CDYN_STANCE_H
 #define CDYN_STANCE_H
@@ -34,7 +35,7 @@ int cdyn_stance_get(PyObject *opts, cdyn_stance *s);
  * may be NULL) is the guard that failed. Always returns NULL. */
 PyObject *cdyn_stance_fail(PyCodeObject *code, int lineno, PyObject *reason);
 
-/* Drop the cached stance (cdynamo.reset()). */
+/* Drop the options cached for force_backend (cdynamo.reset()). */
 void cdyn_stance_clear(void);
 
 #endif
