@@ -168,7 +168,11 @@ def _polyfill_handlers():
     import sys
     variables = sys.modules.get("torch._dynamo.variables")
     cls = getattr(variables, "PolyfilledFunctionVariable", None)
-    return cls._get_polyfill_handlers() if cls is not None else {}
+    getter = getattr(cls, "_get_polyfill_handlers", None)
+    try:
+        return getter() if getter is not None else {}
+    except Exception:  # noqa: BLE001 (an internal table of torch: none is as good as empty)
+        return {}
 
 
 def _is_torch_module(name):

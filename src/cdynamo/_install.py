@@ -82,16 +82,16 @@ def torch_compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=
     CompiledModule (an OptimizedModule with ``_orig_mod``, as torch.compile), None a
     decorator. ``name=`` is accepted and ignored (as torch.compile, a label for logs).
     Other torch-only arguments with non-default values (recompile_limit,
-    isolate_recompiles, shapes_spec) make the call go to the original torch.compile, with a
-    one-time warning. mode= / options= with a backend other than "inductor" are ignored with a
+    isolate_recompiles, shapes_spec, or any argument cdynamo does not know) make the call go
+    to the original torch.compile, with a one-time warning (torch raises TypeError for an
+    argument it does not take either). mode= / options= with a backend other than "inductor" are ignored with a
     one-time warning, as torch.compile's other backends ignore them (cdynamo.compile refuses
     them). Raises as cdynamo.compile (TypeError, ValueError naming the choices)."""
     from cdynamo import _api
     torch_only.pop("name", None)
-    unknown = [k for k in torch_only if k not in _TORCH_ONLY_DEFAULTS]
-    if unknown:
-        raise TypeError(f"compile() got an unexpected keyword argument {unknown[0]!r}")
-    passed = [k for k, v in torch_only.items() if v != _TORCH_ONLY_DEFAULTS[k]]
+    # an argument cdynamo does not know (a newer torch's, or a typo): torch.compile decides
+    passed = [k for k, v in torch_only.items()
+              if k not in _TORCH_ONLY_DEFAULTS or v != _TORCH_ONLY_DEFAULTS[k]]
     if passed:
         _warn_once("compile:" + ",".join(passed),
                    f"cdynamo: torch.compile({', '.join(k + '=' for k in passed)}...) is not "
