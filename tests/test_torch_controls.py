@@ -482,3 +482,16 @@ def test_installed_shared_settings_follow_torch_dynamo_config():
             assert cdynamo.counters()["cache_limit_hits"] >= 1
     finally:
         cdynamo.config.cache_size_limit = before
+
+
+def _sets_stance(x):
+    torch.compiler.set_stance("force_eager")
+    return x + 1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_set_stance_inside_compiled_code_is_refused(engine):
+    cf = compile_with(engine, _sets_stance)
+    with pytest.raises(AssertionError, match="forbidden callable"):
+        cf(torch.randn(2))
+    assert torch._dynamo.eval_frame._stance.stance == "default"

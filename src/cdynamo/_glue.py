@@ -729,7 +729,18 @@ class BackendCompilerFailed(_DynamoBackendCompilerFailed):
 #: errors raised while compiling a frame that reach the user (the engine does not run the
 #: frame unmodified on them): a backend's failure, a nested_compile_region over its limit
 from cdynamo._regions import ReuseLimitExceeded as _ReuseLimitExceeded  # noqa: E402
-USER_ERRORS = (BackendCompilerFailed, _ReuseLimitExceeded)
+class ForbiddenCallError(AssertionError):
+    """A callable torch marks _dynamo_forbidden (torch.compiler.set_stance) was called from
+    compiled code: an AssertionError, as torch._dynamo raises it."""
+
+
+def forbidden_call(fn):
+    """Raise ForbiddenCallError for fn (called by the translator)."""
+    raise ForbiddenCallError(f"Attempt to trace forbidden callable {fn!r}: it may not be "
+                             "called inside a compiled function (as torch.compile)")
+
+
+USER_ERRORS = (BackendCompilerFailed, _ReuseLimitExceeded, ForbiddenCallError)
 
 
 class RestartTrace(Exception):

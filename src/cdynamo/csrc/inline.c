@@ -746,7 +746,17 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         }
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
-        /* trace_rules: library internals are never traced, not even inlined */
+        /* trace_rules: library internals are never traced, not even inlined; one that torch
+           marks _dynamo_forbidden (torch.compiler.set_stance) may not be called from
+           compiled code at all: the user's error, as torch._dynamo raises it */
+        PyObject *d = f->func_dict, *mark;
+        mark = d != NULL && PyDict_CheckExact(d) ? PyDict_GetItemString(d, "_dynamo_forbidden")
+                                                 : NULL;
+        if (mark == Py_True) {
+            PyObject *r = PyObject_CallMethod(cdyn_G.glue, "forbidden_call", "O", func);
+            Py_XDECREF(r);
+            return TR_ERROR;
+        }
         return cdyn_tx_unsupported(tx, "call to %R (trace rule \"%s\": never traced)", func,
                                    cdyn_rule_name((cdyn_rule)rule));
     }
