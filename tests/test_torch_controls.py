@@ -237,25 +237,30 @@ def g_inner_on(x):
     return x * 2
 
 
-@pytest.mark.parametrize("outer", [True, False])
-@pytest.mark.parametrize("fn", [g_inner_off, g_inner_on])
-def test_error_on_graph_break_switched_inside_the_trace(fn, outer):
-    """The block's flag decides at a break inside it, whatever is set outside, as torch."""
+def raised_under(fn, outer):
+    """{engine: whether fn compiled by it raised Unsupported} with error_on_graph_break(outer)
+    around the call; a result that does not raise must equal eager's."""
     x = torch.randn(3)
-    results = {}
+    raised = {}
     for engine in ENGINES:
         torch._dynamo.reset()
         cdynamo.reset()
         cf = compile_with(engine, fn)
         with torch._dynamo.error_on_graph_break(outer):
             try:
-                results[engine] = cf(x)
+                torch.testing.assert_close(cf(x), fn(x))
+                raised[engine] = False
             except torch._dynamo.exc.Unsupported:
-                results[engine] = "raised"
-    assert (results["cdynamo"] == "raised") == (results["torch"] == "raised")
-    assert (results["cdynamo"] == "raised") == (fn is g_inner_on)
-    if fn is g_inner_off:
-        assert torch.equal(results["cdynamo"], fn(x))
+                raised[engine] = True
+    return raised
+
+
+@pytest.mark.parametrize("outer", [True, False])
+@pytest.mark.parametrize("fn", [g_inner_off, g_inner_on])
+def test_error_on_graph_break_switched_inside_the_trace(fn, outer):
+    """The block's flag decides at a break inside it, whatever is set outside, as torch."""
+    raised = raised_under(fn, outer)
+    assert raised["cdynamo"] == raised["torch"] == (fn is g_inner_on)
 
 
 @torch._dynamo.error_on_graph_break(False)
@@ -284,18 +289,7 @@ def calls_forbidding(x):
 def test_error_on_graph_break_decorator_inside_the_trace(fn, outer):
     """A function decorated with error_on_graph_break(flag) and called from compiled code:
     its flag decides at a break inside it, as torch._dynamo."""
-    x = torch.randn(3)
-    raised = {}
-    for engine in ENGINES:
-        torch._dynamo.reset()
-        cdynamo.reset()
-        cf = compile_with(engine, fn)
-        with torch._dynamo.error_on_graph_break(outer):
-            try:
-                torch.testing.assert_close(cf(x), fn(x))
-                raised[engine] = False
-            except torch._dynamo.exc.Unsupported:
-                raised[engine] = True
+    raised = raised_under(fn, outer)
     assert raised["cdynamo"] == raised["torch"] == (fn is calls_forbidding)
 
 
