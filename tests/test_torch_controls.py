@@ -489,3 +489,20 @@ def test_set_stance_inside_compiled_code_is_refused(engine):
     with pytest.raises(AssertionError, match="forbidden callable"):
         cf(torch.randn(2))
     assert torch._dynamo.eval_frame._stance.stance == "default"
+
+
+@torch.compiler.set_stance("force_eager")
+def _decorated_with_stance(x):
+    return x + 1
+
+
+def _calls_decorated(x):
+    return _decorated_with_stance(x)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_function_decorated_with_set_stance_is_refused_in_compiled_code(engine):
+    cf = compile_with(engine, _calls_decorated)
+    with pytest.raises(AssertionError, match="forbidden callable"):
+        cf(torch.randn(2))
+    assert torch._dynamo.eval_frame._stance.stance == "default"

@@ -670,6 +670,15 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     PyObject *pf = cdyn_polyfill_of(func);
     tr_status st;
     assert(PyFunction_Check(func));
+    if (f->func_dict != NULL && PyDict_CheckExact(f->func_dict) &&
+        PyDict_GetItemString(f->func_dict, "_dynamo_forbidden") == Py_True) {
+        /* torch marks it _dynamo_forbidden (torch.compiler.set_stance, a function decorated
+           with it): it may not be called from compiled code at all, the user's error, as
+           torch._dynamo raises it */
+        PyObject *r = PyObject_CallMethod(cdyn_G.glue, "forbidden_call", "O", func);
+        Py_XDECREF(r);
+        return TR_ERROR;
+    }
     prime_optimizer_state(func, self);
     if (cdyn_is_marked_constant(func)) {
         /* torch._dynamo.assume_constant_result: called now, its result a constant
@@ -746,17 +755,7 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         }
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
-        /* trace_rules: library internals are never traced, not even inlined; one that torch
-           marks _dynamo_forbidden (torch.compiler.set_stance) may not be called from
-           compiled code at all: the user's error, as torch._dynamo raises it */
-        PyObject *d = f->func_dict, *mark;
-        mark = d != NULL && PyDict_CheckExact(d) ? PyDict_GetItemString(d, "_dynamo_forbidden")
-                                                 : NULL;
-        if (mark == Py_True) {
-            PyObject *r = PyObject_CallMethod(cdyn_G.glue, "forbidden_call", "O", func);
-            Py_XDECREF(r);
-            return TR_ERROR;
-        }
+        /* trace_rules: library internals are never traced, not even inlined */
         return cdyn_tx_unsupported(tx, "call to %R (trace rule \"%s\": never traced)", func,
                                    cdyn_rule_name((cdyn_rule)rule));
     }
