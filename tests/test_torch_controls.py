@@ -483,14 +483,6 @@ def _sets_stance(x):
     return x + 1
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_set_stance_inside_compiled_code_is_refused(engine):
-    cf = compile_with(engine, _sets_stance)
-    with pytest.raises(AssertionError, match="forbidden callable"):
-        cf(torch.randn(2))
-    assert torch._dynamo.eval_frame._stance.stance == "default"
-
-
 @torch.compiler.set_stance("force_eager")
 def _decorated_with_stance(x):
     return x + 1
@@ -500,9 +492,11 @@ def _calls_decorated(x):
     return _decorated_with_stance(x)
 
 
+@pytest.mark.parametrize("fn", [_sets_stance, _calls_decorated])
 @pytest.mark.parametrize("engine", ENGINES)
-def test_function_decorated_with_set_stance_is_refused_in_compiled_code(engine):
-    cf = compile_with(engine, _calls_decorated)
+def test_set_stance_inside_compiled_code_is_refused(engine, fn):
+    """set_stance itself, or a function decorated with it, called from compiled code."""
+    cf = compile_with(engine, fn)
     with pytest.raises(AssertionError, match="forbidden callable"):
         cf(torch.randn(2))
     assert torch._dynamo.eval_frame._stance.stance == "default"

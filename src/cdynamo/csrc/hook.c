@@ -446,11 +446,22 @@ note_recompile(PyCodeObject *code, PyObject *reason)
     return r == NULL ? -1 : 0;
 }
 
-/* The compile that just raised (the exception pending) ended with status "error". */
-static void
-compile_end_error(void)
+/* cdyn_translate_frame, told to cdynamo._events (the logs and the structured trace) as one
+ * compile: its start (reason: the failed guard of a recompile, borrowed, or NULL) and its end
+ * with the outcome, or "error" with the pending exception's message. */
+static int
+translate_observed(cdyn_frame *f, PyObject *options, PyObject *reason, cdyn_translation *out)
 {
     PyObject *exc = NULL, *val = NULL, *tb = NULL, *msg = NULL;
+    int rc;
+    cdyn_event("compile_start", "(OO)", (PyObject *)cdyn_frame_code(f),
+               reason != NULL ? reason : Py_None);
+    rc = cdyn_translate_frame(f, options, out);
+    if (rc == 0) {
+        cdyn_event("compile_end", "(s)", out->code != NULL ? "compiled"
+                                         : out->no_ops ? "skipped" : "unmodified");
+        return 0;
+    }
     PyErr_Fetch(&exc, &val, &tb);
     PyErr_NormalizeException(&exc, &val, &tb);
     msg = val != NULL ? PyObject_Str(val) : NULL;
@@ -458,6 +469,32 @@ compile_end_error(void)
     cdyn_event("compile_end", "(sO)", "error", msg != NULL ? msg : Py_None);
     Py_XDECREF(msg);
     PyErr_Restore(exc, val, tb);
+    return rc;
+}
+
+/* A miss of f (code extra x) under a set_stance other than the default: -1 with the
+ * fail_on_recompile error set, 1 when f runs unmodified now (eager_then_compile: its code's
+ * first invocation), 0 when it compiles as usual. Frames without tensors or torch are never
+ * affected, as torch's has_tensor_in_frame decides. */
+static int
+stance_miss(cdyn_extra *x, cdyn_frame *f)
+{
+    cdyn_tls *t = &tls;
+    PyCodeObject *code = cdyn_frame_code(f);
+    if (!cdyn_frame_has_torch(f)) {
+        return 0;
+    }
+    if (t->stance == CDYN_STANCE_FAIL_ON_RECOMPILE) {
+        PyObject *reason = x->nentries > 0 ? recent_failure(x, f) : NULL;
+        cdyn_stance_fail(code, code->co_firstlineno, reason);
+        Py_XDECREF(reason);
+        return -1;
+    }
+    if (t->stance == CDYN_STANCE_EAGER_THEN_COMPILE && !x->eager_seen) {
+        x->eager_seen = 1;
+        return 1;
+    }
+    return 0;
 }
 
 /* An entry of x that another thread inserted while this one translated the same code (the
@@ -576,14 +613,12 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         cdyn_counts.unmodified++;
         return eval_plain(ts, f, 0);
     }
-    if (t->stance != CDYN_STANCE_DEFAULT && cdyn_frame_has_torch(f)) {
-        if (t->stance == CDYN_STANCE_FAIL_ON_RECOMPILE) {
-            reason = x->nentries > 0 ? recent_failure(x, f) : NULL;
-            cdyn_stance_fail(code, code->co_firstlineno, reason);
-            goto done;
+    if (t->stance != CDYN_STANCE_DEFAULT) {
+        int handled = stance_miss(x, f);
+        if (handled < 0) {
+            goto done;     /* fail_on_recompile: the call raises */
         }
-        if (t->stance == CDYN_STANCE_EAGER_THEN_COMPILE && !x->eager_seen) {
-            x->eager_seen = 1;    /* this code's first invocation runs eagerly */
+        if (handled) {
             cdyn_counts.unmodified++;
             ran = 1;
             res = eval_plain(ts, f, 0);
@@ -672,15 +707,7 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         t->run_only--;
         goto done;
     }
-    cdyn_event("compile_start", "(OO)", (PyObject *)code, reason != NULL ? reason : Py_None);
-    rc = cdyn_translate_frame(f, t->options, &out);
-    if (rc < 0) {
-        compile_end_error();
-    }
-    else {
-        cdyn_event("compile_end", "(s)", out.code != NULL ? "compiled"
-                                         : out.no_ops ? "skipped" : "unmodified");
-    }
+    rc = translate_observed(f, t->options, reason, &out);
     t->disabled = saved_disabled;
     if (rc < 0) {
         assert(PyErr_Occurred());
