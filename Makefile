@@ -33,7 +33,8 @@ SOURCES := $(wildcard src/cdynamo/csrc/*.c src/cdynamo/csrc/*.cpp src/cdynamo/cs
 # code (cdynamo._C), so it needs no suppressions; tests/sanitizers/asan.supp is for reports of
 # CPython or torch (none so far), never ours. pytest runs with --capture=sys: with its default
 # (fd) capture, a report written to fd 2 by a process that then aborts would be lost.
-ASAN_BUILD := build-asan
+# One sanitizer tree per venv (build-asan for the default pair, build-asan-<python>-torch<v> else).
+ASAN_BUILD := $(patsubst .venv%,build-asan%,$(VENV))
 ASAN_STAMP := $(ASAN_BUILD)/.cdynamo-built
 SAN_ENV = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	PYTHONMALLOC=malloc_debug \
