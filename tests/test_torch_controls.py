@@ -136,6 +136,66 @@ def test_eager_then_compile_first_call_runs_eagerly(engine, tmp_path):
     assert "compiles 0 1" in r.stdout
 
 
+EAGER_THEN_COMPILE_DYNAMIC = textwrap.dedent("""
+    import sys, torch, cdynamo
+    from torch._dynamo.testing import CompileCounter
+    engine = sys.argv[1]
+    def compile(fn, **kw):
+        return (cdynamo.compile if engine == "cdynamo" else torch.compile)(fn, **kw)
+    def fn(x, y, z):
+        return x * y * z[0]
+    def fn_break(x, y, z):
+        y = torch.sin(y)
+        torch._dynamo.graph_break()
+        return x * torch.cos(y) * z[0]
+    def fn_static(x, y, z):
+        return x * y * z[0]
+    def fn_items(a, d, ls):
+        return a * d["k"] + d["n"] + ls[1]
+    results = []
+    for f, dynamic in ((fn, None), (fn_break, None), (fn_static, False)):
+        cnt = CompileCounter()
+        cf = compile(f, backend=cnt, dynamic=dynamic)
+        with torch.compiler.set_stance("eager_then_compile"):
+            for n in (1, 2, 3):
+                args = (n, torch.full((n,), 2.0), {0: torch.full((n,), 3.0)})
+                assert torch.equal(cf(*args), f(*args))
+        results.append(cnt.frame_count)
+    cnt = CompileCounter()
+    cf = compile(fn_items, backend=cnt)
+    with torch.compiler.set_stance("eager_then_compile"):
+        for n in (1, 2, 3, 4):
+            args = (torch.ones(n, 2), {"k": torch.ones(n, 2), "n": n}, [0, torch.ones(2)])
+            assert torch.equal(cf(*args), fn_items(*args))
+    results.append(cnt.frame_count)
+    # aot_eager_then_compile: the first call compiles with aot_eager (not counted by the
+    # user's backend) and serves the same sizes after; the next sizes compile once, dynamic
+    def fn_aot(x, y, z):
+        return x * y.sin() * z[0]
+    cnt = CompileCounter()
+    cf = compile(fn_aot, backend=cnt)
+    seen = []
+    with torch.compiler.set_stance("aot_eager_then_compile"):
+        for n in (1, 1, 2, 3, 1):
+            args = (n, torch.full((n,), 2.0), {0: torch.full((n,), 3.0)})
+            assert torch.allclose(cf(*args), fn_aot(*args))
+            seen.append(cnt.frame_count)
+    print("frames", *results, "aot", *seen)
+""")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_eager_then_compile_dims_that_change_compile_dynamic(engine, tmp_path):
+    # as torch's test_set_stance_eager_then_compile: the first (eager) call's inputs and the
+    # second call's decide what is dynamic, so sizes 1, 2, 3 compile once; the items of a
+    # dict or list argument count too; a graph break gives two frames; dynamic=False keeps
+    # every size static (one compile per size after the eager call)
+    (tmp_path / "prog.py").write_text(EAGER_THEN_COMPILE_DYNAMIC)
+    r = _run(["prog.py", engine], {}, str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "frames 1 2 2 1 aot 0 0 1 1 1" in r.stdout, r.stdout
+
+
 def test_eager_then_compile_in_process():
     cg = cdynamo.compile(g_then, backend="eager")
     with torch.compiler.set_stance("eager_then_compile"):

@@ -643,21 +643,23 @@ def error_on_graph_break_active():
 #: torch.compiler.set_stance names -> the engine's stance modes (csrc/stance.h)
 STANCE_MODES = {"default": 0, "force_eager": 1, "eager_on_recompile": 2,
                 "fail_on_recompile": 3, "eager_then_compile": 4,
-                "aot_eager_then_compile": 4}
+                "aot_eager_then_compile": 5}
 
 
 def stance_plan(stance):
     """What torch.compiler.set_stance's current stance (a torch DynamoStance: .stance str,
     .skip_guard_eval_unsafe bool, .backend str | callable | None) means for cdynamo's
     compiled calls: (mode: int, skip_guard_eval_unsafe: bool, force_backend or None). Called
-    by the engine once per new stance object. "aot_eager_then_compile" runs the first call
-    eagerly, as "eager_then_compile" (cdynamo has no aot_eager-only first run). Raises
-    RuntimeError for a stance name torch does not know (as torch)."""
+    by the engine once per new stance object. For "aot_eager_then_compile" the third item is
+    "aot_eager", the backend of each code's first call (as torch). Raises RuntimeError for a
+    stance name torch does not know (as torch)."""
     name = getattr(stance, "stance", "default")
     if name not in STANCE_MODES:
         raise RuntimeError(f"invalid torch.compile stance '{stance}'; valid stances: "
                            f"{', '.join(STANCE_MODES)}")
     backend = getattr(stance, "backend", None) if name == "default" else None
+    if name == "aot_eager_then_compile":
+        backend = "aot_eager"
     return STANCE_MODES[name], bool(getattr(stance, "skip_guard_eval_unsafe", False)), backend
 
 

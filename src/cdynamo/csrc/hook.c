@@ -69,6 +69,7 @@ typedef struct {
     /* torch.compiler.set_stance of the innermost compiled call (stance.h) */
     cdyn_stance_mode stance;
     int skip_guards;       /* skip_guard_eval_unsafe */
+    PyObject *first_options;   /* aot_eager_then_compile's (cdyn_stance); borrowed, or NULL */
 } cdyn_tls;
 
 static _Thread_local cdyn_tls tls;
@@ -473,9 +474,11 @@ translate_observed(cdyn_frame *f, PyObject *options, PyObject *reason, cdyn_tran
 }
 
 /* A miss of f (code extra x) under a set_stance other than the default: -1 with the
- * fail_on_recompile error set, 1 when f runs unmodified now (eager_then_compile: its code's
- * first invocation), 0 when it compiles as usual. Frames without tensors or torch are never
- * affected, as torch's has_tensor_in_frame decides. */
+ * fail_on_recompile error (or another error) set, 1 when f runs unmodified now
+ * (eager_then_compile: its code's first invocation), 2 when it compiles with
+ * t->first_options (aot_eager_then_compile's first invocation), 0 when it compiles as
+ * usual. Frames without tensors or torch are never affected, as torch's
+ * has_tensor_in_frame decides. */
 static int
 stance_miss(cdyn_extra *x, cdyn_frame *f)
 {
@@ -490,9 +493,14 @@ stance_miss(cdyn_extra *x, cdyn_frame *f)
         Py_XDECREF(reason);
         return -1;
     }
-    if (t->stance == CDYN_STANCE_EAGER_THEN_COMPILE && !x->eager_seen) {
+    if ((t->stance == CDYN_STANCE_EAGER_THEN_COMPILE ||
+         t->stance == CDYN_STANCE_AOT_EAGER_THEN_COMPILE) && !x->eager_seen) {
         x->eager_seen = 1;
-        return 1;
+        /* the first call's inputs decide, with the next call's, what compiles dynamic */
+        if (cdyn_sym_record_eager_call(code, cdyn_frame_slots(f)) < 0) {
+            return -1;
+        }
+        return t->stance == CDYN_STANCE_EAGER_THEN_COMPILE ? 1 : 2;
     }
     return 0;
 }
@@ -603,6 +611,7 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
     cdyn_tls *t = &tls;
     PyCodeObject *code = cdyn_frame_code(f);
     PyObject *reason = NULL, *res = NULL;
+    PyObject *opts = t->options;   /* borrowed: the options this miss compiles with */
     cdyn_translation out = {NULL, NULL, 0};
     int saved_disabled = t->disabled;
     int rc, locked = 0, ran = 0;   /* ran: f was evaluated or replaced (released) */
@@ -618,7 +627,10 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         if (handled < 0) {
             goto done;     /* fail_on_recompile: the call raises */
         }
-        if (handled) {
+        if (handled == 2) {
+            opts = t->first_options;
+        }
+        else if (handled) {
             cdyn_counts.unmodified++;
             ran = 1;
             res = eval_plain(ts, f, 0);
@@ -707,7 +719,7 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         t->run_only--;
         goto done;
     }
-    rc = translate_observed(f, t->options, reason, &out);
+    rc = translate_observed(f, opts, reason, &out);
     t->disabled = saved_disabled;
     if (rc < 0) {
         assert(PyErr_Occurred());
@@ -1205,6 +1217,7 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     int saved_disabled = t->disabled;
     cdyn_stance_mode saved_stance = t->stance;
     int saved_skip_guards = t->skip_guards;
+    PyObject *saved_first = t->first_options;
     hook_layer layer;
     PyObject *dynamo_prior = NULL;
     cdyn_stance stance;
@@ -1224,6 +1237,7 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     t->options = stance.options;
     t->stance = stance.mode;
     t->skip_guards = stance.skip_guards;
+    t->first_options = stance.first_options;
     t->run_only += stance.mode == CDYN_STANCE_EAGER_ON_RECOMPILE;
     t->active++;
     t->disabled = 0;
@@ -1245,6 +1259,7 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     t->disabled = saved_disabled;
     t->stance = saved_stance;
     t->skip_guards = saved_skip_guards;
+    t->first_options = saved_first;
     t->force_code = saved_force;
     return res;
 }

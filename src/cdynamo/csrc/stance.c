@@ -5,7 +5,8 @@ static PyObject *ef_dict;        /* strong: torch._dynamo.eval_frame.__dict__, o
 static PyObject *str_ef_module;  /* strong interned "torch._dynamo.eval_frame" */
 static PyObject *str_stance;     /* strong interned "_stance" */
 static PyObject *last_stance;    /* strong: the stance object of the cached plan, or NULL */
-static PyObject *last_backend;   /* strong: its force_backend, or NULL (the wrapper's options) */
+static PyObject *last_backend;   /* strong: its force_backend (aot_eager_then_compile: the
+                                    backend of first misses), or NULL (the wrapper's options) */
 static PyObject *last_opts;      /* strong: wrapper options last resolved with last_backend */
 static PyObject *last_forced;    /* strong: the options they compile with under force_backend */
 static cdyn_stance_mode last_mode;
@@ -59,7 +60,7 @@ plan_for(PyObject *stance)
     if ((mode == -1 && PyErr_Occurred()) || skip < 0) {
         goto cleanup;
     }
-    assert(mode >= CDYN_STANCE_DEFAULT && mode <= CDYN_STANCE_EAGER_THEN_COMPILE);
+    assert(mode >= CDYN_STANCE_DEFAULT && mode <= CDYN_STANCE_AOT_EAGER_THEN_COMPILE);
     Py_XSETREF(last_stance, Py_NewRef(stance));
     Py_XSETREF(last_backend, PyTuple_GET_ITEM(r, 2) == Py_None
                                  ? NULL : Py_NewRef(PyTuple_GET_ITEM(r, 2)));
@@ -80,6 +81,7 @@ cdyn_stance_get(PyObject *opts, cdyn_stance *s)
     s->mode = CDYN_STANCE_DEFAULT;
     s->skip_guards = 0;
     s->options = opts;
+    s->first_options = NULL;
     if (ef_dict == NULL) {
         PyObject *m;
         if (intern_names() < 0) {
@@ -100,7 +102,7 @@ cdyn_stance_get(PyObject *opts, cdyn_stance *s)
     }
     s->mode = last_mode;
     s->skip_guards = last_skip;
-    if (last_backend != NULL) {   /* set_stance(force_backend=...): options with that backend */
+    if (last_backend != NULL) {   /* options with that backend */
         if (opts != last_opts) {
             PyObject *forced = call_glue("stance_options", opts, last_backend);
             if (forced == NULL) {
@@ -109,7 +111,12 @@ cdyn_stance_get(PyObject *opts, cdyn_stance *s)
             Py_XSETREF(last_opts, Py_NewRef(opts));
             Py_XSETREF(last_forced, forced);
         }
-        s->options = last_forced;
+        if (last_mode == CDYN_STANCE_AOT_EAGER_THEN_COMPILE) {
+            s->first_options = last_forced;
+        }
+        else {
+            s->options = last_forced;   /* set_stance(force_backend=...) */
+        }
     }
     return 0;
 }

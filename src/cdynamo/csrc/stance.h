@@ -16,8 +16,10 @@ typedef enum {
     CDYN_STANCE_FORCE_EAGER,       /* run the original callable, nothing compiled or looked up */
     CDYN_STANCE_EAGER_ON_RECOMPILE,/* cache entries run; a miss runs the frame unmodified */
     CDYN_STANCE_FAIL_ON_RECOMPILE, /* a miss of a frame with tensors raises RuntimeError */
-    CDYN_STANCE_EAGER_THEN_COMPILE /* a code object's first miss runs unmodified, later ones
+    CDYN_STANCE_EAGER_THEN_COMPILE,/* a code object's first miss runs unmodified, later ones
                                       compile */
+    CDYN_STANCE_AOT_EAGER_THEN_COMPILE /* a code object's first miss compiles with aot_eager,
+                                      later ones with the wrapper's backend */
 } cdyn_stance_mode;
 
 typedef struct {
@@ -25,6 +27,8 @@ typedef struct {
     int skip_guards;       /* skip_guard_eval_unsafe: a code with one entry runs it unchecked */
     PyObject *options;     /* borrowed: the CompileOptions to compile with (the wrapper's, or
                               those of set_stance's force_backend); valid for the call */
+    PyObject *first_options; /* borrowed: aot_eager_then_compile's options for a code's first
+                              miss (the wrapper's with backend aot_eager), else NULL */
 } cdyn_stance;
 
 /* Fill *s for a compiled call whose wrapper has options opts (borrowed). 0, or -1 with an

@@ -751,6 +751,13 @@ tr_status cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_
  * input would be; 1 when one of them is dynamic now (wrap the tuple item by item), 0 when
  * all stay static (one constant), -1 on error. */
 int cdyn_sym_tuple_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source);
+/* set_stance("eager_then_compile"): the arguments of code's frame that runs eagerly (its
+ * first call; slots borrowed, the frame not yet started) recorded into the code's frame
+ * state as a trace records its inputs (tensors' sizes and strides, ints; the items of
+ * lists, tuples and dicts, under the sources a trace reads them by, e.g. L['z'][0]), so
+ * that the next call compiles what changed between the two as dynamic (torch._dynamo
+ * derives the same from two example inputs). 0, or -1 with an exception. */
+int cdyn_sym_record_eager_call(PyCodeObject *code, PyObject *const *slots);
 /* torch._refs.tensor (borrowed), or NULL when torch has none: builds a tensor from symbolic
  * numbers without specialising them (values/torch.c). */
 PyObject *cdyn_torch_refs_tensor(void);

@@ -1118,14 +1118,14 @@ merge_tuple(PyObject *xs, PyObject *ys)
     return r;
 }
 
-/* Merge entry (borrowed 3-tuple) into the frame state under key; returns the merged entry
- * (borrowed from the dict) or NULL on error. */
+/* Merge entry (borrowed 3-tuple) into the frame state fs (a dict, borrowed) under key;
+ * returns the merged entry (borrowed from the dict) or NULL on error. */
 static PyObject *
-state_update(cdyn_tx *tx, PyObject *key, PyObject *entry)
+state_merge(PyObject *fs, PyObject *key, PyObject *entry)
 {
-    PyObject *old = PyDict_GetItemWithError(tx->frame_state, key), *m = NULL;
+    PyObject *old = PyDict_GetItemWithError(fs, key), *m = NULL;
     if (old == NULL) {
-        if (PyErr_Occurred() || PyDict_SetItem(tx->frame_state, key, entry) < 0) {
+        if (PyErr_Occurred() || PyDict_SetItem(fs, key, entry) < 0) {
             return NULL;
         }
         return entry;
@@ -1140,12 +1140,104 @@ state_update(cdyn_tx *tx, PyObject *key, PyObject *entry)
         }
         PyTuple_SET_ITEM(m, i, p);
     }
-    if (m == NULL || PyDict_SetItem(tx->frame_state, key, m) < 0) {
+    if (m == NULL || PyDict_SetItem(fs, key, m) < 0) {
         Py_XDECREF(m);
         return NULL;
     }
     Py_DECREF(m);
-    return PyDict_GetItemWithError(tx->frame_state, key);
+    return PyDict_GetItemWithError(fs, key);
+}
+
+/* state_merge into the frame state of the code being traced. */
+static PyObject *
+state_update(cdyn_tx *tx, PyObject *key, PyObject *entry)
+{
+    return state_merge(tx->frame_state, key, entry);
+}
+
+/* The frame-state entry of an input value read through a trace (new reference): a tensor's
+ * (DYN, sizes, strides), an int's (value, DYN, DYN); Py_None for any other value (nothing to
+ * record); NULL on error. */
+static PyObject *
+input_entry(PyObject *v)
+{
+    PyObject *shape = NULL, *sz = NULL, *stride = NULL, *entry = NULL;
+    if (PyLong_CheckExact(v)) {
+        return PyTuple_Pack(3, v, DYN, DYN);
+    }
+    if (!cdyn_is_tensor(v)) {
+        return Py_NewRef(Py_None);
+    }
+    shape = PyObject_GetAttrString(v, "shape");
+    sz = shape ? PySequence_Tuple(shape) : NULL;
+    stride = sz ? PyObject_CallMethodNoArgs(v, s_stride) : NULL;
+    entry = stride ? PyTuple_Pack(3, DYN, sz, stride) : NULL;
+    Py_XDECREF(shape);
+    Py_XDECREF(sz);
+    Py_XDECREF(stride);
+    return entry;
+}
+
+/* Record v (borrowed), read through source (borrowed), into fs as a trace reading it as an
+ * input records it; the items of lists, tuples and dicts (str / int keys) too, depth levels
+ * down. 0, or -1 with an exception. */
+static int
+record_input(PyObject *fs, PyObject *v, PyObject *source, int depth)
+{
+    PyObject *entry = NULL, *key = NULL, *item = NULL, *isrc = NULL;
+    Py_ssize_t pos = 0;
+    int rc = -1;
+    if (PyList_CheckExact(v) || PyTuple_CheckExact(v) || PyDict_CheckExact(v)) {
+        PyObject *seq = depth > 0 && !PyDict_CheckExact(v) ? PySequence_Fast(v, "") : NULL;
+        Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
+        rc = 0;
+        for (Py_ssize_t i = 0; rc == 0 && i < n && i < 64; i++) {
+            key = PyLong_FromSsize_t(i);
+            isrc = key ? cdyn_source_item(source, key) : NULL;
+            rc = isrc ? record_input(fs, PySequence_Fast_GET_ITEM(seq, i), isrc, depth - 1) : -1;
+            Py_CLEAR(key);
+            Py_CLEAR(isrc);
+        }
+        Py_XDECREF(seq);
+        while (rc == 0 && depth > 0 && PyDict_CheckExact(v) && PyDict_Next(v, &pos, &key, &item)) {
+            if (!PyUnicode_CheckExact(key) && !PyLong_CheckExact(key)) {
+                continue;
+            }
+            isrc = cdyn_source_item(source, key);
+            rc = isrc ? record_input(fs, item, isrc, depth - 1) : -1;
+            Py_CLEAR(isrc);
+        }
+        return rc;
+    }
+    entry = input_entry(v);
+    if (entry == NULL) {
+        goto done;
+    }
+    if (entry != Py_None && state_merge(fs, cdyn_source_repr(source), entry) == NULL) {
+        goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(entry);
+    return rc;
+}
+
+int
+cdyn_sym_record_eager_call(PyCodeObject *code, PyObject *const *slots)
+{
+    PyObject *fs = sym_init() < 0 ? NULL : cdyn_cache_frame_state(code), *src = NULL;
+    int nargs = code->co_argcount + code->co_kwonlyargcount +
+                !!(code->co_flags & CO_VARARGS) + !!(code->co_flags & CO_VARKEYWORDS);
+    int rc = fs ? 0 : -1;
+    for (int i = 0; rc == 0 && i < nargs; i++) {
+        if (slots[i] == NULL) {
+            continue;
+        }
+        src = cdyn_source_local(i, PyTuple_GET_ITEM(code->co_localsplusnames, i));
+        rc = src ? record_input(fs, slots[i], src, 3) : -1;
+        Py_CLEAR(src);
+    }
+    return rc;
 }
 
 /* 1 when entry says dim i of size (which = 1) or stride (which = 2) changed. */
