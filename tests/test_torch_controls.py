@@ -10,6 +10,7 @@ import warnings
 import pytest
 import torch
 import torch._dynamo
+from torch._dynamo.testing import CompileCounter
 from torch._dynamo.utils import counters as dyn_counters
 
 import cdynamo
@@ -512,18 +513,6 @@ def test_autoinstall_from_sitecustomize_with_env(tmp_path, flag, installed):
     assert f"installed {installed} compiles {1 if installed else 0}" in r.stdout
 
 
-def test_guard_filter_fn_is_refused_loudly_and_guards_kept():
-    from cdynamo import _api
-    _api._guard_filter_warned.clear()
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        cf = cdynamo.compile(f_sin, backend="eager",
-                             options={"guard_filter_fn": torch.compiler.keep_tensor_guards_unsafe})
-    assert any("guard_filter_fn" in str(m.message) for m in w)
-    x = torch.randn(3)
-    assert torch.equal(cf(x), f_sin(x))
-
-
 def test_installed_shared_settings_follow_torch_dynamo_config():
     cdynamo.install()
     before = cdynamo.config.cache_size_limit
@@ -560,3 +549,128 @@ def test_set_stance_inside_compiled_code_is_refused(engine, fn):
     with pytest.raises(AssertionError, match="forbidden callable"):
         cf(torch.randn(2))
     assert torch._dynamo.eval_frame._stance.stance == "default"
+
+
+# ---- options["guard_filter_fn"]: torch.compiler's guard filters --------------------------
+
+GF_SCALE = 2
+
+
+def gf_f(x, n):
+    return x * GF_SCALE + n
+
+
+def _guard_filter_run(engine, filt):
+    """Calls of gf_f compiled with filt, changing a global, an int and a size in turn:
+    (frames compiled, the results)."""
+    global GF_SCALE
+    torch._dynamo.reset()
+    cdynamo.reset()
+    GF_SCALE = 2
+    cnt = CompileCounter()
+    comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+    cf = comp(gf_f, backend=cnt, dynamic=False,
+              options={"guard_filter_fn": filt} if filt else None)
+    r = [cf(torch.ones(3), 1).sum().item()]
+    GF_SCALE = 5
+    r.append(cf(torch.ones(3), 1).sum().item())
+    r.append(cf(torch.ones(3), 2).sum().item())
+    r.append(cf(torch.ones(4), 2).sum().item())
+    GF_SCALE = 2
+    return cnt.frame_count, r
+
+
+@pytest.mark.parametrize("filt, expected", [
+    (None, (4, [9.0, 18.0, 21.0, 28.0])),
+    ("skip_guard_on_globals_unsafe", (3, [9.0, 9.0, 21.0, 28.0])),
+    ("keep_tensor_guards_unsafe", (2, [9.0, 9.0, 9.0, 28.0])),
+    ("keep_portable_guards_unsafe", (2, [9.0, 9.0, 9.0, 28.0])),
+    ("skip_all_guards_unsafe", (1, [9.0, 9.0, 9.0, 12.0])),
+])
+def test_guard_filter_fn_drops_the_guards_torch_drops(filt, expected):
+    # the same recompiles (and the same stale results the filter asks for) as torch._dynamo
+    fn = getattr(torch.compiler, filt) if filt else None
+    assert _guard_filter_run("torch", fn) == expected
+    assert _guard_filter_run("cdynamo", fn) == expected
+
+
+class GfModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.k = 2
+
+    def forward(self, x):
+        return self.lin(x) * self.k
+
+
+@pytest.mark.parametrize("filt, recompiles", [
+    (None, 2), ("skip_guard_on_all_nn_modules_unsafe", 1),
+    ("skip_guard_on_inbuilt_nn_modules_unsafe", 2),
+])
+def test_guard_filter_fn_nn_module_filters(filt, recompiles):
+    # a user module's attribute changed: guarded unless every nn.Module guard is skipped
+    seen = {}
+    for engine in ENGINES:
+        torch._dynamo.reset()
+        cdynamo.reset()
+        torch.manual_seed(0)
+        m = GfModule()
+        cnt = CompileCounter()
+        comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+        cm = comp(m, backend=cnt,
+                  options={"guard_filter_fn": getattr(torch.compiler, filt)} if filt else None)
+        x = torch.ones(2, 3)
+        r = [cm(x)]
+        m.k = 3
+        r.append(cm(x))
+        seen[engine] = (cnt.frame_count, r)
+    assert seen["cdynamo"][0] == seen["torch"][0] == recompiles
+    for a, b in zip(seen["cdynamo"][1], seen["torch"][1]):
+        assert torch.equal(a, b)
+
+
+def test_guard_filter_fn_entries_and_errors():
+    got = []
+
+    def spy(entries):
+        got.extend(entries)
+        return [True] * len(entries)
+
+    cf = cdynamo.compile(gf_f, backend="eager", options={"guard_filter_fn": spy})
+    assert torch.equal(cf(torch.ones(3), 1), gf_f(torch.ones(3), 1))
+    by_name = {e.name: e for e in got}
+    assert by_name["L['x']"].guard_type == "TENSOR_MATCH" and not by_name["L['x']"].is_global
+    assert by_name["L['n']"].value == 1 and by_name["L['n']"].has_value
+    assert any(e.is_global and "GF_SCALE" in e.name for e in got)
+    assert all(isinstance(e, torch._dynamo.types.GuardFilterEntry) for e in got)
+    # one bool per entry, as torch._dynamo asserts
+    bad = cdynamo.compile(gf_f, backend="eager", options={"guard_filter_fn": lambda es: [True]})
+    with pytest.raises(AssertionError, match="one bool per entry"):
+        bad(torch.ones(2), 1)
+    # the filter's own error reaches the caller unchanged
+    def boom(entries):
+        raise KeyError("from the filter")
+    with pytest.raises(KeyError, match="from the filter"):
+        cdynamo.compile(gf_f, backend="eager", options={"guard_filter_fn": boom})(torch.ones(2), 1)
+    with pytest.raises(TypeError, match="guard_filter_fn"):
+        cdynamo.compile(gf_f, backend="eager", options={"guard_filter_fn": 3})
+
+
+def test_guard_filter_fn_through_install_and_optimize():
+    cdynamo.install()
+    try:
+        cnt = CompileCounter()
+        cf = torch.compile(gf_f, backend=cnt, dynamic=False,
+                           options={"guard_filter_fn": torch.compiler.skip_all_guards_unsafe})
+        cf(torch.ones(3), 1)
+        assert torch.equal(cf(torch.ones(3), 2), torch.ones(3) * GF_SCALE + 1)   # stale, asked for
+        def g(x, n):
+            return x * 3 + n
+        opt = torch._dynamo.optimize(cnt, guard_filter_fn=torch.compiler.skip_all_guards_unsafe)
+        of = opt(g)
+        of(torch.ones(3), 1)
+        assert torch.equal(of(torch.ones(4), 2), torch.ones(4) * 3 + 1)   # n=1 baked in: no guard
+        assert cnt.frame_count == 2 and cdynamo.counters()["compiles"] >= 2
+    finally:
+        cdynamo.uninstall()

@@ -48,17 +48,23 @@ class CompileOptions:
             int input that changed becomes symbolic), True (symbolic from the start) or
             False (static; only mark_dynamic'd dims are symbolic), as torch.compile.
         mode, options: as passed (inductor only).
+        guard_filter_fn: None, or torch.compile's options["guard_filter_fn"]: called once per
+            compiled frame with a list of torch GuardFilterEntry (one per guard), returning
+            one bool per entry; guards answered False are not checked (see _glue.guard_filter).
     """
 
-    __slots__ = ("backend", "backend_name", "fullgraph", "dynamic", "mode", "options")
+    __slots__ = ("backend", "backend_name", "fullgraph", "dynamic", "mode", "options",
+                 "guard_filter_fn")
 
-    def __init__(self, backend, backend_name, fullgraph, dynamic, mode=None, options=None):
+    def __init__(self, backend, backend_name, fullgraph, dynamic, mode=None, options=None,
+                 guard_filter_fn=None):
         self.backend = backend
         self.backend_name = backend_name
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.mode = mode
         self.options = options
+        self.guard_filter_fn = guard_filter_fn
 
     def __repr__(self):
         return (f"CompileOptions(backend={self.backend_name!r}, fullgraph={self.fullgraph}, "
@@ -73,21 +79,17 @@ def _make_options(backend, fullgraph, dynamic, mode, options) -> CompileOptions:
         raise TypeError(f"cdynamo.compile: dynamic must be None, True or False, got {dynamic!r}")
     if mode is not None and not isinstance(mode, str):
         raise TypeError(f"cdynamo.compile: mode must be a str or None, got {type(mode).__name__}")
+    guard_filter_fn = None
     if isinstance(options, dict) and "guard_filter_fn" in options:
-        # torch.compile takes it out of options for every backend; cdynamo keeps every guard
+        # as torch.compile: taken out of options for every backend, applied to the guards
+        guard_filter_fn = options["guard_filter_fn"]
+        if guard_filter_fn is not None and not callable(guard_filter_fn):
+            raise TypeError("cdynamo.compile: options['guard_filter_fn'] must be a callable "
+                            "(list of torch GuardFilterEntry -> list of bool), got "
+                            f"{type(guard_filter_fn).__name__}")
         options = {k: v for k, v in options.items() if k != "guard_filter_fn"} or None
-        if not _guard_filter_warned:
-            _guard_filter_warned.append(True)
-            import warnings
-            warnings.warn("cdynamo: options['guard_filter_fn'] (torch.compiler's "
-                          "keep_tensor_guards_unsafe, skip_guard_on_*_unsafe, ...) is not "
-                          "implemented; every guard is kept (safe: at most more recompiles)",
-                          stacklevel=3)
     compiler, name = _backends.resolve_backend(backend, mode=mode, options=options)
-    return CompileOptions(compiler, name, fullgraph, dynamic, mode, options)
-
-
-_guard_filter_warned: list = []
+    return CompileOptions(compiler, name, fullgraph, dynamic, mode, options, guard_filter_fn)
 
 
 def _forward_lives_in_torch(mod: torch.nn.Module) -> types.CodeType | None:

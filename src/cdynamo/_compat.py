@@ -201,3 +201,25 @@ def _optimized_module():
 #: torch.compile's nn.Module wrapper class (torch._dynamo.eval_frame, 2.13 to 2.15);
 #: cdynamo.CompiledModule subclasses it.
 OptimizedModule = _optimized_module()
+
+
+def guard_filter_entry_type():
+    """torch's GuardFilterEntry (the dataclass torch.compile's guard_filter_fn receives:
+    name, has_value, value, guard_type, derived_guard_types, is_global, orig_guard); it lives
+    in torch._dynamo.types in 2.13-2.15. A look-alike dataclass when it is not there."""
+    try:
+        from torch._dynamo.types import GuardFilterEntry
+        return GuardFilterEntry
+    except ImportError:
+        import dataclasses
+
+        @dataclasses.dataclass
+        class GuardFilterEntry:
+            name: str
+            has_value: bool
+            value: object
+            guard_type: str
+            derived_guard_types: tuple
+            is_global: bool
+            orig_guard: object
+        return GuardFilterEntry

@@ -669,7 +669,97 @@ def stance_options(options, backend):
     compiled with it share the code's cache entries (entries made before stay in use)."""
     from cdynamo._api import CompileOptions
     compiler, bname = _backends.resolve_backend(backend)
-    return CompileOptions(compiler, bname, options.fullgraph, options.dynamic)
+    return CompileOptions(compiler, bname, options.fullgraph, options.dynamic,
+                          guard_filter_fn=options.guard_filter_fn)
+
+
+#: cdynamo's guard kinds under torch's names where torch's differ (GuardFilterEntry.guard_type)
+_TORCH_GUARD_TYPES = {"GRAD_MODE": "GLOBAL_STATE", "SHAPE_GUARD": "SHAPE_ENV",
+                      "DICT_KEYS": "DICT_KEYS_MATCH"}
+
+
+class FilterGuardSource:
+    """What a guard filter reads of ``entry.orig_guard.source`` (torch's Source methods that
+    torch.compiler's skip_guard_on_*_unsafe filters call)."""
+
+    __slots__ = ("_name", "_in_module", "_in_builtin_module", "_global")
+
+    def __init__(self, name, in_module, in_builtin_module, is_global):
+        self._name = name
+        self._in_module = in_module
+        self._in_builtin_module = in_builtin_module
+        self._global = is_global
+
+    def name(self):
+        return self._name
+
+    def is_unspecialized_nn_module(self):
+        """True when the guarded value is an nn.Module or is read through one."""
+        return self._in_module
+
+    def is_unspecialized_builtin_nn_module(self):
+        """True when it is, or is read through, a module of torch.nn's own classes."""
+        return self._in_builtin_module
+
+    def is_specialized_nn_module(self):
+        return False
+
+    def is_nn_module(self):
+        return self._in_module
+
+    def guard_source(self):
+        return None
+
+    def __repr__(self):
+        return self._name
+
+
+class FilterGuard:
+    """``entry.orig_guard`` of a GuardFilterEntry cdynamo hands a guard filter: name,
+    source (FilterGuardSource), guard_types ([the entry's guard_type])."""
+
+    __slots__ = ("name", "source", "guard_types")
+
+    def __init__(self, name, source, guard_type):
+        self.name = name
+        self.source = source
+        self.guard_types = [guard_type]
+
+    def __repr__(self):
+        return f"FilterGuard({self.name!r}, {self.guard_types[0]})"
+
+
+def _builtin_module(v):
+    return type(v).__module__.startswith(("torch.nn.", "torch.ao."))
+
+
+def guard_filter(fn, rows):
+    """Apply torch.compile's options["guard_filter_fn"] to one compiled frame's guards
+    (called by the engine, guards.c cdyn_guards_filter, once per compile).
+
+    rows: list of (name: str | None, has_value: bool, value, kind: str, is_global: bool,
+    chain: tuple of the values of the guard's source and each base, innermost first).
+    fn gets one torch GuardFilterEntry per row and returns a sequence of bools; returns
+    that as a list of True/False. Raises AssertionError when fn's answer is not one bool
+    per entry (as torch._dynamo); fn's own errors propagate unchanged."""
+    entry_type = _compat.guard_filter_entry_type()
+    entries = []
+    for name, has_value, value, kind, is_global, chain in rows:
+        name = name or ""
+        guard_type = _TORCH_GUARD_TYPES.get(kind, kind)
+        modules = [v for v in chain if isinstance(v, torch.nn.Module)]
+        source = FilterGuardSource(name, bool(modules), any(map(_builtin_module, modules)),
+                                   is_global)
+        entries.append(entry_type(name=name, has_value=has_value, value=value,
+                                  guard_type=guard_type, derived_guard_types=(),
+                                  is_global=is_global,
+                                  orig_guard=FilterGuard(name, source, guard_type)))
+    keep = list(fn(entries))
+    if len(keep) != len(entries):
+        # torch._dynamo asserts the same
+        raise AssertionError(f"guard_filter_fn returned {len(keep)} values for "
+                             f"{len(entries)} guard entries; it must return one bool per entry")
+    return [bool(k) for k in keep]
 
 
 def stance_fail(name, filename, lineno, reason):

@@ -101,11 +101,18 @@ def torch_compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=
                 model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                 options=options, disable=disable, **torch_only)
     backend = _resolve_backend_for_torch(backend)
+    guard_filter_fn = None
+    if isinstance(options, dict) and "guard_filter_fn" in options:
+        # as torch.compile: the guard filter applies with any backend
+        guard_filter_fn = options["guard_filter_fn"]
+        options = {k: v for k, v in options.items() if k != "guard_filter_fn"} or None
     if backend != "inductor" and (mode is not None or options is not None):
         # torch.compile hands mode/options to another backend, which ignores them (a warning)
         _warn_once(f"extra:{backend}", f"cdynamo: backend {backend!r} ignores mode= and "
                    "options= (they apply to 'inductor'), as torch.compile's backends do")
         mode = options = None
+    if guard_filter_fn is not None:
+        options = dict(options or {}, guard_filter_fn=guard_filter_fn)
     return _api.compile(model, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
                         mode=mode, options=options, disable=disable)
 
@@ -122,7 +129,8 @@ class _Optimize:
         self._dynamic = kwargs.get("dynamic", None)
         self._disable = bool(kwargs.get("disable", False))
         self._backend = _resolve_backend_for_torch(backend)
-        ignored = [k for k in ("guard_export_fn", "guard_fail_fn", "guard_filter_fn")
+        self._guard_filter_fn = kwargs.get("guard_filter_fn")
+        ignored = [k for k in ("guard_export_fn", "guard_fail_fn")
                    if kwargs.get(k) is not None]
         if ignored:
             _warn_once("optimize:" + ",".join(ignored),
@@ -132,8 +140,11 @@ class _Optimize:
 
     def __call__(self, fn):
         from cdynamo import _api
+        options = None
+        if self._guard_filter_fn is not None:
+            options = {"guard_filter_fn": self._guard_filter_fn}
         return _api.compile(fn, backend=self._backend, fullgraph=self._fullgraph,
-                            dynamic=self._dynamic, disable=self._disable)
+                            dynamic=self._dynamic, disable=self._disable, options=options)
 
     def __enter__(self):
         raise RuntimeError(

@@ -273,6 +273,112 @@ cdyn_guards_len(const cdyn_guards *g)
     return g->len;
 }
 
+/* ---- guard_filter_fn (torch.compile(options={"guard_filter_fn": fn})) ----------------- */
+
+/* Whether a guard fills slots that SHAPE guards read. */
+static int
+fills_slots(const guard *gd)
+{
+    if (gd->slot >= 0) {
+        return 1;
+    }
+    for (int i = 0; gd->slot_of != NULL && i < 2 * gd->ndim + 1; i++) {
+        if (gd->slot_of[i] >= 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The row describing gd for _glue.guard_filter (new reference): (name, has_value, value,
+ * kind, is_global, chain) where chain is the tuple of the values of the source and each of
+ * its bases, innermost first, as far as they evaluate. NULL on error. */
+static PyObject *
+filter_row(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
+           PyObject *globals, PyObject *builtins)
+{
+    PyObject *chain = PyList_New(0), *tchain = NULL, *row = NULL;
+    const cdyn_source *s = (const cdyn_source *)gd->source, *root = s;
+    int ok = chain != NULL;
+    for (; ok && s != NULL; s = s->base) {
+        PyObject *v = cdyn_source_eval((cdyn_source *)s, localsplus, func, globals, builtins);
+        if (v == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_Exception)) {
+                PyErr_Clear();   /* not readable now: the chain stops here */
+                break;
+            }
+            ok = 0;
+            break;
+        }
+        ok = PyList_Append(chain, v) == 0;
+        Py_DECREF(v);
+        root = s;
+    }
+    tchain = ok ? PyList_AsTuple(chain) : NULL;
+    if (tchain != NULL) {
+        int has_value = gd->source != NULL && PyTuple_GET_SIZE(tchain) > 0;
+        int is_global = root != NULL && (root->kind == CDYN_SRC_GLOBAL ||
+                                         root->kind == CDYN_SRC_CONST);
+        row = Py_BuildValue("(OOOsOO)",
+                            gd->source != NULL ? cdyn_source_repr(gd->source) : Py_None,
+                            has_value ? Py_True : Py_False,
+                            has_value ? PyTuple_GET_ITEM(tchain, 0) : Py_None,
+                            guard_kind_names[gd->kind], is_global ? Py_True : Py_False, tchain);
+    }
+    Py_XDECREF(chain);
+    Py_XDECREF(tchain);
+    return row;
+}
+
+int
+cdyn_guards_filter(cdyn_guards *g, PyObject *fn, PyObject *const *localsplus,
+                   PyFunctionObject *func, PyObject *globals, PyObject *builtins)
+{
+    PyObject *rows = PyList_New(g->len), *glue = NULL, *keep = NULL;
+    Py_ssize_t j = 0;
+    int shape_kept = 0, rc = -1;
+    if (g->tg_state != 0 || g->active != NULL) {
+        Py_XDECREF(rows);
+        return 0;   /* checked already (not the case after a translation): kept whole */
+    }
+    for (Py_ssize_t i = 0; rows != NULL && i < g->len; i++) {
+        PyObject *row = filter_row(&g->items[i], localsplus, func, globals, builtins);
+        if (row == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(rows, i, row);
+    }
+    glue = rows ? PyImport_ImportModule("cdynamo._glue") : NULL;
+    keep = glue ? PyObject_CallMethod(glue, "guard_filter", "OO", fn, rows) : NULL;
+    if (keep == NULL) {
+        goto done;
+    }
+    if (!PyList_CheckExact(keep) || PyList_GET_SIZE(keep) != g->len) {
+        PyErr_SetString(PyExc_SystemError, "cdynamo: guard_filter must return one bool per guard");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        shape_kept |= g->items[i].kind == G_SHAPE && PyList_GET_ITEM(keep, i) == Py_True;
+    }
+    for (Py_ssize_t i = 0; i < g->len; i++) {
+        guard *gd = &g->items[i];
+        /* a guard filling slots that a kept SHAPE guard reads stays (unsafe otherwise) */
+        if (PyList_GET_ITEM(keep, i) == Py_True || (shape_kept && fills_slots(gd))) {
+            g->items[j++] = *gd;
+        }
+        else {
+            guard_clear(gd);
+        }
+    }
+    g->len = j;
+    rc = 0;
+done:
+    Py_XDECREF(rows);
+    Py_XDECREF(glue);
+    Py_XDECREF(keep);
+    return rc;
+}
+
 /* 1 when a guard of this kind on this source (NULL for GRAD_MODE) already exists. */
 static int
 guards_contain(const cdyn_guards *g, guard_kind kind, PyObject *source)

@@ -136,6 +136,16 @@ PyObject *cdyn_guards_first_failure(cdyn_guards *g, PyObject *const *localsplus,
  * "GRAD_MODE enabled". NULL on error. */
 PyObject *cdyn_guards_describe(cdyn_guards *g);
 
+/* torch.compile's options["guard_filter_fn"]: fn (borrowed) is called once with one
+ * torch GuardFilterEntry per guard of g (name, value read from the frame about to run,
+ * guard_type, is_global, orig_guard.source's nn.Module tests; cdynamo._glue.guard_filter)
+ * and the guards it answers False for are removed, except those that fill the slots of
+ * a SHAPE guard it keeps. Only before g's first check. localsplus, func, globals,
+ * builtins: borrowed, the frame the guards were built from. 0, or -1 with an exception
+ * (the filter's own, unchanged). */
+int cdyn_guards_filter(cdyn_guards *g, PyObject *fn, PyObject *const *localsplus,
+                       PyFunctionObject *func, PyObject *globals, PyObject *builtins);
+
 /* Number of guards in the set. */
 Py_ssize_t cdyn_guards_len(const cdyn_guards *g);
 

@@ -2094,6 +2094,21 @@ cdyn_translate_frame(cdyn_frame *frame, PyObject *options,
     }
 }
 
+/* torch.compile(options={"guard_filter_fn": fn}): the compiled function's filter applied
+ * to the guards of tx (cdyn_guards_filter) with the values of frame. 0 or -1. */
+static int
+filter_guards(cdyn_tx *tx, cdyn_frame *frame)
+{
+    PyObject *fn = PyObject_GetAttrString(tx->options, "guard_filter_fn");
+    int rc = fn == NULL ? -1 : 0;
+    if (fn != NULL && fn != Py_None) {
+        rc = cdyn_guards_filter(tx->guards, fn, cdyn_frame_slots(frame), cdyn_frame_func(frame),
+                                cdyn_frame_globals(frame), cdyn_frame_builtins(frame));
+    }
+    Py_XDECREF(fn);
+    return rc;
+}
+
 /* One trace of the frame; *restart set (when restart is not NULL) when the trace must be
  * made again (note_restart). */
 static int
@@ -2172,6 +2187,11 @@ translate_once(cdyn_frame *frame, PyObject *options, cdyn_translation *out,
     rc = 0;
     if (st == TR_UNSUPPORTED) {
         note_unmodified(&tx, &fs);
+        goto done;
+    }
+    if (filter_guards(&tx, frame) < 0) {
+        rc = -1;
+        user_error = 1;   /* the user's guard_filter_fn raised: the call raises it */
         goto done;
     }
     out->code = code_out;
