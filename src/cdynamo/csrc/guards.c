@@ -312,7 +312,9 @@ filter_row(const guard *gd, PyObject *const *localsplus, PyFunctionObject *func,
         }
         ok = PyList_Append(chain, v) == 0;
         Py_DECREF(v);
-        root = s;
+    }
+    while (root != NULL && root->base != NULL) {
+        root = root->base;
     }
     tchain = ok ? PyList_AsTuple(chain) : NULL;
     if (tchain != NULL) {
