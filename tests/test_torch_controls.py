@@ -674,3 +674,33 @@ def test_guard_filter_fn_through_install_and_optimize():
         assert cnt.frame_count == 2 and cdynamo.counters()["compiles"] >= 2
     finally:
         cdynamo.uninstall()
+
+
+def gfail_fn(x, y):
+    if x.shape[0] < 3:
+        return x * y
+    return -1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_optimize_guard_fail_fn_called_with_guard_fail(engine):
+    # torch._dynamo.optimize(guard_fail_fn=fn): fn(GuardFail(reason, orig_code)) before the
+    # recompile, as torch._dynamo (the reason's wording is each engine's own)
+    torch._dynamo.reset()
+    if engine == "cdynamo":
+        cdynamo.install()
+    try:
+        got = []
+        opt_fn = torch._dynamo.optimize("eager", nopython=True, guard_fail_fn=got.append)(gfail_fn)
+        opt_fn(torch.randn(2, 2), torch.randn(2, 2))
+        assert got == []
+        x = torch.randn(5, 5)
+        assert opt_fn(x, x) == -1
+        assert len(got) == 1 and isinstance(got[0], torch._dynamo.types.GuardFail)
+        assert got[0].orig_code is gfail_fn.__code__
+        assert "size mismatch at index 0. expected 2, actual 5" in got[0].reason
+        if engine == "cdynamo":
+            assert cdynamo.counters()["compiles"] >= 2
+    finally:
+        if engine == "cdynamo":
+            cdynamo.uninstall()

@@ -51,10 +51,12 @@ class CompileOptions:
         guard_filter_fn: None, or torch.compile's options["guard_filter_fn"]: called once per
             compiled frame with a list of torch GuardFilterEntry (one per guard), returning
             one bool per entry; guards answered False are not checked (see _glue.guard_filter).
+        guard_fail_fn: None, or torch._dynamo.optimize's guard_fail_fn: called with a torch
+            GuardFail(reason, orig_code) before each recompile (_glue.record_recompile).
     """
 
     __slots__ = ("backend", "backend_name", "fullgraph", "dynamic", "mode", "options",
-                 "guard_filter_fn")
+                 "guard_filter_fn", "guard_fail_fn")
 
     def __init__(self, backend, backend_name, fullgraph, dynamic, mode=None, options=None,
                  guard_filter_fn=None):
@@ -65,6 +67,7 @@ class CompileOptions:
         self.mode = mode
         self.options = options
         self.guard_filter_fn = guard_filter_fn
+        self.guard_fail_fn = None
 
     def __repr__(self):
         return (f"CompileOptions(backend={self.backend_name!r}, fullgraph={self.fullgraph}, "
@@ -287,6 +290,12 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "inducto
     opts = _make_options(backend, fullgraph, dynamic, mode, options)
     if disable:
         return model
+    return _compile_with(model, opts)
+
+
+def _compile_with(model: Callable, opts: CompileOptions):
+    """compile() of a callable model with options already made (torch._dynamo.optimize's
+    path sets guard_fail_fn on them)."""
     engine = _C()
     while isinstance(model, engine.CompiledFunction):
         # compile(compile(fn)): the outer options win, as torch.compile's innermost_fn

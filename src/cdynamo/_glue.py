@@ -1184,10 +1184,17 @@ class Recompile:
 recompile_log: list = []
 
 
-def record_recompile(qualname, filename, lineno, reason, code=None):
-    """Called by the frame hook before a recompile (kept to the last 10,000). Raises
+def record_recompile(qualname, filename, lineno, reason, code=None, options=None):
+    """Called by the frame hook before a recompile (kept to the last 10,000); options: the
+    CompileOptions it compiles with, whose guard_fail_fn (torch._dynamo.optimize's) is
+    called with torch's GuardFail(reason, code), as torch._dynamo calls it. Raises
     torch._dynamo.exc.RecompileError when cdynamo.config.error_on_recompile or
-    torch._dynamo.config.error_on_recompile is set: the compiled call raises it."""
+    torch._dynamo.config.error_on_recompile is set: the compiled call raises it (and
+    guard_fail_fn's own errors)."""
+    fail_fn = getattr(options, "guard_fail_fn", None)
+    if fail_fn is not None:
+        from torch._dynamo.types import GuardFail
+        fail_fn(GuardFail(str(reason), code))
     recompile_log.append(Recompile(qualname, filename, lineno, str(reason)))
     _events.recompile(qualname, filename, lineno, str(reason), code)
     if len(recompile_log) > 10000:

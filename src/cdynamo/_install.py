@@ -130,8 +130,8 @@ class _Optimize:
         self._disable = bool(kwargs.get("disable", False))
         self._backend = _resolve_backend_for_torch(backend)
         self._guard_filter_fn = kwargs.get("guard_filter_fn")
-        ignored = [k for k in ("guard_export_fn", "guard_fail_fn")
-                   if kwargs.get(k) is not None]
+        self._guard_fail_fn = kwargs.get("guard_fail_fn")
+        ignored = [k for k in ("guard_export_fn",) if kwargs.get(k) is not None]
         if ignored:
             _warn_once("optimize:" + ",".join(ignored),
                        f"cdynamo: torch._dynamo.optimize({', '.join(k + '=' for k in ignored)}"
@@ -143,8 +143,14 @@ class _Optimize:
         options = None
         if self._guard_filter_fn is not None:
             options = {"guard_filter_fn": self._guard_filter_fn}
-        return _api.compile(fn, backend=self._backend, fullgraph=self._fullgraph,
-                            dynamic=self._dynamic, disable=self._disable, options=options)
+        if self._guard_fail_fn is None or self._disable:
+            return _api.compile(fn, backend=self._backend, fullgraph=self._fullgraph,
+                                dynamic=self._dynamic, disable=self._disable, options=options)
+        if not callable(fn):
+            return _api.compile(fn)   # its TypeError
+        opts = _api._make_options(self._backend, self._fullgraph, self._dynamic, None, options)
+        opts.guard_fail_fn = self._guard_fail_fn
+        return _api._compile_with(fn, opts)
 
     def __enter__(self):
         raise RuntimeError(

@@ -427,20 +427,20 @@ recent_failure(cdyn_extra *x, cdyn_frame *f)
     return r;
 }
 
-/* A recompile of code because of reason (str): one INFO line on the "cdynamo" logger
- * naming the guard that failed with its old and new values, and a record for
- * cdynamo.explain(). -1 with the exception set when the record raises: a RecompileError
+/* A recompile of code because of reason (str), compiling with options (borrowed, may be
+ * NULL): one INFO line on the "cdynamo" logger naming the guard that failed with its old
+ * and new values, a record for cdynamo.explain(), and the options' guard_fail_fn called. -1 with the exception set when the record raises: a RecompileError
  * under error_on_recompile (cdynamo.config or torch._dynamo.config), the call's error. */
 static int
-note_recompile(PyCodeObject *code, PyObject *reason)
+note_recompile(PyCodeObject *code, PyObject *reason, PyObject *options)
 {
     PyObject *glue = NULL, *r = NULL;
     cdyn_log(20, "recompiling %U (%U:%d): %U", code->co_qualname, code->co_filename,
              code->co_firstlineno, reason);
     glue = PyImport_ImportModule("cdynamo._glue");
-    r = glue ? PyObject_CallMethod(glue, "record_recompile", "OOiOO", code->co_qualname,
+    r = glue ? PyObject_CallMethod(glue, "record_recompile", "OOiOOO", code->co_qualname,
                                    code->co_filename, code->co_firstlineno, reason,
-                                   (PyObject *)code)
+                                   (PyObject *)code, options != NULL ? options : Py_None)
              : NULL;
     Py_XDECREF(glue);
     Py_XDECREF(r);
@@ -663,7 +663,7 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
     if (x->nentries > 0) {
         reason = recent_failure(x, f);
         PyErr_Clear();
-        if (reason != NULL && note_recompile(code, reason) < 0) {
+        if (reason != NULL && note_recompile(code, reason, opts) < 0) {
             t->disabled = saved_disabled;   /* error_on_recompile: the call raises */
             goto done;
         }
