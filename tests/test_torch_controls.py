@@ -704,3 +704,138 @@ def test_optimize_guard_fail_fn_called_with_guard_fail(engine):
     finally:
         if engine == "cdynamo":
             cdynamo.uninstall()
+
+
+# ---- torch._dynamo.disable forms called from compiled code; one cache per backend --------
+
+def _nr_fn2(x):
+    return x + 1
+
+
+@torch._dynamo.disable(recursive=False)
+def _nr_fn1(x):
+    if torch.compiler.is_compiling():
+        raise RuntimeError("bad: the non-recursively disabled frame was compiled")
+    return _nr_fn2(x.sigmoid().cos())
+
+
+def _nr_fn(x):
+    return _nr_fn1(x.tan())
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_disable_non_recursive_runs_the_frame_eagerly_and_compiles_callees(engine):
+    # as torch's test_disable_recursive_false: the wrapped frame runs uncompiled, the
+    # function it calls is compiled (2 frames: the caller's graph and _nr_fn2's)
+    torch._dynamo.reset()
+    cdynamo.reset()
+    cnt = CompileCounter()
+    comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+    x = torch.randn(4)
+    assert torch.allclose(comp(_nr_fn, backend=cnt)(x), _nr_fn(x))
+    assert cnt.frame_count == 2
+
+
+class _DisLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer0 = torch.nn.Linear(4, 4)
+
+    def forward(self, inp):
+        return self.layer0(torch.sigmoid(inp))
+
+
+class _DisModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer0 = _DisLinear()
+        self.layer1 = torch.nn.Linear(4, 4)
+
+    def forward(self, inp):
+        return self.layer1(self.layer0(torch.sin(inp)))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_disabled_submodule_called_from_compiled_code(engine):
+    # torch._dynamo.disable(module) inside a compiled model: a graph break around it (it
+    # was put in the graph as torch.nn's _wrapped_call_impl, which failed when run)
+    torch._dynamo.reset()
+    cdynamo.reset()
+    torch.manual_seed(0)
+    model = _DisModel()
+    model.layer0.register_forward_pre_hook(lambda mod, args: (args[0].sigmoid(),))
+    model.layer0 = torch._dynamo.disable(model.layer0)
+    cnt = CompileCounter()
+    comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+    x = torch.randn(4)
+    assert torch.allclose(comp(model, backend=cnt)(x), model(x))
+    assert cnt.frame_count == 2
+
+
+def _be_f(x):
+    return x.sin() + 1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_backend_compiles_its_own_entries(engine):
+    # the same code compiled with two backends: each backend compiles it once and its
+    # compiled function uses only its own entries (cdynamo reused the first backend's)
+    torch._dynamo.reset()
+    cdynamo.reset()
+    c1, c2 = CompileCounter(), CompileCounter()
+    comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+    a, b, a2 = comp(_be_f, backend=c1), comp(_be_f, backend=c2), comp(_be_f, backend=c1)
+    x = torch.randn(3)
+    for fn in (a, b, a2, a, b):
+        assert torch.equal(fn(x), _be_f(x))
+    assert (c1.frame_count, c2.frame_count) == (1, 1)
+
+
+def _dis_fn(a):
+    x = torch.add(a, 1)
+    x = torch.add(x, 1)
+    x = torch.sub(x, 1)
+    x = torch.add(x, 1)
+    return torch.add(x, 1)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_disallow_in_graph_breaks_at_the_op(engine):
+    torch._dynamo.reset()
+    cdynamo.reset()
+    torch._dynamo.disallow_in_graph(torch.sub)
+    try:
+        cnt = CompileCounter()
+        comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+        x = torch.ones(3)
+        assert torch.equal(comp(_dis_fn, backend=cnt)(x), _dis_fn(x))
+        assert (cnt.frame_count, cnt.op_count) == (2, 4)
+    finally:
+        torch._dynamo.allow_in_graph(torch.sub)
+
+
+class _NsPoint:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+@torch._dynamo.nonstrict_trace
+def _ns_traced(x, p):
+    return x * p.x + p.y
+
+
+def _ns_caller(x):
+    return _ns_traced(x + 1, _NsPoint(2, 3))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_nonstrict_trace_function_with_an_object_argument(engine):
+    # torch keeps it opaque with flattened arguments; cdynamo traces it: one graph either way
+    # (it was an opaque node with the raw object, which failed on fake tensors)
+    torch._dynamo.reset()
+    cdynamo.reset()
+    cnt = CompileCounter()
+    comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+    x = torch.ones(3)
+    assert torch.equal(comp(_ns_caller, backend=cnt, fullgraph=True)(x), _ns_caller(x))
+    assert cnt.frame_count == 1

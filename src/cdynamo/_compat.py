@@ -223,3 +223,11 @@ def guard_filter_entry_type():
             is_global: bool
             orig_guard: object
         return GuardFilterEntry
+
+
+def nonrecursive_disable_code():
+    """The code object of torch._dynamo.disable(fn, recursive=False)'s wrapper
+    (torch._dynamo.decorators, 2.13-2.15): a frame it calls runs uncompiled (its callees are
+    compiled), as torch._dynamo decides. None when this torch has none."""
+    from torch._dynamo import decorators
+    return getattr(decorators, "_nonrecursive_disable_wrapper_code", None)

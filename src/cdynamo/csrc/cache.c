@@ -30,6 +30,7 @@ entry_free(cdyn_cache_entry *e)
     Py_XDECREF(e->code);
     Py_XDECREF(e->func);
     Py_XDECREF(e->reason);
+    Py_XDECREF(e->backend);
     PyMem_Free(e);
     cdyn_live.cache_entries--;
 }

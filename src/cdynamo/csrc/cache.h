@@ -21,6 +21,11 @@ typedef struct cdyn_cache_entry {
     Py_ssize_t hits;
     PyObject *reason;           /* strong str or NULL: the guard failure that made this entry
                                    (set by the hook for an entry made by a recompile) */
+    PyObject *backend;          /* strong or NULL: the backend of the compiled function whose
+                                   call made this entry (its CompileOptions.backend); a call
+                                   of a function compiled with another backend does not use
+                                   it, as torch._dynamo's entries carry their backend. NULL:
+                                   any call uses it */
     int plan_state;             /* 0 not looked at, 1 `plan` runs the code, -1 it cannot */
     struct cdyn_plan_box *plan; /* owned (one of its refs); set when plan_state == 1 */
 } cdyn_cache_entry;

@@ -70,9 +70,21 @@ typedef struct {
     cdyn_stance_mode stance;
     int skip_guards;       /* skip_guard_eval_unsafe */
     PyObject *first_options;   /* aot_eager_then_compile's (cdyn_stance); borrowed, or NULL */
+    /* The backend of the innermost compiled call (its wrapper's CompileOptions.backend):
+     * only entries made under it (or with none) are looked up. Borrowed; NULL: any entry
+     * (set_stance's force_backend, frames outside compiled calls). */
+    PyObject *backend_key;
 } cdyn_tls;
 
 static _Thread_local cdyn_tls tls;
+
+/* 1 when entry e may serve the current call: made with no backend, or with the backend of
+ * the innermost compiled call (or that call has none: force_backend). */
+static inline int
+backend_matches(const cdyn_cache_entry *e)
+{
+    return e->backend == NULL || tls.backend_key == NULL || e->backend == tls.backend_key;
+}
 
 cdyn_counters cdyn_counts;
 static Py_ssize_t install_count;   /* compiled calls active on all threads */
@@ -520,6 +532,9 @@ entry_compiled_meanwhile(PyCodeObject *code, cdyn_frame *f, cdyn_extra **px)
     int r = 0;
     t->disabled = 1;
     for (e = (*px)->entries; e != NULL; e = e->next) {
+        if (!backend_matches(e)) {
+            continue;
+        }
         r = cdyn_guards_check(e->guards, cdyn_frame_slots(f), cdyn_frame_func(f), cdyn_frame_globals(f),
                               cdyn_frame_builtins(f));
         if (r < 0) {
@@ -602,6 +617,30 @@ at_cache_limit(cdyn_extra *x, cdyn_frame *f)
     return n >= cache_size_limit;
 }
 
+/* torch._dynamo.disable(fn, recursive=False)'s wrapper code (strong, resolved on first use
+ * through cdynamo._compat; Py_None when torch has none). */
+static PyObject *nonrecursive_wrapper_code;
+
+/* 1 when the frame calling the one about to start (the thread's executing frame) runs
+ * torch's non-recursive disable wrapper: that call is not compiled, its callees are (as
+ * torch._dynamo's convert_frame decides); 0 otherwise or on error (cleared: compiled). */
+static int
+called_by_nonrecursive_disable(PyThreadState *ts)
+{
+    cdyn_frame *caller = cdyn_current_frame(ts);
+    if (nonrecursive_wrapper_code == NULL) {
+        PyObject *compat = PyImport_ImportModule("cdynamo._compat");
+        nonrecursive_wrapper_code =
+            compat ? PyObject_CallMethod(compat, "nonrecursive_disable_code", NULL) : NULL;
+        Py_XDECREF(compat);
+        if (nonrecursive_wrapper_code == NULL) {
+            PyErr_Clear();
+            nonrecursive_wrapper_code = Py_NewRef(Py_None);
+        }
+    }
+    return caller != NULL && (PyObject *)cdyn_frame_code(caller) == nonrecursive_wrapper_code;
+}
+
 /* The slow path of a frame whose code has no passing entry: compile or run unmodified.
  * order: cdyn_cache_order when the walk that found no entry started. */
 static PyObject *
@@ -619,6 +658,10 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
     cdyn_counts.cache_misses++;
     if (t->run_only) {
         /* called from a frame at its cache limit: runs as is, its callees too */
+        cdyn_counts.unmodified++;
+        return eval_plain(ts, f, 0);
+    }
+    if (called_by_nonrecursive_disable(ts)) {
         cdyn_counts.unmodified++;
         return eval_plain(ts, f, 0);
     }
@@ -758,6 +801,7 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
     if (e == NULL) {
         goto done;
     }
+    e->backend = Py_XNewRef(t->backend_key);
     e->reason = Py_XNewRef(reason);   /* the guard failure that made this entry */
     compile_lock_release();
     locked = 0;
@@ -841,7 +885,8 @@ eval_frame(PyThreadState *ts, cdyn_frame *f, int throwflag)
     unsigned long order;
     cdyn_cache_entry *prev = NULL, *e = NULL;
     t->disabled = 1;
-    if (t->skip_guards && x->entries != NULL && x->entries->next == NULL) {
+    if (t->skip_guards && x->entries != NULL && x->entries->next == NULL &&
+        backend_matches(x->entries)) {
         /* set_stance(skip_guard_eval_unsafe=True): no other entry to tell apart */
         t->disabled = saved_disabled;
         cdyn_counts.cache_hits++;
@@ -853,6 +898,9 @@ restart:
     order = cdyn_cache_order;
     for (e = x->entries; e != NULL; prev = e, e = e->next) {
         unsigned long gen = cdyn_cache_generation;
+        if (!backend_matches(e)) {
+            continue;
+        }
         int r = cdyn_guards_check(e->guards, cdyn_frame_slots(f), cdyn_frame_func(f), cdyn_frame_globals(f),
                                   cdyn_frame_builtins(f));
         if (r < 0) {
@@ -923,6 +971,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *fn;          /* strong */
     PyObject *options;     /* strong; Py_None for DisabledFunction */
+    PyObject *backend;     /* strong or NULL: options.backend, the key of its cache entries */
     PyObject *dict;        /* strong or NULL */
     PyObject *weakreflist;
     vectorcallfunc vectorcall;
@@ -1091,7 +1140,8 @@ direct_call(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwname
     /* a force-compiled code (torch's module classes) is compiled only as the compiled
      * module's own forward (eval_frame's rule) */
     int force_hit = e != NULL && x->force && (PyObject *)code == t->force_code;
-    if (e == NULL || (x->force && !force_hit && cdyn_rule_skips_frame((cdyn_rule)x->rule))) {
+    if (e == NULL || (x->force && !force_hit && cdyn_rule_skips_frame((cdyn_rule)x->rule)) ||
+        !backend_matches(e)) {
         return NULL;
     }
     PyObject *const *locals = args;    /* the arguments are all the slots: read in place */
@@ -1218,6 +1268,7 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     cdyn_stance_mode saved_stance = t->stance;
     int saved_skip_guards = t->skip_guards;
     PyObject *saved_first = t->first_options;
+    PyObject *saved_backend = t->backend_key;
     hook_layer layer;
     PyObject *dynamo_prior = NULL;
     cdyn_stance stance;
@@ -1238,6 +1289,7 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     t->stance = stance.mode;
     t->skip_guards = stance.skip_guards;
     t->first_options = stance.first_options;
+    t->backend_key = stance.options == self->options ? self->backend : NULL;
     t->run_only += stance.mode == CDYN_STANCE_EAGER_ON_RECOMPILE;
     t->active++;
     t->disabled = 0;
@@ -1260,6 +1312,7 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     t->stance = saved_stance;
     t->skip_guards = saved_skip_guards;
     t->first_options = saved_first;
+    t->backend_key = saved_backend;
     t->force_code = saved_force;
     return res;
 }
@@ -1283,6 +1336,7 @@ wrapper_traverse(cdyn_wrapper *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->fn);
     Py_VISIT(self->options);
+    Py_VISIT(self->backend);
     Py_VISIT(self->dict);
     Py_VISIT(self->modcall.type);
     Py_VISIT(self->modcall.forward);
@@ -1295,6 +1349,7 @@ wrapper_clear(cdyn_wrapper *self)
 {
     Py_CLEAR(self->fn);
     Py_CLEAR(self->options);
+    Py_CLEAR(self->backend);
     Py_CLEAR(self->dict);
     cdyn_modcall_clear(&self->modcall);
     return 0;
@@ -1387,6 +1442,10 @@ wrapper_new(PyTypeObject *type, PyObject *fn, PyObject *options, vectorcallfunc 
     }
     w->fn = Py_NewRef(fn);
     w->options = Py_NewRef(options);
+    w->backend = options != Py_None ? PyObject_GetAttrString(options, "backend") : NULL;
+    if (w->backend == NULL) {
+        PyErr_Clear();   /* options without a backend: its entries serve any call */
+    }
     w->dict = NULL;
     w->weakreflist = NULL;
     w->vectorcall = vc;

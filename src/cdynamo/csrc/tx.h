@@ -558,6 +558,9 @@ int cdyn_is_graph_function(PyObject *obj);
 /* 1 when obj (borrowed) is registered with torch._dynamo.allow_in_graph (its id in torch's
  * _allowed_callable_ids; 0 while torch._dynamo is not loaded). Never fails. */
 int cdyn_allowed_in_graph(PyObject *obj);
+/* 1 when torch._dynamo.disallow_in_graph(obj) marked obj (a torch op then breaks the graph
+ * where it is called, as torch._dynamo). */
+int cdyn_disallowed_in_graph(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
 int cdyn_is_torch_special(PyObject *obj);
 /* A call of obj (borrowed) under a FOLD trace rule (trace_rules.py): with every argument a

@@ -597,6 +597,20 @@ compiled_target(PyObject *obj)
     return target != NULL && PyCallable_Check(target) ? target : NULL;
 }
 
+/* 1 when obj is a function torch._dynamo.disable / torch.compiler.disable made (it carries
+ * _torchdynamo_disable = True, and functools.wraps may give it the wrapped function's
+ * __module__, e.g. torch.nn's): never traced or put in a graph, as torch._dynamo skips it. */
+static int
+dynamo_disabled(PyObject *obj)
+{
+    PyObject *d, *flag;
+    if (!PyFunction_Check(obj) || (d = ((PyFunctionObject *)obj)->func_dict) == NULL) {
+        return 0;
+    }
+    flag = PyDict_GetItemString(d, "_torchdynamo_disable");   /* borrowed */
+    return flag == Py_True;
+}
+
 /* The family of a callable that is not a module, a method or a container. */
 static cdyn_vkind
 callable_kind(PyObject *obj)
@@ -622,6 +636,9 @@ callable_kind(PyObject *obj)
         if (cdyn_ctx_eogb_wrapper(obj, &wrapped, &on)) {
             return VK_USERFN;   /* @torch._dynamo.error_on_graph_break(flag): inline.c */
         }
+    }
+    if (dynamo_disabled(obj)) {
+        return VK_OPAQUE;   /* torch._dynamo.disable(fn) (any recursive=): run at a break */
     }
     if (cdyn_module_startswith(obj, "torch._dynamo") ||
         (cdyn_module_startswith(obj, "cdynamo") &&

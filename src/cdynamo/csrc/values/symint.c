@@ -1180,21 +1180,26 @@ input_entry(PyObject *v)
 
 /* Record v (borrowed), read through source (borrowed), into fs as a trace reading it as an
  * input records it; the items of lists, tuples and dicts (str / int keys) too, depth levels
- * down. 0, or -1 with an exception. */
+ * down, until *budget values were visited. 0, or -1 with an exception. */
 static int
-record_input(PyObject *fs, PyObject *v, PyObject *source, int depth)
+record_input(PyObject *fs, PyObject *v, PyObject *source, int depth, int *budget)
 {
     PyObject *entry = NULL, *key = NULL, *item = NULL, *isrc = NULL;
     Py_ssize_t pos = 0;
     int rc = -1;
+    if (--*budget < 0) {
+        return 0;
+    }
     if (PyList_CheckExact(v) || PyTuple_CheckExact(v) || PyDict_CheckExact(v)) {
         PyObject *seq = depth > 0 && !PyDict_CheckExact(v) ? PySequence_Fast(v, "") : NULL;
         Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
         rc = 0;
-        for (Py_ssize_t i = 0; rc == 0 && i < n && i < 64; i++) {
+        for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
             key = PyLong_FromSsize_t(i);
             isrc = key ? cdyn_source_item(source, key) : NULL;
-            rc = isrc ? record_input(fs, PySequence_Fast_GET_ITEM(seq, i), isrc, depth - 1) : -1;
+            rc = isrc ? record_input(fs, PySequence_Fast_GET_ITEM(seq, i), isrc, depth - 1,
+                                     budget)
+                      : -1;
             Py_CLEAR(key);
             Py_CLEAR(isrc);
         }
@@ -1204,7 +1209,7 @@ record_input(PyObject *fs, PyObject *v, PyObject *source, int depth)
                 continue;
             }
             isrc = cdyn_source_item(source, key);
-            rc = isrc ? record_input(fs, item, isrc, depth - 1) : -1;
+            rc = isrc ? record_input(fs, item, isrc, depth - 1, budget) : -1;
             Py_CLEAR(isrc);
         }
         return rc;
@@ -1228,13 +1233,13 @@ cdyn_sym_record_eager_call(PyCodeObject *code, PyObject *const *slots)
     PyObject *fs = sym_init() < 0 ? NULL : cdyn_cache_frame_state(code), *src = NULL;
     int nargs = code->co_argcount + code->co_kwonlyargcount +
                 !!(code->co_flags & CO_VARARGS) + !!(code->co_flags & CO_VARKEYWORDS);
-    int rc = fs ? 0 : -1;
+    int rc = fs ? 0 : -1, budget = 256;   /* values visited at most */
     for (int i = 0; rc == 0 && i < nargs; i++) {
         if (slots[i] == NULL) {
             continue;
         }
         src = cdyn_source_local(i, PyTuple_GET_ITEM(code->co_localsplusnames, i));
-        rc = src ? record_input(fs, slots[i], src, 3) : -1;
+        rc = src ? record_input(fs, slots[i], src, 3, &budget) : -1;
         Py_CLEAR(src);
     }
     return rc;

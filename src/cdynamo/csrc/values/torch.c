@@ -6,26 +6,34 @@
 #include "../codegen.h"
 #include "../trace_rules.h"
 
-int
-cdyn_allowed_in_graph(PyObject *obj)
+/* torch._dynamo.trace_rules' FunctionIdSets the engine reads (strong once read). */
+enum { IDS_ALLOWED, IDS_NONSTRICT, IDS_DISALLOWED, N_IDS };
+static const char *const id_set_names[N_IDS] = {
+    "_allowed_callable_ids", "_nonstrict_trace_callable_ids", "_disallowed_callable_ids"};
+static PyObject *id_sets[N_IDS];
+
+/* 1 when obj's id is in torch._dynamo.trace_rules.<id_set_names[which]>; 0 otherwise, also
+ * while torch._dynamo is not loaded (no import of our own) or the set does not exist. */
+static int
+in_id_set(int which, PyObject *obj)
 {
-    static PyObject *s_mod, *allowed;   /* the module name; torch's FunctionIdSet (strong) */
+    static PyObject *s_mod;
     PyObject *mod, *ids, *key;
     int r;
-    if (allowed == NULL) {   /* only once torch._dynamo is loaded: no import of our own */
+    if (id_sets[which] == NULL) {
         if (s_mod == NULL && (s_mod = PyUnicode_InternFromString("torch._dynamo.trace_rules")) == NULL) {
             PyErr_Clear();
             return 0;
         }
         mod = PyImport_GetModule(s_mod);
-        allowed = mod ? PyObject_GetAttrString(mod, "_allowed_callable_ids") : NULL;
+        id_sets[which] = mod ? PyObject_GetAttrString(mod, id_set_names[which]) : NULL;
         Py_XDECREF(mod);
-        if (allowed == NULL) {
+        if (id_sets[which] == NULL) {
             PyErr_Clear();
             return 0;
         }
     }
-    ids = PyObject_GetAttrString(allowed, "function_ids");   /* None until initialised */
+    ids = PyObject_GetAttrString(id_sets[which], "function_ids");   /* None until initialised */
     if (ids == NULL || !PyAnySet_Check(ids) || PySet_GET_SIZE(ids) == 0) {
         PyErr_Clear();
         Py_XDECREF(ids);
@@ -43,6 +51,20 @@ cdyn_allowed_in_graph(PyObject *obj)
 }
 
 int
+cdyn_allowed_in_graph(PyObject *obj)
+{
+    /* torch._dynamo.nonstrict_trace registers its function as allowed too: cdynamo traces
+       it like any other function (docs/drop-in.md) */
+    return in_id_set(IDS_ALLOWED, obj) && !in_id_set(IDS_NONSTRICT, obj);
+}
+
+int
+cdyn_disallowed_in_graph(PyObject *obj)
+{
+    return in_id_set(IDS_DISALLOWED, obj);
+}
+
+int
 cdyn_is_graph_function(PyObject *obj)
 {
     if (PyType_Check(obj) || PyMethod_Check(obj)) {
@@ -57,6 +79,9 @@ cdyn_is_graph_function(PyObject *obj)
     }
     if (PyFunction_Check(obj) && cdyn_allowed_in_graph(obj)) {
         return 1;   /* torch._dynamo.allow_in_graph(fn): one node, as torch._dynamo */
+    }
+    if (cdyn_disallowed_in_graph(obj)) {
+        return 0;   /* torch._dynamo.disallow_in_graph(op): a graph break, as torch._dynamo */
     }
     if (cdyn_module_startswith(obj, "torch._dynamo") || cdyn_module_startswith(obj, "torch.fx") ||
         cdyn_module_startswith(obj, "torch._C._dynamo") ||   /* the frame hook's own C API */
