@@ -814,24 +814,19 @@ def test_disallow_in_graph_breaks_at_the_op(engine):
         torch._dynamo.allow_in_graph(torch.sub)
 
 
-class _NsPoint:
-    def __init__(self, x, y):
-        self.x, self.y = x, y
-
-
 @torch._dynamo.nonstrict_trace
 def _ns_traced(x, p):
-    return x * p.x + p.y
+    return x * p["scale"] + p["shift"]
 
 
 def _ns_caller(x):
-    return _ns_traced(x + 1, _NsPoint(2, 3))
+    return _ns_traced(x + 1, {"scale": 2, "shift": torch.ones(3)})
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_nonstrict_trace_function_with_an_object_argument(engine):
+def test_nonstrict_trace_function_with_a_pytree_argument(engine):
     # torch keeps it opaque with flattened arguments; cdynamo traces it: one graph either way
-    # (it was an opaque node with the raw object, which failed on fake tensors)
+    # (it was an opaque node with the raw dict, which failed on fake tensors)
     torch._dynamo.reset()
     cdynamo.reset()
     cnt = CompileCounter()

@@ -59,6 +59,12 @@ cdyn_allowed_in_graph(PyObject *obj)
 }
 
 int
+cdyn_nonstrict_traced(PyObject *obj)
+{
+    return in_id_set(IDS_NONSTRICT, obj);
+}
+
+int
 cdyn_disallowed_in_graph(PyObject *obj)
 {
     return in_id_set(IDS_DISALLOWED, obj);
