@@ -603,20 +603,6 @@ script_if_tracing_original(PyObject *func)
                                                                                      : NULL;
 }
 
-/* torch._dynamo.nonstrict_trace(fn)'s wrapper (torch's, skipped): fn, its __wrapped__,
- * which cdynamo traces like any function (docs/drop-in.md). Borrowed (held by the
- * wrapper's __dict__) or NULL. */
-static PyObject *
-nonstrict_original(PyObject *func)
-{
-    PyObject *d = ((PyFunctionObject *)func)->func_dict, *orig;
-    if (d == NULL || !PyDict_CheckExact(d) || !cdyn_nonstrict_traced(func)) {
-        return NULL;
-    }
-    orig = PyDict_GetItemString(d, "__wrapped__");
-    return orig != NULL && PyFunction_Check(orig) && orig != func ? orig : NULL;
-}
-
 /* torch.optim: before a traced call of an optimizer's _init_group (the lazy creation of its
  * state: step counters, moment buffers), the real method runs once now on each of the
  * optimizer's real param_groups, with throwaway lists, as torch._dynamo runs _init_group
@@ -729,9 +715,6 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         PyObject *orig = script_if_tracing_original(func);
-        if (orig == NULL) {
-            orig = nonstrict_original(func);
-        }
         if (orig != NULL) {
             /* every wrapper has the same code: one guarded by its code is pinned by
                identity, which fixes the function it wraps */

@@ -561,8 +561,6 @@ int cdyn_allowed_in_graph(PyObject *obj);
 /* 1 when torch._dynamo.disallow_in_graph(obj) marked obj (a torch op then breaks the graph
  * where it is called, as torch._dynamo). */
 int cdyn_disallowed_in_graph(PyObject *obj);
-/* 1 when torch._dynamo.nonstrict_trace made obj (its wrapper; traced through __wrapped__). */
-int cdyn_nonstrict_traced(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
 int cdyn_is_torch_special(PyObject *obj);
 /* A call of obj (borrowed) under a FOLD trace rule (trace_rules.py): with every argument a

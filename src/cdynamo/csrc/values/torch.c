@@ -7,9 +7,9 @@
 #include "../trace_rules.h"
 
 /* torch._dynamo.trace_rules' FunctionIdSets the engine reads (strong once read). */
-enum { IDS_ALLOWED, IDS_NONSTRICT, IDS_DISALLOWED, N_IDS };
-static const char *const id_set_names[N_IDS] = {
-    "_allowed_callable_ids", "_nonstrict_trace_callable_ids", "_disallowed_callable_ids"};
+enum { IDS_ALLOWED, IDS_DISALLOWED, N_IDS };
+static const char *const id_set_names[N_IDS] = {"_allowed_callable_ids",
+                                                "_disallowed_callable_ids"};
 static PyObject *id_sets[N_IDS];
 
 /* 1 when obj's id is in torch._dynamo.trace_rules.<id_set_names[which]>; 0 otherwise, also
@@ -53,15 +53,8 @@ in_id_set(int which, PyObject *obj)
 int
 cdyn_allowed_in_graph(PyObject *obj)
 {
-    /* torch._dynamo.nonstrict_trace registers its function as allowed too: cdynamo traces
-       it like any other function (docs/drop-in.md) */
-    return in_id_set(IDS_ALLOWED, obj) && !in_id_set(IDS_NONSTRICT, obj);
-}
-
-int
-cdyn_nonstrict_traced(PyObject *obj)
-{
-    return in_id_set(IDS_NONSTRICT, obj);
+    /* torch._dynamo.nonstrict_trace registers its function here too: one opaque node */
+    return in_id_set(IDS_ALLOWED, obj);
 }
 
 int
