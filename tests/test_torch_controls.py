@@ -833,3 +833,39 @@ def test_nonstrict_trace_function_is_one_opaque_node(engine):
     x = torch.ones(3)
     assert torch.equal(comp(_ns_caller, backend=cnt, fullgraph=True)(x), _ns_caller(x))
     assert cnt.frame_count == 1
+
+
+def _eogb_two_breaks(x):
+    x = x + 1
+    with torch._dynamo.error_on_graph_break(False):
+        torch._dynamo.graph_break()
+        x = x + 2
+        torch._dynamo.graph_break()
+    return x + 4
+
+
+def _eogb_break_after_block(x):
+    x = x + 1
+    with torch._dynamo.error_on_graph_break(False):
+        torch._dynamo.graph_break()
+        x = x + 2
+    torch._dynamo.graph_break()
+    return x + 4
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_error_on_graph_break_block_survives_a_break_inside_it(engine):
+    # as torch's test_error_on_graph_break (f3): the resume function after the first break
+    # is still inside the False block, so the second break is allowed (3 frames); after the
+    # block the outer True applies again
+    torch._dynamo.reset()
+    cdynamo.reset()
+    comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+    cnt = CompileCounter()
+    f = torch._dynamo.error_on_graph_break(True)(comp(_eogb_two_breaks, backend=cnt))
+    x = torch.ones(3)
+    assert torch.equal(f(x), x + 7)
+    assert cnt.frame_count == 3
+    g = torch._dynamo.error_on_graph_break(True)(comp(_eogb_break_after_block, backend=cnt))
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        g(x)

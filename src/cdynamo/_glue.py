@@ -45,6 +45,26 @@ class GradModeExit:
         return f"GradModeExit(prev={self.prev})"
 
 
+class ErrorOnGraphBreakExit:
+    """The __exit__ of a `with torch._dynamo.error_on_graph_break(flag)` block that a graph
+    break split: resume functions receive it on their stack, and tracing one starts with
+    the block's setting (`flag`) and restores `prev` at the block's end (both the engine's
+    codes: 0 unset, 1 False, 2 True). Called at run time it does nothing, as the block's
+    setting is a compile-time one."""
+
+    __slots__ = ("flag", "prev")
+
+    def __init__(self, flag, prev):
+        self.flag = int(flag)
+        self.prev = int(prev)
+
+    def __call__(self, *exc_info):
+        return None
+
+    def __repr__(self):
+        return f"ErrorOnGraphBreakExit(flag={self.flag}, prev={self.prev})"
+
+
 class AutocastExit:
     """An entered `with torch.autocast(...)` block split by a graph break. Making it enters
     the autocast ``args`` = (device_type, dtype, enabled, cache_enabled) as

@@ -2372,6 +2372,7 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.invert, "operator", "invert"}, {&cdyn_G.not_, "operator", "not_"},
         {&cdyn_G.contains, "operator", "contains"},
         {&cdyn_G.grad_mode_exit_type, "cdynamo._glue", "GradModeExit"},
+        {&cdyn_G.eogb_exit_type, "cdynamo._glue", "ErrorOnGraphBreakExit"},
         {&cdyn_G.autocast_exit_type, "cdynamo._glue", "AutocastExit"},
         {&cdyn_G.autocast_enter_type, "cdynamo._glue", "AutocastEnter"},
         {&cdyn_G.user_errors, "cdynamo._glue", "USER_ERRORS"},

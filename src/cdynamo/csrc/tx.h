@@ -596,6 +596,10 @@ int cdyn_ctx_changes_state(PyObject *target);
  * made (torch's wrap_dunder_call_ctx_manager): *target (borrowed) is the function it wraps,
  * *on the flag; 0 otherwise (never raises). */
 int cdyn_ctx_eogb_wrapper(PyObject *func, PyObject **target, int *on);
+/* A _glue.ErrorOnGraphBreakExit of the frame (a resume function's stack, read through
+ * source): the exit of an error_on_graph_break block split by a break; the trace runs with
+ * the block's setting from here (tx->eogb), and the exit restores the one before. */
+tr_status cdyn_ctx_wrap_eogb_exit(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
 /* Set grad mode `mode` in the graph (a _set_grad_enabled node), unless the graph is in that
  * mode at this point already (no node for a no-op change, as torch._dynamo). */
 tr_status cdyn_ctx_set_grad(cdyn_tx *tx, int mode);
@@ -887,7 +891,7 @@ typedef struct {
         *setitem_fn, *set_grad_enabled, *saved_hooks_set_tracing, *is_grad_enabled, *no_grad, *enable_grad,
         *set_grad_enabled_cls, *sequential_type, *modulelist_type, *moduledict_type,
         *binop_fns[26], *cmp_fns[6], *neg, *pos, *invert, *not_, *contains,
-        *grad_mode_exit_type, *user_errors, *restart_trace, *enter_autocast, *exit_autocast,
+        *grad_mode_exit_type, *eogb_exit_type, *user_errors, *restart_trace, *enter_autocast, *exit_autocast,
         *autocast_exit_type, *autocast_enter_type, *enter_inference_mode,
         *exit_inference_mode, *inference_mode_type, *inference_exit_type, *inference_enter_type,
         *sdpa_kernel_fn, *sdpa_backend_type, *sdpa_enter, *sdpa_exit, *sdpa_exit_type, *sdpa_enter_type;

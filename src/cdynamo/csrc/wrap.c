@@ -730,6 +730,9 @@ build(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     if ((PyObject *)Py_TYPE(obj) == cdyn_G.grad_mode_exit_type) {
         return wrap_grad_exit(tx, obj, source, out);
     }
+    if ((PyObject *)Py_TYPE(obj) == cdyn_G.eogb_exit_type) {
+        return cdyn_ctx_wrap_eogb_exit(tx, obj, source, out);
+    }
     if (cdyn_ctx_is_mode_glue(obj)) {   /* AutocastEnter / AutocastExit and the like */
         return cdyn_ctx_wrap_mode_glue(tx, obj, source, out);
     }

@@ -477,7 +477,8 @@ ctx_enter(cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result)
         if (*exit_fn == NULL) {
             return TR_ERROR;
         }
-        V(*exit_fn)->bits |= NULLCTX_EXIT | (c->bits & (NULLCTX_TF_OFF | NULLCTX_EOGB));
+        V(*exit_fn)->bits |= NULLCTX_EXIT | (c->bits & (NULLCTX_TF_OFF | NULLCTX_EOGB |
+                                                         NULLCTX_EOGB_ON));
         V(*exit_fn)->u.nullctx.enter_result = cdyn_value_const(Py_None);
         if (c->bits & NULLCTX_TF_OFF) {
             tx->tf_subclass_off++;
@@ -731,6 +732,19 @@ ctx_reconstruct(cdyn_cg *cg, PyObject *v)
     if (V(v)->kind == VK_AUTOCAST_EXIT) {
         return autocast_exit_reconstruct(cg, v);
     }
+    if (V(v)->kind == VK_NULLCTX && (V(v)->bits & (NULLCTX_EXIT | NULLCTX_EOGB)) ==
+                                        (NULLCTX_EXIT | NULLCTX_EOGB)) {
+        /* an error_on_graph_break block's exit: ErrorOnGraphBreakExit(flag, prev) */
+        PyObject *flag = PyLong_FromLong((V(v)->bits & NULLCTX_EOGB_ON) ? 2 : 1);
+        PyObject *prev = PyLong_FromLong((long)((V(v)->bits >> NULLCTX_EOGB_PREV_SHIFT) & 3u));
+        int rc = flag && prev && cdyn_cg_push_callable(cg, cdyn_G.eogb_exit_type) == 0 &&
+                         cdyn_cg_load_const(cg, flag) == 0 && cdyn_cg_load_const(cg, prev) == 0
+                     ? cdyn_cg_call(cg, 2)
+                     : -1;
+        Py_XDECREF(flag);
+        Py_XDECREF(prev);
+        return rc;
+    }
     if (V(v)->kind == VK_NULLCTX) {   /* nullcontext(enter_result), or its __exit__ */
         int exit = (V(v)->bits & NULLCTX_EXIT) != 0, name;
         if (cdyn_cg_push_callable(cg, nullcontext_type) < 0 ||
@@ -796,6 +810,48 @@ mode_glue_kind(PyObject *obj)
         }
     }
     return 0;
+}
+
+tr_status
+cdyn_ctx_wrap_eogb_exit(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+{
+    PyObject *flag = PyObject_GetAttrString(obj, "flag");
+    PyObject *prev = flag ? PyObject_GetAttrString(obj, "prev") : NULL;
+    long f = prev ? PyLong_AsLong(flag) : -1, p = prev ? PyLong_AsLong(prev) : -1;
+    tr_status st = TR_ERROR;
+    if (f < 1 || f > 2 || p < 0 || p > 2) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "cdynamo: bad ErrorOnGraphBreakExit");
+        }
+        goto done;
+    }
+    if (source != NULL) {   /* its type, flag and prev */
+        PyObject *names[2] = {PyUnicode_InternFromString("flag"), PyUnicode_InternFromString("prev")};
+        PyObject *vals[2] = {flag, prev};
+        int bad = cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0;
+        for (int i = 0; i < 2; i++) {
+            PyObject *asrc = !bad && names[i] ? cdyn_source_attr(source, names[i]) : NULL;
+            bad = bad || asrc == NULL || cdyn_guards_add_equals(tx->guards, asrc, vals[i]) < 0;
+            Py_XDECREF(asrc);
+            Py_XDECREF(names[i]);
+        }
+        if (bad) {
+            goto done;
+        }
+    }
+    *out = cdyn_value_alloc(VK_NULLCTX, source);
+    if (*out == NULL) {
+        goto done;
+    }
+    V(*out)->bits |= NULLCTX_EXIT | NULLCTX_EOGB | (f == 2 ? NULLCTX_EOGB_ON : 0) |
+                     ((unsigned)p << NULLCTX_EOGB_PREV_SHIFT);
+    V(*out)->u.nullctx.enter_result = cdyn_value_const(Py_None);
+    tx->eogb = (int)f;   /* the block's setting from the resume function's start */
+    st = TR_OK;
+done:
+    Py_XDECREF(flag);
+    Py_XDECREF(prev);
+    return st;
 }
 
 int
