@@ -869,3 +869,30 @@ def test_error_on_graph_break_block_survives_a_break_inside_it(engine):
     g = torch._dynamo.error_on_graph_break(True)(comp(_eogb_break_after_block, backend=cnt))
     with pytest.raises(torch._dynamo.exc.Unsupported):
         g(x)
+
+
+def _cd_fn3(x):
+    if torch.compiler.is_compiling():
+        return x - 1
+    return _nr_fn2(x) + 2
+
+
+def _cd_outer(f, x):
+    return f(x)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("recursive", [False, True])
+def test_compiling_a_disabled_function_compiles_it(engine, recursive):
+    # torch.compile(torch._dynamo.disable(f)) compiles f (innermost_fn); called from compiled
+    # code the disabled function runs eagerly (and its callee is compiled when recursive=False)
+    torch._dynamo.reset()
+    cdynamo.reset()
+    comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+    dis = torch._dynamo.disable(_cd_fn3, recursive=recursive)
+    x = torch.ones(3)
+    cnt = CompileCounter()
+    assert torch.equal(comp(dis, backend=cnt)(x), x - 1) and cnt.frame_count == 1
+    cnt = CompileCounter()
+    assert torch.equal(comp(_cd_outer, backend=cnt)(dis, x), x + 3)
+    assert cnt.frame_count == (1 if not recursive else 0)

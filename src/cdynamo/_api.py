@@ -297,9 +297,17 @@ def _compile_with(model: Callable, opts: CompileOptions):
     """compile() of a callable model with options already made (torch._dynamo.optimize's
     path sets guard_fail_fn on them)."""
     engine = _C()
-    while isinstance(model, engine.CompiledFunction):
-        # compile(compile(fn)): the outer options win, as torch.compile's innermost_fn
-        model = model._cdynamo_orig_callable
+    while True:
+        # compile(compile(fn)): the outer options win, as torch.compile's innermost_fn; a
+        # function torch.compile or torch._dynamo.disable wrapped (any recursive=) is
+        # compiled itself, as torch.compile compiles it
+        if isinstance(model, engine.CompiledFunction):
+            model = model._cdynamo_orig_callable
+        elif (not isinstance(model, torch.nn.Module) and
+              callable(getattr(model, "_torchdynamo_orig_callable", None))):
+            model = model._torchdynamo_orig_callable
+        else:
+            break
     _patch_torch_once()
     if isinstance(model, torch.nn.Module):
         forced = _forward_lives_in_torch(model)
