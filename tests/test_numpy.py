@@ -867,6 +867,7 @@ def test_numpy_scalar_arguments_are_graph_inputs():
     # recompiled for every value before, up to the cache limit: PyTorch's
     # test_no_recompilations 8 graphs [1]); another numpy type (int32: a constant) compiles
     run_np(modulo_of_numpy_scalars, X, np.int64(12), np.int64(5))
+    cdynamo.reset()   # the entries below are the "eager" backend's alone
     f = cdynamo.compile(modulo_of_numpy_scalars, backend="eager")
     for a in (np.int64(12), np.int64(13), np.int64(7), np.int32(13)):
         torch.testing.assert_close(f(X, a, np.int64(5)), X + (a % np.int64(5)))

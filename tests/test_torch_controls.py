@@ -541,10 +541,16 @@ def _calls_decorated(x):
     return _decorated_with_stance(x)
 
 
-@pytest.mark.parametrize("fn", [_sets_stance, _calls_decorated])
+def _dynamo_set_stance_block(x):
+    with torch._dynamo.set_stance("force_eager"):
+        return x + 1
+
+
+@pytest.mark.parametrize("fn", [_sets_stance, _calls_decorated, _dynamo_set_stance_block])
 @pytest.mark.parametrize("engine", ENGINES)
 def test_set_stance_inside_compiled_code_is_refused(engine, fn):
-    """set_stance itself, or a function decorated with it, called from compiled code."""
+    """set_stance itself, a function decorated with it, or torch._dynamo.set_stance (a class
+    torch marks _dynamo_forbidden) used in compiled code."""
     cf = compile_with(engine, fn)
     with pytest.raises(AssertionError, match="forbidden callable"):
         cf(torch.randn(2))

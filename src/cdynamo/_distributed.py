@@ -523,6 +523,44 @@ def c10d_reduce_scatter_tensor(output, input, op=None, group=None, async_op=Fals
     return None
 
 
+def c10d_broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
+    if async_op:
+        _unsupported("torch.distributed.broadcast with async_op=True (a Work object)")
+    if group is not None or (group_src is not None and src is not None):
+        # a sub-group's rank numbering: left to eager (a graph break, as torch._dynamo)
+        _unsupported("torch.distributed.broadcast with a group")
+    tensor.copy_(funcol_broadcast(tensor, src if group_src is None else group_src, None))
+    return None
+
+
+def c10d_all_gather(tensor_list, tensor, group=None, async_op=False):
+    if async_op:
+        _unsupported("torch.distributed.all_gather with async_op=True (a Work object)")
+    gathered = funcol_all_gather_tensor(tensor.contiguous(), 0, group)
+    for out, part in zip(tensor_list, torch.chunk(gathered, len(tensor_list), 0)):
+        out.copy_(part.view_as(out))
+    return None
+
+
+def _c10d_unsupported(name):
+    def call_breaks(*args, **kwargs):
+        _unsupported(f"torch.distributed.{name} (an in-place collective cdynamo does not "
+                     "rewrite to a functional one): runs eagerly, as torch._dynamo")
+    call_breaks.__module__ = "cdynamo.polyfills.distributed"
+    call_breaks.__qualname__ = call_breaks.__name__ = f"c10d_{name}_breaks"
+    return call_breaks
+
+
+# In-place collectives of torch.distributed without a functional rewrite above: recorded as
+# graph calls they lose their mutation under AOTAutograd's functionalization (garbage with
+# aot_eager), so each call is a graph break and runs eagerly.
+_C10D_BREAKS = ("gather", "scatter", "reduce", "all_to_all", "reduce_scatter", "send", "recv",
+                "isend", "irecv", "barrier", "monitored_barrier", "all_gather_object",
+                "gather_object", "scatter_object_list", "broadcast_object_list",
+                "all_gather_coalesced", "all_reduce_coalesced", "batch_isend_irecv",
+                "all_to_all_single")
+
+
 # The engine treats a function of a cdynamo module other than cdynamo.polyfills, reached from
 # traced code, as a compiler function (a graph break); these are polyfills in its sense (the
 # plain-Python versions it inlines, and the helpers they call at trace time), so they carry
@@ -532,7 +570,7 @@ for _f in (_trace_group_name, _trace_ranks_group_name, _trace_mesh_group_name, _
            _trace_reduce_op, _unsupported, funcol_wait_tensor, funcol_all_reduce, funcol_all_gather_tensor,
            funcol_reduce_scatter_tensor, funcol_broadcast, funcol_all_to_all_single,
            c10d_all_reduce, c10d_all_gather_into_tensor,
-           c10d_reduce_scatter_tensor):
+           c10d_reduce_scatter_tensor, c10d_broadcast, c10d_all_gather):
     _f.__module__ = "cdynamo.polyfills.distributed"
 del _f
 
@@ -546,7 +584,10 @@ _FUNCOL_POLYFILLS = (("all_reduce", funcol_all_reduce),
                      ("wait_tensor", funcol_wait_tensor))
 _C10D_POLYFILLS = (("all_reduce", c10d_all_reduce),
                    ("all_gather_into_tensor", c10d_all_gather_into_tensor),
-                   ("reduce_scatter_tensor", c10d_reduce_scatter_tensor))
+                   ("reduce_scatter_tensor", c10d_reduce_scatter_tensor),
+                   ("broadcast", c10d_broadcast),
+                   ("all_gather", c10d_all_gather)) + tuple(
+                       (name, _c10d_unsupported(name)) for name in _C10D_BREAKS)
 _polyfills: dict = {}
 _polyfill_modules: set = set()
 

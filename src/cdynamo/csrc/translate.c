@@ -2327,7 +2327,7 @@ init_strings(void)
         {&cdyn_G.s_fake_call_method, "fake_call_method"}, {&cdyn_G.s_set_example, "set_example"},
         {&cdyn_G.s_get_attr, "get_attr"}, {&cdyn_G.s_forward_hooks, "_forward_hooks"},
         {&cdyn_G.s_forward_pre_hooks, "_forward_pre_hooks"}, {&cdyn_G.s_prev, "prev"},
-        {&cdyn_G.s_exit, "__exit__"},
+        {&cdyn_G.s_exit, "__exit__"}, {&cdyn_G.s_dynamo_forbidden, "_dynamo_forbidden"},
         {&cdyn_G.s_match_args, "__match_args__"}, {&cdyn_G.s_make, "_make"},
     };
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {

@@ -899,7 +899,7 @@ typedef struct {
     PyObject *s_self, *s_closure, *s_cell_contents, *s_parameters, *s_buffers, *s_modules,
         *s_forward, *s_module, *s_placeholder, *s_create_node, *s_fake_from_tensor,
         *s_fake_call, *s_fake_call_method, *s_set_example, *s_get_attr, *s_forward_hooks,
-        *s_forward_pre_hooks, *s_prev, *s_match_args, *s_make, *s_exit;
+        *s_forward_pre_hooks, *s_prev, *s_match_args, *s_make, *s_exit, *s_dynamo_forbidden;
 } cdyn_tx_globals;
 extern cdyn_tx_globals cdyn_G;
 

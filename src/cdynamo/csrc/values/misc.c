@@ -213,12 +213,15 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     if (V(fn)->kind != VK_OPAQUE) {
         return cdyn_tx_unsupported(tx, "call of %S", fn);
     }
-    if (PyFunction_Check(obj)) {
-        /* a function torch marks _dynamo_forbidden (what @torch.compiler.set_stance(...)
-           returns) may not be called from compiled code: the user's error, as inline.c */
-        PyObject *d = ((PyFunctionObject *)obj)->func_dict;
-        if (d != NULL && PyDict_CheckExact(d) &&
-            PyDict_GetItemString(d, "_dynamo_forbidden") == Py_True) {
+    if (PyFunction_Check(obj) || PyType_Check(obj)) {
+        /* a function or class torch marks _dynamo_forbidden (what @torch.compiler.set_stance(...)
+           returns, torch._dynamo.set_stance) may not be called from compiled code: the
+           user's error, as inline.c */
+        PyObject *d = PyFunction_Check(obj) ? ((PyFunctionObject *)obj)->func_dict : NULL;
+        if ((PyType_Check(obj) &&
+             _PyType_Lookup((PyTypeObject *)obj, cdyn_G.s_dynamo_forbidden) == Py_True) ||
+            (d != NULL && PyDict_CheckExact(d) &&
+             PyDict_GetItemString(d, "_dynamo_forbidden") == Py_True)) {
             PyObject *r = PyObject_CallMethod(cdyn_G.glue, "forbidden_call", "O", obj);
             Py_XDECREF(r);
             return TR_ERROR;

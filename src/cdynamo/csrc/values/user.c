@@ -270,7 +270,16 @@ static tr_status
 class_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames, PyObject **out)
 {
-    if (cdyn_is_enum_class(V(fn)->u.obj.obj)) {
+    PyObject *cls = V(fn)->u.obj.obj;
+    if (PyType_Check(cls) &&
+        _PyType_Lookup((PyTypeObject *)cls, cdyn_G.s_dynamo_forbidden) == Py_True) {
+        /* a class torch marks _dynamo_forbidden (torch._dynamo.set_stance): the user's
+           error, as for such functions (inline.c) */
+        PyObject *r = PyObject_CallMethod(cdyn_G.glue, "forbidden_call", "O", cls);
+        Py_XDECREF(r);
+        return TR_ERROR;
+    }
+    if (cdyn_is_enum_class(cls)) {
         return cdyn_enum_class_call(tx, fn, args, nargs, kwnames, out);
     }
     return cdyn_newobj_construct(tx, fs, fn, args, nargs, kwnames, out);
