@@ -572,11 +572,47 @@ def _llama():
     return model, model.model.layers, lambda run, idx: run(input_ids=idx, labels=idx).loss
 
 
+class TinyTransformerUnrolled(TinyTransformer):
+    """TinyTransformer whose forward calls its two blocks one after the other, no loop."""
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        x = self.blocks[0](x)
+        x = self.blocks[1](x)
+        return self.head(self.ln(x))
+
+
+def _tiny_unrolled():
+    model = TinyTransformerUnrolled(vocab=256, d=64, heads=4, layers=2)
+    return model, model.blocks, lambda run, idx: run(idx).float().pow(2).mean()
+
+
+def _tiny_deep():
+    model = TinyTransformer(vocab=256, d=64, heads=4, layers=12)
+    return model, model.blocks, lambda run, idx: run(idx).float().pow(2).mean()
+
+
+class OpsCounter(Counter):
+    """Counter that also keeps each graph's operations (the names of the call targets, in
+    order): which graphs two compilers made, not only how many."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __call__(self, gm, example_inputs):
+        self.ops.append(tuple(getattr(n.target, "__name__", str(n.target))
+                              for n in gm.graph.nodes
+                              if n.op in ("call_function", "call_method", "call_module")))
+        return super().__call__(gm, example_inputs)
+
+
 def _fsdp_train(make, mode, rank, steps=5, backend="aot_eager", counter=None):
     """`steps` AdamW steps of a model sharded with fully_shard (each block, then the root, as
     torchtitan), run eagerly (mode "eager"), with each block compiled ("blocks") or the whole
-    model compiled ("whole") by cdynamo, or the whole model by torch.compile ("torch_whole");
-    the losses and the full (gathered) gradients."""
+    model compiled ("whole") by cdynamo, or by torch.compile ("torch_blocks",
+    "torch_whole"); the losses, the full (gathered) gradients and the counter's count after
+    each step."""
     from torch.distributed.fsdp import fully_shard
 
     import cdynamo
@@ -586,18 +622,18 @@ def _fsdp_train(make, mode, rank, steps=5, backend="aot_eager", counter=None):
         fully_shard(blk)
     fully_shard(model)
     be = counter if counter is not None else backend
-    if mode == "blocks":
+    compile_ = ((lambda m: torch.compile(m, backend=be)) if mode.startswith("torch_") else
+                (lambda m: cdynamo.compile(m, backend=be)))
+    if mode.endswith("blocks"):
         for i, blk in enumerate(blocks):
-            blocks[i] = cdynamo.compile(blk, backend=be)
+            blocks[i] = compile_(blk)
         run = model
-    elif mode == "whole":
-        run = cdynamo.compile(model, backend=be)
-    elif mode == "torch_whole":
-        run = torch.compile(model, backend=be)
+    elif mode.endswith("whole"):
+        run = compile_(model)
     else:
         run = model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    losses = []
+    losses, counts = [], []
     for i in range(steps):
         idx = _inputs(rank, 2, 16, vocab=256, seed=7 * i)
         opt.zero_grad(set_to_none=True)
@@ -605,27 +641,39 @@ def _fsdp_train(make, mode, rank, steps=5, backend="aot_eager", counter=None):
         loss.backward()
         opt.step()
         losses.append(loss.detach())
+        counts.append(counter.count if counter is not None else 0)
     grads = {n.replace("._orig_mod", "").replace("_orig_mod.", ""): p.grad.full_tensor().detach().clone()
              for n, p in model.named_parameters() if p.grad is not None}
-    return losses, grads
+    return losses, grads, counts
 
 
-def _fsdp_scenario(make, rank):
+def _fsdp_counts(make, rank, modes=("blocks", "whole", "torch_blocks", "torch_whole"), steps=3):
+    """Per mode: the graphs made over `steps` steps (counting backend), the graphs made
+    after the first step (recompiles), each graph's operations, and cdynamo's cache-limit
+    hits and frames run unmodified."""
+    import cdynamo
     out = {}
-    for mode in ("eager", "blocks", "whole"):
+    for mode in modes:
+        _resets()
+        c = OpsCounter()
+        _, _, per_step = _fsdp_train(make, mode, rank, steps=steps, counter=c)
+        counters = cdynamo.counters()
+        out[mode] = {"graphs": c.count, "later": per_step[-1] - per_step[0], "ops": c.ops,
+                     "cache_limit_hits": counters["cache_limit_hits"],
+                     "unmodified": counters["unmodified"]}
+    return out
+
+
+def _fsdp_scenario(make, rank, modes=("eager", "blocks", "whole"), steps=5):
+    out = {}
+    for mode in modes:
         _resets()
         try:
-            losses, grads = _fsdp_train(make, mode, rank)
+            losses, grads, _ = _fsdp_train(make, mode, rank, steps=steps)
             out[mode] = {"losses": losses, "grads": grads}
         except Exception:  # noqa: BLE001 (reported per mode)
             out[mode] = {"error": traceback.format_exc()}
-    counts = {}
-    for mode in ("blocks", "whole", "torch_whole"):
-        _resets()
-        c = Counter()
-        _fsdp_train(make, mode, rank, steps=1, counter=c)
-        counts[mode] = c.count
-    out["counts"] = counts
+    out["counts"] = _fsdp_counts(make, rank)
     return out
 
 
@@ -635,6 +683,14 @@ def sc_fsdp2(rank, world):
 
 def sc_fsdp2_llama(rank, world):
     return _fsdp_scenario(_llama, rank)
+
+
+def sc_fsdp2_unrolled(rank, world):
+    return _fsdp_scenario(_tiny_unrolled, rank, modes=("eager", "whole"), steps=3)
+
+
+def sc_fsdp2_deep(rank, world):
+    return _fsdp_scenario(_tiny_deep, rank, modes=("eager", "whole"), steps=3)
 
 
 def sc_dtensor(rank, world):
@@ -710,7 +766,7 @@ COLLECTIVE_SCENARIOS = ["collectives", "collective_async", "dtensor"]
 DDP_SCENARIOS = ["mlp", "mlp_inner", "mlp_off", "frozen", "ignored", "default_cap", "transformer",
                  "aot_eager_train", "no_sync", "find_unused", "static_graph", "explain"]
 HF_SCENARIOS = ["hf_decoder"]
-FSDP_SCENARIOS = ["fsdp2", "fsdp2_llama"]
+FSDP_SCENARIOS = ["fsdp2", "fsdp2_llama", "fsdp2_unrolled", "fsdp2_deep"]
 
 
 @pytest.fixture(scope="module")
@@ -836,23 +892,55 @@ def test_transformers_decoder_under_ddp():
 
 # ---- FSDP2 ------------------------------------------------------------------------------------
 # fully_shard per block, then the root (as torchtitan), compiled per block or whole: eager's
-# losses over 5 AdamW steps and its gradients on every rank. cdynamo does not trace FSDP2's
-# hooks (torch.distributed is under the "skip" rule): each FSDPState._pre_forward /
-# _post_forward is a graph break and runs eagerly, so unshard / reshard happen as in eager;
-# torch._dynamo traces them into its graph (1 graph for the whole TinyTransformer where
-# cdynamo has 3; 5 and 5 for the Llama decoder, where other breaks dominate).
+# losses over 5 AdamW steps and its gradients on every rank, and the graphs compared with
+# torch._dynamo's on the same program (by count and by their operations).
+#
+# Neither compiler traces FSDP2's hooks: torch 2.13 wraps FSDPState._pre_forward /
+# _post_forward (and the backward hooks) in torch._dynamo.disable (fsdp/_fully_shard/
+# _fsdp_common.py, _dynamo_disable), and cdynamo's trace rules skip torch.distributed. A call
+# of an FSDP-managed block from traced code is a graph break: it runs in Python, its hooks
+# (unshard / reshard) eagerly in nn.Module._call_impl, and the block's forward frame is
+# compiled by itself. Compiled per block, that block graph is all both make (the tiny
+# transformer: 1, both blocks share it; the Llama decoder: 2, one per layer_idx). Compiled
+# whole, the root forward breaks at each block call inside its loop: torch._dynamo then runs
+# the whole root frame uncompiled ("graph break in a for/while loop"), leaving only the block
+# graph (1), where cdynamo resumes after the break and also compiles the root's own
+# operations before and after the loop (the embedding; the final norm and head): 3 graphs, the
+# block graph the same as torch._dynamo's. Without the loop (TinyTransformerUnrolled)
+# torch._dynamo resumes too and both make the same 3 graphs. The Llama decoder: 5 and 5
+# (torch._dynamo skips LlamaModel.forward's frame, but compiles the rotary embedding, the
+# layers, the norm and the lm_head / loss frames; cdynamo has the embedding and the mask in its
+# first graph). 12 blocks in the loop: still 3 graphs and no cache-limit hit (the FSDP2
+# pre-hook is registered with_kwargs; its id set is read by position, not keyed on the id).
 
 
-def _check_fsdp(per_rank):
+def _check_fsdp(per_rank, modes=("blocks", "whole")):
     for rank, r in enumerate(per_rank):
-        for mode in ("eager", "blocks", "whole"):
+        for mode in ("eager",) + tuple(modes):
             if "error" in r[mode]:
                 pytest.fail(f"rank {rank} {mode}:\n{r[mode]['error']}")
-        for mode in ("blocks", "whole"):
+        for mode in modes:
             torch.testing.assert_close(r[mode]["losses"], r["eager"]["losses"], atol=1e-5,
                                        rtol=1e-4, msg=lambda m: f"rank {rank} {mode}: {m}")
             assert_close_grads(r[mode]["grads"], r["eager"]["grads"], f"rank {rank} {mode}")
-        assert r["counts"]["blocks"] >= 1 and r["counts"]["whole"] >= 1, r["counts"]
+        for mode, c in r["counts"].items():
+            # no graph after the first step (no recompile), nothing run unmodified
+            assert c["later"] == 0, (rank, mode, c)
+            if not mode.startswith("torch_"):
+                assert c["cache_limit_hits"] == 0 and c["unmodified"] == 0, (rank, mode, c)
+
+
+def _graphs(r, mode):
+    return r["counts"][mode]["graphs"]
+
+
+def _ops(r, mode):
+    return sorted(r["counts"][mode]["ops"])
+
+
+# the root's own operations that cdynamo compiles where torch._dynamo runs the root frame
+# uncompiled: the embedding before the loop, the norm and the head after it
+ROOT_GRAPHS = [("embedding",), ("layer_norm", "linear")]
 
 
 @pytest.fixture(scope="module")
@@ -862,11 +950,50 @@ def fsdp_results():
 
 
 def test_fsdp2_transformer(fsdp_results):
-    _check_fsdp(scenario(fsdp_results, "fsdp2"))
+    per_rank = scenario(fsdp_results, "fsdp2")
+    _check_fsdp(per_rank)
+    for rank, r in enumerate(per_rank):
+        # per block: one graph, the same as torch._dynamo's
+        assert _graphs(r, "blocks") == _graphs(r, "torch_blocks") == 1, r["counts"]
+        assert _ops(r, "blocks") == _ops(r, "torch_blocks")
+        # whole: torch._dynamo's block graph, plus the root's code it leaves uncompiled
+        assert _graphs(r, "torch_whole") == 1 and _graphs(r, "whole") == 3, r["counts"]
+        assert _ops(r, "whole") == sorted(_ops(r, "torch_whole") + ROOT_GRAPHS)
+        assert _ops(r, "torch_whole") == _ops(r, "blocks")
+
+
+def test_fsdp2_transformer_without_a_loop_same_graphs_as_torch(fsdp_results):
+    """The root calls its blocks one after the other: torch._dynamo resumes after each
+    block's graph break as cdynamo does, and both make the same 3 graphs."""
+    per_rank = scenario(fsdp_results, "fsdp2_unrolled")
+    _check_fsdp(per_rank, modes=("whole",))
+    for r in per_rank:
+        assert _graphs(r, "whole") == _graphs(r, "torch_whole") == 3, r["counts"]
+        assert _ops(r, "whole") == _ops(r, "torch_whole")
+
+
+def test_fsdp2_twelve_blocks_no_recompile_per_block(fsdp_results):
+    """12 blocks in the root's loop: the resume function after a block's break serves every
+    block (it recompiled once per block, the FSDP2 pre-hook's id being guarded, until
+    cache_size_limit, then ran the rest of the root uncompiled)."""
+    per_rank = scenario(fsdp_results, "fsdp2_deep")
+    _check_fsdp(per_rank, modes=("whole",))
+    for r in per_rank:
+        assert _graphs(r, "whole") == 3 and _graphs(r, "torch_whole") == 1, r["counts"]
+        assert _ops(r, "whole") == sorted(_ops(r, "torch_whole") + ROOT_GRAPHS)
+        assert _graphs(r, "blocks") == _graphs(r, "torch_blocks") == 1, r["counts"]
 
 
 def test_fsdp2_transformers_decoder(fsdp_results):
-    _check_fsdp(scenario(fsdp_results, "fsdp2_llama"))
+    per_rank = scenario(fsdp_results, "fsdp2_llama")
+    _check_fsdp(per_rank)
+    for r in per_rank:
+        assert _graphs(r, "blocks") == _graphs(r, "torch_blocks") == 2, r["counts"]
+        assert _ops(r, "blocks") == _ops(r, "torch_blocks")
+        assert _graphs(r, "whole") == _graphs(r, "torch_whole") == 5, r["counts"]
+        # the decoder layers' graphs are torch._dynamo's
+        layers = [o for o in r["counts"]["torch_whole"]["ops"] if o in r["counts"]["torch_blocks"]["ops"]]
+        assert len(layers) == 2 and all(o in r["counts"]["whole"]["ops"] for o in layers)
 
 
 # ---- collectives in compiled code ----------------------------------------------------------------
