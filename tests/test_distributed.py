@@ -496,6 +496,93 @@ def sc_collectives(rank, world):
     return res
 
 
+def _mesh2d_programs(mesh):
+    """Collectives on the dimensions of a 2-D DeviceMesh (dims "dp" and "tp"), the group named
+    through the mesh inside the compiled function: a sub-mesh, a (mesh, dim) pair, a
+    ProcessGroup of the mesh, its group name; the mesh from the closure or an argument."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    dp = mesh["dp"]
+
+    def submesh_closure(x, m):
+        return funcol.all_reduce(x + 1, "sum", dp) * 2
+
+    def submesh_inside(x, m):
+        return funcol.all_reduce(x + 1, "sum", mesh["dp"]) * 2
+
+    def mesh_dim_pairs(x, m):
+        return funcol.all_reduce(x + 1, "sum", (mesh, 0)) + funcol.all_reduce(x, "max", (mesh, 1))
+
+    def gather_tp(x, m):
+        return funcol.all_gather_tensor(x * 2, 0, mesh["tp"]) + 1
+
+    def reduce_scatter_dp(x, m):
+        return funcol.reduce_scatter_tensor(x * 2, "sum", 0, mesh["dp"]) + 1
+
+    def get_group_dp(x, m):
+        return funcol.all_reduce(x + 1, "sum", mesh.get_group("dp")) * 2
+
+    def inplace_tp(x, m):
+        t = x * 2
+        dist.all_reduce(t, group=mesh.get_group("tp"))
+        return t + 1
+
+    def mesh_argument(x, m):
+        return funcol.all_reduce(x + 1, "avg", m["tp"]) - 1
+
+    def group_name_dp(x, m):
+        return funcol.all_reduce(x + 1, "sum", m["dp"].get_group().group_name)
+
+    def sizes_and_ranks(x, m):
+        g = m.get_group("tp")
+        scale = m.size(0) * 10 + g.size() + m.ndim * 100 + m.get_local_rank("dp") * 1000
+        return funcol.all_reduce(x * scale + g.rank(), "sum", m["dp"])
+
+    return [submesh_closure, submesh_inside, mesh_dim_pairs, gather_tp, reduce_scatter_dp,
+            get_group_dp, inplace_tp, mesh_argument, group_name_dp, sizes_and_ranks]
+
+
+def sc_mesh2d(rank, world):
+    """4 processes, a 2 x 2 DeviceMesh: each program's graph counts (cdynamo vs
+    torch._dynamo) and results (eager vs cdynamo with its counting backend and with
+    aot_eager, and cdynamo on a second call); the 2-D mesh itself as a group raises eager's
+    error."""
+    import warnings
+
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+
+    import cdynamo
+    warnings.simplefilter("ignore", FutureWarning)
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    res = {}
+    for fn in _mesh2d_programs(mesh):
+        _resets()
+        x = _inputs(rank, 4, 6)
+        expected = fn(x, mesh)
+        if hasattr(expected, "wait"):
+            expected = expected.wait()
+        cd, td = Counter(), Counter()
+        compiled = cdynamo.compile(fn, backend=cd)
+        ours = [compiled(x, mesh), compiled(x, mesh)]
+        torch.compile(fn, backend=td)(x, mesh)
+        aot = cdynamo.compile(fn, backend="aot_eager")(x, mesh)
+        res[fn.__name__] = {"cd": cd.count, "td": td.count, "expected": expected, "ours": ours,
+                            "aot": aot}
+
+    def whole_mesh(x):
+        return funcol.all_reduce(x, "sum", mesh)
+    errors = []
+    for run in (whole_mesh, cdynamo.compile(whole_mesh, backend="aot_eager")):
+        try:
+            run(_inputs(rank, 4))
+            errors.append(None)
+        except Exception as e:  # noqa: BLE001 (compared)
+            errors.append(type(e).__name__)
+    res["errors"] = errors
+    return res
+
+
 def sc_collective_async(rank, world):
     """async_op=True returns a Work object: a graph break, eager's result."""
     import torch.distributed as dist
@@ -1035,6 +1122,27 @@ def test_dtensor_basics_eager_correct(collective_results):
                 torch.testing.assert_close(v[backend], v["expected"])
         # functional collectives on a DeviceMesh / (mesh, dim): one graph
         assert r["mesh_all_reduce"]["graphs"] == 1 and not r["mesh_all_reduce"]["breaks"], r["mesh_all_reduce"]
+
+
+def test_two_dimensional_mesh_collectives_one_graph():
+    """A 2 x 2 DeviceMesh over 4 processes: collectives on its dimensions named inside the
+    compiled function (mesh["dp"], (mesh, 0), mesh.get_group("tp"), a ProcessGroup's
+    group_name / size() / rank(), the mesh as an argument) make one graph, as torch._dynamo,
+    with eager's results on every rank."""
+    per_rank = scenario(launch(["mesh2d"], world=4), "mesh2d")
+    assert len(per_rank) == 4
+    for rank, r in enumerate(per_rank):
+        for name, c in r.items():
+            if name == "errors":
+                assert c[0] is not None and c[0] == c[1], (rank, c)
+                continue
+            assert c["cd"] == c["td"] == 1, (rank, name, c["cd"], c["td"])
+            for got in c["ours"] + [c["aot"]]:
+                torch.testing.assert_close(got, c["expected"], msg=lambda m: f"{rank} {name}: {m}")
+    # the dp groups are {0, 2} and {1, 3}, the tp groups {0, 1} and {2, 3}
+    e = {rank: r["submesh_inside"]["expected"] for rank, r in enumerate(per_rank)}
+    torch.testing.assert_close(e[0], e[2])
+    assert not torch.allclose(e[0], e[1])
 
 
 # ---- the plan without processes ----------------------------------------------------------------
