@@ -1662,13 +1662,18 @@ cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
         return st;
     }
     if (!is_mappingproxy(v)) {
-        /* a builtin method of the class (pybind11's instancemethod around it, or a method
-           descriptor) with a polyfill: ProcessGroup.size / rank, cdynamo.polyfills.distributed */
+        /* a builtin method of the class (pybind11's instancemethod around a builtin, which
+           binds the instance) with a polyfill, not shadowed by the object's own dict:
+           ProcessGroup.size / rank (cdynamo.polyfills.distributed) */
         PyObject *d = _PyType_Lookup(cdyn_user_type(v), name), *pf = NULL;
-        if (d != NULL && PyInstanceMethod_Check(d)) {
-            d = PyInstanceMethod_GET_FUNCTION(d);
+        PyObject *real = cdyn_v_real(v), **dp = real ? _PyObject_GetDictPtr(real) : NULL;
+        if (d != NULL && PyInstanceMethod_Check(d) &&
+            PyCFunction_Check(PyInstanceMethod_GET_FUNCTION(d)) && real != NULL &&
+            (dp == NULL || *dp == NULL || !PyDict_Check(*dp) ||
+             !PyDict_Contains(*dp, name))) {
+            pf = cdyn_polyfill_of(PyInstanceMethod_GET_FUNCTION(d));
         }
-        pf = d != NULL && PyCFunction_Check(d) ? cdyn_polyfill_of(d) : NULL;
+        PyErr_Clear();
         if (pf != NULL && PyFunction_Check(pf)) {
             st = cdyn_uobj_guard_type_member(tx, v, name);
             return st != TR_OK ? st : call_type_function(tx, pf, v, args, nargs, kwnames, out);
