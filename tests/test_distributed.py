@@ -697,21 +697,27 @@ class OpsCounter(Counter):
 def _fsdp_train(make, mode, rank, steps=5, backend="aot_eager", counter=None):
     """`steps` AdamW steps of a model sharded with fully_shard (each block, then the root, as
     torchtitan), run eagerly (mode "eager"), with each block compiled ("blocks") or the whole
-    model compiled ("whole") by cdynamo, or by torch.compile ("torch_blocks",
-    "torch_whole"); the losses, the full (gathered) gradients and the counter's count after
-    each step."""
+    model compiled ("whole") by cdynamo, each block compiled with fullgraph=True before it is
+    sharded (torchtitan's order: fully_shard then registers its hooks on the compiled module,
+    "titan"), or the same by torch.compile ("torch_blocks", "torch_whole", "torch_titan"); the
+    losses, the full (gathered) gradients and the counter's count after each step."""
     from torch.distributed.fsdp import fully_shard
 
     import cdynamo
     torch.manual_seed(0)
     model, blocks, loss_fn = make()
+    be = counter if counter is not None else backend
+    compile_ = ((lambda m, **kw: torch.compile(m, backend=be, **kw)) if mode.startswith("torch_")
+                else (lambda m, **kw: cdynamo.compile(m, backend=be, **kw)))
+    if mode.endswith("titan"):
+        for i, blk in enumerate(blocks):
+            blocks[i] = compile_(blk, fullgraph=True)
     for blk in blocks:
         fully_shard(blk)
     fully_shard(model)
-    be = counter if counter is not None else backend
-    compile_ = ((lambda m: torch.compile(m, backend=be)) if mode.startswith("torch_") else
-                (lambda m: cdynamo.compile(m, backend=be)))
-    if mode.endswith("blocks"):
+    if mode.endswith("titan"):
+        run = model
+    elif mode.endswith("blocks"):
         for i, blk in enumerate(blocks):
             blocks[i] = compile_(blk)
         run = model
@@ -734,7 +740,7 @@ def _fsdp_train(make, mode, rank, steps=5, backend="aot_eager", counter=None):
     return losses, grads, counts
 
 
-def _fsdp_counts(make, rank, modes=("blocks", "whole", "torch_blocks", "torch_whole"), steps=3):
+def _fsdp_counts(make, rank, modes, steps=3):
     """Per mode: the graphs made over `steps` steps (counting backend), the graphs made
     after the first step (recompiles), each graph's operations, and cdynamo's cache-limit
     hits and frames run unmodified."""
@@ -751,7 +757,9 @@ def _fsdp_counts(make, rank, modes=("blocks", "whole", "torch_blocks", "torch_wh
     return out
 
 
-def _fsdp_scenario(make, rank, modes=("eager", "blocks", "whole"), steps=5):
+def _fsdp_scenario(make, rank, modes=("eager", "blocks", "whole", "titan"), steps=5,
+                   count_modes=("blocks", "whole", "titan", "torch_blocks", "torch_whole",
+                                "torch_titan")):
     out = {}
     for mode in modes:
         _resets()
@@ -760,7 +768,7 @@ def _fsdp_scenario(make, rank, modes=("eager", "blocks", "whole"), steps=5):
             out[mode] = {"losses": losses, "grads": grads}
         except Exception:  # noqa: BLE001 (reported per mode)
             out[mode] = {"error": traceback.format_exc()}
-    out["counts"] = _fsdp_counts(make, rank)
+    out["counts"] = _fsdp_counts(make, rank, count_modes)
     return out
 
 
@@ -773,11 +781,13 @@ def sc_fsdp2_llama(rank, world):
 
 
 def sc_fsdp2_unrolled(rank, world):
-    return _fsdp_scenario(_tiny_unrolled, rank, modes=("eager", "whole"), steps=3)
+    return _fsdp_scenario(_tiny_unrolled, rank, modes=("eager", "whole"), steps=3,
+                          count_modes=("whole", "torch_whole"))
 
 
 def sc_fsdp2_deep(rank, world):
-    return _fsdp_scenario(_tiny_deep, rank, modes=("eager", "whole"), steps=3)
+    return _fsdp_scenario(_tiny_deep, rank, modes=("eager", "whole"), steps=3,
+                          count_modes=("blocks", "whole", "torch_blocks", "torch_whole"))
 
 
 def sc_dtensor(rank, world):
@@ -978,9 +988,12 @@ def test_transformers_decoder_under_ddp():
 
 
 # ---- FSDP2 ------------------------------------------------------------------------------------
-# fully_shard per block, then the root (as torchtitan), compiled per block or whole: eager's
-# losses over 5 AdamW steps and its gradients on every rank, and the graphs compared with
-# torch._dynamo's on the same program (by count and by their operations).
+# fully_shard per block, then the root (as torchtitan), compiled per block (after sharding, or
+# before it with fullgraph=True as torchtitan does) or whole: eager's losses over 5 AdamW steps
+# and its gradients on every rank, and the graphs compared with torch._dynamo's on the same
+# program (by count and by their operations). Compiled before sharding, FSDP2's hooks are
+# registered on the compiled module, which runs them around its compiled forward as torch's
+# OptimizedModule does (they were ignored: the parameters stayed sharded DTensors).
 #
 # Neither compiler traces FSDP2's hooks: torch 2.13 wraps FSDPState._pre_forward /
 # _post_forward (and the backward hooks) in torch._dynamo.disable (fsdp/_fully_shard/
@@ -1001,7 +1014,7 @@ def test_transformers_decoder_under_ddp():
 # pre-hook is registered with_kwargs; its id set is read by position, not keyed on the id).
 
 
-def _check_fsdp(per_rank, modes=("blocks", "whole")):
+def _check_fsdp(per_rank, modes=("blocks", "whole", "titan")):
     for rank, r in enumerate(per_rank):
         for mode in ("eager",) + tuple(modes):
             if "error" in r[mode]:
@@ -1040,9 +1053,11 @@ def test_fsdp2_transformer(fsdp_results):
     per_rank = scenario(fsdp_results, "fsdp2")
     _check_fsdp(per_rank)
     for rank, r in enumerate(per_rank):
-        # per block: one graph, the same as torch._dynamo's
+        # per block: one graph, the same as torch._dynamo's, also compiled before sharding
         assert _graphs(r, "blocks") == _graphs(r, "torch_blocks") == 1, r["counts"]
         assert _ops(r, "blocks") == _ops(r, "torch_blocks")
+        assert _graphs(r, "titan") == _graphs(r, "torch_titan") == 1, r["counts"]
+        assert _ops(r, "titan") == _ops(r, "torch_titan") == _ops(r, "blocks")
         # whole: torch._dynamo's block graph, plus the root's code it leaves uncompiled
         assert _graphs(r, "torch_whole") == 1 and _graphs(r, "whole") == 3, r["counts"]
         assert _ops(r, "whole") == sorted(_ops(r, "torch_whole") + ROOT_GRAPHS)
@@ -1077,6 +1092,8 @@ def test_fsdp2_transformers_decoder(fsdp_results):
     for r in per_rank:
         assert _graphs(r, "blocks") == _graphs(r, "torch_blocks") == 2, r["counts"]
         assert _ops(r, "blocks") == _ops(r, "torch_blocks")
+        assert _graphs(r, "titan") == _graphs(r, "torch_titan") == 2, r["counts"]
+        assert _ops(r, "titan") == _ops(r, "torch_titan")
         assert _graphs(r, "whole") == _graphs(r, "torch_whole") == 5, r["counts"]
         # the decoder layers' graphs are torch._dynamo's
         layers = [o for o in r["counts"]["torch_whole"]["ops"] if o in r["counts"]["torch_blocks"]["ops"]]

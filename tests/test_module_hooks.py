@@ -414,6 +414,28 @@ def test_same_hooks_on_another_instance_reuse_the_entry():
     assert cdynamo.counters()["compiles"] == 1
 
 
+def test_hooks_registered_on_the_compiled_module_run():
+    """Hooks registered on the compiled module itself (not the module it compiles) run around
+    the compiled forward, as on torch's OptimizedModule (fully_shard applied after compiling,
+    as torchtitan does, registers FSDP2's hooks there); removed, they no longer run. They were
+    ignored: the compiled module called its forward directly."""
+    torch.manual_seed(0)
+    m, x = Stack(), x_input()
+    expected = m(x * 2) + 100
+    log = []
+    for name, compiled in (("torch._dynamo", torch.compile(m, backend="eager")),
+                           ("cdynamo", cdynamo.compile(m, backend="eager"))):
+        h1 = compiled.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+        h2 = compiled.register_forward_hook(lambda mod, args, out: log.append(mod) or out + 100)
+        assert_same(compiled(x), expected, name)
+        assert log == [compiled], name
+        h1.remove()
+        h2.remove()
+        assert_same(compiled(x), m(x), name)
+        assert log == [compiled], name
+        del log[:]
+
+
 def _kw_pre(mod, args, kwargs):
     return (args[0] + 1,), {"scale": 2.0}
 
