@@ -496,6 +496,93 @@ def sc_collectives(rank, world):
     return res
 
 
+def _mesh2d_programs(mesh):
+    """Collectives on the dimensions of a 2-D DeviceMesh (dims "dp" and "tp"), the group named
+    through the mesh inside the compiled function: a sub-mesh, a (mesh, dim) pair, a
+    ProcessGroup of the mesh, its group name; the mesh from the closure or an argument."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    dp = mesh["dp"]
+
+    def submesh_closure(x, m):
+        return funcol.all_reduce(x + 1, "sum", dp) * 2
+
+    def submesh_inside(x, m):
+        return funcol.all_reduce(x + 1, "sum", mesh["dp"]) * 2
+
+    def mesh_dim_pairs(x, m):
+        return funcol.all_reduce(x + 1, "sum", (mesh, 0)) + funcol.all_reduce(x, "max", (mesh, 1))
+
+    def gather_tp(x, m):
+        return funcol.all_gather_tensor(x * 2, 0, mesh["tp"]) + 1
+
+    def reduce_scatter_dp(x, m):
+        return funcol.reduce_scatter_tensor(x * 2, "sum", 0, mesh["dp"]) + 1
+
+    def get_group_dp(x, m):
+        return funcol.all_reduce(x + 1, "sum", mesh.get_group("dp")) * 2
+
+    def inplace_tp(x, m):
+        t = x * 2
+        dist.all_reduce(t, group=mesh.get_group("tp"))
+        return t + 1
+
+    def mesh_argument(x, m):
+        return funcol.all_reduce(x + 1, "avg", m["tp"]) - 1
+
+    def group_name_dp(x, m):
+        return funcol.all_reduce(x + 1, "sum", m["dp"].get_group().group_name)
+
+    def sizes_and_ranks(x, m):
+        g = m.get_group("tp")
+        scale = m.size(0) * 10 + g.size() + m.ndim * 100 + m.get_local_rank("dp") * 1000
+        return funcol.all_reduce(x * scale + g.rank(), "sum", m["dp"])
+
+    return [submesh_closure, submesh_inside, mesh_dim_pairs, gather_tp, reduce_scatter_dp,
+            get_group_dp, inplace_tp, mesh_argument, group_name_dp, sizes_and_ranks]
+
+
+def sc_mesh2d(rank, world):
+    """4 processes, a 2 x 2 DeviceMesh: each program's graph counts (cdynamo vs
+    torch._dynamo) and results (eager vs cdynamo with its counting backend and with
+    aot_eager, and cdynamo on a second call); the 2-D mesh itself as a group raises eager's
+    error."""
+    import warnings
+
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+
+    import cdynamo
+    warnings.simplefilter("ignore", FutureWarning)
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    res = {}
+    for fn in _mesh2d_programs(mesh):
+        _resets()
+        x = _inputs(rank, 4, 6)
+        expected = fn(x, mesh)
+        if hasattr(expected, "wait"):
+            expected = expected.wait()
+        cd, td = Counter(), Counter()
+        compiled = cdynamo.compile(fn, backend=cd)
+        ours = [compiled(x, mesh), compiled(x, mesh)]
+        torch.compile(fn, backend=td)(x, mesh)
+        aot = cdynamo.compile(fn, backend="aot_eager")(x, mesh)
+        res[fn.__name__] = {"cd": cd.count, "td": td.count, "expected": expected, "ours": ours,
+                            "aot": aot}
+
+    def whole_mesh(x):
+        return funcol.all_reduce(x, "sum", mesh)
+    errors = []
+    for run in (whole_mesh, cdynamo.compile(whole_mesh, backend="aot_eager")):
+        try:
+            run(_inputs(rank, 4))
+            errors.append(None)
+        except Exception as e:  # noqa: BLE001 (compared)
+            errors.append(type(e).__name__)
+    res["errors"] = errors
+    return res
+
+
 def sc_collective_async(rank, world):
     """async_op=True returns a Work object: a graph break, eager's result."""
     import torch.distributed as dist
@@ -572,32 +659,74 @@ def _llama():
     return model, model.model.layers, lambda run, idx: run(input_ids=idx, labels=idx).loss
 
 
+class TinyTransformerUnrolled(TinyTransformer):
+    """TinyTransformer whose forward calls its two blocks one after the other, no loop."""
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        x = self.blocks[0](x)
+        x = self.blocks[1](x)
+        return self.head(self.ln(x))
+
+
+def _tiny_unrolled():
+    model = TinyTransformerUnrolled(vocab=256, d=64, heads=4, layers=2)
+    return model, model.blocks, lambda run, idx: run(idx).float().pow(2).mean()
+
+
+def _tiny_deep():
+    model = TinyTransformer(vocab=256, d=64, heads=4, layers=12)
+    return model, model.blocks, lambda run, idx: run(idx).float().pow(2).mean()
+
+
+class OpsCounter(Counter):
+    """Counter that also keeps each graph's operations (the names of the call targets, in
+    order): which graphs two compilers made, not only how many."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __call__(self, gm, example_inputs):
+        self.ops.append(tuple(getattr(n.target, "__name__", str(n.target))
+                              for n in gm.graph.nodes
+                              if n.op in ("call_function", "call_method", "call_module")))
+        return super().__call__(gm, example_inputs)
+
+
 def _fsdp_train(make, mode, rank, steps=5, backend="aot_eager", counter=None):
     """`steps` AdamW steps of a model sharded with fully_shard (each block, then the root, as
     torchtitan), run eagerly (mode "eager"), with each block compiled ("blocks") or the whole
-    model compiled ("whole") by cdynamo, or the whole model by torch.compile ("torch_whole");
-    the losses and the full (gathered) gradients."""
+    model compiled ("whole") by cdynamo, each block compiled with fullgraph=True before it is
+    sharded (torchtitan's order: fully_shard then registers its hooks on the compiled module,
+    "titan"), or the same by torch.compile ("torch_blocks", "torch_whole", "torch_titan"); the
+    losses, the full (gathered) gradients and the counter's count after each step."""
     from torch.distributed.fsdp import fully_shard
 
     import cdynamo
     torch.manual_seed(0)
     model, blocks, loss_fn = make()
+    be = counter if counter is not None else backend
+    compile_ = ((lambda m, **kw: torch.compile(m, backend=be, **kw)) if mode.startswith("torch_")
+                else (lambda m, **kw: cdynamo.compile(m, backend=be, **kw)))
+    if mode.endswith("titan"):
+        for i, blk in enumerate(blocks):
+            blocks[i] = compile_(blk, fullgraph=True)
     for blk in blocks:
         fully_shard(blk)
     fully_shard(model)
-    be = counter if counter is not None else backend
-    if mode == "blocks":
-        for i, blk in enumerate(blocks):
-            blocks[i] = cdynamo.compile(blk, backend=be)
+    if mode.endswith("titan"):
         run = model
-    elif mode == "whole":
-        run = cdynamo.compile(model, backend=be)
-    elif mode == "torch_whole":
-        run = torch.compile(model, backend=be)
+    elif mode.endswith("blocks"):
+        for i, blk in enumerate(blocks):
+            blocks[i] = compile_(blk)
+        run = model
+    elif mode.endswith("whole"):
+        run = compile_(model)
     else:
         run = model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    losses = []
+    losses, counts = [], []
     for i in range(steps):
         idx = _inputs(rank, 2, 16, vocab=256, seed=7 * i)
         opt.zero_grad(set_to_none=True)
@@ -605,27 +734,41 @@ def _fsdp_train(make, mode, rank, steps=5, backend="aot_eager", counter=None):
         loss.backward()
         opt.step()
         losses.append(loss.detach())
+        counts.append(counter.count if counter is not None else 0)
     grads = {n.replace("._orig_mod", "").replace("_orig_mod.", ""): p.grad.full_tensor().detach().clone()
              for n, p in model.named_parameters() if p.grad is not None}
-    return losses, grads
+    return losses, grads, counts
 
 
-def _fsdp_scenario(make, rank):
+def _fsdp_counts(make, rank, modes, steps=3):
+    """Per mode: the graphs made over `steps` steps (counting backend), the graphs made
+    after the first step (recompiles), each graph's operations, and cdynamo's cache-limit
+    hits and frames run unmodified."""
+    import cdynamo
     out = {}
-    for mode in ("eager", "blocks", "whole"):
+    for mode in modes:
+        _resets()
+        c = OpsCounter()
+        _, _, per_step = _fsdp_train(make, mode, rank, steps=steps, counter=c)
+        counters = cdynamo.counters()
+        out[mode] = {"graphs": c.count, "later": per_step[-1] - per_step[0], "ops": c.ops,
+                     "cache_limit_hits": counters["cache_limit_hits"],
+                     "unmodified": counters["unmodified"]}
+    return out
+
+
+def _fsdp_scenario(make, rank, modes=("eager", "blocks", "whole", "titan"), steps=5,
+                   count_modes=("blocks", "whole", "titan", "torch_blocks", "torch_whole",
+                                "torch_titan")):
+    out = {}
+    for mode in modes:
         _resets()
         try:
-            losses, grads = _fsdp_train(make, mode, rank)
+            losses, grads, _ = _fsdp_train(make, mode, rank, steps=steps)
             out[mode] = {"losses": losses, "grads": grads}
         except Exception:  # noqa: BLE001 (reported per mode)
             out[mode] = {"error": traceback.format_exc()}
-    counts = {}
-    for mode in ("blocks", "whole", "torch_whole"):
-        _resets()
-        c = Counter()
-        _fsdp_train(make, mode, rank, steps=1, counter=c)
-        counts[mode] = c.count
-    out["counts"] = counts
+    out["counts"] = _fsdp_counts(make, rank, count_modes)
     return out
 
 
@@ -635,6 +778,16 @@ def sc_fsdp2(rank, world):
 
 def sc_fsdp2_llama(rank, world):
     return _fsdp_scenario(_llama, rank)
+
+
+def sc_fsdp2_unrolled(rank, world):
+    return _fsdp_scenario(_tiny_unrolled, rank, modes=("eager", "whole"), steps=3,
+                          count_modes=("whole", "torch_whole"))
+
+
+def sc_fsdp2_deep(rank, world):
+    return _fsdp_scenario(_tiny_deep, rank, modes=("eager", "whole"), steps=3,
+                          count_modes=("blocks", "whole", "torch_blocks", "torch_whole"))
 
 
 def sc_dtensor(rank, world):
@@ -710,7 +863,7 @@ COLLECTIVE_SCENARIOS = ["collectives", "collective_async", "dtensor"]
 DDP_SCENARIOS = ["mlp", "mlp_inner", "mlp_off", "frozen", "ignored", "default_cap", "transformer",
                  "aot_eager_train", "no_sync", "find_unused", "static_graph", "explain"]
 HF_SCENARIOS = ["hf_decoder"]
-FSDP_SCENARIOS = ["fsdp2", "fsdp2_llama"]
+FSDP_SCENARIOS = ["fsdp2", "fsdp2_llama", "fsdp2_unrolled", "fsdp2_deep"]
 
 
 @pytest.fixture(scope="module")
@@ -835,24 +988,59 @@ def test_transformers_decoder_under_ddp():
 
 
 # ---- FSDP2 ------------------------------------------------------------------------------------
-# fully_shard per block, then the root (as torchtitan), compiled per block or whole: eager's
-# losses over 5 AdamW steps and its gradients on every rank. cdynamo does not trace FSDP2's
-# hooks (torch.distributed is under the "skip" rule): each FSDPState._pre_forward /
-# _post_forward is a graph break and runs eagerly, so unshard / reshard happen as in eager;
-# torch._dynamo traces them into its graph (1 graph for the whole TinyTransformer where
-# cdynamo has 3; 5 and 5 for the Llama decoder, where other breaks dominate).
+# fully_shard per block, then the root (as torchtitan), compiled per block (after sharding, or
+# before it with fullgraph=True as torchtitan does) or whole: eager's losses over 5 AdamW steps
+# and its gradients on every rank, and the graphs compared with torch._dynamo's on the same
+# program (by count and by their operations). Compiled before sharding, FSDP2's hooks are
+# registered on the compiled module, which runs them around its compiled forward as torch's
+# OptimizedModule does (they were ignored: the parameters stayed sharded DTensors).
+#
+# Neither compiler traces FSDP2's hooks: torch 2.13 wraps FSDPState._pre_forward /
+# _post_forward (and the backward hooks) in torch._dynamo.disable (fsdp/_fully_shard/
+# _fsdp_common.py, _dynamo_disable), and cdynamo's trace rules skip torch.distributed. A call
+# of an FSDP-managed block from traced code is a graph break: it runs in Python, its hooks
+# (unshard / reshard) eagerly in nn.Module._call_impl, and the block's forward frame is
+# compiled by itself. Compiled per block, that block graph is all both make (the tiny
+# transformer: 1, both blocks share it; the Llama decoder: 2, one per layer_idx). Compiled
+# whole, the root forward breaks at each block call inside its loop: torch._dynamo then runs
+# the whole root frame uncompiled ("graph break in a for/while loop"), leaving only the block
+# graph (1), where cdynamo resumes after the break and also compiles the root's own
+# operations before and after the loop (the embedding; the final norm and head): 3 graphs, the
+# block graph the same as torch._dynamo's. Without the loop (TinyTransformerUnrolled)
+# torch._dynamo resumes too and both make the same 3 graphs. The Llama decoder: 5 and 5
+# (torch._dynamo skips LlamaModel.forward's frame, but compiles the rotary embedding, the
+# layers, the norm and the lm_head / loss frames; cdynamo has the embedding and the mask in its
+# first graph). 12 blocks in the loop: still 3 graphs and no cache-limit hit (the FSDP2
+# pre-hook is registered with_kwargs; its id set is read by position, not keyed on the id).
 
 
-def _check_fsdp(per_rank):
+def _check_fsdp(per_rank, modes=("blocks", "whole", "titan")):
     for rank, r in enumerate(per_rank):
-        for mode in ("eager", "blocks", "whole"):
+        for mode in ("eager",) + tuple(modes):
             if "error" in r[mode]:
                 pytest.fail(f"rank {rank} {mode}:\n{r[mode]['error']}")
-        for mode in ("blocks", "whole"):
+        for mode in modes:
             torch.testing.assert_close(r[mode]["losses"], r["eager"]["losses"], atol=1e-5,
                                        rtol=1e-4, msg=lambda m: f"rank {rank} {mode}: {m}")
             assert_close_grads(r[mode]["grads"], r["eager"]["grads"], f"rank {rank} {mode}")
-        assert r["counts"]["blocks"] >= 1 and r["counts"]["whole"] >= 1, r["counts"]
+        for mode, c in r["counts"].items():
+            # no graph after the first step (no recompile), nothing run unmodified
+            assert c["later"] == 0, (rank, mode, c)
+            if not mode.startswith("torch_"):
+                assert c["cache_limit_hits"] == 0 and c["unmodified"] == 0, (rank, mode, c)
+
+
+def _graphs(r, mode):
+    return r["counts"][mode]["graphs"]
+
+
+def _ops(r, mode):
+    return sorted(r["counts"][mode]["ops"])
+
+
+# the root's own operations that cdynamo compiles where torch._dynamo runs the root frame
+# uncompiled: the embedding before the loop, the norm and the head after it
+ROOT_GRAPHS = [("embedding",), ("layer_norm", "linear")]
 
 
 @pytest.fixture(scope="module")
@@ -862,11 +1050,54 @@ def fsdp_results():
 
 
 def test_fsdp2_transformer(fsdp_results):
-    _check_fsdp(scenario(fsdp_results, "fsdp2"))
+    per_rank = scenario(fsdp_results, "fsdp2")
+    _check_fsdp(per_rank)
+    for rank, r in enumerate(per_rank):
+        # per block: one graph, the same as torch._dynamo's, also compiled before sharding
+        assert _graphs(r, "blocks") == _graphs(r, "torch_blocks") == 1, r["counts"]
+        assert _ops(r, "blocks") == _ops(r, "torch_blocks")
+        assert _graphs(r, "titan") == _graphs(r, "torch_titan") == 1, r["counts"]
+        assert _ops(r, "titan") == _ops(r, "torch_titan") == _ops(r, "blocks")
+        # whole: torch._dynamo's block graph, plus the root's code it leaves uncompiled
+        assert _graphs(r, "torch_whole") == 1 and _graphs(r, "whole") == 3, r["counts"]
+        assert _ops(r, "whole") == sorted(_ops(r, "torch_whole") + ROOT_GRAPHS)
+        assert _ops(r, "torch_whole") == _ops(r, "blocks")
+
+
+def test_fsdp2_transformer_without_a_loop_same_graphs_as_torch(fsdp_results):
+    """The root calls its blocks one after the other: torch._dynamo resumes after each
+    block's graph break as cdynamo does, and both make the same 3 graphs."""
+    per_rank = scenario(fsdp_results, "fsdp2_unrolled")
+    _check_fsdp(per_rank, modes=("whole",))
+    for r in per_rank:
+        assert _graphs(r, "whole") == _graphs(r, "torch_whole") == 3, r["counts"]
+        assert _ops(r, "whole") == _ops(r, "torch_whole")
+
+
+def test_fsdp2_twelve_blocks_no_recompile_per_block(fsdp_results):
+    """12 blocks in the root's loop: the resume function after a block's break serves every
+    block (it recompiled once per block, the FSDP2 pre-hook's id being guarded, until
+    cache_size_limit, then ran the rest of the root uncompiled)."""
+    per_rank = scenario(fsdp_results, "fsdp2_deep")
+    _check_fsdp(per_rank, modes=("whole",))
+    for r in per_rank:
+        assert _graphs(r, "whole") == 3 and _graphs(r, "torch_whole") == 1, r["counts"]
+        assert _ops(r, "whole") == sorted(_ops(r, "torch_whole") + ROOT_GRAPHS)
+        assert _graphs(r, "blocks") == _graphs(r, "torch_blocks") == 1, r["counts"]
 
 
 def test_fsdp2_transformers_decoder(fsdp_results):
-    _check_fsdp(scenario(fsdp_results, "fsdp2_llama"))
+    per_rank = scenario(fsdp_results, "fsdp2_llama")
+    _check_fsdp(per_rank)
+    for r in per_rank:
+        assert _graphs(r, "blocks") == _graphs(r, "torch_blocks") == 2, r["counts"]
+        assert _ops(r, "blocks") == _ops(r, "torch_blocks")
+        assert _graphs(r, "titan") == _graphs(r, "torch_titan") == 2, r["counts"]
+        assert _ops(r, "titan") == _ops(r, "torch_titan")
+        assert _graphs(r, "whole") == _graphs(r, "torch_whole") == 5, r["counts"]
+        # the decoder layers' graphs are torch._dynamo's
+        layers = [o for o in r["counts"]["torch_whole"]["ops"] if o in r["counts"]["torch_blocks"]["ops"]]
+        assert len(layers) == 2 and all(o in r["counts"]["whole"]["ops"] for o in layers)
 
 
 # ---- collectives in compiled code ----------------------------------------------------------------
@@ -908,6 +1139,27 @@ def test_dtensor_basics_eager_correct(collective_results):
                 torch.testing.assert_close(v[backend], v["expected"])
         # functional collectives on a DeviceMesh / (mesh, dim): one graph
         assert r["mesh_all_reduce"]["graphs"] == 1 and not r["mesh_all_reduce"]["breaks"], r["mesh_all_reduce"]
+
+
+def test_two_dimensional_mesh_collectives_one_graph():
+    """A 2 x 2 DeviceMesh over 4 processes: collectives on its dimensions named inside the
+    compiled function (mesh["dp"], (mesh, 0), mesh.get_group("tp"), a ProcessGroup's
+    group_name / size() / rank(), the mesh as an argument) make one graph, as torch._dynamo,
+    with eager's results on every rank."""
+    per_rank = scenario(launch(["mesh2d"], world=4), "mesh2d")
+    assert len(per_rank) == 4
+    for rank, r in enumerate(per_rank):
+        for name, c in r.items():
+            if name == "errors":
+                assert c[0] is not None and c[0] == c[1], (rank, c)
+                continue
+            assert c["cd"] == c["td"] == 1, (rank, name, c["cd"], c["td"])
+            for got in c["ours"] + [c["aot"]]:
+                torch.testing.assert_close(got, c["expected"], msg=lambda m: f"{rank} {name}: {m}")
+    # the dp groups are {0, 2} and {1, 3}, the tp groups {0, 1} and {2, 3}
+    e = {rank: r["submesh_inside"]["expected"] for rank, r in enumerate(per_rank)}
+    torch.testing.assert_close(e[0], e[2])
+    assert not torch.allclose(e[0], e[1])
 
 
 # ---- the plan without processes ----------------------------------------------------------------

@@ -254,6 +254,34 @@ def test_assume_constant_result_method_pins_its_object():
     assert any("ID_MATCH" in g for g in cdynamo.cache_entries(f)[0].guards)
 
 
+class _Box:
+    def __init__(self, v):
+        self.v = v
+
+
+BOXES = [_Box(1.0), _Box(10.0)]
+
+
+@torch._dynamo.assume_constant_result
+def box_at(i):
+    return BOXES[i]
+
+
+def test_assume_constant_result_two_objects_in_one_trace():
+    """Two calls returning two different objects (not constants): each result is its own
+    value (both were one, the first, as their constant sources shared a name), as eager and
+    torch._dynamo."""
+    def f(x):
+        a, b = box_at(0), box_at(1)
+        return x + a.v * 100 + b.v
+    torch._dynamo.reset()
+    assert_same(torch.compile(f, backend="eager")(X), X + 110)
+    torch._dynamo.reset()
+    counter = check(f, X)
+    assert counter.frame_count == 1
+    assert_same(cdynamo.compile(f, backend="eager")(X), X + 110)
+
+
 @torch._dynamo.assume_constant_result
 def size_of(t):
     return 2

@@ -414,6 +414,101 @@ def test_same_hooks_on_another_instance_reuse_the_entry():
     assert cdynamo.counters()["compiles"] == 1
 
 
+def test_hooks_registered_on_the_compiled_module_run():
+    """Hooks registered on the compiled module itself (not the module it compiles) run around
+    the compiled forward, as on torch's OptimizedModule (fully_shard applied after compiling,
+    as torchtitan does, registers FSDP2's hooks there); removed, they no longer run. They were
+    ignored: the compiled module called its forward directly."""
+    torch.manual_seed(0)
+    m, x = Stack(), x_input()
+    expected = m(x * 2) + 100
+    log = []
+    for name, compiled in (("torch._dynamo", torch.compile(m, backend="eager")),
+                           ("cdynamo", cdynamo.compile(m, backend="eager"))):
+        h1 = compiled.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+        h2 = compiled.register_forward_hook(lambda mod, args, out: log.append(mod) or out + 100)
+        assert_same(compiled(x), expected, name)
+        assert log == [compiled], name
+        h1.remove()
+        h2.remove()
+        assert_same(compiled(x), m(x), name)
+        assert log == [compiled], name
+        del log[:]
+
+
+def _kw_pre(mod, args, kwargs):
+    return (args[0] + 1,), {"scale": 2.0}
+
+
+def _kw_post(mod, args, kwargs, out):
+    return out - 1
+
+
+@pytest.mark.parametrize("always_call", [False, True])
+def test_kwargs_hooks_on_many_instances_reuse_the_entry(always_call):
+    """Hooks registered with_kwargs=True / always_call=True put their ids into the id sets
+    _call_impl asks (`hook_id in self._forward_pre_hooks_with_kwargs`); the ids differ per
+    registration, so keying the entry on them recompiled once per instance (past
+    cache_size_limit with 10 instances, as the loop of an FSDP2 model's blocks). Read by
+    position: one graph for the 10 instances, as torch._dynamo with with_kwargs hooks
+    (with an always_call hook torch._dynamo keys its entries on the hook ids: it compiles
+    until its cache limit, 8 graphs)."""
+    def make():
+        m = KwNet()
+        m.register_forward_pre_hook(_kw_pre, with_kwargs=True)
+        m.register_forward_hook(_kw_post, with_kwargs=True, always_call=always_call)
+        return m
+
+    def f(m, x):
+        return m(x) * 2
+    torch.manual_seed(0)
+    mods, x = [make() for _ in range(10)], x_input()
+    dyn = CountingBackend()
+    d = torch.compile(f, backend=dyn)
+    for m in mods:
+        assert_same(d(m, x), f(m, x))
+    torch._dynamo.reset()
+    cdy = CountingBackend()
+    compiled = cdynamo.compile(f, backend=cdy)
+    for m in mods:
+        assert_same(compiled(m, x), f(m, x))
+    assert cdy.frame_count == 1
+    assert dyn.frame_count == (8 if always_call else 1), dyn.frame_count
+    counts = cdynamo.counters()
+    assert counts["compiles"] == 1 and counts["cache_limit_hits"] == 0, counts
+
+
+def test_kwargs_hooks_at_other_positions_recompile():
+    """The same hooks, with_kwargs on the first on one instance and on the second on the
+    other: which hook of the dict is with_kwargs is guarded (SAME_OBJECT between the id set's
+    key and the hook dict's key at that position), so the second instance recompiles and
+    both give eager's results."""
+    def pre(mod, args, kwargs=None):
+        return (args[0] + 3,) if kwargs is None else ((args[0] + 1,), {"scale": 2.0})
+
+    def post(mod, args, *rest):
+        return rest[-1] - len(rest)     # 1 without kwargs, 2 with
+
+    a, b = KwNet(), KwNet()
+    a.register_forward_pre_hook(pre, with_kwargs=True)
+    a.register_forward_pre_hook(pre)
+    b.register_forward_pre_hook(pre)
+    b.register_forward_pre_hook(pre, with_kwargs=True)
+    a.register_forward_hook(post, with_kwargs=True)
+    a.register_forward_hook(post)
+    b.register_forward_hook(post)
+    b.register_forward_hook(post, with_kwargs=True)
+
+    def f(m, x):
+        return m(x) * 2
+    x = x_input()
+    cdy = CountingBackend()
+    compiled = cdynamo.compile(f, backend=cdy)
+    for m in (a, b, a, b):
+        assert_same(compiled(m, x), f(m, x))
+    assert cdy.frame_count == 2 and cdynamo.counters()["compiles"] == 2
+
+
 # ---- training ------------------------------------------------------------------------------
 
 def test_training_with_hooks_gives_eager_gradients():

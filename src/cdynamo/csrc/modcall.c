@@ -295,11 +295,35 @@ cdyn_modcall_clear(cdyn_modcall_cache *c)
 
 /* A method descriptor: `compiled_module(*args, **kw)` calls the CompiledModule's own
  * `_cdynamo_call` (its CompiledFunction over the original module) with the arguments, as
- * the Python `return self._cdynamo_call(*args, **kwargs)` did, without a Python frame. */
+ * the Python `return self._cdynamo_call(*args, **kwargs)` did, without a Python frame.
+ * When the CompiledModule itself has hooks (registered on the compiled module: fully_shard
+ * applied after compiling, as torchtitan does, registers FSDP2's unshard / reshard hooks on
+ * it), it is called through nn.Module.__call__, which runs them around its forward (the
+ * same `_cdynamo_call`), as torch's OptimizedModule is called. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
 } cdyn_modcall_obj;
+
+/* 1 when the instance dict d of a CompiledModule holds a hook dict that is not empty (or
+ * not a dict), 0 when none, -1 with an exception. */
+static int
+wrapper_hooked(PyObject *d)
+{
+    for (int i = 0; i < N_HOOKS; i++) {
+        PyObject *h = PyDict_GetItemWithError(d, M.str_hooks[i]);
+        if (h == NULL) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+            continue;
+        }
+        if (!PyDict_Check(h) || PyDict_GET_SIZE(h) != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static PyObject *
 modcall_vectorcall(PyObject *Py_UNUSED(callable), PyObject *const *args, size_t nargsf,
@@ -314,8 +338,18 @@ modcall_vectorcall(PyObject *Py_UNUSED(callable), PyObject *const *args, size_t 
     if (M.str_cdynamo_call == NULL && (M.str_cdynamo_call = intern("_cdynamo_call")) == NULL) {
         return NULL;
     }
+    if (M.ready == 0) {
+        modcall_ready();
+    }
     PyObject **dp = cdyn_dict_ptr(args[0]);
     if (dp != NULL && *dp != NULL && PyDict_CheckExact(*dp)) {
+        int hooked = M.ready == 1 ? wrapper_hooked(*dp) : 0;
+        if (hooked < 0) {
+            return NULL;
+        }
+        if (hooked) {   /* nn.Module.__call__(self, *args, **kw): its hooks, then forward */
+            return PyObject_Vectorcall(M.call, args, (size_t)nargs, kwnames);
+        }
         call = Py_XNewRef(PyDict_GetItemWithError(*dp, M.str_cdynamo_call));
     }
     if (call == NULL && !PyErr_Occurred()) {

@@ -130,9 +130,9 @@ _LOADED = []
 def registry():
     """The table ``{real callable: polyfill}``, every polyfill module loaded. The engine
     holds this very dict: add_substitute() changes what it traces."""
-    from . import (bisect, builtins, collections, contextlib, copy, functools,  # noqa: F401
-                   heapq, itertools, mathfns, operator, os, torch_function, torchfns,
-                   tracebacks, typing)
+    from . import (bisect, builtins, collections, contextlib, copy, distributed,  # noqa: F401
+                   functools, heapq, itertools, mathfns, operator, os, torch_function,
+                   torchfns, tracebacks, typing)
     _LOADED.append(True)
     return _REGISTRY
 

@@ -800,10 +800,20 @@ cdyn_marked_constant_call(cdyn_tx *tx, PyObject *callable, PyObject *self,
         *out = cdyn_value_const_steal(res);   /* no source: no guard */
         return *out ? TR_OK : TR_ERROR;
     }
+    /* labelled by the function and the result's address: a labelled constant source is
+       memoised by its text (tx->by_source), so two results of one function (two sub-meshes,
+       two objects picked by an argument) must not share one */
     label = PyObject_GetAttrString(callable, "__qualname__");
     if (label == NULL || !PyUnicode_Check(label)) {
         PyErr_Clear();
         Py_XSETREF(label, Py_NewRef(Py_None));
+    }
+    else {
+        Py_SETREF(label, PyUnicode_FromFormat("%U()@%p", label, (void *)res));
+        if (label == NULL) {
+            Py_DECREF(res);
+            return TR_ERROR;
+        }
     }
     st = cdyn_tx_wrap_fixed(tx, res, label, out);
     Py_DECREF(label);

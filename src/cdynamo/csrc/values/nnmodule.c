@@ -104,17 +104,100 @@ registry_index(PyObject *name)
  * instance with the same hooks has other keys), its length guarded and each hook read through
  * its entry source (list(d.values())[i]), so the trace serves every instance whose hooks have
  * the same code; it cannot be changed by the trace (DICT_BY_POSITION). The id sets (4-6) are
- * read so only while empty: a non-empty one (*out NULL) is read as an input dict, whose keys
- * are guarded, since membership of a hook id in it is what _call_impl asks. */
+ * read so too, their keys related to the hook dict's by position (id_set_positions): a hook
+ * registered with_kwargs or always_call on every instance (FSDP2's pre-hook, for one) is then
+ * not a recompile per instance; an id set whose keys are not all keys of its hook dict
+ * (*out NULL) is read as an input dict, whose keys are guarded. */
+
+/* The hook dict whose ids id set `which` (4-6) holds: _forward_hooks for
+ * _forward_hooks_with_kwargs and _forward_hooks_always_called, _forward_pre_hooks for
+ * _forward_pre_hooks_with_kwargs (the indices of registry_names). */
+static int
+id_set_hook_dict(int which)
+{
+    return which == 5 ? 1 : 0;
+}
+
+/* Guard a non-empty id set W (real, at src) of the module mod (at msrc) by position: for
+ * each key of W, the key of W's hook dict H at the same object, its position p there; the
+ * guard: W's key j is (SAME_OBJECT) H's key p_j. With W's length and H's length (guarded
+ * where _call_impl reads H) that fixes which of H's hooks W holds, whatever their ids, so
+ * `hook_id in W` answers by position, as torch._dynamo's NNModuleHooksDictVariable (which
+ * guards only W's length). 1 guarded; 0 when a key of W is not a key of H (or H is not a
+ * dict): read W otherwise; -1 error. */
+static int
+id_set_positions(cdyn_tx *tx, int which, PyObject *real, PyObject *src, PyObject *mod,
+                 PyObject *msrc)
+{
+    PyObject *hname = registry_str(id_set_hook_dict(which)), *h = NULL, *hsrc = NULL;
+    PyObject *hkeys = NULL, *wkeys = NULL;
+    Py_ssize_t nw, nh, *pos = NULL;
+    int r = -1;
+    if (hname == NULL || msrc == NULL) {
+        return 0;
+    }
+    if ((h = PyObject_GetAttr(mod, hname)) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!PyDict_Check(h)) {
+        r = 0;
+        goto done;
+    }
+    if ((hkeys = PyDict_Keys(h)) == NULL || (wkeys = PyDict_Keys(real)) == NULL ||
+        (hsrc = cdyn_source_attr(msrc, hname)) == NULL) {
+        goto done;
+    }
+    /* all of W's keys first, then the guards (none added when one is missing) */
+    nw = PyList_GET_SIZE(wkeys);
+    nh = PyList_GET_SIZE(hkeys);
+    pos = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(nw ? nw : 1));
+    if (pos == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    r = 1;
+    for (Py_ssize_t j = 0; r == 1 && j < nw; j++) {
+        pos[j] = -1;
+        for (Py_ssize_t p = 0; p < nh; p++) {
+            if (PyList_GET_ITEM(hkeys, p) == PyList_GET_ITEM(wkeys, j)) {
+                pos[j] = p;
+                break;
+            }
+        }
+        r = pos[j] >= 0;
+    }
+    for (Py_ssize_t j = 0; r == 1 && j < nw; j++) {
+        PyObject *wk = cdyn_source_entry(src, j, 0), *hk = NULL;
+        hk = wk ? cdyn_source_entry(hsrc, pos[j], 0) : NULL;
+        if (hk == NULL || cdyn_guards_add_same(tx->guards, wk, hk) < 0) {
+            r = -1;
+        }
+        Py_XDECREF(wk);
+        Py_XDECREF(hk);
+    }
+    PyMem_Free(pos);
+done:
+    Py_XDECREF(h);
+    Py_XDECREF(hsrc);
+    Py_XDECREF(hkeys);
+    Py_XDECREF(wkeys);
+    return r;
+}
+
 static tr_status
-hook_registry(cdyn_tx *tx, int which, PyObject *real, PyObject *src, PyObject **out)
+hook_registry(cdyn_tx *tx, int which, PyObject *real, PyObject *src, PyObject *mod,
+              PyObject *msrc, PyObject **out)
 {
     PyObject *d = NULL, *items = NULL;
     Py_ssize_t n = PyDict_GET_SIZE(real);
     tr_status st = TR_ERROR;
     *out = NULL;
     if (which >= 4 && n > 0) {
-        return TR_OK;
+        int r = id_set_positions(tx, which, real, src, mod, msrc);
+        if (r <= 0) {
+            return r < 0 ? TR_ERROR : TR_OK;
+        }
     }
     if ((items = PyMapping_Items(real)) == NULL || (d = cdyn_dict_new(Py_TYPE(real))) == NULL) {
         goto done;
@@ -304,7 +387,8 @@ module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         if (attr == NULL) {
             PyErr_Clear();   /* read below as any other attribute */
         }
-        st = attr != NULL && PyDict_Check(attr) ? hook_registry(tx, which, attr, src, out)
+        st = attr != NULL && PyDict_Check(attr) ? hook_registry(tx, which, attr, src, mod,
+                                                                V(v)->source, out)
                                                 : TR_OK;
         if (st != TR_OK || *out != NULL) {
             goto done;

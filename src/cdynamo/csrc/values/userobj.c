@@ -211,11 +211,17 @@ cdyn_uobj_call_dunder(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const 
     return st != TR_OK ? st : call_type_function(tx, d, v, args, nargs, NULL, out);
 }
 
-/* fn(self, *args) for a Python function fn (borrowed), else unsupported. */
+/* fn(self, *args) for a Python function fn (borrowed), or for a builtin with a polyfill (a C
+ * property getter such as ProcessGroup.group_name's: cdynamo.polyfills.distributed) that
+ * polyfill, else unsupported. */
 static tr_status
 inline_on(cdyn_tx *tx, PyObject *fn, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
           const char *what, PyObject **out)
 {
+    PyObject *pf = fn != NULL && PyCFunction_Check(fn) ? cdyn_polyfill_of(fn) : NULL;
+    if (pf != NULL && PyFunction_Check(pf)) {
+        return call_type_function(tx, pf, self, args, nargs, NULL, out);
+    }
     if (fn == NULL || !PyFunction_Check(fn)) {
         return cdyn_tx_unsupported(tx, "%s of %S is not a Python function", what, self);
     }
@@ -1655,7 +1661,26 @@ cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
         }
         return st;
     }
-    if (!is_mappingproxy(v) || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+    if (!is_mappingproxy(v)) {
+        /* a builtin method of the class (pybind11's instancemethod around a builtin, which
+           binds the instance) with a polyfill, not shadowed by the object's own dict:
+           ProcessGroup.size / rank (cdynamo.polyfills.distributed) */
+        PyObject *d = _PyType_Lookup(cdyn_user_type(v), name), *pf = NULL;
+        PyObject *real = cdyn_v_real(v), **dp = real ? _PyObject_GetDictPtr(real) : NULL;
+        if (d != NULL && PyInstanceMethod_Check(d) &&
+            PyCFunction_Check(PyInstanceMethod_GET_FUNCTION(d)) && real != NULL &&
+            (dp == NULL || *dp == NULL || !PyDict_Check(*dp) ||
+             !PyDict_Contains(*dp, name))) {
+            pf = cdyn_polyfill_of(PyInstanceMethod_GET_FUNCTION(d));
+        }
+        PyErr_Clear();
+        if (pf != NULL && PyFunction_Check(pf)) {
+            st = cdyn_uobj_guard_type_member(tx, v, name);
+            return st != TR_OK ? st : call_type_function(tx, pf, v, args, nargs, kwnames, out);
+        }
+        return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, v);
+    }
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
         return cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, v);
     }
     for (int i = 0; views[i] != NULL; i++) {
