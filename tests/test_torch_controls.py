@@ -714,6 +714,14 @@ def test_optimize_guard_fail_fn_called_with_guard_fail(engine):
 
 # ---- torch._dynamo.disable forms called from compiled code; one cache per backend --------
 
+
+def _fresh_engine(engine):
+    """Both engines reset; (engine's compile function, a new CompileCounter)."""
+    torch._dynamo.reset()
+    cdynamo.reset()
+    return (cdynamo.compile if engine == "cdynamo" else torch.compile), CompileCounter()
+
+
 def _nr_fn2(x):
     return x + 1
 
@@ -733,10 +741,7 @@ def _nr_fn(x):
 def test_disable_non_recursive_runs_the_frame_eagerly_and_compiles_callees(engine):
     # as torch's test_disable_recursive_false: the wrapped frame runs uncompiled, the
     # function it calls is compiled (2 frames: the caller's graph and _nr_fn2's)
-    torch._dynamo.reset()
-    cdynamo.reset()
-    cnt = CompileCounter()
-    comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+    comp, cnt = _fresh_engine(engine)
     x = torch.randn(4)
     assert torch.allclose(comp(_nr_fn, backend=cnt)(x), _nr_fn(x))
     assert cnt.frame_count == 2
@@ -832,10 +837,7 @@ def _ns_caller(x):
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_nonstrict_trace_function_is_one_opaque_node(engine):
-    torch._dynamo.reset()
-    cdynamo.reset()
-    cnt = CompileCounter()
-    comp = cdynamo.compile if engine == "cdynamo" else torch.compile
+    comp, cnt = _fresh_engine(engine)
     x = torch.ones(3)
     assert torch.equal(comp(_ns_caller, backend=cnt, fullgraph=True)(x), _ns_caller(x))
     assert cnt.frame_count == 1
