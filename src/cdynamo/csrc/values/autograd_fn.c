@@ -768,7 +768,13 @@ cdyn_autograd_apply(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *arg
     apply_state s;
     tr_status st;
     memset(&s, 0, sizeof(s));
-    s.cls = PyMethod_GET_SELF(V(fn)->u.obj.obj);
+    /* the class `apply` is bound to: a bound method's __self__ (torch 2.13's Python
+     * classmethod) or a C method's self (torch >= 2.14's _FunctionBase.apply), as
+     * cdyn_is_autograd_apply accepted it; PyMethod_GET_SELF on the C method read the right
+     * field only because the two structs happen to share its offset (an assertion failure in
+     * the sanitizer build) */
+    s.cls = PyMethod_Check(V(fn)->u.obj.obj) ? PyMethod_GET_SELF(V(fn)->u.obj.obj)
+                                             : PyCFunction_GET_SELF(V(fn)->u.obj.obj);
     if (kwnames != NULL) {
         return cdyn_tx_unsupported(tx, "autograd.Function.apply with keyword arguments");
     }
