@@ -641,6 +641,47 @@ called_by_nonrecursive_disable(PyThreadState *ts)
     return caller != NULL && (PyObject *)cdyn_frame_code(caller) == nonrecursive_wrapper_code;
 }
 
+/* The first time f's code (extra x) reaches cache_size_limit: one WARNING naming the guard
+ * that failed, and a cache_limit event. Never raises. */
+static void
+log_cache_limit(cdyn_extra *x, cdyn_frame *f)
+{
+    PyCodeObject *code = cdyn_frame_code(f);
+    PyObject *reason;
+    if (x->limit_logged) {
+        return;
+    }
+    x->limit_logged = 1;
+    reason = recent_failure(x, f);
+    if (reason != NULL) {
+        cdyn_log(30, "cache_size_limit reached (%d) for %U %U:%d (reason: %U); "
+                 "running it without compiling", cache_size_limit, code->co_name,
+                 code->co_filename, code->co_firstlineno, reason);
+        cdyn_event("cache_limit", "(OOiiO)", code->co_qualname, code->co_filename,
+                   code->co_firstlineno, cache_size_limit, reason);
+        Py_DECREF(reason);
+    }
+    PyErr_Clear();
+}
+
+/* Run f, whose translation gave no code (no_ops: there was nothing to compile, so nothing
+ * was given up): a code without entries is skipped from then on, one with entries counts
+ * one more untranslated call. */
+static PyObject *
+run_untranslated(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x, int no_ops)
+{
+    cdyn_counts.unmodified += !no_ops;
+    if (x->nentries == 0) {
+        x->skip = 1;
+        x->decided = 1;
+        cdyn_counts.skipped++;
+    }
+    else {
+        x->nunmodified++;
+    }
+    return eval_plain(ts, f, 0);
+}
+
 /* The slow path of a frame whose code has no passing entry: compile or run unmodified.
  * order: cdyn_cache_order when the walk that found no entry started. */
 static PyObject *
@@ -656,12 +697,9 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
     int rc, locked = 0, ran = 0;   /* ran: f was evaluated or replaced (released) */
 
     cdyn_counts.cache_misses++;
-    if (t->run_only) {
-        /* called from a frame at its cache limit: runs as is, its callees too */
-        cdyn_counts.unmodified++;
-        return eval_plain(ts, f, 0);
-    }
-    if (called_by_nonrecursive_disable(ts)) {
+    if (t->run_only || called_by_nonrecursive_disable(ts)) {
+        /* called from a frame at its cache limit (runs as is, its callees too), or by
+           torch._dynamo.disable(recursive=False)'s wrapper (this call only) */
         cdyn_counts.unmodified++;
         return eval_plain(ts, f, 0);
     }
@@ -684,18 +722,7 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
     if (at_cache_limit(x, f)) {
         cdyn_counts.cache_limit_hits++;
         cdyn_counts.unmodified++;
-        if (!x->limit_logged) {
-            x->limit_logged = 1;
-            reason = recent_failure(x, f);
-            if (reason != NULL) {
-                cdyn_log(30, "cache_size_limit reached (%d) for %U %U:%d (reason: %U); "
-                         "running it without compiling", cache_size_limit, code->co_name,
-                         code->co_filename, code->co_firstlineno, reason);
-                cdyn_event("cache_limit", "(OOiiO)", code->co_qualname, code->co_filename,
-                           code->co_firstlineno, cache_size_limit, reason);
-            }
-            PyErr_Clear();
-        }
+        log_cache_limit(x, f);
         t->disabled = saved_disabled;
         t->run_only++;   /* and what it calls (cached entries still run) */
         ran = 1;
@@ -777,17 +804,8 @@ handle_miss(PyThreadState *ts, cdyn_frame *f, cdyn_extra *x,
         assert(out.guards == NULL);
         compile_lock_release();
         locked = 0;
-        cdyn_counts.unmodified += !out.no_ops;   /* no ops: nothing was given up */
-        if (x->nentries == 0) {
-            x->skip = 1;
-            x->decided = 1;
-            cdyn_counts.skipped++;
-        }
-        else {
-            x->nunmodified++;
-        }
         ran = 1;
-        res = eval_plain(ts, f, 0);
+        res = run_untranslated(ts, f, x, out.no_ops);
         goto done;
     }
     if (out.code == (PyObject *)code || !PyCode_Check(out.code) || out.guards == NULL) {

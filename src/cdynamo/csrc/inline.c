@@ -670,13 +670,9 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     PyObject *pf = cdyn_polyfill_of(func);
     tr_status st;
     assert(PyFunction_Check(func));
-    if (f->func_dict != NULL && PyDict_CheckExact(f->func_dict) &&
-        PyDict_GetItemString(f->func_dict, "_dynamo_forbidden") == Py_True) {
+    if (cdyn_refuse_forbidden(func) < 0) {
         /* torch marks it _dynamo_forbidden (torch.compiler.set_stance, a function decorated
-           with it): it may not be called from compiled code at all, the user's error, as
-           torch._dynamo raises it */
-        PyObject *r = PyObject_CallMethod(cdyn_G.glue, "forbidden_call", "O", func);
-        Py_XDECREF(r);
+           with it): the user's error, as torch._dynamo raises it */
         return TR_ERROR;
     }
     prime_optimizer_state(func, self);

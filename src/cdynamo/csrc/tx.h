@@ -561,6 +561,10 @@ int cdyn_allowed_in_graph(PyObject *obj);
 /* 1 when torch._dynamo.disallow_in_graph(obj) marked obj (a torch op then breaks the graph
  * where it is called, as torch._dynamo). */
 int cdyn_disallowed_in_graph(PyObject *obj);
+/* -1 with torch._dynamo's "forbidden callable" error (_glue.ForbiddenCallError) set when
+ * obj (borrowed) is a function or class torch marks _dynamo_forbidden (set_stance and what
+ * it decorates), or on error; 0 otherwise. */
+int cdyn_refuse_forbidden(PyObject *obj);
 /* 1 when obj is a torch helper folded at trace time (torch.jit.is_scripting, ...). */
 int cdyn_is_torch_special(PyObject *obj);
 /* A call of obj (borrowed) under a FOLD trace rule (trace_rules.py): with every argument a

@@ -205,6 +205,23 @@ misc_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     }
 }
 
+int
+cdyn_refuse_forbidden(PyObject *obj)
+{
+    PyObject *d = PyFunction_Check(obj) ? ((PyFunctionObject *)obj)->func_dict : NULL, *r;
+    int forbidden =
+        (PyType_Check(obj) &&
+         _PyType_Lookup((PyTypeObject *)obj, cdyn_G.s_dynamo_forbidden) == Py_True) ||
+        (d != NULL && PyDict_CheckExact(d) &&
+         PyDict_GetItemWithError(d, cdyn_G.s_dynamo_forbidden) == Py_True);
+    if (!forbidden) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    r = PyObject_CallMethod(cdyn_G.glue, "forbidden_call", "O", obj);   /* raises */
+    Py_XDECREF(r);
+    return -1;
+}
+
 static tr_status
 misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
@@ -213,19 +230,8 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     if (V(fn)->kind != VK_OPAQUE) {
         return cdyn_tx_unsupported(tx, "call of %S", fn);
     }
-    if (PyFunction_Check(obj) || PyType_Check(obj)) {
-        /* a function or class torch marks _dynamo_forbidden (what @torch.compiler.set_stance(...)
-           returns, torch._dynamo.set_stance) may not be called from compiled code: the
-           user's error, as inline.c */
-        PyObject *d = PyFunction_Check(obj) ? ((PyFunctionObject *)obj)->func_dict : NULL;
-        if ((PyType_Check(obj) &&
-             _PyType_Lookup((PyTypeObject *)obj, cdyn_G.s_dynamo_forbidden) == Py_True) ||
-            (d != NULL && PyDict_CheckExact(d) &&
-             PyDict_GetItemString(d, "_dynamo_forbidden") == Py_True)) {
-            PyObject *r = PyObject_CallMethod(cdyn_G.glue, "forbidden_call", "O", obj);
-            Py_XDECREF(r);
-            return TR_ERROR;
-        }
+    if (cdyn_refuse_forbidden(obj) < 0) {
+        return TR_ERROR;
     }
     {
         /* a builtin with a CONSTANT trace rule (torch._C._get_tracing_state(), read by

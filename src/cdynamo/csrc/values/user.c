@@ -271,13 +271,8 @@ class_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
            PyObject *kwnames, PyObject **out)
 {
     PyObject *cls = V(fn)->u.obj.obj;
-    if (PyType_Check(cls) &&
-        _PyType_Lookup((PyTypeObject *)cls, cdyn_G.s_dynamo_forbidden) == Py_True) {
-        /* a class torch marks _dynamo_forbidden (torch._dynamo.set_stance): the user's
-           error, as for such functions (inline.c) */
-        PyObject *r = PyObject_CallMethod(cdyn_G.glue, "forbidden_call", "O", cls);
-        Py_XDECREF(r);
-        return TR_ERROR;
+    if (cdyn_refuse_forbidden(cls) < 0) {
+        return TR_ERROR;   /* torch._dynamo.set_stance: a class torch forbids in a trace */
     }
     if (cdyn_is_enum_class(cls)) {
         return cdyn_enum_class_call(tx, fn, args, nargs, kwnames, out);
