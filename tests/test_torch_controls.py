@@ -904,3 +904,41 @@ def test_compiling_a_disabled_function_compiles_it(engine, recursive):
     cnt = CompileCounter()
     assert torch.equal(comp(_cd_outer, backend=cnt)(dis, x), x + 3)
     assert cnt.frame_count == (1 if not recursive else 0)
+
+
+# ---- torch._dynamo.run() around a compiled function --------------------------------------
+
+def f_run_only(x):
+    return torch.relu(torch.cos(x) + torch.sin(x))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_dynamo_run_around_a_compiled_function_runs_entries_and_compiles_nothing(engine):
+    # torch._dynamo.run(): cached entries still serve their inputs, a new input is run as is
+    # (as torch's test_misc test_nested_optimize_run)
+    cnt = CompileCounter()
+    fn = compile_with(engine, f_run_only, backend=cnt)
+    fn(torch.randn(4))
+    fn(torch.randn(4, 4))
+    assert cnt.frame_count == 2
+    runner = torch._dynamo.run(fn)
+    x = torch.randn(4, 4, 4)
+    assert torch.equal(runner(x), f_run_only(x))
+    assert cnt.frame_count == 2
+    x = torch.randn(4, 4)
+    assert torch.equal(runner(x), f_run_only(x))
+    assert cnt.frame_count == 2
+    fn(torch.randn(4, 4, 4))    # outside run(): compiled again
+    assert cnt.frame_count == 3
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_dynamo_run_uses_an_entry_of_another_backend(engine):
+    # as torch's test_nested_optimize: fn2 = compile(compile(f)); run()(fn1) reuses fn2's entry
+    c1, c2 = CompileCounter(), CompileCounter()
+    fn1 = compile_with(engine, f_run_only, backend=c1)
+    fn2 = compile_with(engine, fn1, backend=c2)
+    fn2(torch.randn(4))
+    assert (c1.frame_count, c2.frame_count) == (0, 1)
+    torch._dynamo.run()(fn1)(torch.randn(4))
+    assert (c1.frame_count, c2.frame_count) == (0, 1)

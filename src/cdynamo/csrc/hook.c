@@ -1307,8 +1307,12 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     t->stance = stance.mode;
     t->skip_guards = stance.skip_guards;
     t->first_options = stance.first_options;
-    t->backend_key = stance.options == self->options ? self->backend : NULL;
-    t->run_only += stance.mode == CDYN_STANCE_EAGER_ON_RECOMPILE;
+    /* torch._dynamo.run() around this call (its callback False): cached entries of any
+       backend run, nothing is compiled, as torch's run-only mode */
+    int run_only = stance.mode == CDYN_STANCE_EAGER_ON_RECOMPILE || dynamo_prior == Py_False;
+    t->backend_key = stance.options == self->options && dynamo_prior != Py_False ? self->backend
+                                                                                 : NULL;
+    t->run_only += run_only;
     t->active++;
     t->disabled = 0;
     hook_enter(&layer);
@@ -1324,7 +1328,7 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
         dynamo_resume(dynamo_prior);
     }
     t->active--;
-    t->run_only -= stance.mode == CDYN_STANCE_EAGER_ON_RECOMPILE;
+    t->run_only -= run_only;
     t->options = saved_options;
     t->disabled = saved_disabled;
     t->stance = saved_stance;
