@@ -217,6 +217,25 @@ def functional_call_targets(module, names):
     return out
 
 
+def undo_version_bump(t):
+    """Lower tensor t's version counter by one (not below 0): a graph node after the
+    torch.Tensor.set_ that stands for ``t.data = value``, which in eager does not bump the
+    version the way set_ does (as torch._dynamo's setattr of Tensor.data). Returns t."""
+    version = t._version
+    torch._C._autograd._unsafe_set_version_counter((t,), (max(version - 1, 0),))
+    return t
+
+
+def storage_unshared(t):
+    """True when no other tensor uses tensor t's storage (t a fake tensor of the trace: a
+    fresh result, neither a view nor a detach() of another tensor, with no view taken of it);
+    False when one may. The untyped_storage() object asked for holds one use itself."""
+    try:
+        return torch._C._storage_Use_Count(t.untyped_storage()._cdata) <= 2
+    except Exception:
+        return False
+
+
 def set_function_attrs(fn, attrs):
     """Set on ``fn`` (a function compiled code rebuilt) the attributes the trace stored on it
     (``attrs``: dict name -> value, e.g. functools.wraps' __name__ and __wrapped__), in
