@@ -251,3 +251,70 @@ def fspath_of_constant(x):
 def test_os_fspath_of_a_constant_folds():
     counter = compare(fspath_of_constant, torch.randn(3))
     assert counter.frame_count == 1
+
+
+# ---- assert on a tensor ------------------------------------------------------------------
+
+# compiled from source text: pytest rewrites the assert statements of test modules
+_ASSERT_SRC = """
+def assert_all(x):
+    assert (x > -100).all()
+    return x * 2
+
+
+def assert_with_message(x):
+    assert x.sum() > -1e9, "sum too small"
+    return x + 1
+
+
+def assert_on_a_result(x):
+    y = x.relu()
+    assert y.min() >= 0
+    return y.sum()
+
+
+def assert_fails(x):
+    assert (x > 100).all(), "too small"
+    return x * 2
+
+
+def assert_ambiguous(x):
+    assert x > 0
+    return x
+"""
+_asserts = {}
+exec(compile(_ASSERT_SRC, __file__ + ":asserts", "exec"), _asserts)
+assert_all, assert_with_message, assert_on_a_result, assert_fails, assert_ambiguous = (
+    _asserts[n] for n in ("assert_all", "assert_with_message", "assert_on_a_result",
+                          "assert_fails", "assert_ambiguous"))
+
+
+@pytest.mark.parametrize("fn", [assert_all, assert_with_message, assert_on_a_result])
+def test_assert_on_a_one_element_tensor_stays_in_the_graph(fn):
+    # torch._assert_async in the graph, as torch._dynamo rewrites `assert` on a tensor
+    from helpers import compare_at_least
+    counter, dyn = compare_at_least(fn, torch.randn(4))
+    assert counter.frame_count == dyn.frame_count == 1
+    assert any(n.target is torch._assert_async for g in counter.graphs for n in g.graph.nodes)
+
+
+@pytest.mark.parametrize("engine", ["cdynamo", "torch"])
+def test_failing_tensor_assert_raises_as_torch_compile(engine):
+    # eager raises AssertionError("too small"); in a graph the check is torch._assert_async,
+    # which raises RuntimeError("too small") as under torch.compile; a tensor of several
+    # elements raises eager's RuntimeError
+    import torch._dynamo
+    cdynamo.reset()
+    torch._dynamo.reset()
+    compile_fn = cdynamo.compile if engine == "cdynamo" else torch.compile
+    with pytest.raises(AssertionError, match="too small"):
+        assert_fails(torch.zeros(3))
+    with pytest.raises(RuntimeError, match="too small"):
+        compile_fn(assert_fails, backend="eager")(torch.zeros(3))
+    logged = len(_glue.break_log)
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+        compile_fn(assert_ambiguous, backend="eager")(torch.ones(3))
+    if engine == "cdynamo":
+        # a graph break at the jump (the truth of several elements), then eager's error
+        assert len(_glue.break_log) == logged + 1
+    del _glue.break_log[logged:]   # expected here; the module's fixture checks the rest

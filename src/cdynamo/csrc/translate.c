@@ -918,11 +918,80 @@ OP(jump)
     return TR_OK;
 }
 
+/* The message of the `assert` statement whose failing branch starts at fs->pc: a new str
+ * (its constant message, or "assertion error" without one), or NULL (no exception set)
+ * when the instructions there are not LOAD_ASSERTION_ERROR [LOAD_CONST msg [PRECALL] CALL 0]
+ * RAISE_VARARGS 1, as the compiler emits for `assert cond[, "msg"]`. */
+static PyObject *
+assert_message(cdyn_fs *fs)
+{
+    const cdyn_instr *in = fs->instrs.items + fs->pc;
+    Py_ssize_t left = fs->instrs.len - fs->pc, i = 1;
+    PyObject *msg = NULL;
+    if (left < 2 || in[0].opcode != LOAD_ASSERTION_ERROR) {
+        return NULL;
+    }
+    if (in[1].opcode == LOAD_CONST) {
+        msg = PyTuple_GET_ITEM(fs->code->co_consts, in[1].oparg);
+        i = 2 + (i + 1 < left && in[2].opcode == PRECALL);
+        if (!PyUnicode_Check(msg) || i + 1 >= left || in[i].opcode != CALL || in[i].oparg != 0) {
+            return NULL;
+        }
+        i++;
+    }
+    if (i >= left || in[i].opcode != RAISE_VARARGS || in[i].oparg != 1) {
+        return NULL;
+    }
+    return msg != NULL ? Py_NewRef(msg) : PyUnicode_FromString("assertion error");
+}
+
+/* `assert t[, "msg"]` with t a one-element tensor: a torch._assert_async(t, msg) node and
+ * the trace goes on past the statement, as torch._dynamo rewrites it (its
+ * rewrite_assert_with_torch_assert); a failing assertion raises RuntimeError(msg) when the
+ * graph runs, where eager raises AssertionError(msg), as under torch.compile. TR_NOTIMPL
+ * when the jump is not such an assert. */
+static tr_status
+tensor_assert(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins)
+{
+    static PyObject *assert_async;
+    PyObject *cond = peek(fs, 0), *msg = NULL, *args[2] = {cond, NULL}, *r = NULL, *n = NULL;
+    tr_status st = TR_NOTIMPL;
+    Py_ssize_t numel;
+    if (ins->opcode != POP_JUMP_IF_TRUE || V(cond)->kind != VK_TENSOR ||
+        (msg = assert_message(fs)) == NULL) {
+        return PyErr_Occurred() ? TR_ERROR : TR_NOTIMPL;
+    }
+    n = PyObject_CallMethod(V(cond)->u.tensor.fake, "numel", NULL);
+    numel = n != NULL && PyLong_CheckExact(n) ? PyLong_AsSsize_t(n) : -1;
+    PyErr_Clear();
+    if (numel == 1 && (assert_async != NULL ||
+                       (assert_async = PyObject_GetAttrString(cdyn_G.torch, "_assert_async")))) {
+        args[1] = cdyn_value_const(msg);
+        st = args[1] != NULL ? cdyn_tx_graph_call(tx, "call_function", assert_async, NULL, args,
+                                                  2, NULL, &r)
+                             : TR_ERROR;
+        Py_XDECREF(args[1]);
+        Py_XDECREF(r);
+        if (st == TR_OK) {
+            drop(fs, 1);
+            fs->pc = ins->target;
+        }
+    }
+    PyErr_Clear();
+    Py_XDECREF(n);
+    Py_DECREF(msg);
+    return st == TR_OK ? TR_OK : TR_NOTIMPL;
+}
+
 OP(pop_jump_if)
 {
     int want = ins->opcode == POP_JUMP_IF_TRUE;
     int truth = 0;
-    tr_status st = cdyn_v_truth(tx, peek(fs, 0), &truth);
+    tr_status st = tensor_assert(tx, fs, ins);
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    st = cdyn_v_truth(tx, peek(fs, 0), &truth);
     if (st != TR_OK) {
         return st;
     }
