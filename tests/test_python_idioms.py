@@ -291,26 +291,33 @@ assert_all, assert_with_message, assert_on_a_result, assert_fails, assert_ambigu
 
 @pytest.mark.parametrize("fn", [assert_all, assert_with_message, assert_on_a_result])
 def test_assert_on_a_one_element_tensor_stays_in_the_graph(fn):
-    # torch._assert_async in the graph, as torch._dynamo rewrites `assert` on a tensor
+    # one graph as torch._dynamo's (which rewrites the assert to torch._assert_async); here
+    # the node is cdynamo's assert_true op, which raises eager's AssertionError
     from helpers import compare_at_least
     counter, dyn = compare_at_least(fn, torch.randn(4))
     assert counter.frame_count == dyn.frame_count == 1
-    assert any(n.target is torch._assert_async for g in counter.graphs for n in g.graph.nodes)
+    assert any(n.target is _glue.assert_op() for g in counter.graphs for n in g.graph.nodes)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_failing_tensor_assert_raises_assertion_error_as_eager(backend):
+    # eager raises AssertionError("too small"), and so does the compiled graph with every
+    # backend (torch.compile raises RuntimeError there: torch._assert_async); the graph goes
+    # on past a passing assert
+    with pytest.raises(AssertionError, match="too small"):
+        assert_fails(torch.zeros(3))
+    compiled = cdynamo.compile(assert_fails, backend=backend)
+    with pytest.raises(AssertionError, match="too small"):
+        compiled(torch.zeros(3))
+    assert torch.equal(compiled(torch.full((3,), 200.0)), torch.full((3,), 400.0))
+    assert cdynamo.counters()["compiles"] == 1
 
 
 @pytest.mark.parametrize("engine", ["cdynamo", "torch"])
-def test_failing_tensor_assert_raises_as_torch_compile(engine):
-    # eager raises AssertionError("too small"); in a graph the check is torch._assert_async,
-    # which raises RuntimeError("too small") as under torch.compile; a tensor of several
-    # elements raises eager's RuntimeError
+def test_assert_on_a_tensor_of_several_elements_raises_eager_error(engine):
+    # the truth of several elements: eager's RuntimeError in both engines
     import torch._dynamo
-    cdynamo.reset()
-    torch._dynamo.reset()
     compile_fn = cdynamo.compile if engine == "cdynamo" else torch.compile
-    with pytest.raises(AssertionError, match="too small"):
-        assert_fails(torch.zeros(3))
-    with pytest.raises(RuntimeError, match="too small"):
-        compile_fn(assert_fails, backend="eager")(torch.zeros(3))
     logged = len(_glue.break_log)
     with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
         compile_fn(assert_ambiguous, backend="eager")(torch.ones(3))

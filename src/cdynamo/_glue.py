@@ -236,6 +236,32 @@ def storage_unshared(t):
         return False
 
 
+_ASSERT_OP = []
+
+
+def assert_op():
+    """The operator ``torch.ops.cdynamo.assert_true(cond: Tensor, msg: str) -> None`` that
+    stands for ``assert cond, msg`` on a one-element tensor inside a graph: it raises
+    AssertionError(msg) when bool(cond) is False, as eager's assert (torch._dynamo puts
+    torch._assert_async there instead, which raises RuntimeError). Registered with
+    torch.library on first use, with a fake implementation and as side-effectful for FX
+    (torch.fx.node.has_side_effect), so AOTAutograd and Inductor keep it."""
+    if not _ASSERT_OP:
+        @torch.library.custom_op("cdynamo::assert_true", mutates_args=())
+        def assert_true(cond: torch.Tensor, msg: str) -> None:
+            if not bool(cond):
+                raise AssertionError(msg)
+
+        @assert_true.register_fake
+        def _(cond, msg):
+            return None
+
+        op = torch.ops.cdynamo.assert_true.default
+        torch.fx.node.has_side_effect(op)
+        _ASSERT_OP.append(op)
+    return _ASSERT_OP[0]
+
+
 def set_function_attrs(fn, attrs):
     """Set on ``fn`` (a function compiled code rebuilt) the attributes the trace stored on it
     (``attrs``: dict name -> value, e.g. functools.wraps' __name__ and __wrapped__), in

@@ -945,15 +945,16 @@ assert_message(cdyn_fs *fs)
     return msg != NULL ? Py_NewRef(msg) : PyUnicode_FromString("assertion error");
 }
 
-/* `assert t[, "msg"]` with t a one-element tensor: a torch._assert_async(t, msg) node and
- * the trace goes on past the statement, as torch._dynamo rewrites it (its
- * rewrite_assert_with_torch_assert); a failing assertion raises RuntimeError(msg) when the
- * graph runs, where eager raises AssertionError(msg), as under torch.compile. TR_NOTIMPL
- * when the jump is not such an assert. */
+/* `assert t[, "msg"]` with t a one-element tensor: a torch.ops.cdynamo.assert_true(t, msg)
+ * node (_glue.assert_op) and the trace goes on past the statement, as torch._dynamo keeps
+ * such an assert in its graph (rewrite_assert_with_torch_assert); a failing assertion
+ * raises AssertionError(msg) when the graph runs, as eager (torch._dynamo's
+ * torch._assert_async raises RuntimeError). TR_NOTIMPL when the jump is not such an
+ * assert. */
 static tr_status
 tensor_assert(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins)
 {
-    static PyObject *assert_async;
+    static PyObject *assert_op;
     PyObject *cond = peek(fs, 0), *msg = NULL, *args[2] = {cond, NULL}, *r = NULL, *n = NULL;
     tr_status st = TR_NOTIMPL;
     Py_ssize_t numel;
@@ -964,10 +965,10 @@ tensor_assert(cdyn_tx *tx, cdyn_fs *fs, const cdyn_instr *ins)
     n = PyObject_CallMethod(V(cond)->u.tensor.fake, "numel", NULL);
     numel = n != NULL && PyLong_CheckExact(n) ? PyLong_AsSsize_t(n) : -1;
     PyErr_Clear();
-    if (numel == 1 && (assert_async != NULL ||
-                       (assert_async = PyObject_GetAttrString(cdyn_G.torch, "_assert_async")))) {
+    if (numel == 1 && (assert_op != NULL ||
+                       (assert_op = PyObject_CallMethod(cdyn_G.glue, "assert_op", NULL)))) {
         args[1] = cdyn_value_const(msg);
-        st = args[1] != NULL ? cdyn_tx_graph_call(tx, "call_function", assert_async, NULL, args,
+        st = args[1] != NULL ? cdyn_tx_graph_call(tx, "call_function", assert_op, NULL, args,
                                                   2, NULL, &r)
                              : TR_ERROR;
         Py_XDECREF(args[1]);
