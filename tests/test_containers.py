@@ -516,6 +516,66 @@ def test_lists(fn):
     check(fn, X, dynamo_extra_graphs_of=("eq",) if fn is list_reads else ())
 
 
+def list_sort_key_sees_empty_list(x):
+    p = [1, 3, 2]
+    sizes = []
+
+    def key(v):
+        sizes.append(len(p))
+        return v
+
+    p.sort(key=key)
+    return x + len(sizes), p, sizes
+
+
+def list_sort_key_raises(x, p):
+    def key(v):
+        if v == 2:
+            raise KeyError(v)
+        return -v
+
+    try:
+        p.sort(key=key)
+    except KeyError:
+        return x - 1, p
+    return x, p
+
+
+def list_modified_during_sort(x):
+    from functools import cmp_to_key
+    p = [1, 3, 2]
+
+    def selfmodifying(a, b):
+        p.append(4)
+        return (a > b) - (a < b)
+
+    try:
+        p.sort(key=cmp_to_key(selfmodifying))
+    except ValueError as e:
+        return x + 1, p, str(e)
+    return x, p, None
+
+
+def test_list_sort_empties_the_list_while_sorting():
+    """As CPython's list.sort: a key function sees the list empty (torch._dynamo of torch 2.13
+    shows it full, a wrong reference that run_both reports and leaves out)."""
+    run_both(list_sort_key_sees_empty_list, X)
+
+
+def test_list_sort_key_raising_leaves_the_list_as_it_was():
+    run_both(list_sort_key_raises, X, [3, 2, 1])
+
+
+def test_list_modified_during_sort_raises_value_error():
+    """Items appended by a comparison are dropped and ValueError("list modified during sort")
+    is raised after the sort, as in CPython; traced in one graph."""
+    expected = list_modified_during_sort(X)
+    cdynamo.reset()
+    got = cdynamo.compile(list_modified_during_sort, backend="eager", fullgraph=True)(X)
+    assert_same(got, expected)
+    assert got[1:] == ([1, 2, 3], "list modified during sort")
+
+
 def input_list_mutated(lst, x):
     lst.append(4)
     lst.insert(0, 0)

@@ -148,15 +148,15 @@ find_equal(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs, in
 /* The sort keys of the items (key(item) when key is given, called once per item, in
  * order): *out a new list of the key values. */
 static tr_status
-sort_keys(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *key, PyObject **out)
+sort_keys(cdyn_tx *tx, cdyn_fs *fs, PyObject *saved, PyObject *key, PyObject **out)
 {
-    Py_ssize_t n = PyList_GET_SIZE(items(v));
+    Py_ssize_t n = PyList_GET_SIZE(saved);
     PyObject *l = PyList_New(n);
     if (l == NULL) {
         return TR_ERROR;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(items(v), i), *k = NULL;
+        PyObject *item = PyList_GET_ITEM(saved, i), *k = NULL;
         tr_status st = TR_OK;
         if (key != NULL) {
             st = cdyn_v_call(tx, fs, key, &item, 1, NULL, &k);
@@ -241,13 +241,18 @@ sort_order(cdyn_tx *tx, PyObject *kv, PyObject *rev, PyObject **perm)
     return st;
 }
 
-/* list.sort(key=None, reverse=False): stable. */
+/* list.sort(key=None, reverse=False): stable. As CPython's list.sort, the list is empty while
+ * the keys are computed and compared (a key function sees len 0); afterwards it holds the
+ * sorted items (items added meanwhile are dropped) or, when a key raised, the items as they
+ * were, and a list changed meanwhile raises ValueError("list modified during sort"). */
 static tr_status
 list_sort(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *key = NULL, *rev = Py_False, *kv = NULL, *perm = NULL, *sorted_items = NULL;
+    PyObject *key = NULL, *rev = Py_False, *kv = NULL, *perm = NULL, *saved = NULL;
+    PyObject *result = NULL;
+    int modified;
     tr_status st;
     if (nargs != nkw) {
         return cdyn_tx_unsupported(tx, "sort() takes no positional arguments");
@@ -264,30 +269,40 @@ list_sort(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize
             return cdyn_tx_unsupported(tx, "sort() argument %U", name);
         }
     }
-    st = sort_keys(tx, fs, v, key, &kv);
+    st = cdyn_container_mutating(tx, v);
+    if (st != TR_OK) {
+        return st;
+    }
+    saved = PyList_GetSlice(items(v), 0, PY_SSIZE_T_MAX);
+    if (saved == NULL || PyList_SetSlice(items(v), 0, PY_SSIZE_T_MAX, NULL) < 0) {
+        Py_XDECREF(saved);
+        return TR_ERROR;
+    }
+    st = sort_keys(tx, fs, saved, key, &kv);
     if (st == TR_OK) {
         st = sort_order(tx, kv, rev, &perm);
     }
     Py_XDECREF(kv);
-    if (st != TR_OK) {
-        return st;
+    modified = PyList_GET_SIZE(items(v)) != 0;
+    if (st == TR_OK) {
+        assert(PyList_GET_SIZE(perm) == PyList_GET_SIZE(saved));
+        result = PyList_New(PyList_GET_SIZE(perm));
+        for (Py_ssize_t i = 0; result && i < PyList_GET_SIZE(perm); i++) {
+            Py_ssize_t j = PyLong_AsSsize_t(PyList_GET_ITEM(perm, i));
+            assert(j >= 0 && j < PyList_GET_SIZE(saved));
+            PyList_SET_ITEM(result, i, Py_NewRef(PyList_GET_ITEM(saved, j)));
+        }
+        st = result ? TR_OK : TR_ERROR;
     }
-    if (PyList_GET_SIZE(perm) != PyList_GET_SIZE(items(v))) {   /* a key changed the list */
-        Py_DECREF(perm);
-        return cdyn_tx_unsupported(tx, "list modified during sort");
-    }
-    sorted_items = PyList_New(PyList_GET_SIZE(perm));
-    for (Py_ssize_t i = 0; sorted_items && i < PyList_GET_SIZE(perm); i++) {
-        Py_ssize_t j = PyLong_AsSsize_t(PyList_GET_ITEM(perm, i));
-        assert(j >= 0 && j < PyList_GET_SIZE(items(v)));
-        PyList_SET_ITEM(sorted_items, i, Py_NewRef(PyList_GET_ITEM(items(v), j)));
-    }
-    Py_DECREF(perm);
-    st = sorted_items ? cdyn_container_mutating(tx, v) : TR_ERROR;
-    if (st == TR_OK && PyList_SetSlice(items(v), 0, PY_SSIZE_T_MAX, sorted_items) < 0) {
+    Py_XDECREF(perm);
+    if (PyList_SetSlice(items(v), 0, PY_SSIZE_T_MAX, result ? result : saved) < 0) {
         st = TR_ERROR;
     }
-    Py_XDECREF(sorted_items);
+    Py_XDECREF(result);
+    Py_DECREF(saved);
+    if (st == TR_OK && modified) {
+        return cdyn_tx_raise_text(tx, PyExc_ValueError, "list modified during sort");
+    }
     *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
     return st == TR_OK && *out == NULL ? TR_ERROR : st;
 }
