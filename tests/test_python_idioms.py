@@ -325,3 +325,25 @@ def test_assert_on_a_tensor_of_several_elements_raises_eager_error(engine):
         # a graph break at the jump (the truth of several elements), then eager's error
         assert len(_glue.break_log) == logged + 1
     del _glue.break_log[logged:]   # expected here; the module's fixture checks the rest
+
+
+_NUMBERED = __import__("re").compile(r"(\d+)-(\w+)")
+
+
+def regex_on_constants(x):
+    import re
+    pat = re.compile("a+b")
+    m = _NUMBERED.match("12-ab")
+    n = len(re.sub("a", "bb", "aa")) + len(re.escape("a.b"))
+    return (x + n, bool(pat.search("xaab")), pat.pattern, m.group(1), m.groups(), m.span(),
+            re.fullmatch("a+", "ab") is None)
+
+
+def test_regex_on_constants_folds():
+    """re.compile / re.match / ... on constants and the methods of the re.Pattern and re.Match
+    they give are folded at trace time, as torch._dynamo's RE_CONSTANT_FOLD_FNS (unittest's
+    assertRaisesRegex calls re.compile); one graph, no break."""
+    counter = compare(regex_on_constants, torch.randn(3))
+    assert counter.frame_count == 1
+    cdynamo.reset()
+    cdynamo.compile(regex_on_constants, backend="eager", fullgraph=True)(torch.randn(3))

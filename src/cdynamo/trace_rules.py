@@ -212,6 +212,10 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
     "torch.promote_types": (FOLD, None),
     "os.fspath": (FOLD, None),   # a str/bytes path of the trace: pure
+    # re's functions on constants (re.Pattern and re.Match are constants), as torch._dynamo's
+    # RE_CONSTANT_FOLD_FNS; split and findall give lists, which are no constants
+    **{f"re.{name}": (FOLD, None)
+       for name in ("compile", "search", "match", "fullmatch", "sub", "subn", "escape")},
     "torch.nn.functional._Reduction.get_enum": (FOLD, None),
     "torch._prims_common.canonicalize_dim": (FOLD, None),
     "torch.distributed.is_available": (FOLD, None),

@@ -2424,6 +2424,7 @@ cdyn_translate_init(PyObject *module)
         {&cdyn_G.torch_device_type, "torch", "device"},
         {&cdyn_G.torch_memory_format_type, "torch", "memory_format"},
         {&cdyn_G.torch_layout_type, "torch", "layout"},
+        {&cdyn_G.re_pattern_type, "re", "Pattern"}, {&cdyn_G.re_match_type, "re", "Match"},
         {&cdyn_G.nn_module_type, "torch.nn", "Module"},
         {&cdyn_G.nn_parameter_type, "torch.nn", "Parameter"},
         {&cdyn_G.sequential_type, "torch.nn", "Sequential"},

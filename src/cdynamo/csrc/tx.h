@@ -890,6 +890,7 @@ int cdyn_is_dict_type(PyTypeObject *type);
 typedef struct {
     PyObject *torch, *torch_tensor_type, *torch_size_type, *torch_dtype_type,
         *torch_device_type, *torch_memory_format_type, *torch_layout_type, *nn_module_type,
+        *re_pattern_type, *re_match_type,
         *nn_parameter_type, *fx_graph_type,
         *operator_mod, *builtins_mod, *math_mod, *glue, *getattr_fn, *getitem_fn,
         *setitem_fn, *set_grad_enabled, *saved_hooks_set_tracing, *is_grad_enabled, *no_grad, *enable_grad,

@@ -25,6 +25,12 @@ cdyn_is_constant(PyObject *obj)
         Py_TYPE(obj) == (PyTypeObject *)cdyn_G.torch_size_type) {
         return 1;
     }
+    /* compiled regular expressions and their matches: immutable, their methods folded on
+       constant arguments (torch._dynamo's ConstantLikeVariable) */
+    if (Py_TYPE(obj) == (PyTypeObject *)cdyn_G.re_pattern_type ||
+        Py_TYPE(obj) == (PyTypeObject *)cdyn_G.re_match_type) {
+        return 1;
+    }
     if (cdyn_is_numpy_constant(obj)) {
         return 1;   /* numpy scalars and numpy.dtype (values/ndarray.c) */
     }
