@@ -576,6 +576,29 @@ def test_list_modified_during_sort_raises_value_error():
     assert got[1:] == ([1, 2, 3], "list modified during sort")
 
 
+def list_bad_slice_stores(x):
+    out = []
+    p = list("abcdef")
+    for key, value in ((slice(1, 3), 1), (slice(None, None, 2), 1), (slice(None, None, 2), [1]),
+                       (slice(None, None, 0), [1])):
+        try:
+            p[key] = value
+        except (TypeError, ValueError) as e:
+            out.append((type(e).__name__, str(e)))
+    return x + len(out), out, p
+
+
+def test_list_slice_store_errors_are_cpythons():
+    """A non-iterable stored into a slice, an extended slice given the wrong number of items
+    and a zero step raise the TypeError / ValueError eager raises, with its text (which
+    differs between Python releases: "can only assign an iterable" before 3.12.5, "must
+    assign iterable to extended slice" since), caught in the traced code."""
+    run_both(list_bad_slice_stores, X)
+    cdynamo.reset()
+    got = cdynamo.compile(list_bad_slice_stores, backend="eager", fullgraph=True)(X)
+    assert got[1] == list_bad_slice_stores(X)[1]
+
+
 def input_list_mutated(lst, x):
     lst.append(4)
     lst.insert(0, 0)

@@ -616,6 +616,30 @@ seq_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     return st;
 }
 
+/* The error `l[k] = value` raises for a list of n items, where value is a real object (a
+ * non-iterable constant, or a list of the items an iterable gave): the assignment run for real
+ * on a list of n Nones, so the traced code raises CPython's own TypeError or ValueError,
+ * whose text differs between Python releases. */
+static tr_status
+raise_like_slice_store(cdyn_tx *tx, Py_ssize_t n, PyObject *k, PyObject *value)
+{
+    PyObject *scratch = PyList_New(n);
+    tr_status st;
+    if (scratch == NULL) {
+        return TR_ERROR;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyList_SET_ITEM(scratch, i, Py_NewRef(Py_None));
+    }
+    if (PyObject_SetItem(scratch, k, value) == 0) {
+        Py_DECREF(scratch);
+        return cdyn_tx_unsupported(tx, "slice assignment %R did not fail", k);
+    }
+    Py_DECREF(scratch);
+    st = cdyn_tx_raise_pending(tx);
+    return st == TR_NOTIMPL ? cdyn_tx_unsupported(tx, "slice assignment %R", k) : st;
+}
+
 /* l[i] = x, l[a:b] = iterable, l[a:b:c] = iterable of the same length. */
 static tr_status
 seq_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
@@ -644,17 +668,24 @@ seq_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
         }
         return PyList_SetItem(items(v), i, Py_NewRef(value)) < 0 ? TR_ERROR : TR_OK;
     }
+    if (V(value)->kind == VK_CONST && Py_TYPE(V(value)->u.cnst.value)->tp_iter == NULL &&
+        !PySequence_Check(V(value)->u.cnst.value)) {   /* not iterable: eager's TypeError */
+        return raise_like_slice_store(tx, n, k, V(value)->u.cnst.value);
+    }
     st = cdyn_v_unpack(tx, value, &more);
     if (st != TR_OK) {
         return st;
     }
-    if (PySlice_Unpack(k, &start, &stop, &step) < 0) {
+    if (PySlice_Unpack(k, &start, &stop, &step) < 0) {   /* a step of 0: ValueError */
         Py_DECREF(more);
-        return cdyn_tx_unsupported(tx, "bad slice");
+        st = cdyn_tx_raise_pending(tx);
+        return st == TR_NOTIMPL ? cdyn_tx_unsupported(tx, "bad slice") : st;
     }
     if (step != 1 && PySlice_AdjustIndices(n, &start, &stop, step) != PyList_GET_SIZE(more)) {
+        /* eager's ValueError "attempt to assign sequence of size ..." */
+        st = raise_like_slice_store(tx, n, k, more);
         Py_DECREF(more);
-        return cdyn_tx_unsupported(tx, "extended slice assignment of another length (ValueError)");
+        return st;
     }
     st = cdyn_container_mutating(tx, v);
     if (st == TR_OK && PyObject_SetItem(items(v), k, more) < 0) {
