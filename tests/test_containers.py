@@ -599,6 +599,21 @@ def test_list_slice_store_errors_are_cpythons():
     assert got[1] == list_bad_slice_stores(X)[1]
 
 
+def list_new_of_list(x):
+    a = list.__new__(list)
+    a.append(1)
+    b = list.__new__(list, [1, 2], extra="ignored")
+    return x + len(a) + len(b), a, b, type(a) is list
+
+
+def test_list_new_of_list_is_an_empty_list():
+    """list.__new__(list, ...) gives an empty list, its arguments ignored (list.__init__ fills
+    a list); it broke the graph."""
+    run_both(list_new_of_list, X)
+    cdynamo.reset()
+    cdynamo.compile(list_new_of_list, backend="eager", fullgraph=True)(X)
+
+
 def input_list_mutated(lst, x):
     lst.append(4)
     lst.insert(0, 0)

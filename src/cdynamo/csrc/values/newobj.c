@@ -835,6 +835,10 @@ object_slot_call(cdyn_tx *tx, PyObject *fn, PyObject *const *a, Py_ssize_t n,
             *out = cdyn_dict_new(NULL);   /* dict.__new__(dict): an empty dict */
             return *out ? TR_OK : TR_ERROR;
         }
+        if (fn == cdyn_U.list_new && cls == (PyObject *)&PyList_Type) {
+            *out = empty_base(tx, VK_LIST);   /* list.__new__(list, ...): an empty list, */
+            return *out ? TR_OK : TR_ERROR;   /* its other arguments ignored, as CPython */
+        }
         if (cls == NULL || !PyType_Check(cls) ||
             (fn != cdyn_U.dict_new && fn != cdyn_U.object_new &&
              base_kind(solid_base((PyTypeObject *)cls)) == VK_NULL) ||
