@@ -226,14 +226,25 @@ def undo_version_bump(t):
     return t
 
 
-def storage_unshared(t):
-    """True when no other tensor uses tensor t's storage (t a fake tensor of the trace: a
-    fresh result, neither a view nor a detach() of another tensor, with no view taken of it);
-    False when one may. The untyped_storage() object asked for holds one use itself."""
+def data_set_refusal(target, value, value_is_input):
+    """Why ``target.data = value`` (both fake tensors of the trace, target a tensor of the
+    frame; value_is_input: bool) cannot be a torch.Tensor.set_ node under AOTAutograd, as a
+    str, or None when it can: value is an input or its memory is used by another tensor too
+    (a view, a detach(); the untyped_storage() object asked for holds one use itself), another
+    dtype or device, or other sizes for a target that requires grad (AOTAutograd's backward
+    expects its sizes)."""
     try:
-        return torch._C._storage_Use_Count(t.untyped_storage()._cdata) <= 2
+        shared = value_is_input or torch._C._storage_Use_Count(
+            value.untyped_storage()._cdata) > 2
     except Exception:
-        return False
+        shared = True
+    if shared:
+        return "the new data shares memory with another tensor (an input, a view)"
+    if value.dtype != target.dtype or value.device != target.device:
+        return "another dtype or device"
+    if target.requires_grad and value.shape != target.shape:
+        return "other sizes for a tensor that requires grad"
+    return None
 
 
 _ASSERT_OP = []

@@ -1309,9 +1309,9 @@ compiled_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, Py
     t->first_options = stance.first_options;
     /* torch._dynamo.run() around this call (its callback False): cached entries of any
        backend run, nothing is compiled, as torch's run-only mode */
-    int run_only = stance.mode == CDYN_STANCE_EAGER_ON_RECOMPILE || dynamo_prior == Py_False;
-    t->backend_key = stance.options == self->options && dynamo_prior != Py_False ? self->backend
-                                                                                 : NULL;
+    int dynamo_run = dynamo_prior == Py_False;
+    int run_only = stance.mode == CDYN_STANCE_EAGER_ON_RECOMPILE || dynamo_run;
+    t->backend_key = stance.options == self->options && !dynamo_run ? self->backend : NULL;
     t->run_only += run_only;
     t->active++;
     t->disabled = 0;

@@ -933,7 +933,7 @@ assert_message(cdyn_fs *fs)
     }
     if (in[1].opcode == LOAD_CONST) {
         msg = PyTuple_GET_ITEM(fs->code->co_consts, in[1].oparg);
-        i = 2 + (i + 1 < left && in[2].opcode == PRECALL);
+        i = 2 + (left > 2 && in[2].opcode == PRECALL);   /* 3.11's PRECALL 0 */
         if (!PyUnicode_Check(msg) || i + 1 >= left || in[i].opcode != CALL || in[i].oparg != 0) {
             return NULL;
         }

@@ -179,70 +179,35 @@ grad_read(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
-/* 1 when the fake tensors a and b (borrowed) have the same dtype and device, 0 when not,
- * -1 with an exception. */
-static int
-same_dtype_device(PyObject *a, PyObject *b)
-{
-    static const char *const attrs[] = {"dtype", "device"};
-    int same = 1;
-    for (int i = 0; i < 2 && same == 1; i++) {
-        PyObject *x = PyObject_GetAttrString(a, attrs[i]);
-        PyObject *y = x != NULL ? PyObject_GetAttrString(b, attrs[i]) : NULL;
-        same = y != NULL ? PyObject_RichCompareBool(x, y, Py_EQ) : -1;
-        Py_XDECREF(x);
-        Py_XDECREF(y);
-    }
-    return same;
-}
-
 /* t.data = value on a tensor of the frame, as torch._dynamo traces it: under no_grad, a
  * torch.Tensor.set_(t, value) node (t takes value's storage, sizes and strides; later
  * nodes reading t see them, in the graph and in its fake tensor), then a node that lowers
  * t's version counter by the one set_ added (eager's t.data = does not bump it). t keeps
- * its identity and requires_grad. A tensor the graph makes, or a value of another dtype
- * or device, is unsupported (as torch._dynamo). */
+ * its identity and requires_grad. Unsupported where AOTAutograd cannot take the set_
+ * (_glue.data_set_refusal: value an input, sharing memory, of another dtype or device, or
+ * resizing a tensor that requires grad) and on a tensor the graph makes. */
 static tr_status
 data_setattr(cdyn_tx *tx, PyObject *v, PyObject *value)
 {
     static PyObject *set_fn, *undo_bump;
-    PyObject *args[2] = {v, value}, *r = NULL, *r2 = NULL, *fresh = NULL;
-    int mode = tx->grad_enabled, same;
+    PyObject *args[2] = {v, value}, *r = NULL, *r2 = NULL, *why = NULL;
+    int mode = tx->grad_enabled;
     tr_status st;
     if (V(v)->source == NULL || V(value)->kind != VK_TENSOR) {
         return cdyn_tx_unsupported(tx, "STORE_ATTR data on %S (a tensor the graph makes, or "
                                    "not a tensor)", v);
     }
-    /* the new data must be a tensor the graph makes whose memory nothing else uses: under
-       AOTAutograd a set_ to an input or a view of one can give a wrong result (torch._dynamo
-       gets some of those wrong) */
-    fresh = V(value)->source == NULL
-                ? PyObject_CallMethod(cdyn_G.glue, "storage_unshared", "O", fake(value))
-                : Py_NewRef(Py_False);
-    if (fresh != Py_True) {
-        Py_XDECREF(fresh);
-        PyErr_Clear();
-        return cdyn_tx_unsupported(tx, "STORE_ATTR data on %S: the new data shares memory "
-                                   "with another tensor (an input, a view)", v);
+    why = PyObject_CallMethod(cdyn_G.glue, "data_set_refusal", "OOO", fake(v), fake(value),
+                              V(value)->source != NULL ? Py_True : Py_False);
+    if (why == NULL) {
+        return TR_ERROR;
     }
-    Py_DECREF(fresh);
-    same = same_dtype_device(fake(v), fake(value));
-    if (same == 1) {
-        /* a tensor that requires grad keeps its sizes (AOTAutograd's backward expects
-           them; torch._dynamo's graph fails there) */
-        PyObject *rg = PyObject_GetAttrString(fake(v), "requires_grad");
-        PyObject *a = rg == Py_True ? PyObject_GetAttrString(fake(v), "shape") : NULL;
-        PyObject *b = a != NULL ? PyObject_GetAttrString(fake(value), "shape") : NULL;
-        same = rg == Py_False ? 1 : b != NULL ? PyObject_RichCompareBool(a, b, Py_EQ) : -1;
-        Py_XDECREF(rg);
-        Py_XDECREF(a);
-        Py_XDECREF(b);
+    if (why != Py_None) {
+        st = cdyn_tx_unsupported(tx, "STORE_ATTR data on %S: %U", v, why);
+        Py_DECREF(why);
+        return st;
     }
-    if (same <= 0) {
-        PyErr_Clear();
-        return cdyn_tx_unsupported(tx, "STORE_ATTR data on %S: another dtype or device, or "
-                                   "other sizes for a tensor that requires grad", v);
-    }
+    Py_DECREF(why);
     if (set_fn == NULL &&
         (set_fn = PyObject_GetAttrString(cdyn_G.torch_tensor_type, "set_")) == NULL) {
         return TR_ERROR;
