@@ -8,7 +8,7 @@ import torch
 import cdynamo
 from cdynamo import _glue
 from conftest import requires_engine
-from helpers import check_against_eager, compare
+from helpers import CountingBackend, check_against_eager, compare
 
 pytestmark = requires_engine
 
@@ -251,6 +251,138 @@ def fspath_of_constant(x):
 def test_os_fspath_of_a_constant_folds():
     counter = compare(fspath_of_constant, torch.randn(3))
     assert counter.frame_count == 1
+
+
+def fspath_of_a_path(x, path):
+    import os
+    x = x * 2
+    return x + len(os.fspath(path)) + len(path.name)
+
+
+def test_os_fspath_of_a_pathlib_path_is_traced():
+    import pathlib
+    counter = compare(fspath_of_a_path, torch.randn(3), pathlib.Path("/tmp/ab"))
+    assert counter.frame_count == 1
+    # another path, another result: what the trace read of the Path object is guarded
+    compiled = cdynamo.compile(fspath_of_a_path, backend="eager")
+    x = torch.zeros(1)
+    assert compiled(x, pathlib.Path("/tmp/ab")).item() == 9
+    assert compiled(x, pathlib.Path("/tmp/abcd")).item() == 13
+
+
+class BadPath:
+    def __fspath__(self):
+        return 3
+
+
+@pytest.mark.parametrize("arg", [BadPath(), 5])
+def test_os_fspath_errors_are_eagers(arg):
+    def f(x, p):
+        import os
+        return x + len(os.fspath(p))
+    with pytest.raises(TypeError) as eager:
+        f(torch.zeros(1), arg)
+    breaks = len(_glue.break_log)
+    with pytest.raises(TypeError) as compiled:
+        cdynamo.compile(f, backend="eager")(torch.zeros(1), arg)
+    assert str(compiled.value) == str(eager.value)
+    del _glue.break_log[breaks:]   # the error is raised by eager code after a break
+
+
+def collections_pure_python(x):
+    import collections
+    x = x * 2
+    d = collections.UserDict({"a": 1})
+    d["b"] = 2
+    lst = collections.UserList([1, 2])
+    lst.append(3)
+    chain = collections.ChainMap({"a": 10}, {"c": 3})
+    counts = collections.Counter("abca")
+    return x + d["a"] + len(d) + sum(lst) + chain["a"] + chain["c"] + counts["a"]
+
+
+def test_collections_userdict_userlist_chainmap_are_traced():
+    """collections' pure-Python classes inlined (they were skipped standard-library code, a
+    graph break per call), as torch._dynamo inlines them."""
+    counter = compare(collections_pure_python, torch.randn(3))
+    assert counter.frame_count == 1 and counter.op_count == 7
+
+
+def weakref_reads(x, module, obj):
+    import weakref
+    x = x * 2
+    ref = weakref.ref(module)
+    return x + ref().weight.sum() + weakref.ref(obj)().v
+
+
+def weakref_made(x, module):
+    import weakref
+    return x * 2, weakref.ref(module)
+
+
+class Holder:
+    def __init__(self, v):
+        self.v = v
+
+
+def test_weakref_ref_of_a_frame_object_is_traced():
+    import weakref
+    lin, obj = torch.nn.Linear(3, 3), Holder(4)
+    # the referent is pinned by identity (the weak reference is made at trace time): another
+    # module recompiles, where torch._dynamo's WeakRefVariable keeps one graph
+    counter = check_against_eager(weakref_reads, torch.randn(3), lin, obj)
+    assert counter.frame_count == 1 and counter.op_count == 4
+    out, ref = cdynamo.compile(weakref_made, backend="eager")(torch.randn(3), lin)
+    assert ref is weakref.ref(lin) and ref() is lin
+
+
+def test_weakref_ref_errors_and_tensor_referents_run_as_eager():
+    import weakref
+
+    def of_int(x):
+        return x + weakref.ref(3)()
+
+    breaks = len(_glue.break_log)
+    with pytest.raises(TypeError, match="cannot create weak reference to 'int' object"):
+        cdynamo.compile(of_int, backend="eager")(torch.zeros(1))
+
+    def of_tensor(x):
+        y = x + 1
+        return weakref.ref(y)() * 2
+    x = torch.randn(3)
+    assert torch.equal(cdynamo.compile(of_tensor, backend="eager")(x), of_tensor(x))
+    assert [b.reason for b in _glue.break_log[breaks:]] == [
+        "weakref.ref of ConstantVariable(3) (a callback, or a value the trace made)",
+        "weakref.ref of TensorVariable(add) (a callback, or a value the trace made)"]
+    del _glue.break_log[breaks:]
+
+
+class Plugin:
+    pass
+
+
+class PluginA(Plugin):
+    pass
+
+
+def count_plugins(x):
+    x = x * 2
+    return x + len(Plugin.__subclasses__())
+
+
+def test_type_subclasses_is_guarded():
+    """Cls.__subclasses__() called at trace time and guarded (as torch._dynamo's
+    CallFunctionNoArgsSource): a subclass defined after the first call recompiles."""
+    counter = CountingBackend()
+    compiled = cdynamo.compile(count_plugins, backend=counter)
+    x = torch.zeros(1)
+    assert compiled(x).item() == 1 and counter.frame_count == 1
+
+    class PluginB(Plugin):
+        pass
+    assert compiled(x).item() == 2 and counter.frame_count == 2
+    assert compiled(x).item() == 2 and counter.frame_count == 2
+    del PluginB
 
 
 # ---- assert on a tensor ------------------------------------------------------------------

@@ -183,6 +183,11 @@ MODULE_RULES: dict[str, str] = {
     # contextlib.contextmanager: the decorated generator driven by _GeneratorContextManager's
     # own __enter__/__exit__, inlined (values/generator.c closes and throws into it).
     "contextlib": INLINE,
+    # collections' pure-Python classes (UserDict, UserList, UserString, ChainMap, Counter's
+    # Python methods) and pathlib's PurePath/Path methods: inlined, as torch._dynamo inlines
+    # every standard-library module but a few (abc, copy, importlib, random, re, linecache).
+    "collections": INLINE,
+    "pathlib": INLINE,
 }
 
 # The standard library (frames of its machinery never run translated): every module under
@@ -211,7 +216,6 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.autograd.grad_mode.inference_mode.clone": INLINE,
     # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
     "torch.promote_types": (FOLD, None),
-    "os.fspath": (FOLD, None),   # a str/bytes path of the trace: pure
     # re's functions on constants (re.Pattern and re.Match are constants), as torch._dynamo's
     # RE_CONSTANT_FOLD_FNS; split and findall give lists, which are no constants
     **{f"re.{name}": (FOLD, None)

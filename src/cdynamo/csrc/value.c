@@ -439,6 +439,17 @@ cdyn_v_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
     tr_status st = builtin_dunder(tx, self, name, args, nargs, kwnames, out);
+    if (st == TR_NOTIMPL && V(self)->vt->call_method == NULL && V(self)->kind == VK_CONST) {
+        /* a method of a constant called by name (a bound "/".join kept in an attribute,
+           as pathlib's flavour does): its attribute, then the call */
+        PyObject *bound = NULL;
+        st = cdyn_v_getattr(tx, self, name, &bound);
+        if (st == TR_OK) {
+            st = cdyn_v_call(tx, fs, bound, args, nargs, kwnames, out);
+            Py_DECREF(bound);
+        }
+        return st;
+    }
     if (st == TR_NOTIMPL && V(self)->vt->call_method == NULL) {
         st = cdyn_tx_unsupported(tx, "method %U of %S is not supported", name, self);
     }

@@ -1,4 +1,4 @@
-"""Polyfills of os: reads of os.environ.
+"""Polyfills of os: os.fspath and reads of os.environ.
 
 An environment variable read while tracing is a constant of the trace, guarded: the engine
 reads it once (``environ_read``, values/builtin.c) and adds the guard
@@ -37,3 +37,23 @@ def getenv(key, default=None):
         unsupported("os.getenv of a non-str key")
     value = environ_read(_os.environ, key)
     return default if value is None else value
+
+
+@substitute_for(_os.fspath)
+def fspath(path):
+    """os.fspath(path): path itself for a str or bytes, else ``type(path).__fspath__(path)``
+    (pathlib's, inlined), which must return str or bytes; TypeError otherwise, with CPython's
+    text."""
+    if isinstance(path, (str, bytes)):
+        return path
+    path_type = type(path)
+    try:
+        method = path_type.__fspath__
+    except AttributeError:
+        raise TypeError("expected str, bytes or os.PathLike object, not "
+                        + path_type.__name__) from None
+    result = method(path)
+    if isinstance(result, (str, bytes)):
+        return result
+    raise TypeError("expected " + path_type.__name__ + ".__fspath__() to return str or bytes, not "
+                    + type(result).__name__)

@@ -222,6 +222,26 @@ cdyn_refuse_forbidden(PyObject *obj)
     return -1;
 }
 
+/* The list Cls.__subclasses__() gives now, wrapped under the source
+   operator.call(<the bound method's source>) so that the guards re-read it. */
+static tr_status
+subclasses_call(cdyn_tx *tx, PyObject *fn, PyObject **out)
+{
+    PyObject *call = PyObject_GetAttrString(cdyn_G.operator_mod, "call");
+    PyObject *src = NULL, *result = NULL;
+    tr_status st = TR_ERROR;
+    if (call == NULL || (src = cdyn_source_call(call, V(fn)->source, "call")) == NULL ||
+        (result = PyObject_CallNoArgs(V(fn)->u.obj.obj)) == NULL) {
+        goto done;
+    }
+    st = cdyn_tx_wrap_real(tx, result, src, out);
+done:
+    Py_XDECREF(call);
+    Py_XDECREF(src);
+    Py_XDECREF(result);
+    return st;
+}
+
 static tr_status
 misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
@@ -285,6 +305,14 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
             }
         }
         Py_DECREF(self);
+    }
+    if (PyCFunction_Check(obj) && nargs == 0 && kwnames == NULL && V(fn)->source != NULL &&
+        PyType_Check(PyCFunction_GET_SELF(obj)) &&
+        strcmp(((PyCFunctionObject *)obj)->m_ml->ml_name, "__subclasses__") == 0) {
+        /* Cls.__subclasses__() of a class read from the frame: called now, the list guarded
+           through the source call(<Cls.__subclasses__>) (a subclass defined later
+           recompiles), as torch._dynamo's CallFunctionNoArgsSource */
+        return subclasses_call(tx, fn, out);
     }
     if (PyWeakref_CheckRef(obj) && nargs == 0) {
         /* ref(): the referent, pinned by identity (the ref object is pinned by its source;

@@ -433,6 +433,42 @@ cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const 
     return cdyn_tx_inline_function(tx, call, NULL, clsv, args, nargs, kwnames, out);
 }
 
+/* weakref.ref(obj) of an object the trace knows exactly (a module, a user object or a
+   function read from the frame): the real weak reference, made now (CPython hands back the
+   same one on each call without a callback), a fixed value whose call gives the referent
+   (values/misc.c); obj's identity is pinned. A callback, a value the trace made (a tensor,
+   a new object) or an object without weak references is a graph break (eager then runs the
+   call, raising its TypeError where there is one). */
+static tr_status
+weakref_construct(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                  PyObject **out)
+{
+    PyObject *real = nargs == 1 && kwnames == NULL && V(args[0])->kind != VK_CONST
+                         ? cdyn_v_real(args[0]) : NULL;
+    PyObject *ref = NULL;
+    tr_status st;
+    if (real == NULL) {
+        return cdyn_tx_unsupported(tx, "weakref.ref of %S (a callback, or a value the trace "
+                                       "made)", nargs ? args[0] : Py_None);
+    }
+    st = cdyn_v_pin_identity(tx, args[0]);
+    if (st != TR_OK) {
+        return st;
+    }
+    ref = PyWeakref_NewRef(real, NULL);
+    if (ref == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+            return TR_ERROR;
+        }
+        PyErr_Clear();
+        return cdyn_tx_unsupported(tx, "weakref.ref of %s (no weak references)",
+                                   Py_TYPE(real)->tp_name);
+    }
+    st = cdyn_tx_wrap_fixed(tx, ref, Py_None, out);
+    Py_DECREF(ref);
+    return st;
+}
+
 static tr_status
 type_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
@@ -444,6 +480,9 @@ type_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
     st = cdyn_polyfill_call(tx, (PyObject *)cls, args, nargs, kwnames, out, &handled);
     if (handled || st != TR_OK) {   /* a class with a polyfill (torch.LongTensor(data)) */
         return st;
+    }
+    if (cls == &_PyWeakref_RefType) {
+        return weakref_construct(tx, args, nargs, kwnames, out);
     }
     if (cdyn_is_deque_type((PyObject *)cls)) {
         return cdyn_deque_construct(tx, args, nargs, kwnames, out);   /* values/deque.c */

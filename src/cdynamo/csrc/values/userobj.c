@@ -926,7 +926,8 @@ object_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 }
 
 /* obj.name raised (the exception pending): an AttributeError of a plain object (its type
- * reads attributes generically, has no __getattr__, and no class attribute of that name) is
+ * reads attributes generically, has no __getattr__, and no class attribute of that name but
+ * an unset slot: pathlib's cached `_str`) is
  * raised in the traced code, its absence guarded (HASATTR absent on src), so a try/except
  * around it is traced; anything else is unsupported. */
 static tr_status
@@ -936,7 +937,8 @@ missing_attr(cdyn_tx *tx, PyTypeObject *t, PyObject *descr, PyObject *src, PyObj
     tr_status st;
     PyErr_Fetch(&et, &ev, &tb);   /* (type lookups below need no exception pending) */
     PyErr_NormalizeException(&et, &ev, &tb);
-    if (src == NULL || descr != NULL || et != PyExc_AttributeError || ev == NULL ||
+    if (src == NULL || (descr != NULL && Py_TYPE(descr) != &PyMemberDescr_Type) ||
+        et != PyExc_AttributeError || ev == NULL ||
         !generic_getattribute(t) || _PyType_Lookup(t, cdyn_U.s_getattr) != NULL ||
         (args = PyObject_GetAttrString(ev, "args")) == NULL || !PyTuple_Check(args) ||
         PyTuple_GET_SIZE(args) > 2 || !cdyn_is_constant(args)) {
