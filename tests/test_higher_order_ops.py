@@ -576,6 +576,28 @@ def test_vmap_gradients(backend):
     check_grads(lambda: (vmap_closure, ()), (x,), backend=backend)
 
 
+def vmap_inplace_identity(x):
+    # eager's vmap hands back the argument itself when the function returns its batched form
+    # (an in-place method's self, or the argument) at the same dim
+    a = x.clone()
+    y = torch.vmap(torch.Tensor.acos_)(a)
+    same = torch.vmap(lambda t: t, in_dims=1, out_dims=-1)(x)
+    moved = torch.vmap(lambda t: t, in_dims=1, out_dims=0)(x)
+    view = torch.vmap(lambda t: t.view(-1))(x)
+    return y is a, same is x, moved is x, view is x, y
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_vmap_result_that_is_its_argument_keeps_identity(dynamic):
+    x = torch.rand(4, 2)
+    expected = vmap_inplace_identity(x.clone())
+    assert expected[:4] == (True, True, False, False)
+    got = cdynamo.compile(vmap_inplace_identity, backend="eager", fullgraph=True,
+                          dynamic=dynamic)(x.clone())
+    assert got[:4] == expected[:4]
+    assert torch.equal(got[4], expected[4])
+
+
 def vmap_random(x):
     return torch.vmap(lambda a: a + torch.rand(3))(x * 2)
 

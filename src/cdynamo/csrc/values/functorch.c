@@ -360,6 +360,37 @@ out_dim_of(cdyn_tx *tx, PyObject *out_dims, PyObject *ret, Py_ssize_t i, Py_ssiz
     return TR_OK;
 }
 
+/* A result of the vmapped function that is the batched form of a positional tensor
+ * argument itself (the function returned its argument, or an in-place method's self), with
+ * out_dim equal to that argument's in_dim (both normalised): eager's _remove_batch_dim
+ * hands back the argument itself, so does the trace (`vmap(Tensor.acos_)(x) is x`). New
+ * reference to the argument's value, or NULL (no exception) otherwise. */
+static PyObject *
+unbatched_input(PyObject *in_dims, PyObject *const *args, Py_ssize_t npos, PyObject *batched,
+                PyObject *result, long od)
+{
+    for (Py_ssize_t j = 0; j < npos; j++) {
+        PyObject *d = in_dim_of(in_dims, j), *shape;
+        long nd, di;
+        if (PyList_GET_ITEM(batched, j) != result || V(args[j])->kind != VK_TENSOR ||
+            !PyLong_Check(d)) {
+            continue;
+        }
+        shape = PyObject_GetAttrString(V(args[j])->u.tensor.fake, "shape");
+        if (shape == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        nd = (long)PyTuple_GET_SIZE(shape);
+        Py_DECREF(shape);
+        di = PyLong_AsLong(d);
+        if ((di < 0 ? di + nd : di) == (od < 0 ? od + nd : od)) {
+            return Py_NewRef(args[j]);
+        }
+    }
+    return NULL;
+}
+
 /* Calling a vmapped function: see the file's comment. */
 tr_status
 cdyn_vmap_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *vf, PyObject *const *args,
@@ -414,7 +445,8 @@ cdyn_vmap_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *vf, PyObject *const *args,
         long od = 0;
         PyObject *t = NULL;
         st = out_dim_of(tx, out_dims, ret, i, PyList_GET_SIZE(outs), &od);
-        if (st == TR_OK) {
+        if (st == TR_OK && (t = unbatched_input(in_dims, args, npos, batched,
+                                                PyList_GET_ITEM(outs, i), od)) == NULL) {
             st = call_ints(tx, fn_remove_batch_dim, PyList_GET_ITEM(outs, i), level, bs, od, 3,
                            &t);
         }
