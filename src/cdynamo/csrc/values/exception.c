@@ -107,7 +107,7 @@ raise_exc(cdyn_tx *tx, PyObject *exc, int chain)
     }
     Py_XSETREF(tx->exc, Py_NewRef(exc));
     if (tx->reason == NULL) {
-        tx->reason = PyUnicode_FromFormat("exception %s raised in traced code",
+        tx->reason = PyUnicode_FromFormat("Observed exception: %s raised in traced code",
                                           ((PyTypeObject *)V(exc)->u.exc.type)->tp_name);
     }
     return TR_EXCEPTION;
