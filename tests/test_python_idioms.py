@@ -385,6 +385,33 @@ def test_type_subclasses_is_guarded():
     del PluginB
 
 
+def apply_to_collection(data, fn):
+    """Lightning's apply_to_collection, trimmed: named tuples found by hasattr(_fields)."""
+    if isinstance(data, torch.Tensor):
+        return fn(data)
+    if isinstance(data, dict):
+        return type(data)((k, apply_to_collection(v, fn)) for k, v in data.items())
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(apply_to_collection(d, fn) for d in data))
+    if isinstance(data, (list, tuple)):
+        return type(data)(apply_to_collection(d, fn) for d in data)
+    return data
+
+
+def detach_all(x):
+    import collections
+    P = collections.namedtuple("P", ["a", "b"])
+    h = x * 2
+    batch = {"h": h, "aux": [h + 1, (h.sum(), "tag")], "p": P(h[0], None)}
+    out = apply_to_collection(batch, lambda t: t.detach().to(torch.float64))
+    return out["h"], out["aux"][1][0], out["p"].a, hasattr(out["p"], "b"), hasattr((1,), "x")
+
+
+def test_hasattr_on_named_tuples_and_tuples():
+    counter = compare(detach_all, torch.randn(3))
+    assert counter.frame_count == 1
+
+
 # ---- assert on a tensor ------------------------------------------------------------------
 
 # compiled from source text: pytest rewrites the assert statements of test modules

@@ -220,3 +220,81 @@ def test_parameter_inputs_stay_plain_parameters():
     out = cdynamo.compile(f, backend="eager")(torch.randn(3))
     assert out[1:] == expected[1:] == (True, torch.Tensor)
     assert type(out[0]) is torch.Tensor
+
+
+# ---- attributes stored on tensors made in the trace; subclasses built by their __new__ --------
+
+class BoundingBoxes(torch.Tensor):
+    """As torchvision's tv_tensors.BoundingBoxes: metadata as instance attributes."""
+
+
+def _wrap_boxes(t, fmt, size):
+    b = t.as_subclass(BoundingBoxes)
+    b.format = fmt
+    b.canvas_size = size
+    return b
+
+
+def flip_boxes(boxes):
+    w = boxes.canvas_size[1]
+    x = boxes.as_subclass(torch.Tensor)
+    flipped = torch.stack([w - x[:, 2], x[:, 1], w - x[:, 0], x[:, 3]], dim=-1)
+    return _wrap_boxes(flipped, boxes.format, boxes.canvas_size)
+
+
+def stored_then_read(x):
+    b = (x * 2).as_subclass(BoundingBoxes)
+    b.format = "XYXY"
+    return b, b.format, b
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_attributes_stored_on_a_tensor_made_in_the_trace(backend):
+    """Kept on the value, read back, set on the object the compiled function returns; one
+    object however many times it is returned (was a graph break whose resume function got a
+    second object, so the returned box had no `format`: a wrong result)."""
+    boxes = _wrap_boxes(torch.tensor([[1.0, 2.0, 5.0, 6.0]]), "XYXY", (10, 20))
+    out = cdynamo.compile(flip_boxes, backend=backend)(boxes)
+    expected = flip_boxes(boxes)
+    assert type(out) is BoundingBoxes and out.format == "XYXY" and out.canvas_size == (10, 20)
+    assert torch.equal(out.as_subclass(torch.Tensor), expected.as_subclass(torch.Tensor))
+    counter = CountingBackend()
+    cdynamo.compile(flip_boxes, backend=counter)(boxes)
+    _, dyn = run_torch_dynamo(flip_boxes, boxes)
+    assert counter.frame_count == dyn.frame_count == 1
+    b1, fmt, b2 = cdynamo.compile(stored_then_read, backend=backend)(torch.ones(2))
+    assert b1 is b2 and fmt == "XYXY" and b1.format == "XYXY"
+
+
+class Image(torch.Tensor):
+    """As torchvision's tv_tensors.Image: built by its own __new__ from data."""
+
+    def __new__(cls, data):
+        return torch.as_tensor(data).as_subclass(cls)
+
+
+def make_image(x):
+    img = Image(x.flip(-1))
+    return img * 2, isinstance(img, Image)
+
+
+def test_subclass_made_by_its_own_new_is_traced():
+    x = torch.randn(3, 4)
+    counter = CountingBackend()
+    out, is_image = cdynamo.compile(make_image, backend=counter)(x)
+    expected, _ = make_image(x)
+    assert is_image and type(out) is Image and torch.equal(out, expected)
+    _, dyn = run_torch_dynamo(make_image, x)
+    assert counter.frame_count == dyn.frame_count == 1
+
+
+def make_parameter(x):
+    return torch.nn.Parameter(x * 2)
+
+
+def test_parameter_construction_stays_a_graph_break():
+    x = torch.randn(3)
+    out = cdynamo.compile(make_parameter, backend="eager")(x)
+    assert type(out) is torch.nn.Parameter and torch.equal(out, x * 2)
+    assert [b.reason for b in cdynamo.explain(make_parameter)(x).break_reasons] == [
+        "construction of Parameter (a tensor subclass)"]

@@ -57,6 +57,7 @@ files have module NAME's rule (``skip`` for the standard library); then the long
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib.util
 import os
@@ -183,10 +184,9 @@ MODULE_RULES: dict[str, str] = {
     # contextlib.contextmanager: the decorated generator driven by _GeneratorContextManager's
     # own __enter__/__exit__, inlined (values/generator.c closes and throws into it).
     "contextlib": INLINE,
-    # collections' pure-Python classes (UserDict, UserList, UserString, ChainMap, Counter's
-    # Python methods) and pathlib's PurePath/Path methods: inlined, as torch._dynamo inlines
-    # every standard-library module but a few (abc, copy, importlib, random, re, linecache).
-    "collections": INLINE,
+    # pathlib's PurePath/Path methods: inlined, as torch._dynamo inlines every
+    # standard-library module but a few (abc, copy, importlib, random, re, linecache);
+    # collections' pure-Python classes: per callable, below.
     "pathlib": INLINE,
 }
 
@@ -216,6 +216,15 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.autograd.grad_mode.inference_mode.clone": INLINE,
     # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
     "torch.promote_types": (FOLD, None),
+    # collections' pure-Python containers (transformers' BatchFeature / BatchEncoding are
+    # UserDicts): their methods inlined, as torch._dynamo inlines them
+    **{f"collections.{cls}.{name}": INLINE
+       for cls in ("UserDict", "UserList", "UserString", "ChainMap")
+       for name, member in vars(getattr(collections, cls)).items()
+       if isinstance(member, types.FunctionType)},
+    # a named tuple class made from constants: made at trace time (one class for the cache
+    # entry, where eager makes one per call), as torch._dynamo makes it
+    "collections.namedtuple": (FOLD, None),
     # re's functions on constants (re.Pattern and re.Match are constants), as torch._dynamo's
     # RE_CONSTANT_FOLD_FNS; split and findall give lists, which are no constants
     **{f"re.{name}": (FOLD, None)

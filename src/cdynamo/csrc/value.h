@@ -135,8 +135,10 @@ typedef struct cdyn_value {
         PyObject *ref[CDYN_VREFS];  /* generic view of the payload (dealloc) */
         struct { PyObject *value; } cnst;
         /* type: the exact type of a tensor input that is not a plain torch.Tensor (an
-           nn.Parameter, a subclass; TENSOR_MATCH guards it), NULL for torch.Tensor */
-        struct { PyObject *fake, *node, *type; } tensor;
+           nn.Parameter, a subclass; TENSOR_MATCH guards it), NULL for torch.Tensor;
+           attrs: a tensor made in the trace, the attributes stored on it there (a dict
+           name -> value, replaced, never changed in place, on each store), or NULL */
+        struct { PyObject *fake, *node, *type, *attrs; } tensor;
         /* items: list of values, NULL while lazy; real: the input container while lazy */
         struct { PyObject *items, *nt_type, *real; } seq;
         /* keys: list of hash keys (a constant key is its own hash key, see values/dict.c);

@@ -7,6 +7,7 @@
  * argument is a tensor (operator.add(x, y), abs(x)). */
 #include "../tx.h"
 #include "../codegen.h"
+#include "user.h"
 
 typedef tr_status (*builtin_fn)(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
                                 Py_ssize_t npos, Py_ssize_t nkw, PyObject *kwnames,
@@ -321,11 +322,21 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
         /* a list, tuple, dict or set made or read in the trace: instances of these types
            have no attributes of their own, only their type's */
         PyTypeObject *t = cdyn_v_python_type(v);
+        PyObject *d;
         if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
             t == &PyFrozenSet_Type) {
             return _PyType_Lookup(t, name) != NULL;
         }
-        return -1;
+        /* a subclass of them whose instances have no __dict__ either (a named tuple: its
+           fields and _fields are its class's), without __getattr__: its type's attribute,
+           when reading it cannot raise (not a property) */
+        if (t == NULL || t->tp_dictoffset != 0 ||
+            !(PyType_IsSubtype(t, &PyTuple_Type) || PyType_IsSubtype(t, &PyList_Type)) ||
+            _PyType_Lookup(t, cdyn_U.s_getattr) != NULL) {
+            return -1;
+        }
+        d = _PyType_Lookup(t, name);
+        return d == NULL ? 0 : PyObject_TypeCheck(d, &PyProperty_Type) ? -1 : 1;
     }
     }
     if ((V(v)->kind == VK_OBJECT || V(v)->kind == VK_NNMODULE)) {

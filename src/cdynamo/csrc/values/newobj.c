@@ -491,15 +491,21 @@ type_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
         V(args[0])->kind == VK_DICT) {
         return cdyn_mproxy_new(tx, args[0], out);   /* values/mproxy.c */
     }
-    if (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type)) {
-        /* nn.Parameter(t), nn.Buffer(t): a module creating parameters is built in Python */
-        return cdyn_tx_unsupported(tx, "construction of %s (a tensor subclass)", cls->tp_name);
-    }
     if (newfn != NULL && Py_TYPE(newfn) == &PyStaticMethod_Type) {
         fn = PyObject_GetAttrString(newfn, "__func__");
         if (fn == NULL) {
             return TR_ERROR;
         }
+    }
+    if (PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.torch_tensor_type) &&
+        (fn == NULL || !PyFunction_Check(fn) || cdyn_is_wrapper_subclass(cls) ||
+         PyType_IsSubtype(cls, (PyTypeObject *)cdyn_G.nn_parameter_type) ||
+         cdyn_module_startswith((PyObject *)cls, "torch"))) {
+        /* nn.Parameter(t), nn.Buffer(t): a module creating parameters is built in Python;
+           a subclass whose own Python __new__ makes it (torchvision's tv_tensors.Image:
+           as_tensor(data).as_subclass(cls)) is inlined below */
+        Py_XDECREF(fn);
+        return cdyn_tx_unsupported(tx, "construction of %s (a tensor subclass)", cls->tp_name);
     }
     if (fn != NULL && PyFunction_Check(fn)) {
         st = cdyn_tx_inline_function(tx, fn, NULL, clsv, args, nargs, kwnames, &obj);

@@ -231,6 +231,31 @@ data_setattr(cdyn_tx *tx, PyObject *v, PyObject *value)
     return st;
 }
 
+static PyTypeObject *tensor_python_type(PyObject *v);
+
+/* t.name = value on a tensor the trace made (torchvision's tv_tensors set `format` and
+ * `canvas_size` on a BoundingBoxes made with as_subclass): kept on the value (u.tensor.attrs,
+ * a new dict per store, so a rollback restores the old one), read back by getattr and set
+ * on the rebuilt object (tensor_reconstruct). A name the tensor's class defines as a data
+ * descriptor (a property, Tensor's own attributes) is a graph break. */
+static tr_status
+own_attr_store(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyObject *d = _PyType_Lookup(tensor_python_type(v), name), *attrs;
+    if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) {
+        return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S (a descriptor of its class)",
+                                   name, v);
+    }
+    attrs = V(v)->u.tensor.attrs ? PyDict_Copy(V(v)->u.tensor.attrs) : PyDict_New();
+    if (attrs == NULL || PyDict_SetItem(attrs, name, value) < 0) {
+        Py_XDECREF(attrs);
+        return TR_ERROR;
+    }
+    cdyn_tx_mutated(tx, v);
+    Py_XSETREF(V(v)->u.tensor.attrs, attrs);
+    return TR_OK;
+}
+
 /* t.grad = None / a tensor, on a tensor of the frame: replayed after the graph, later
  * reads in the trace see it (zero_grad(set_to_none=True), p.grad = g). t.data = value:
  * data_setattr. */
@@ -239,6 +264,9 @@ tensor_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {
     if (cdyn_name_is(name, "data")) {
         return data_setattr(tx, v, value);
+    }
+    if (V(v)->source == NULL && V(v)->kind == VK_TENSOR) {
+        return own_attr_store(tx, v, name, value);
     }
     if (!cdyn_name_is(name, "grad") || V(v)->source == NULL ||
         !(cdyn_v_is_none(value) || V(value)->kind == VK_TENSOR)) {
@@ -257,6 +285,14 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     static const char *const bad[] = {"data", "grad", "grad_fn", "_base", "_version", NULL};
     static PyObject *get_data;   /* torch._C._autograd._get_data_attr, kept for the process */
     PyObject *attr;
+    if (V(v)->u.tensor.attrs != NULL &&
+        (attr = PyDict_GetItemWithError(V(v)->u.tensor.attrs, name)) != NULL) {
+        *out = Py_NewRef(attr);   /* stored on it in the trace (own_attr_store) */
+        return TR_OK;
+    }
+    if (PyErr_Occurred()) {
+        return TR_ERROR;
+    }
     if (cdyn_name_in(name, meta)) {
         PyObject *r;
         if (cdyn_name_is(name, "requires_grad")) {
@@ -990,34 +1026,64 @@ cdyn_tensor_isinstance(PyObject *v, PyObject *cls)
 static tr_status
 tensor_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
 {
-    (void)tx;
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
     if (V(v)->source != NULL) {
         return TR_OK;
     }
-    return cdyn_cg_add_output(cg, V(v)->u.tensor.node) < 0 ? TR_ERROR : TR_OK;
+    if (cdyn_cg_add_output(cg, V(v)->u.tensor.node) < 0) {
+        return TR_ERROR;
+    }
+    while (V(v)->u.tensor.attrs != NULL && PyDict_Next(V(v)->u.tensor.attrs, &pos, &key, &val)) {
+        tr_status st = cdyn_cg_collect(tx, cg, val);
+        if (st != TR_OK) {
+            return st;
+        }
+    }
+    return TR_OK;
 }
 
 static int
 tensor_reconstruct(cdyn_cg *cg, PyObject *v)
 {
     static PyObject *as_subclass_fn;   /* torch.Tensor.as_subclass, for the process */
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    int r;
     if (V(v)->source != NULL) {
         return cdyn_cg_source(cg, V(v)->source);
     }
-    if (V(v)->u.tensor.type == NULL) {
+    if (V(v)->u.tensor.type == NULL && V(v)->u.tensor.attrs == NULL) {
         return cdyn_cg_load_output(cg, V(v)->u.tensor.node);
     }
-    /* the graph gives plain tensors: torch.Tensor.as_subclass(<output>, cls) */
+    /* the graph gives plain tensors: torch.Tensor.as_subclass(<output>, cls), made once per
+       value (each as_subclass call is a new object: a value on the stack and in a local at a
+       break, or returned twice, is one object, as in eager), then the attributes the trace
+       stored on it */
+    if ((r = cdyn_cg_memo_load(cg, v)) != 0) {
+        return r < 0 ? -1 : 0;
+    }
     if (as_subclass_fn == NULL &&
         (as_subclass_fn = PyObject_GetAttrString(cdyn_G.torch_tensor_type, "as_subclass")) == NULL) {
         return -1;
     }
-    if (cdyn_cg_push_callable(cg, as_subclass_fn) < 0 ||
-        cdyn_cg_load_output(cg, V(v)->u.tensor.node) < 0 ||
-        cdyn_cg_load_const(cg, V(v)->u.tensor.type) < 0) {
+    if (V(v)->u.tensor.type == NULL ? cdyn_cg_load_output(cg, V(v)->u.tensor.node) < 0
+        : (cdyn_cg_push_callable(cg, as_subclass_fn) < 0 ||
+           cdyn_cg_load_output(cg, V(v)->u.tensor.node) < 0 ||
+           cdyn_cg_load_const(cg, V(v)->u.tensor.type) < 0 || cdyn_cg_call(cg, 2) < 0)) {
         return -1;
     }
-    return cdyn_cg_call(cg, 2);
+    if (cdyn_cg_memo_store(cg, v, "sub") < 0) {
+        return -1;
+    }
+    while (V(v)->u.tensor.attrs != NULL && PyDict_Next(V(v)->u.tensor.attrs, &pos, &key, &val)) {
+        int k = cdyn_cg_name(cg, key);   /* value, object; STORE_ATTR name */
+        if (k < 0 || cdyn_cg_value(cg, val) < 0 || cdyn_cg_memo_load(cg, v) != 1 ||
+            cdyn_cg_emit(cg, STORE_ATTR, k) < 0) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 const cdyn_vtable cdyn_tensor_vt = {

@@ -441,12 +441,33 @@ tr_status
 cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
                   PyObject *kwnames, PyObject **out, int *handled)
 {
-    PyObject *value = NULL, *argt = NULL, *r = NULL;
+    PyObject *value = NULL, *argt = NULL, *r = NULL, *consts[16] = {NULL};
     int rule, state;
     tr_status st = TR_ERROR;
     *handled = 0;
     if (!cdyn_all_const(args, nargs)) {
-        return TR_OK;
+        /* lists / tuples of constants (namedtuple("P", ["a", "b"])): as constants */
+        if (nargs > 16) {
+            return TR_OK;
+        }
+        for (Py_ssize_t i = 0; i < nargs; i++) {
+            PyObject *c = cdyn_v_as_constant(args[i]);
+            consts[i] = c ? cdyn_value_const_steal(c) : NULL;
+            if (consts[i] == NULL) {
+                for (Py_ssize_t j = 0; j <= i; j++) {
+                    Py_XDECREF(consts[j]);
+                }
+                if (PyErr_Occurred()) {
+                    return TR_ERROR;
+                }
+                return TR_OK;
+            }
+        }
+        st = cdyn_tx_fold_call(tx, obj, consts, nargs, kwnames, out, handled);
+        for (Py_ssize_t i = 0; i < nargs; i++) {
+            Py_DECREF(consts[i]);
+        }
+        return st;
     }
     rule = cdyn_rules_for_callable(obj, &value);
     if (rule != CDYN_RULE_FOLD) {
@@ -462,6 +483,11 @@ cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t 
         return cdyn_tx_unsupported(tx, "%R inside an autocast block (reads global state)", obj);
     }
     if (call_on_constants(obj, args, nargs, kwnames, &argt, &r) < 0) {
+        goto done;
+    }
+    if (r != NULL && !state && PyType_Check(r)) {
+        /* a class made from constants (a named tuple class): a fixed object of the trace */
+        st = cdyn_tx_wrap_fixed(tx, r, Py_None, out);
         goto done;
     }
     if (r == NULL || !cdyn_is_constant(r)) {
