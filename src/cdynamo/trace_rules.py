@@ -188,6 +188,8 @@ MODULE_RULES: dict[str, str] = {
     # standard-library module but a few (abc, copy, importlib, random, re, linecache);
     # collections' pure-Python classes: per callable, below.
     "pathlib": INLINE,
+    "posixpath": INLINE,   # os.path, which pathlib calls (join, splitroot)
+    "genericpath": INLINE,
 }
 
 # The standard library (frames of its machinery never run translated): every module under
@@ -216,6 +218,7 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.autograd.grad_mode.inference_mode.clone": INLINE,
     # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
     "torch.promote_types": (FOLD, None),
+    "sys.intern": (FOLD, None),   # pathlib's parts (3.12): the same str
     # collections' pure-Python containers (transformers' BatchFeature / BatchEncoding are
     # UserDicts): their methods inlined, as torch._dynamo inlines them
     **{f"collections.{cls}.{name}": INLINE
