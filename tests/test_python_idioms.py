@@ -8,7 +8,7 @@ import torch
 import cdynamo
 from cdynamo import _glue
 from conftest import requires_engine
-from helpers import CountingBackend, check_against_eager, compare
+from helpers import CountingBackend, check_against_eager, compare, run_torch_dynamo
 
 pytestmark = requires_engine
 
@@ -261,8 +261,10 @@ def fspath_of_a_path(x, path):
 
 def test_os_fspath_of_a_pathlib_path_is_traced():
     import pathlib
-    counter = compare(fspath_of_a_path, torch.randn(3), pathlib.Path("/tmp/ab"))
-    assert counter.frame_count == 1
+    # one graph (torch._dynamo 2.14 on Python 3.13 breaks in pathlib: two)
+    counter = check_against_eager(fspath_of_a_path, torch.randn(3), pathlib.Path("/tmp/ab"))
+    _, dyn = run_torch_dynamo(fspath_of_a_path, torch.randn(3), pathlib.Path("/tmp/ab"))
+    assert counter.frame_count == 1 <= dyn.frame_count
     # another path, another result: what the trace read of the Path object is guarded
     compiled = cdynamo.compile(fspath_of_a_path, backend="eager")
     x = torch.zeros(1)
