@@ -414,6 +414,22 @@ def test_hasattr_on_named_tuples_and_tuples():
     assert counter.frame_count == 1
 
 
+def namedtuple_in_the_function(x):
+    import collections
+    P = collections.namedtuple("P", ["a", "b"], defaults=[3])
+    p = P(x * 2)
+    return p.a + p.b, P.__module__, p._fields
+
+
+def test_namedtuple_made_in_compiled_code():
+    """collections.namedtuple on constants is made at trace time, its module the calling
+    function's (as eager reads it from its caller's frame); one graph as torch._dynamo."""
+    counter = compare(namedtuple_in_the_function, torch.randn(3))
+    assert counter.frame_count == 1
+    assert cdynamo.compile(namedtuple_in_the_function, backend="eager",
+                           fullgraph=True)(torch.randn(3))[1] == __name__
+
+
 # ---- assert on a tensor ------------------------------------------------------------------
 
 # compiled from source text: pytest rewrites the assert statements of test modules

@@ -31,8 +31,11 @@ Rules (``RULES`` holds the same text):
     torch._dynamo's constant-fold functions. The rule's value says what the result depends
     on: None, the arguments only (pure); ``"state"``, global state too, re-read on every
     call of the compiled code by a GLOBAL_STATE guard (fn(*args) == result; refused inside
-    an autocast block the trace entered, where the state differs from the frame's entry).
-    Per callable only.
+    an autocast block the trace entered, where the state differs from the frame's entry);
+    ``"module"``, pure, called with ``module=`` the calling traced function's ``__name__``
+    (collections.namedtuple, which eager reads from its caller's frame). Lists and tuples of
+    constants count as constants; a class result (a named tuple class) is a fixed object of
+    the trace. Per callable only.
 ``polyfill``
     A call is replaced by the rule's value, a plain-Python version of the callable, which the
     interpreter inlines like user code. Per callable only.
@@ -197,7 +200,8 @@ MODULE_RULES: dict[str, str] = {
 STDLIB_RULE = SKIP
 
 # Per callable: qualified name (resolved from already-imported modules) -> rule, or
-# (rule, value) for CONSTANT (the folded value), FOLD (None: pure; "state": guarded) and
+# (rule, value) for CONSTANT (the folded value), FOLD (None: pure; "state": guarded;
+# "module": pure, called with module=<the caller's __name__>) and
 # POLYFILL (the replacement callable or its qualified name).
 CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.jit.is_scripting": (CONSTANT, False),
@@ -227,8 +231,9 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
        for name, member in vars(getattr(collections, cls)).items()
        if isinstance(member, types.FunctionType)},
     # a named tuple class made from constants: made at trace time (one class for the cache
-    # entry, where eager makes one per call), as torch._dynamo makes it
-    "collections.namedtuple": (FOLD, None),
+    # entry, where eager makes one per call), as torch._dynamo makes it; "module": called
+    # with module= the calling traced function's __name__ (what eager reads from its frame)
+    "collections.namedtuple": (FOLD, "module"),
     # re's functions on constants (re.Pattern and re.Match are constants), as torch._dynamo's
     # RE_CONSTANT_FOLD_FNS; split and findall give lists, which are no constants
     **{f"re.{name}": (FOLD, None)
@@ -430,8 +435,9 @@ def _normalise(entry: str | tuple[str, Any]) -> tuple[str, Any]:
     rule, value = (entry, None) if isinstance(entry, str) else entry
     if rule not in RULES:
         raise ValueError(f"trace_rules: unknown rule {rule!r}; valid rules: {sorted(RULES)}")
-    if rule == FOLD and value not in (None, "state"):
-        raise ValueError(f"trace_rules: a fold rule's value is None or 'state', got {value!r}")
+    if rule == FOLD and value not in (None, "state", "module"):
+        raise ValueError(f"trace_rules: a fold rule's value is None, 'state' or 'module', "
+                         f"got {value!r}")
     return rule, value
 
 

@@ -411,13 +411,14 @@ call_state_fn(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t narg
  * result, or NULL when the call raised (cleared: the program's own call raises it). */
 static int
 call_on_constants(PyObject *obj, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                  PyObject **argt, PyObject **res)
+                  PyObject *module, PyObject **argt, PyObject **res)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *kw = nkw ? PyDict_New() : NULL;
+    PyObject *kw = nkw || module ? PyDict_New() : NULL;
     *res = NULL;
     *argt = PyTuple_New(nargs - nkw);
-    if (*argt == NULL || (nkw && kw == NULL)) {
+    if (*argt == NULL || ((nkw || module) && kw == NULL) ||
+        (module != NULL && PyDict_SetItemString(kw, "module", module) < 0)) {
         Py_XDECREF(kw);
         return -1;
     }
@@ -441,7 +442,7 @@ tr_status
 cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs,
                   PyObject *kwnames, PyObject **out, int *handled)
 {
-    PyObject *value = NULL, *argt = NULL, *r = NULL, *consts[16] = {NULL};
+    PyObject *value = NULL, *argt = NULL, *r = NULL, *consts[16] = {NULL}, *module = NULL;
     int rule, state;
     tr_status st = TR_ERROR;
     *handled = 0;
@@ -475,6 +476,14 @@ cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t 
         return rule < 0 ? TR_ERROR : TR_OK;
     }
     *handled = 1;
+    if (PyUnicode_Check(value) && PyUnicode_CompareWithASCIIString(value, "module") == 0) {
+        /* collections.namedtuple: its module= (the caller's module in eager, read from the
+           calling frame) is the traced caller's __name__ */
+        module = tx->cur_fs != NULL ? PyDict_GetItemString(tx->cur_fs->globals, "__name__")
+                                    : NULL;
+        Py_CLEAR(value);
+        value = Py_NewRef(Py_None);
+    }
     state = value != Py_None;
     Py_DECREF(value);
     if (state && PyList_GET_SIZE(tx->open_modes) > 0) {
@@ -482,7 +491,7 @@ cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t 
            trace entered, the state read now is the block's */
         return cdyn_tx_unsupported(tx, "%R inside an autocast block (reads global state)", obj);
     }
-    if (call_on_constants(obj, args, nargs, kwnames, &argt, &r) < 0) {
+    if (call_on_constants(obj, args, nargs, kwnames, module, &argt, &r) < 0) {
         goto done;
     }
     if (r != NULL && !state && PyType_Check(r)) {
