@@ -347,3 +347,17 @@ def test_subscript_of_a_dict_subclass_input_is_one_graph(cls):
     assert torch.equal(c(x, d), x * 2)
     d["foo"] = 5
     assert torch.equal(c(x, d), x * 10)
+
+
+# ---- repr of a set of dict items ------------------
+
+def fstring_of_set_of_items(x):
+    # PyTorch's DictMethodsTests::test_items (its assertEqual formats f"{set(items)}"):
+    # a set whose items are tuples made in the trace prints as its constants (was a break:
+    # repr() of SetVariable)
+    s = set({"a": 1, "b": 2}.items())
+    return x + 1, f"{s}", repr({frozenset(s), ("c", (1, 2))})
+
+
+def test_repr_of_set_of_tuples_made_in_trace():
+    fg_compare(fstring_of_set_of_items, torch.randn(3))

@@ -855,8 +855,11 @@ set_as_constant(PyObject *v)
     list = PyList_New(0);
     it = list ? PyObject_GetIter(order(v)) : NULL;
     while (it != NULL && (h = PyIter_Next(it)) != NULL) {
-        PyObject *item = item_of(h, maps);
-        int e = item == NULL || V(item)->kind != VK_CONST || PyList_Append(list, h) < 0;
+        /* an item that is a constant, or a tuple of constants made in the trace
+           (set(d.items())) */
+        PyObject *item = item_of(h, maps), *c = item ? cdyn_v_as_constant(item) : NULL;
+        int e = c == NULL || PyList_Append(list, c) < 0;
+        Py_XDECREF(c);
         Py_XDECREF(item);
         Py_DECREF(h);
         if (e) {
