@@ -349,7 +349,7 @@ def test_subscript_of_a_dict_subclass_input_is_one_graph(cls):
     assert torch.equal(c(x, d), x * 10)
 
 
-# ---- repr of a set of dict items ------------------
+# ---- dict's own methods on an OrderedDict; repr of a set of dict items ------------------
 
 def fstring_of_set_of_items(x):
     # PyTorch's DictMethodsTests::test_items (its assertEqual formats f"{set(items)}"):
@@ -361,3 +361,57 @@ def fstring_of_set_of_items(x):
 
 def test_repr_of_set_of_tuples_made_in_trace():
     fg_compare(fstring_of_set_of_items, torch.randn(3))
+
+
+def dict_copy_of_ordered_dict(x):
+    d = collections.OrderedDict({"a": 1, "b": 2})
+    d.move_to_end("a")
+    c = dict.copy(d)   # a plain dict in the OrderedDict's order
+    dd = dict.copy(collections.defaultdict(list, {"k": 3}))
+    return x + 1, c, type(c) is dict, list(c), dd, type(dd) is dict
+
+
+def test_dict_copy_of_ordered_dict_is_a_plain_dict():
+    # OrderedDictMethodsTests::test_copy (was a break: dict.copy on DictVariable);
+    # torch._dynamo's copy stays an OrderedDict
+    fg_compare(dict_copy_of_ordered_dict, torch.randn(3), dynamo_result=False)
+
+
+def dict_popitem_of_ordered_dict(x):
+    d = collections.OrderedDict({"a": 1, "b": 2})
+    k, v = dict.popitem(d)
+    return x + v, k
+
+
+def test_dict_popitem_of_ordered_dict():
+    # OrderedDictMethodsTests::test_popitem (was a break: dict.popitem on DictVariable)
+    fg_compare(dict_popitem_of_ordered_dict, torch.randn(3))
+
+
+def dict_popitem_of_reordered_ordered_dict(x):
+    d = collections.OrderedDict({"a": 1, "b": 2, "c": 3})
+    d.move_to_end("a")
+    k, v = dict.popitem(d)   # eager pops the underlying dict's last entry: ("c", 3)
+    return x + v, k
+
+
+def test_dict_popitem_of_reordered_ordered_dict_breaks():
+    # after move_to_end the underlying dict's order is not the trace's: a break, not the
+    # OrderedDict's last entry
+    c = cdynamo.compile(dict_popitem_of_reordered_ordered_dict, backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="reordered by move_to_end"):
+        c(torch.randn(3))
+
+
+def dict_popitem_of_input_ordered_dict(x, d):
+    k, v = dict.popitem(d)
+    return x + v, k
+
+
+def test_dict_popitem_of_input_ordered_dict_breaks():
+    # an OrderedDict of the frame may have been reordered before: a break
+    d = collections.OrderedDict({"a": 1, "b": 2})
+    c = cdynamo.compile(dict_popitem_of_input_ordered_dict, backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="an OrderedDict of the frame"):
+        c(torch.randn(3), d)
+    assert list(d) == ["a", "b"]

@@ -862,6 +862,11 @@ tr_status cdyn_dict_kwargs(cdyn_tx *tx, PyObject *kw, PyObject *into, PyObject *
 /* dict(...), OrderedDict(...), defaultdict(...), Counter(...) (type borrowed). */
 tr_status cdyn_dict_construct(cdyn_tx *tx, PyTypeObject *type, PyObject *const *args,
                               Py_ssize_t npos, PyObject *kwnames, PyObject **out);
+/* dict.copy(v) / dict.popitem(v) (args: after v) on a DICT value whose type overrides them
+ * (an OrderedDict, a defaultdict, a Counter): dict's own C method; TR_NOTIMPL when it does
+ * not apply. */
+tr_status cdyn_dict_base_method(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const *args,
+                                Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
 /* type.fromkeys(iterable[, value]). */
 tr_status cdyn_dict_fromkeys(cdyn_tx *tx, PyTypeObject *type, PyObject *const *args,
                              Py_ssize_t npos, PyObject *kwnames, PyObject **out);

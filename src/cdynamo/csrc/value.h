@@ -233,6 +233,9 @@ typedef struct cdyn_value {
 #define DICT_BY_POSITION 0x20u /* DICT with a source whose keys are not guarded (an nn.Module
                                   hook registry read by position, values/nnmodule.c): the
                                   trace may not change it (cdyn_container_mutating refuses) */
+#define DICT_REORDERED  0x40u  /* DICT (an OrderedDict made in the trace): move_to_end ran on
+                                  it, so its order may differ from its underlying dict's (the
+                                  entry dict.popitem would pop) */
 #define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
 #define OBJ_TRUSTED     0x2u   /* OBJECT without source whose attributes are fixed metadata
                                   (dataclass fields): read unguarded */

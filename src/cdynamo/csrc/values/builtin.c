@@ -1230,6 +1230,11 @@ call_container_descr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyTypeObject *type,
         /* on a constant tuple / frozenset (immutable): folded */
         return cdyn_call_on_constants(tx, fn, args, nargs, kwnames, out);
     }
+    if (type == &PyDict_Type && npos >= 1 &&
+        (r = cdyn_dict_base_method(tx, args[0], name, args + 1, nargs - 1, kwnames, out)) !=
+            TR_NOTIMPL) {
+        return r;   /* dict.copy(od), dict.popitem(od): dict's own method on an OrderedDict */
+    }
     if (npos < 1 || (st = cdyn_v_python_type(args[0])) == NULL || !PyType_IsSubtype(st, type) ||
         (_PyType_Lookup(st, name) != fn && !dict_method_on_dict_value(type, name, args[0])) ||
         (V(args[0])->vt != &cdyn_dict_vt && V(args[0])->vt != &cdyn_set_vt &&

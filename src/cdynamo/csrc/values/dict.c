@@ -410,11 +410,11 @@ cdyn_dict_new(PyTypeObject *type)
     return d;
 }
 
-/* A new dict value of d's type (and factory) holding d's entries. */
+/* A new dict value of type (d's own: with its factory) holding d's entries. */
 static PyObject *
-dict_copy(PyObject *d)
+dict_copy_as(PyObject *d, PyTypeObject *type)
 {
-    PyObject *c = cdyn_dict_new(dtype(d));
+    PyObject *c = cdyn_dict_new(type);
     cdyn_value *x;
     if (c == NULL) {
         return NULL;
@@ -429,11 +429,18 @@ dict_copy(PyObject *d)
             return NULL;
         }
     }
-    x->u.dict.factory = Py_XNewRef(V(d)->u.dict.factory);
+    x->u.dict.factory = type == dtype(d) ? Py_XNewRef(V(d)->u.dict.factory) : NULL;
     if (x->u.dict.keys == NULL || x->u.dict.vals == NULL) {
         Py_CLEAR(c);
     }
     return c;
+}
+
+/* A new dict value of d's type (and factory) holding d's entries. */
+static PyObject *
+dict_copy(PyObject *d)
+{
+    return dict_copy_as(d, dtype(d));
 }
 
 tr_status
@@ -1650,6 +1657,7 @@ m_move_to_end(cdyn_tx *tx, PyObject *d, PyObject *key, PyObject *last)
     st = cdyn_container_mutating(tx, d);
     if (st == TR_OK) {
         Py_ssize_t at = l ? dlen(d) - 1 : 0;
+        V(d)->bits |= DICT_REORDERED;   /* (undone with the step: the undo log keeps bits) */
         if (raw_del(d, i) < 0 || PyList_Insert(keys(d), at, h) < 0 ||
             PyList_Insert(vals(d), at, val) < 0 ||
             (kvs != NULL && PyList_Insert(kvs, at, kv) < 0)) {
@@ -1885,6 +1893,42 @@ dict_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject
         return st == TR_OK && *out == NULL ? TR_ERROR : st;
     }
     return cdyn_tx_unsupported(tx, "method %U of %S", name, v);
+}
+
+tr_status
+cdyn_dict_base_method(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    PyTypeObject *t;
+    tr_status st;
+    if (V(v)->vt != &cdyn_dict_vt || V(v)->kind != VK_DICT || kwnames != NULL || nargs != 0) {
+        return TR_NOTIMPL;
+    }
+    t = dtype(v);
+    if (cdyn_name_is(name, "copy") &&
+        ((PyObject *)t == odict_type || (PyObject *)t == ddict_type ||
+         (PyObject *)t == counter_type)) {
+        /* dict's copy reads the entries in the order iteration gives them (an OrderedDict's
+           keys(), then d[k]; a defaultdict's or Counter's own storage): a plain dict */
+        st = cdyn_tx_materialize(tx, v);
+        if (st != TR_OK) {
+            return st;
+        }
+        *out = dict_copy_as(v, &PyDict_Type);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    if (cdyn_name_is(name, "popitem") && (PyObject *)t == odict_type) {
+        /* dict's popitem pops the last entry of the underlying dict, which is the
+           OrderedDict's last while move_to_end never ran on it: known only for one made in
+           the trace (eager leaves the OrderedDict's own links stale; the trace keeps it
+           consistent, as torch._dynamo) */
+        if (V(v)->source != NULL || (V(v)->bits & DICT_REORDERED)) {
+            return cdyn_tx_unsupported(tx, "dict.popitem on %S, an OrderedDict %s", v,
+                                       V(v)->source ? "of the frame" : "reordered by move_to_end");
+        }
+        return m_popitem(tx, v, NULL, out);
+    }
+    return TR_NOTIMPL;
 }
 
 /* ---- protocol ------------------------------------------------------------------------------- */
