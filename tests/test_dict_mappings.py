@@ -415,3 +415,54 @@ def test_dict_popitem_of_input_ordered_dict_breaks():
     with pytest.raises(Exception, match="an OrderedDict of the frame"):
         c(torch.randn(3), d)
     assert list(d) == ["a", "b"]
+
+
+# ---- a dict subclass's object as the argument of update / {**m} -------------------------
+
+class _PlainSubDict(dict):
+    pass
+
+
+class _GetitemSubDict(dict):
+    def __getitem__(self, k):
+        return 100
+
+
+def update_from_dict_subclass_made_in_trace(x):
+    # DictSubclassMethodsTests::test_update: its items, as dict's C code reads them (was
+    # the ValueError of iterating its keys as pairs, raised in the trace)
+    d = _PlainSubDict({"a": 1, "b": 2})
+    d.update({"b": 3, "c": 4})
+    d.update(_PlainSubDict({"d": 5}))
+    dict.update(d, _PlainSubDict({"e": 6}))
+    _PlainSubDict.update(d, h=9, i=10)
+    d.update(f=7)
+    c = collections.Counter("ab")
+    c.update(_PlainSubDict(a=5))
+    return x + 1, dict(d), {**_PlainSubDict(z=1)}, dict(c)
+
+
+def test_update_from_dict_subclass_made_in_trace():
+    fg_compare(update_from_dict_subclass_made_in_trace, torch.randn(3))
+
+
+def update_from_dict_subclass_input(x, e):
+    d = {"z": 0}
+    d.update(e)
+    return x + 1, d, {**e}
+
+
+def test_update_from_dict_subclass_input():
+    fg_compare(update_from_dict_subclass_input, torch.randn(3), _PlainSubDict(a=3))
+
+
+def test_update_from_dict_subclass_overriding_getitem_breaks():
+    # eager's update reads the items directly, not through the override: a break, never
+    # the override's values
+    e = _GetitemSubDict(a=1)
+    out = cdynamo.compile(update_from_dict_subclass_input, backend="eager")(torch.ones(1), e)
+    assert out[1] == {"z": 0, "a": 1}
+    cdynamo.reset()
+    c = cdynamo.compile(update_from_dict_subclass_input, backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="a dict subclass"):
+        c(torch.ones(1), e)

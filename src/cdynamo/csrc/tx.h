@@ -832,6 +832,10 @@ tr_status cdyn_container_mutating(cdyn_tx *tx, PyObject *v);
 /* values/newobj.c: 1 when v is an object made in the trace whose class subclasses list,
  * set, frozenset or dict (its items in a builtin base value). */
 int cdyn_newobj_has_items(PyObject *v);
+/* values/userobj.c: the DICT value holding the items of v, an object of a dict subclass
+ * (made in the trace, or of the frame with dict's iteration and subscription), as dict's C
+ * code reads them (dict.update(d, v), {**v}); *out new. A break for any other object. */
+tr_status cdyn_dict_subclass_items(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* For such a v whose items are constants: a new real instance of its class holding them
  * (made by the builtin base's __new__ and update/extend, no user code), for its builtin
  * repr; NULL (no exception) otherwise. */

@@ -536,6 +536,17 @@ entries_of(cdyn_tx *tx, PyObject *v, PyObject **kl, PyObject **vl, Py_ssize_t *b
     if (reads_as_mapping(v, t)) {
         return mapping_entries(tx, v, kl, vl);
     }
+    if (t != NULL && PyType_IsSubtype(t, &PyDict_Type)) {
+        /* a dict subclass's object iterating as dict: its items, read directly as CPython's
+           dict_merge reads them (no override of keys / __getitem__ runs) */
+        PyObject *d = NULL;
+        st = cdyn_dict_subclass_items(tx, v, &d);
+        if (st == TR_OK) {
+            st = entries_of(tx, d, kl, vl, bad, badlen);
+            Py_DECREF(d);
+        }
+        return st;
+    }
     if (V(v)->kind == VK_DICT) {
         Py_ssize_t n = dlen(v);
         *kl = PyList_New(n);
@@ -637,8 +648,10 @@ cdyn_dict_update_op(cdyn_tx *tx, PyObject *d, PyObject *other, int merge)
         return cdyn_tx_unsupported(tx, "dict merge of %S into %S", other, d);
     }
     if (V(other)->kind != VK_DICT) {
-        /* {**m} / f(**m) of a mapping: its entries through m.keys() and m[k], as eager */
-        if (!reads_as_mapping(other, cdyn_v_python_type(other))) {
+        /* {**m} / f(**m) of a mapping: its entries through m.keys() and m[k], as eager (a
+           dict subclass iterating as dict: its items) */
+        PyTypeObject *t = cdyn_v_python_type(other);
+        if (t == NULL || (!reads_as_mapping(other, t) && !PyType_IsSubtype(t, &PyDict_Type))) {
             return cdyn_tx_unsupported(tx, "dict merge of %S into %S", other, d);
         }
         if ((m = cdyn_dict_new(NULL)) == NULL) {
@@ -973,7 +986,19 @@ update_from(cdyn_tx *tx, PyObject *d, PyObject *other, PyObject *const *kwv, PyO
     tr_status st = TR_OK;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, bad = -1, badlen = 0;
     if (other != NULL && counting && V(other)->kind != VK_DICT) {
-        return count_update(tx, d, other, nkw, sign);
+        /* Counter.update(m) of a mapping adds m.items()'s counts: a dict subclass's object
+           keeping dict's items() is read as a dict below (another is a break) */
+        static PyObject *s_items;
+        PyTypeObject *t = cdyn_v_python_type(other);
+        if (t == NULL || !PyType_IsSubtype(t, &PyDict_Type)) {
+            return count_update(tx, d, other, nkw, sign);
+        }
+        if (s_items == NULL && (s_items = PyUnicode_InternFromString("items")) == NULL) {
+            return TR_ERROR;
+        }
+        if (_PyType_Lookup(t, s_items) != _PyType_Lookup(&PyDict_Type, s_items)) {
+            return cdyn_tx_unsupported(tx, "Counter update from %S (its own items())", other);
+        }
     }
     if (other != NULL) {
         st = entries_of(tx, other, &kl, &vl, &bad, &badlen);

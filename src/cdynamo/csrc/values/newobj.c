@@ -761,7 +761,7 @@ dict_slot_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *d, PyObject *co
         *out = st == TR_OK ? cdyn_value_const(Py_None) : NULL;
         return st == TR_OK && *out == NULL ? TR_ERROR : st;
     }
-    if (nkw > 0) {
+    if (nkw > 0 && !cdyn_name_is(name, "update")) {   /* (update(**kw): the DICT's own) */
         return cdyn_tx_unsupported(tx, "dict.%U with keyword arguments", name);
     }
     if (cdyn_name_is(name, "__getitem__") && nargs == 1) {
@@ -789,7 +789,7 @@ dict_slot_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *d, PyObject *co
     }
     /* other dunders (__or__, __ior__, __eq__, ...: value.c's builtin dunders) and the
        named methods: the DICT value's */
-    return cdyn_v_call_method(tx, fs, d, name, args, nargs, NULL, out);
+    return cdyn_v_call_method(tx, fs, d, name, args, nargs, kwnames, out);
 }
 
 /* list.<name>(self, *args) / set.<name> / frozenset.<name> (fn) on self, a NEWOBJ of a

@@ -163,6 +163,24 @@ cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out)
     return keep_mirror(tx, v, d, out);
 }
 
+tr_status
+cdyn_dict_subclass_items(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    tr_status st;
+    if (cdyn_newobj_has_items(v) && V(V(v)->u.uobj.base)->kind == VK_DICT) {
+        *out = Py_NewRef(V(v)->u.uobj.base);
+        return TR_OK;
+    }
+    st = V(v)->kind == VK_OBJECT && PyDict_Check(V(v)->u.obj.obj) ? cdyn_uobj_items(tx, v, out)
+                                                                  : TR_NOTIMPL;
+    if (st == TR_OK && V(*out)->kind != VK_DICT) {
+        Py_CLEAR(*out);
+        st = TR_NOTIMPL;
+    }
+    return st == TR_NOTIMPL ? cdyn_tx_unsupported(tx, "the items of %S (a dict subclass)", v)
+                            : st;
+}
+
 /* The mirror of the items of an OBJECT of the frame (a ModelOutput: cdyn_mo_items), to
  * read them with dict's own `name` (its type does not override it with a Python function):
  * *out new; TR_NOTIMPL for any other value. */
