@@ -858,7 +858,7 @@ set_as_constant(PyObject *v)
         /* an item that is a constant, or a tuple of constants made in the trace
            (set(d.items())) */
         PyObject *item = item_of(h, maps), *c = item ? cdyn_v_as_constant(item) : NULL;
-        int e = c == NULL || PyList_Append(list, c) < 0;
+        int e = c == NULL || !cdyn_hash_key_is_real(h) || PyList_Append(list, c) < 0;
         Py_XDECREF(c);
         Py_XDECREF(item);
         Py_DECREF(h);
@@ -869,7 +869,10 @@ set_as_constant(PyObject *v)
     }
     Py_XDECREF(it);
     if (list != NULL && !PyErr_Occurred()) {
-        r = V(v)->kind == VK_SET ? PySet_New(list) : PyFrozenSet_New(list);
+        /* every hash key is its item's constant: a copy of the set of them, which keeps its
+           table (and so the order it iterates in: a set made again from a list of its items
+           may not, when hashes collide) */
+        r = V(v)->kind == VK_SET ? PySet_New(order(v)) : PyFrozenSet_New(order(v));
     }
     Py_XDECREF(list);
     return r;
