@@ -137,3 +137,74 @@ def test_unchanged_state_hits_the_cache():
     for _ in range(5):
         f(x)
     assert counter.frame_count == 1
+
+
+def _det_state():
+    return (torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled())
+
+
+def _run_deterministic_mutated(compile_fn):
+    """PyTorch's test_deterministic_algorithms_mutated, for either engine: the graph sees
+    the state of the call before it, the call leaves the state the program set, and the
+    next call (same entry state) hits the cache. Returns (seen, after, graphs)."""
+    prior = _det_state()
+    seen = []
+
+    @torch._dynamo.allow_in_graph
+    def check_state():
+        seen.append(_det_state())
+
+    def fn(x):
+        check_state()
+        torch.use_deterministic_algorithms(False, warn_only=False)
+        return x + 1
+
+    counter = CountingBackend()
+    f = compile_fn(fn, counter)
+    after = []
+    try:
+        for _ in range(2):
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            assert torch.equal(f(torch.ones(3)), torch.full((3,), 2.0))
+            after.append(_det_state())
+    finally:
+        torch.use_deterministic_algorithms(prior[0], warn_only=prior[1])
+    return seen, after, counter.frame_count
+
+
+def test_use_deterministic_algorithms_in_compiled_code():
+    # was a break (use_deterministic_algorithms: trace rule "skip"); now a
+    # _set_deterministic_algorithms node, as torch._dynamo records it
+    ours = _run_deterministic_mutated(
+        lambda fn, be: cdynamo.compile(fn, backend=be, fullgraph=True))
+    cdynamo.reset()
+    theirs = _run_deterministic_mutated(
+        lambda fn, be: torch.compile(fn, backend=be, fullgraph=True))
+    torch._dynamo.reset()
+    # (torch._dynamo also runs check_state once at trace time)
+    assert set(ours[0]) == set(theirs[0]) == {(True, True)}
+    assert ours[1:] == theirs[1:] == ([(False, False)] * 2, 1)
+
+
+def test_use_deterministic_algorithms_then_break_keeps_the_state():
+    # a break after the call: the graph before it set the state, the rest runs under it
+    prior = _det_state()
+
+    def fn(x):
+        torch.use_deterministic_algorithms(True)
+        torch._dynamo.graph_break()
+        return x + 1, torch.are_deterministic_algorithms_enabled()
+
+    try:
+        torch.use_deterministic_algorithms(False)
+        out = cdynamo.compile(fn, backend="eager")(torch.ones(2))
+        assert out[1] is True and _det_state() == (True, False)
+        torch.use_deterministic_algorithms(False)
+        with pytest.raises(Exception, match="use_deterministic_algorithms"):
+            cdynamo.reset()
+            cdynamo.compile(lambda x, m: torch.use_deterministic_algorithms(m) or x,
+                            backend="eager", fullgraph=True)(torch.ones(1), torch.ones(1))
+        assert _det_state() == (False, False)
+    finally:
+        torch.use_deterministic_algorithms(prior[0], warn_only=prior[1])

@@ -500,7 +500,7 @@ cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *modu
         st = *out ? TR_OK : TR_ERROR;
         goto done;
     }
-    if (target != cdyn_G.set_grad_enabled && !holds_tensor(res) && !holds_tensor(fargs) &&
+    if (!cdyn_is_state_setter(target) && !holds_tensor(res) && !holds_tensor(fargs) &&
         !holds_tensor(fkw) && !cdyn_is_symbolic(res) && !cdyn_allowed_in_graph(target)) {
         /* not a tensor operation: never a graph node (it runs in Python) */
         st = cdyn_tx_unsupported(tx, "call to %R has no tensor argument or result", target);

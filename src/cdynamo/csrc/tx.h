@@ -561,6 +561,9 @@ int cdyn_allowed_in_graph(PyObject *obj);
 /* 1 when torch._dynamo.disallow_in_graph(obj) marked obj (a torch op then breaks the graph
  * where it is called, as torch._dynamo). */
 int cdyn_disallowed_in_graph(PyObject *obj);
+/* 1 when obj sets global torch state as a graph node of its own, with no tensor argument
+ * or result (torch._C._set_grad_enabled, torch._C._set_deterministic_algorithms). */
+int cdyn_is_state_setter(PyObject *obj);
 /* -1 with torch._dynamo's "forbidden callable" error (_glue.ForbiddenCallError) set when
  * obj (borrowed) is a function or class torch marks _dynamo_forbidden (set_stance and what
  * it decorates), or on error; 0 otherwise. */

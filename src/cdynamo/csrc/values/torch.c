@@ -105,6 +105,9 @@ cdyn_is_graph_function(PyObject *obj)
  * trace_rules' CONSTANT entries, folded where a Python function is inlined (inline.c). */
 static PyObject *fn_annotate, *fn_assert, *fn_is_tensor, *fn_is_tensor_like, *fn_check;
 static PyObject *fn_check_is_size;   /* torch._check_is_size, or NULL */
+/* torch.use_deterministic_algorithms, torch._C._set_deterministic_algorithms and the
+ * readers of that state (NULL where absent) */
+static PyObject *fn_use_det, *fn_set_det, *fn_det_on, *fn_det_warn;
 static PyObject *fn_tensor, *fn_refs_tensor;   /* torch.tensor, torch._refs.tensor (or NULL) */
 
 /* torch._C._log_api_usage_once / _log_api_usage_metadata: usage telemetry that libraries
@@ -173,13 +176,73 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
     return st;
 }
 
+/* torch.use_deterministic_algorithms(mode, warn_only=w) on constant bools: a graph node
+ * torch._C._set_deterministic_algorithms(mode, warn_only=w), so the state changes where
+ * the program changes it, as torch._dynamo records it; the state the trace runs under is
+ * left as it was (the frame's GLOBAL_STATE guard holds the state at its entry, and reads of
+ * the state are not traced). */
+static tr_status
+use_deterministic(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                  PyObject **out)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *call[2] = {NULL, NULL}, *kwn = NULL, *on = NULL, *warn = NULL, *r = NULL, *res;
+    PyObject *et, *ev, *etb;
+    tr_status st = TR_ERROR;
+    if (nargs - nkw != 1 || nkw > 1 ||
+        (nkw == 1 && !cdyn_name_is(PyTuple_GET_ITEM(kwnames, 0), "warn_only")) ||
+        V(args[0])->kind != VK_CONST || !PyBool_Check(V(args[0])->u.cnst.value) ||
+        (nkw == 1 && (V(args[1])->kind != VK_CONST || !PyBool_Check(V(args[1])->u.cnst.value)))) {
+        return cdyn_tx_unsupported(tx, "torch.use_deterministic_algorithms with these arguments");
+    }
+    call[0] = Py_NewRef(args[0]);
+    call[1] = nkw ? Py_NewRef(args[1]) : cdyn_value_bool(0);
+    kwn = Py_BuildValue("(s)", "warn_only");
+    on = PyObject_CallNoArgs(fn_det_on);
+    warn = on ? PyObject_CallNoArgs(fn_det_warn) : NULL;
+    if (call[1] == NULL || kwn == NULL || warn == NULL) {
+        goto done;
+    }
+    st = cdyn_tx_graph_call(tx, "call_function", fn_set_det, NULL, call, 2, kwn, &r);
+    /* the call ran at trace time: the state the trace runs under is put back */
+    PyErr_Fetch(&et, &ev, &etb);
+    res = PyObject_Vectorcall(fn_set_det, (PyObject *[]){on, warn}, 1, kwn);
+    if (res == NULL) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(etb);
+        st = TR_ERROR;
+        goto done;
+    }
+    Py_DECREF(res);
+    PyErr_Restore(et, ev, etb);
+    if (st == TR_OK) {
+        *out = cdyn_value_const(Py_None);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+done:
+    Py_XDECREF(call[0]);
+    Py_XDECREF(call[1]);
+    Py_XDECREF(kwn);
+    Py_XDECREF(on);
+    Py_XDECREF(warn);
+    Py_XDECREF(r);
+    return st;
+}
+
+int
+cdyn_is_state_setter(PyObject *obj)
+{
+    return obj == cdyn_G.set_grad_enabled || (fn_set_det != NULL && obj == fn_set_det);
+}
+
 /* 1 when obj is a torch function this family folds or handles specially. */
 int
 cdyn_is_torch_special(PyObject *obj)
 {
     return obj == fn_annotate || obj == fn_assert || obj == fn_is_tensor || obj == fn_check ||
            (fn_check_is_size != NULL && obj == fn_check_is_size) || obj == fn_is_tensor_like ||
-           is_state_fn(obj) ||
+           is_state_fn(obj) || (fn_use_det != NULL && obj == fn_use_det) ||
            is_usage_fn(obj) ||
            cdyn_is_ctx_factory(obj) || is_trusted_constructor(obj);
 }
@@ -372,6 +435,9 @@ call_special(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t nargs
     }
     if (obj == fn_check) {
         return call_check(tx, args, nargs, kwnames, out);
+    }
+    if (fn_use_det != NULL && obj == fn_use_det) {
+        return use_deterministic(tx, args, nargs, kwnames, out);
     }
     if (fn_check_is_size != NULL && obj == fn_check_is_size) {
         return call_check_is_size(tx, args, nargs, kwnames, out);
@@ -691,6 +757,19 @@ cdyn_torch_init(void)
         fn_check = torch ? PyObject_GetAttrString(torch, "_check") : NULL;
         fn_check_is_size = torch ? PyObject_GetAttrString(torch, "_check_is_size") : NULL;
         PyErr_Clear();   /* (not in every torch) */
+        {
+            PyObject *c = torch ? PyObject_GetAttrString(torch, "_C") : NULL;
+            fn_use_det = torch ? PyObject_GetAttrString(torch, "use_deterministic_algorithms") : NULL;
+            fn_set_det = c ? PyObject_GetAttrString(c, "_set_deterministic_algorithms") : NULL;
+            fn_det_on = c ? PyObject_GetAttrString(c, "_get_deterministic_algorithms") : NULL;
+            fn_det_warn = c ? PyObject_GetAttrString(c, "_get_deterministic_algorithms_warn_only")
+                            : NULL;
+            Py_XDECREF(c);
+            PyErr_Clear();
+            if (!fn_use_det || !fn_set_det || !fn_det_on || !fn_det_warn) {
+                Py_CLEAR(fn_use_det);   /* (all or none: the call stays a break) */
+            }
+        }
         fn_tensor = torch ? PyObject_GetAttrString(torch, "tensor") : NULL;
         {
             PyObject *refs = PyImport_ImportModule("torch._refs");
