@@ -56,6 +56,71 @@ def test_parametrized_weight_in_graph(kind):
     assert torch.allclose(compiled(x), mod(x))
 
 
+class Scale(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+
+    def forward(self, X):
+        return X * self.s
+
+
+def test_parametrize_cached_block_one_graph():
+    # `with parametrize.cached():` stores into torch.nn.utils.parametrize's globals
+    # (_cache_enabled += 1, _cache = {}): tracked side effects, read back while tracing (the
+    # parametrization computed once and reused from _cache), one graph as torch._dynamo
+    P = nn.utils.parametrize
+    lin = make_module("parametrize")
+    P.register_parametrization(lin, "weight", Scale(0.5))
+
+    def fn(x):
+        a = lin(x)
+        with P.cached():
+            b = lin(a) + lin(x)
+            inside = P._cache_enabled
+        return a, b, inside, P._cache_enabled, P.is_parametrized(lin, "weight"), "weight" in lin.parametrizations
+
+    x = torch.randn(3, 4)
+    counter, dyn = compare_at_least(fn, x)
+    assert counter.frame_count == dyn.frame_count == 1
+    assert counter.op_count == dyn.op_count
+
+
+def test_parametrize_cached_globals_after_call():
+    # after the compiled call the module's globals are as eager leaves them; a compiled call
+    # inside an eager cached() block (the global then 1, a parametrized weight in _cache) is
+    # traced again (the value the store replaced is guarded) and reads the cached tensor
+    P = nn.utils.parametrize
+    lin = make_module("parametrize")
+
+    def fn(x):
+        with P.cached():
+            y = lin(x) * lin(x).sum()
+        return y
+
+    x = torch.randn(2, 4)
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend=counter)
+    before = P._cache
+    expected = fn(x)
+    assert P._cache_enabled == 0 and P._cache == {} and P._cache is not before
+    before = P._cache
+    torch.testing.assert_close(compiled(x), expected)
+    assert P._cache_enabled == 0 and P._cache == {} and P._cache is not before
+    assert counter.frame_count == 1
+    with P.cached():
+        w = lin.weight   # eager: computed and cached
+        assert P._cache_enabled == 1 and len(P._cache) == 1
+        torch.testing.assert_close(compiled(x), expected)
+        assert P._cache_enabled == 1 and len(P._cache) == 1
+        assert next(iter(P._cache.values())) is w   # the cached tensor kept, not replaced
+    assert P._cache_enabled == 0 and P._cache == {}
+    assert counter.frame_count == 2
+    torch.testing.assert_close(compiled(x), expected)
+    assert counter.frame_count == 2
+
+
 def operator_functions(x):
     d = {"one": 1, "two": 2}
     s = {1, 2}

@@ -571,16 +571,37 @@ globals_label(PyObject *globals)
 }
 
 PyObject *
+cdyn_tx_module_global_source(PyObject *globals, PyObject *name)
+{
+    PyObject *gsrc = cdyn_source_const(globals, globals_label(globals));
+    PyObject *src = gsrc != NULL ? cdyn_source_item(gsrc, name) : NULL;
+    Py_XDECREF(gsrc);
+    return src;
+}
+
+int
+cdyn_tx_globals_stored(cdyn_tx *tx, PyObject *globals)
+{
+    if (tx->stored_globals == NULL) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tx->stored_globals); i++) {
+        if (PyList_GET_ITEM(tx->stored_globals, i) == globals) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+PyObject *
 cdyn_tx_global_key(cdyn_tx *tx, PyObject *globals, PyObject *name)
 {
-    PyObject *gsrc, *src, *key;
+    PyObject *src, *key;
     if (globals == cdyn_frame_globals(tx->frame)) {
         src = cdyn_source_global(name);
     }
     else {
-        gsrc = cdyn_source_const(globals, globals_label(globals));
-        src = gsrc != NULL ? cdyn_source_item(gsrc, name) : NULL;
-        Py_XDECREF(gsrc);
+        src = cdyn_tx_module_global_source(globals, name);
     }
     key = src != NULL ? Py_NewRef(cdyn_source_repr(src)) : NULL;
     Py_XDECREF(src);

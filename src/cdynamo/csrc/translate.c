@@ -199,6 +199,18 @@ global_source(cdyn_fs *fs, PyObject *name)
     return fs->globals_source != NULL ? cdyn_source_item(fs->globals_source, name) : NULL;
 }
 
+/* The source of trusted global `name` of fs's globals (torch's own modules, whose loads
+ * are not guarded): an item of the globals dict's constant source (G[name] if they are
+ * the top frame's). New reference, NULL + exception. */
+static PyObject *
+trusted_global_source(cdyn_tx *tx, cdyn_fs *fs, PyObject *name)
+{
+    if (fs->globals == cdyn_frame_globals(tx->frame)) {
+        return cdyn_source_global(name);
+    }
+    return cdyn_tx_module_global_source(fs->globals, name);
+}
+
 /* Value of a global name: what the trace stored there, else globals then builtins, with a
  * source. *out new. */
 static tr_status
@@ -208,6 +220,14 @@ load_global(cdyn_tx *tx, cdyn_fs *fs, PyObject *name, PyObject **out)
     tr_status st = TR_ERROR;
     if (src == NULL && PyErr_Occurred()) {
         return TR_ERROR;
+    }
+    if (src == NULL && cdyn_tx_globals_stored(tx, fs->globals)) {
+        /* trusted globals that the trace stored into are read through sources from then
+           on: a value is one value (parametrize's _cache dict, filled by the trace) */
+        src = trusted_global_source(tx, fs, name);
+        if (src == NULL) {
+            return TR_ERROR;
+        }
     }
     if (src != NULL) {   /* a global stored earlier in this trace (STORE_GLOBAL) */
         memo = PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(src));
@@ -462,28 +482,59 @@ OP(delete_attr)
 
 /* STORE_GLOBAL: a side effect replayed after the graph (STORE_GLOBAL in the top frame's
  * module, a store into the globals dict of another module), and what later loads of the
- * trace see (tx->by_source, keyed by the global's source). */
+ * trace see (tx->by_source, keyed by the global's source). A store into trusted globals
+ * (torch's own modules: torch.nn.utils.parametrize.cached()'s `_cache_enabled += 1`) is
+ * tracked the same way; their loads are not guarded, so the value the store replaces is,
+ * when it is a constant (what the trace may have computed from, as torch._dynamo's
+ * CONSTANT_MATCH of a global). */
 OP(store_global)
 {
     PyObject *name = PyTuple_GET_ITEM(fs->code->co_names, ins->oparg);
-    PyObject *src = global_source(fs, name);
-    tr_status st;
+    PyObject *src = global_source(fs, name), *old;
+    int top = fs->top_globals;
+    tr_status st = TR_ERROR;
+    if (src == NULL && PyErr_Occurred()) {
+        return TR_ERROR;
+    }
     if (src == NULL) {
-        return PyErr_Occurred() ? TR_ERROR
-                                : cdyn_tx_unsupported(tx, "STORE_GLOBAL in %R (not tracked)",
-                                                      PyDict_GetItemString(fs->globals, "__name__"));
+        src = trusted_global_source(tx, fs, name);
+        if (src == NULL) {
+            return TR_ERROR;
+        }
+        top = fs->globals == cdyn_frame_globals(tx->frame);
+        if (!cdyn_tx_globals_stored(tx, fs->globals) &&
+            ((tx->stored_globals == NULL && (tx->stored_globals = PyList_New(0)) == NULL) ||
+             PyList_Append(tx->stored_globals, fs->globals) < 0)) {
+            goto done;
+        }
+        /* the value before the trace stored into it (not a store of this trace) */
+        if (PyDict_GetItemWithError(tx->by_source, cdyn_source_repr(src)) == NULL) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            old = PyDict_GetItemWithError(fs->globals, name);
+            if (old == NULL && PyErr_Occurred()) {
+                goto done;
+            }
+            if (old != NULL && (old == Py_None || PyLong_CheckExact(old) || PyBool_Check(old) ||
+                                PyFloat_CheckExact(old) || PyUnicode_CheckExact(old)) &&
+                cdyn_guards_add_equals(tx->guards, src, old) < 0) {
+                goto done;
+            }
+        }
     }
     /* the effect's key: the name (top frame's module) or the ITEM source of the other
        module's globals dict (codegen.c emit_effects) */
-    st = cdyn_tx_effect(tx, EFF_STORE_GLOBAL, NULL, fs->top_globals ? name : src, peek(fs, 0));
+    st = cdyn_tx_effect(tx, EFF_STORE_GLOBAL, NULL, top ? name : src, peek(fs, 0));
     if (st == TR_OK && cdyn_tx_memo_write(tx, cdyn_source_repr(src), peek(fs, 0)) < 0) {
         st = TR_ERROR;
     }
-    Py_DECREF(src);
     if (st == TR_OK) {
         tx->mutations++;   /* a side effect (undone with the memo by a rollback) */
         drop(fs, 1);
     }
+done:
+    Py_DECREF(src);
     return st;
 }
 
@@ -1855,6 +1906,7 @@ tx_clear(cdyn_tx *tx)
     Py_CLEAR(tx->break_kwnames);
     Py_CLEAR(tx->effects);
     Py_CLEAR(tx->regions);
+    Py_CLEAR(tx->stored_globals);
     Py_CLEAR(tx->resume_codes);
     Py_CLEAR(tx->undo);
     if (tx->cyclic != NULL) {   /* break the cycles through cells and generator frames */

@@ -89,6 +89,9 @@ typedef struct cdyn_tx {
     struct cdyn_sub *sub;   /* borrowed: the innermost active sub-trace (graph.c), or NULL */
     int n_gen_in_try;       /* generators that suspended inside a try/with block (never less
                                than the number still suspended there; values/generator.c) */
+    PyObject *stored_globals; /* list of the trusted globals dicts (torch's own modules)
+                               the trace stored into, or NULL: their globals are then read
+                               through sources (translate.c STORE_GLOBAL) */
     PyObject *regions;      /* list of the region records of the top graph: inlined calls
                                that cdynamo/_regions.py may outline into invoke_subgraph
                                (values/hop.c cdyn_region_end) */
@@ -380,6 +383,12 @@ tr_status cdyn_tx_inline_code(cdyn_tx *tx, PyCodeObject *code, PyObject *self,
  * globals' constant source (what LOAD_GLOBAL/STORE_GLOBAL of an inlined function use). New
  * reference, NULL + exception. */
 PyObject *cdyn_tx_global_key(cdyn_tx *tx, PyObject *globals, PyObject *name);
+/* The source of global `name` of a module's globals dict `globals` (borrowed), an item of
+ * the dict's constant source (the trusted globals of torch's own modules: not guarded by
+ * their loads, tracked once the trace stores into them). New reference, NULL + exception. */
+PyObject *cdyn_tx_module_global_source(PyObject *globals, PyObject *name);
+/* 1 when the trace stored into the trusted globals dict `globals` (tx->stored_globals). */
+int cdyn_tx_globals_stored(cdyn_tx *tx, PyObject *globals);
 /* Initialise fs for code (borrowed); locals zeroed. 0 / -1 (fs_clear it either way). */
 int cdyn_fs_init(cdyn_fs *fs, PyCodeObject *code, PyObject *globals, PyObject *builtins);
 void cdyn_fs_clear(cdyn_fs *fs);

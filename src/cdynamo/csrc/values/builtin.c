@@ -884,27 +884,40 @@ b_callable(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
 }
 
 /* id(x) of an object read from the frame (it has a source): its id now, a constant of the
- * trace, the object pinned by an ID_MATCH guard (as torch._dynamo); id() of anything else
- * (a tensor, an object made in the trace) is a graph break. */
+ * trace, the object pinned by an ID_MATCH guard (as torch._dynamo). An nn.Module of the
+ * frame read through trusted state (a closure cell of torch's own function:
+ * torch.nn.utils.parametrize's caching getter keys its cache by id(module)) has no source:
+ * its id is a constant too, the module kept alive by the guard set (an ID_MATCH on a
+ * constant source). id() of anything else (a tensor, an object made in the trace) is a
+ * graph break. */
 static tr_status
 b_id(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
      Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
 {
-    PyObject *real = npos == 1 && nkw == 0 && V(args[0])->source != NULL &&
-                             V(args[0])->kind != VK_TENSOR
+    PyObject *src = npos == 1 && nkw == 0 ? Py_XNewRef(V(args[0])->source) : NULL;
+    PyObject *real = npos == 1 && nkw == 0 && V(args[0])->kind != VK_TENSOR
                          ? cdyn_v_real(args[0])
                          : NULL;
+    tr_status st = TR_ERROR;
     (void)fs;
     (void)fn;
     (void)kwnames;
-    if (real == NULL) {
-        return cdyn_tx_unsupported(tx, "id() of %S", npos ? args[0] : Py_None);
-    }
-    if (cdyn_guards_add_id(tx->guards, V(args[0])->source, real, 0) < 0) {
+    if (real != NULL && src == NULL && V(args[0])->kind == VK_NNMODULE &&
+        (src = cdyn_source_const(real, Py_None)) == NULL) {
         return TR_ERROR;
     }
+    if (real == NULL || src == NULL) {
+        st = cdyn_tx_unsupported(tx, "id() of %S", npos ? args[0] : Py_None);
+        goto done;
+    }
+    if (cdyn_guards_add_id(tx->guards, src, real, 0) < 0) {
+        goto done;
+    }
     *out = cdyn_value_const_steal(PyLong_FromVoidPtr(real));
-    return *out ? TR_OK : TR_ERROR;
+    st = *out ? TR_OK : TR_ERROR;
+done:
+    Py_XDECREF(src);
+    return st;
 }
 
 /* environ_read(env, key) of cdynamo.polyfills.os: the environment variable key (a constant

@@ -171,7 +171,8 @@ pymodule_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     const char *m = cdyn_pymodule_name(V(v)->u.obj.obj);
     int trusted = cdyn_startswith(m, "torch") || strcmp(m, "math") == 0 ||
                   strcmp(m, "operator") == 0 || strcmp(m, "builtins") == 0;
-    if (!trusted) {   /* a global of that module stored by the trace (STORE_GLOBAL) */
+    if (!trusted || cdyn_tx_globals_stored(tx, PyModule_GetDict(V(v)->u.obj.obj))) {
+        /* a global of that module stored by the trace (STORE_GLOBAL) */
         PyObject *key = cdyn_tx_global_key(tx, PyModule_GetDict(V(v)->u.obj.obj), name);
         PyObject *memo = key != NULL ? PyDict_GetItemWithError(tx->by_source, key) : NULL;
         Py_XDECREF(key);

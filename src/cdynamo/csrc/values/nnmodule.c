@@ -605,6 +605,31 @@ module_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
     return TR_OK;
 }
 
+/* `key in module`: the class's Python __contains__ inlined (ModuleDict's `key in
+ * self._modules`, ParameterDict's), its result's truth, as CPython's `in`. */
+static tr_status
+module_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
+{
+    static PyObject *s_contains;
+    PyObject *fn, *r = NULL;
+    tr_status st;
+    if (s_contains == NULL && (s_contains = PyUnicode_InternFromString("__contains__")) == NULL) {
+        return TR_ERROR;
+    }
+    fn = _PyType_Lookup(Py_TYPE(mobj(v)), s_contains);   /* borrowed */
+    if (fn == NULL || !PyFunction_Check(fn)) {
+        return cdyn_tx_unsupported(tx, "'in' of %S (no Python __contains__)", v);
+    }
+    Py_INCREF(fn);
+    st = cdyn_tx_inline_function(tx, fn, NULL, v, &item, 1, NULL, &r);
+    Py_DECREF(fn);
+    if (st == TR_OK) {
+        st = cdyn_v_truth(tx, r, out);
+    }
+    Py_XDECREF(r);
+    return st;
+}
+
 /* bool(module): by its __len__ when the class has one (guarded as len()), else true. */
 static tr_status
 module_truth(cdyn_tx *tx, PyObject *v, int *out)
@@ -1321,6 +1346,7 @@ const cdyn_vtable cdyn_nnmodule_vt = {
     .subscr = module_subscr,
     .store_subscr = module_store_subscr,
     .len = module_len,
+    .contains = module_contains,
     .python_type = cdyn_python_type_obj,
     .collect = cdyn_collect_nothing,
     .reconstruct = cdyn_reconstruct_obj,

@@ -90,12 +90,14 @@ cdyn_is_graph_function(PyObject *obj)
          (cdyn_module_startswith(obj, "torch.distributions") ||
           cdyn_module_startswith(obj, "torch._higher_order_ops.associative_scan") ||
           cdyn_module_startswith(obj, "torch.nn.utils.clip_grad") ||
+          cdyn_module_startswith(obj, "torch.nn.utils.parametrize") ||
           cdyn_module_startswith(obj, "torch.utils._foreach_utils") ||
           cdyn_module_startswith(obj, "torch.optim") ||
           cdyn_module_startswith(obj, "torch.utils._ordered_set") ||
           cdyn_module_startswith(obj, "torch.utils._pytree")))) {
-        /* torch.distributions', associative_scan's, gradient clipping's, pytree's and
-           OrderedSet's Python is traced op by op, as torch._dynamo */
+        /* torch.distributions', associative_scan's, gradient clipping's, parametrize's
+           (cached(), its caching getter), pytree's and OrderedSet's Python is traced op by
+           op, as torch._dynamo */
         return 0;
     }
     return cdyn_module_startswith(obj, "torch");
