@@ -20,7 +20,7 @@ import torch
 import torch._dynamo
 
 import cdynamo
-from helpers import CountingBackend
+from helpers import CountingBackend, run_torch_dynamo
 
 
 
@@ -391,3 +391,63 @@ def test_del_statement_missing_attribute_raises_attribute_error():
     compiled = cdynamo.compile(f, backend="eager")
     with pytest.raises(AttributeError, match="missing"):
         compiled(P(), torch.randn(3))
+
+
+def test_attributes_of_ordered_dict_made_in_trace():
+    """Attributes stored on an OrderedDict/Counter made in the trace (nn.Module.state_dict()'s
+    `destination._metadata`): read back, hasattr() and __dict__ in the trace, set on the
+    rebuilt object when it is returned or crosses a graph break, as in eager; a plain dict
+    (no instance attributes) is a graph break, AttributeError as eager's."""
+    mod = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+
+    def f(x):
+        sd = mod.state_dict()
+        od = collections.OrderedDict(a=x + 1)
+        od.tag = "t"
+        od.self_ref = od
+        od.tensor = x * 2
+        c = collections.Counter("aab")
+        c.note = [1, 2]
+        r = (x + len(sd._metadata) + (10 if hasattr(od, "tag") else 0) +
+             (100 if hasattr(od, "missing") else 0) + len(od.__dict__))
+        return r, sd, od, c
+
+    def check_out(out, x):
+        r, sd, od, c = out
+        assert list(sd) == list(mod.state_dict())
+        assert sd._metadata == mod.state_dict()._metadata
+        assert type(sd._metadata) is collections.OrderedDict
+        assert od.tag == "t" and od.self_ref is od and torch.equal(od.tensor, x * 2)
+        assert list(od.__dict__) == ["tag", "self_ref", "tensor"]
+        assert c.note == [1, 2] and c == collections.Counter("aab")
+        return r
+
+    x = torch.randn(2)
+    expected = check_out(f(x), x)
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(f, backend=counter)
+    for _ in range(2):
+        assert torch.equal(check_out(compiled(x), x), expected)
+    assert counter.frame_count == 1
+    _, dyn = run_torch_dynamo(f, x)
+    assert dyn.frame_count == counter.frame_count
+
+    def across_break(x):
+        od = collections.OrderedDict(a=x)
+        od.meta = {"v": 1}
+        torch._dynamo.graph_break()
+        od.meta["w"] = 2
+        return od.a + 1 if hasattr(od, "a") else od["a"] + len(od.meta), od
+
+    r, od = cdynamo.compile(across_break, backend="eager")(x)
+    torch.testing.assert_close(r, x + 2)
+    assert od.meta == {"v": 1, "w": 2}
+
+    def plain(x):
+        d = {"a": x}
+        d.tag = 1
+        return d
+
+    with pytest.raises(AttributeError):
+        cdynamo.compile(plain, backend="eager")(x)

@@ -69,3 +69,46 @@ def test_compiled_train_step_matches_eager_and_dynamo(optname):
         assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-6, rtol=1e-5)
     assert ours["graphs"] <= theirs["graphs"], (ours["graphs"], theirs["graphs"])
     assert ours["ops"] >= theirs["ops"], (ours["ops"], theirs["ops"])
+
+
+def test_ema_update_over_state_dicts_one_graph():
+    """timm's ModelEmaV2 update: zip over ema.state_dict().values() and
+    model.state_dict().values() (OrderedDicts made in the trace, each given a `_metadata`
+    attribute by nn.Module.state_dict()) with lerp_/copy_ under no_grad: one graph as
+    torch._dynamo (was seven: a break at STORE_ATTR _metadata, then at each step of the zip)."""
+    from helpers import CountingBackend, run_torch_dynamo
+
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+        ema = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.5)
+        return model, ema
+
+    model, ema = make()
+
+    def update(decay):
+        with torch.no_grad():
+            for ema_v, model_v in zip(ema.state_dict().values(), model.state_dict().values()):
+                if ema_v.is_floating_point():
+                    ema_v.lerp_(model_v, weight=1.0 - decay)
+                else:
+                    ema_v.copy_(model_v)
+        return [t.clone() for t in ema.state_dict().values()]
+
+    expected = [update(0.9) for _ in range(2)]
+    model, ema = make()
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(update, backend=counter)
+    for i in range(2):   # the updates land in the real buffers and parameters, as eager's
+        out = compiled(0.9)
+        assert len(out) == len(expected[i])
+        for a, b in zip(out, expected[i]):
+            assert torch.equal(a, b)
+    model, ema = make()
+    _, dyn = run_torch_dynamo(update, 0.9)
+    assert counter.frame_count == dyn.frame_count == 1
+    assert counter.op_count == dyn.op_count

@@ -868,6 +868,9 @@ tr_status cdyn_deque_wrap(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
 tr_status cdyn_mproxy_new(cdyn_tx *tx, PyObject *d, PyObject **out);
 /* New empty DICT of real type `type` (borrowed; NULL: dict). */
 PyObject *cdyn_dict_new(PyTypeObject *type);
+/* hasattr(v, name) of a DICT made in the trace whose instances have attributes
+ * (OrderedDict, Counter): 1/0 by the attributes it stored and its type's; -1 unknown. */
+int cdyn_dict_hasattr(PyObject *v, PyObject *name);
 /* d[key] = val into a dict made in the trace (key, val: values; no side effect). */
 tr_status cdyn_dict_set(cdyn_tx *tx, PyObject *d, PyObject *key, PyObject *val);
 /* DICT_UPDATE / DICT_MERGE (merge: a duplicate key is left to Python) of other into d. */

@@ -120,7 +120,7 @@ struct cdyn_tx;
 struct cdyn_fs;
 struct cdyn_cg;
 
-#define CDYN_VREFS 6
+#define CDYN_VREFS 7
 
 typedef struct cdyn_value {
     PyObject_HEAD
@@ -145,8 +145,10 @@ typedef struct cdyn_value {
            vals: list of values (same order); real: the input dict while lazy; type: the
            real type (NULL: dict); factory: a defaultdict's default_factory value (NULL:
            None); keyvals: NULL while every key is a constant, else a list parallel to keys
-           holding each key's value (None for constant keys) */
-        struct { PyObject *keys, *vals, *real, *type, *factory, *keyvals; } dict;
+           holding each key's value (None for constant keys); attrs: a plain DICT value of
+           the instance attributes stored by the trace on an OrderedDict/Counter made in it
+           (nn.Module.state_dict()'s `destination._metadata`), NULL when none */
+        struct { PyObject *keys, *vals, *real, *type, *factory, *keyvals, *attrs; } dict;
         /* order: a real set of the items' hash keys, mirroring the real set's iteration
            order; map: dict hash key -> item value; real: the input set while lazy */
         struct { PyObject *order, *map, *real; } set;
@@ -236,6 +238,8 @@ typedef struct cdyn_value {
 #define DICT_REORDERED  0x40u  /* DICT (an OrderedDict made in the trace): move_to_end ran on
                                   it, so its order may differ from its underlying dict's (the
                                   entry dict.popitem would pop) */
+#define DICT_VISITING   0x80u  /* DICT: its stored attributes being collected (an attribute
+                                  that refers back to it: values/dict.c) */
 #define OBJ_MUTATED     0x1u   /* OBJECT/NNMODULE: stored into while tracing */
 #define OBJ_TRUSTED     0x2u   /* OBJECT without source whose attributes are fixed metadata
                                   (dataclass fields): read unguarded */

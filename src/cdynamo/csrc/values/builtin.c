@@ -323,6 +323,9 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
            have no attributes of their own, only their type's */
         PyTypeObject *t = cdyn_v_python_type(v);
         PyObject *d;
+        if (V(v)->kind == VK_DICT && (r = cdyn_dict_hasattr(v, name)) != -1) {
+            return r;   /* an OrderedDict made in the trace: its stored attributes too */
+        }
         if (t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
             t == &PyFrozenSet_Type) {
             return _PyType_Lookup(t, name) != NULL;

@@ -1467,9 +1467,77 @@ view_as_set(cdyn_tx *tx, PyObject *view, PyObject **out)
 
 /* ---- attributes and methods ------------------------------------------------------------- */
 
+/* 1 when v is a dict made in the trace whose instances have a __dict__ and object's
+ * __setattr__ (OrderedDict, Counter; a plain dict or defaultdict has no attributes). */
+static int
+has_instance_attrs(PyObject *v)
+{
+    PyTypeObject *t = dtype(v);
+    return V(v)->kind == VK_DICT && V(v)->source == NULL && !(V(v)->bits & SEQ_LAZY) &&
+           (t == (PyTypeObject *)odict_type || t == (PyTypeObject *)counter_type) &&
+           t->tp_setattro == PyObject_GenericSetAttr;
+}
+
+/* d.name = value on an OrderedDict/Counter made in the trace: kept in u.dict.attrs (a plain
+ * dict value; `d.__dict__` is that value), set again when d is rebuilt (dict_reconstruct).
+ * A name the type defines as a data descriptor (`__class__`, `__dict__`) is a break. */
+static tr_status
+dict_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
+{
+    PyObject *attr = has_instance_attrs(v) ? _PyType_Lookup(dtype(v), name) : NULL;
+    PyObject *key = NULL;
+    tr_status st;
+    if (!has_instance_attrs(v) || (attr != NULL && Py_TYPE(attr)->tp_descr_set != NULL)) {
+        return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S (side effect)", name, v);
+    }
+    cdyn_tx_mutated(tx, v);   /* before: a rollback puts back attrs as it was */
+    if (V(v)->u.dict.attrs == NULL && (V(v)->u.dict.attrs = cdyn_dict_new(NULL)) == NULL) {
+        return TR_ERROR;
+    }
+    cdyn_tx_mutated(tx, V(v)->u.dict.attrs);
+    key = cdyn_value_const(name);
+    st = key != NULL ? cdyn_dict_set(tx, V(v)->u.dict.attrs, key, value) : TR_ERROR;
+    Py_XDECREF(key);
+    return st;
+}
+
+/* An instance attribute the trace stored on v (borrowed), or NULL. */
+static PyObject *
+stored_attr(PyObject *v, PyObject *name)
+{
+    PyObject *a = V(v)->kind == VK_DICT ? V(v)->u.dict.attrs : NULL;
+    Py_ssize_t i = a != NULL ? find(a, name) : -1;
+    if (i < -1) {
+        PyErr_Clear();
+    }
+    return i >= 0 ? PyList_GET_ITEM(vals(a), i) : NULL;
+}
+
+int
+cdyn_dict_hasattr(PyObject *v, PyObject *name)
+{
+    if (!has_instance_attrs(v)) {
+        return -1;
+    }
+    return stored_attr(v, name) != NULL || _PyType_Lookup(dtype(v), name) != NULL;
+}
+
 static tr_status
 dict_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
+    PyObject *a = stored_attr(v, name);
+    if (a != NULL) {
+        *out = Py_NewRef(a);
+        return TR_OK;
+    }
+    if (cdyn_name_is(name, "__dict__") && has_instance_attrs(v)) {
+        cdyn_tx_mutated(tx, v);
+        if (V(v)->u.dict.attrs == NULL && (V(v)->u.dict.attrs = cdyn_dict_new(NULL)) == NULL) {
+            return TR_ERROR;
+        }
+        *out = Py_NewRef(V(v)->u.dict.attrs);
+        return TR_OK;
+    }
     if (V(v)->kind == VK_DICTVIEW && cdyn_name_is(name, "mapping")) {
         return cdyn_mproxy_new(tx, vdict(v), out);   /* d.keys().mapping: a proxy of d */
     }
@@ -2632,10 +2700,35 @@ dict_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
             return st;
         }
     }
-    if (x->u.dict.factory != NULL && x->source == NULL) {
-        return cdyn_cg_collect(tx, cg, x->u.dict.factory);
+    if (x->u.dict.factory != NULL && x->source == NULL &&
+        (st = cdyn_cg_collect(tx, cg, x->u.dict.factory)) != TR_OK) {
+        return st;
+    }
+    if (x->u.dict.attrs != NULL && x->source == NULL && !(x->bits & DICT_VISITING)) {
+        /* rebuilt after the dict is kept in its temporary (dict_reconstruct), so an
+           attribute may refer back to it */
+        x->bits |= DICT_VISITING;
+        st = cdyn_cg_collect(tx, cg, x->u.dict.attrs);
+        x->bits &= ~DICT_VISITING;
+        return st;
     }
     return TR_OK;
+}
+
+/* The instance attributes the trace stored on v, set on the dict just built (on the stack,
+ * kept there): value; COPY 2; STORE_ATTR name, in the order they were first stored. */
+static int
+emit_attrs(cdyn_cg *cg, PyObject *v)
+{
+    PyObject *a = V(v)->u.dict.attrs;
+    for (Py_ssize_t k = 0; a != NULL && k < dlen(a); k++) {
+        int i = cdyn_cg_name(cg, PyList_GET_ITEM(keys(a), k));
+        if (i < 0 || cdyn_cg_value(cg, PyList_GET_ITEM(vals(a), k)) < 0 ||
+            cdyn_cg_emit(cg, COPY, 2) < 0 || cdyn_cg_emit(cg, STORE_ATTR, i) < 0) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Push a plain dict of v's entries (BUILD_MAP). 0 / -1. */
@@ -2696,7 +2789,8 @@ dict_reconstruct(cdyn_cg *cg, PyObject *v)
     if (t != &PyDict_Type && cdyn_cg_call(cg, nargs) < 0) {
         return -1;
     }
-    return cdyn_cg_memo_store(cg, v, "obj");
+    /* stored first: an attribute that refers back to the dict loads it */
+    return cdyn_cg_memo_store(cg, v, "obj") < 0 ? -1 : emit_attrs(cg, v);
 }
 
 /* target.clear(); target.update(<contents>) with dict's own methods (OrderedDict's for an
@@ -2730,7 +2824,7 @@ dict_as_constant(PyObject *v)
         return r;
     }
     if (V(v)->kind != VK_DICT || (V(v)->bits & SEQ_LAZY) || V(v)->u.dict.keyvals != NULL ||
-        IS_DDICT(v) || !rebuildable_type(v) || (d = PyDict_New()) == NULL) {
+        V(v)->u.dict.attrs != NULL || IS_DDICT(v) || !rebuildable_type(v) || (d = PyDict_New()) == NULL) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < dlen(v); i++) {
@@ -2775,6 +2869,7 @@ dict_restore(PyObject *v, PyObject *saved)
 const cdyn_vtable cdyn_dict_vt = {
     .name = "ConstDictVariable",
     .getattr = dict_getattr,
+    .setattr = dict_setattr,
     .call_method = dict_call_method,
     .truth = dict_truth,
     .unpack = dict_unpack,
