@@ -297,6 +297,34 @@ def test_backend_failure_reaches_the_user():
     assert e.value.inner_exception is e.value.__cause__
 
 
+def boolean_mask_store(x, b, y):
+    x = x.clone()
+    x[b] = y
+    return x * 2
+
+
+def test_backend_fake_tensor_limit_runs_the_graph_eagerly(caplog):
+    """AOTAutograd's trace of x[mask] = y's backward needs nonzero's data-dependent shape
+    (DynamicOutputShapeException): the graph runs as captured, eagerly, with a warning, as
+    torch._dynamo falls back there (it raised BackendCompilerFailed to the user before);
+    results and gradients are eager's (PyTorch's test_repros test_setitem_boolean_mask_diff)."""
+    def inputs():
+        torch.manual_seed(0)
+        return (torch.randn(4, requires_grad=True), torch.tensor([True, False, True, False]),
+                torch.randn(2, requires_grad=True))
+    x, b, y = inputs()
+    expected = boolean_mask_store(x, b, y)
+    expected.sum().backward()
+    x2, b2, y2 = inputs()
+    with caplog.at_level("WARNING", logger="cdynamo"):
+        out = cdynamo.compile(boolean_mask_store, backend="aot_eager")(x2, b2, y2)
+    out.sum().backward()
+    assert torch.equal(out, expected)
+    assert torch.equal(x2.grad, x.grad) and torch.equal(y2.grad, y.grad)
+    assert any("could not compile graph" in r.getMessage() and
+               "DynamicOutputShapeException" in r.getMessage() for r in caplog.records)
+
+
 def test_error_on_recompile():
     """cdynamo.config.error_on_recompile (and torch._dynamo.config's) makes a recompile raise
     torch._dynamo.exc.RecompileError naming the failed guard; the first compile does not."""

@@ -879,6 +879,25 @@ def set_example(node, value):
 from torch._dynamo.exc import BackendCompilerFailed as _DynamoBackendCompilerFailed  # noqa: E402
 
 
+def _fake_tensor_limit(exc) -> bool:
+    """Whether exc (a backend's exception), or an exception it was raised from, is one of the
+    fake-tensor limits torch._dynamo lets a backend fall back on (exc.py's
+    exceptions_allowed_to_be_fallback: a data-dependent output, a dynamic output shape, an
+    operator or tensor fake tensors do not support)."""
+    from torch._subclasses import fake_tensor
+    kinds = tuple(k for k in (getattr(fake_tensor, n, None) for n in (
+        "DataDependentOutputException", "DynamicOutputShapeException",
+        "UnsupportedOperatorException", "UnsupportedFakeTensorException",
+        "UnsupportedMutationAliasingException")) if isinstance(k, type))
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kinds):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 class BackendCompilerFailed(_DynamoBackendCompilerFailed):
     """The backend raised while compiling a graph: the error reaches the user, with the
     backend's exception as __cause__. A subclass of torch._dynamo.exc.BackendCompilerFailed
@@ -993,7 +1012,14 @@ def compile_graph(options, graph, root, example_inputs, outputs, shapes, regions
         restart = shapes.floats_to_specialise(e)
         if restart:
             raise RestartTrace(restart) from None
-        raise BackendCompilerFailed(options.backend_name, e) from e
+        if not _fake_tensor_limit(e):
+            raise BackendCompilerFailed(options.backend_name, e) from e
+        # the backend's own trace met a data-dependent op its fake tensors cannot run
+        # (x[mask] = y's backward: nonzero): the graph runs as captured, eagerly, as
+        # torch._dynamo gives up on such a graph with a warning ("Backend compiler exception")
+        log.warning("backend %r could not compile graph %s (%s: %s); it runs eagerly",
+                    options.backend_name, name, type(e).__name__, e)
+        compiled = gm.forward
     if not callable(compiled):
         raise TypeError(
             f"backend {options.backend_name!r} returned {type(compiled).__name__}, "
