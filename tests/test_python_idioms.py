@@ -430,6 +430,30 @@ def test_namedtuple_made_in_compiled_code():
                            fullgraph=True)(torch.randn(3))[1] == __name__
 
 
+def index_by_constant_tensor(a, b):
+    items = [a, b, a + 1, b + 1]
+    return items[torch.as_tensor(2)] * (1, 2, 3)[torch.tensor(1)], "abc"[torch.tensor(2)]
+
+
+def index_by_input_tensor(a, t):
+    return [a, a + 1][t]
+
+
+def test_a_tensor_made_from_constants_indexes_lists_tuples_and_strs():
+    """The fake tensor of torch.as_tensor(2) carries its value: it indexes a list, a tuple
+    or a str as eager's __index__ does (PyTorch's test_list_index_with_constant_tensor); a
+    tensor from the inputs does not (a graph break, eager runs it)."""
+    counter = check_against_eager(index_by_constant_tensor, torch.randn(2), torch.randn(2))
+    _, dyn = run_torch_dynamo(index_by_constant_tensor, torch.randn(2), torch.randn(2))
+    assert counter.frame_count == 1 <= dyn.frame_count   # torch._dynamo 2.13: 3 (it breaks)
+    breaks = len(_glue.break_log)
+    t = torch.tensor(1)
+    a = torch.randn(2)
+    assert torch.equal(cdynamo.compile(index_by_input_tensor, backend="eager")(a, t), a + 1)
+    assert [b.reason for b in _glue.break_log[breaks:]] == ["subscript with a non-constant key"]
+    del _glue.break_log[breaks:]
+
+
 # ---- assert on a tensor ------------------------------------------------------------------
 
 # compiled from source text: pytest rewrites the assert statements of test modules

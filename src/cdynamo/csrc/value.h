@@ -416,6 +416,12 @@ cdyn_v_is_none(PyObject *v)
     return V(v)->kind == VK_CONST && V(v)->u.cnst.value == Py_None;
 }
 
+/* A 0-d integer tensor value the trace made from constants only (torch.as_tensor(2): its
+ * fake tensor carries the constant) as the CONST value of its int (new reference), so that
+ * it indexes a list, tuple or str as eager's __index__ does; NULL without an exception for
+ * any other value (values/tensor.c). */
+PyObject *cdyn_tensor_constant_index(PyObject *key);
+
 /* The real object a value stands for when it is known exactly (constants and values of
  * real objects: modules, functions, classes, objects); borrowed, or NULL. */
 PyObject *cdyn_v_real(PyObject *v);

@@ -131,7 +131,15 @@ const_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
         return st;
     }
     if (V(key)->kind != VK_CONST) {
-        return cdyn_tx_unsupported(tx, "subscript of a constant with %S", key);
+        k = cdyn_tensor_constant_index(key);   /* (1, 2)[torch.tensor(1)] */
+        if (k == NULL) {
+            return PyErr_Occurred() ? TR_ERROR
+                                    : cdyn_tx_unsupported(tx, "subscript of a constant with %S",
+                                                          key);
+        }
+        st = const_subscr(tx, v, k, out);
+        Py_DECREF(k);
+        return st;
     }
     r = PyObject_GetItem(cobj(v), cobj(key));
     if (r == NULL) {

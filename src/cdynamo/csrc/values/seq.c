@@ -543,7 +543,15 @@ seq_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
     PyObject *k;
     if (V(key)->kind != VK_CONST) {
-        return cdyn_tx_unsupported(tx, "subscript with a non-constant key");
+        PyObject *ck = cdyn_tensor_constant_index(key);
+        tr_status st;
+        if (ck == NULL) {
+            return PyErr_Occurred() ? TR_ERROR
+                                    : cdyn_tx_unsupported(tx, "subscript with a non-constant key");
+        }
+        st = seq_subscr(tx, v, ck, out);   /* l[torch.as_tensor(2)]: l[2] */
+        Py_DECREF(ck);
+        return st;
     }
     k = V(key)->u.cnst.value;
     if (PyLong_Check(k)) {

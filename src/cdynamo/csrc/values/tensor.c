@@ -12,6 +12,31 @@ fake(PyObject *v)
     return V(v)->u.tensor.fake;
 }
 
+/* The int a 0-d integer tensor value stands for when the trace made it from constants
+ * only (torch.as_tensor(2): its fake tensor carries the constant), as a CONST value (new
+ * reference); NULL without an exception otherwise. */
+PyObject *
+cdyn_tensor_constant_index(PyObject *key)
+{
+    PyObject *c, *i = NULL;
+    if (V(key)->kind != VK_TENSOR) {
+        return NULL;
+    }
+    c = PyObject_GetAttrString(fake(key), "constant");
+    if (c != NULL && c != Py_None) {
+        PyObject *dim = PyObject_CallMethod(c, "dim", NULL);
+        PyObject *fp = PyObject_CallMethod(c, "is_floating_point", NULL);
+        if (dim != NULL && fp == Py_False && PyLong_Check(dim) && PyLong_AsLong(dim) == 0) {
+            i = PyNumber_Index(c);   /* bool and complex tensors raise: no index */
+        }
+        Py_XDECREF(dim);
+        Py_XDECREF(fp);
+    }
+    Py_XDECREF(c);
+    PyErr_Clear();
+    return i ? cdyn_value_const_steal(i) : NULL;
+}
+
 /* A tensor attribute read as a graph node getattr(x, name) (views such as x.T). */
 static tr_status
 getattr_node(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
