@@ -180,6 +180,18 @@ def test_dicts(fn):
     check(fn, X)
 
 
+def fromkeys_value_by_name(x):
+    h = OrderedDict.fromkeys(("k", "l"), value=x * 3)
+    return h, type(h), dict.fromkeys(h, x - 1)
+
+
+def test_fromkeys_with_the_value_by_name():
+    """OrderedDict.fromkeys(keys, value=v) (PyTorch's test_functions test_dict_fromkeys):
+    one graph (torch._dynamo 2.13 runs this frame unmodified)."""
+    from helpers import check_against_eager
+    assert check_against_eager(fromkeys_value_by_name, X).frame_count == 1
+
+
 def test_dict_hashable_keys():
     check(dict_hashable_keys, X, Y)
 

@@ -1087,6 +1087,11 @@ cdyn_dict_fromkeys(cdyn_tx *tx, PyTypeObject *type, PyObject *const *args, Py_ss
     PyObject *items = NULL, *hl = NULL, *d = NULL, *none = NULL;
     PyObject *value;
     tr_status st;
+    if (kwnames != NULL && npos == 1 && PyTuple_GET_SIZE(kwnames) == 1 &&
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "value") == 0) {
+        kwnames = NULL;   /* fromkeys(keys, value=v): the value passed by name */
+        npos = 2;
+    }
     if (kwnames != NULL || npos < 1 || npos > 2 ||
         (V(args[0])->kind == VK_CONST && Py_TYPE(V(args[0])->u.cnst.value)->tp_iter == NULL &&
          !PySequence_Check(V(args[0])->u.cnst.value))) {
