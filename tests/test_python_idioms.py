@@ -454,6 +454,18 @@ def test_a_tensor_made_from_constants_indexes_lists_tuples_and_strs():
     del _glue.break_log[breaks:]
 
 
+def convert_by_legacy_type(a, b):
+    m = a.type(torch.HalfTensor)
+    return b.type(m.type()), m.type(torch.DoubleTensor), m.type()
+
+
+def test_tensor_type_with_a_legacy_tensor_class():
+    """t.type(torch.HalfTensor) is recorded as t.type("torch.HalfTensor") (a class is no
+    node argument; PyTorch's test_functions test_tensor_type3)."""
+    counter = compare(convert_by_legacy_type, torch.randn(3), torch.randn(3))
+    assert counter.frame_count == 1
+
+
 # ---- assert on a tensor ------------------------------------------------------------------
 
 # compiled from source text: pytest rewrites the assert statements of test modules

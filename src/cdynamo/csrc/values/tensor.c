@@ -556,6 +556,45 @@ tolist_captured(cdyn_tx *tx, PyObject *self, PyObject **out)
     return st;
 }
 
+/* 1 when cls is one of torch's legacy tensor types (torch.FloatTensor, torch.cuda.HalfTensor:
+ * their metaclass is the type of torch.FloatTensor). */
+static int
+is_legacy_tensor_type(PyObject *cls)
+{
+    PyObject *ft = PyObject_GetAttrString(cdyn_G.torch, "FloatTensor");
+    int r = ft != NULL && Py_TYPE(cls) == Py_TYPE(ft);
+    Py_XDECREF(ft);
+    PyErr_Clear();
+    return r;
+}
+
+/* t.type(torch.HalfTensor): a legacy tensor type (of metaclass torch.tensortype) names the
+ * same conversion as its text, t.type("torch.HalfTensor"), which is the node recorded (a
+ * class is no argument of a graph node). */
+static tr_status
+type_by_legacy_class(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *cls,
+                     PyObject **out)
+{
+    PyObject *mod = PyObject_GetAttrString(cls, "__module__");
+    PyObject *cname = mod ? PyObject_GetAttrString(cls, "__name__") : NULL;
+    PyObject *text = NULL, *arg = NULL, *all[2];
+    tr_status st = TR_ERROR;
+    if (cname == NULL || !PyUnicode_Check(mod) || !PyUnicode_Check(cname) ||
+        (text = PyUnicode_FromFormat("%U.%U", mod, cname)) == NULL ||
+        (arg = cdyn_value_const(text)) == NULL) {
+        goto done;
+    }
+    all[0] = self;
+    all[1] = arg;
+    st = cdyn_tx_graph_call(tx, "call_method", name, NULL, all, 2, NULL, out);
+done:
+    Py_XDECREF(mod);
+    Py_XDECREF(cname);
+    Py_XDECREF(text);
+    Py_XDECREF(arg);
+    return st;
+}
+
 static tr_status
 tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -595,6 +634,11 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     }
     if (cdyn_name_is(name, "as_subclass")) {
         return as_subclass(tx, self, args, nargs, kwnames, out);
+    }
+    if (cdyn_name_is(name, "type") && nargs == 1 && kwnames == NULL &&
+        V(args[0])->kind != VK_CONST && cdyn_v_real(args[0]) != NULL &&
+        is_legacy_tensor_type(cdyn_v_real(args[0]))) {
+        return type_by_legacy_class(tx, self, name, cdyn_v_real(args[0]), out);
     }
     {
         tr_status st = addc_decomposed(tx, self, name, args, nargs, kwnames, out);
