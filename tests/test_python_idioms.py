@@ -466,6 +466,28 @@ def test_tensor_type_with_a_legacy_tensor_class():
     assert counter.frame_count == 1
 
 
+def scalar_casts(x):
+    x = x + 1
+    return float(x) * 2, int(x.long()), float(x.long())
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_float_and_int_of_a_tensor_under_capture_scalar_outputs(backend):
+    """float(t) / int(t) are t.item() then the cast, as torch._dynamo converts them when
+    capture_scalar_outputs is on (PyTorch's test_functions test_cast_tensor_single_elem):
+    one graph; with it off, a graph break before eager's conversion."""
+    x = torch.tensor([1.5])
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        cdynamo.reset()
+        out = cdynamo.compile(scalar_casts, backend=backend, fullgraph=True)(x)
+    assert out == scalar_casts(x) and [type(v) for v in out] == [float, int, float]
+    cdynamo.reset()
+    breaks = len(_glue.break_log)
+    assert cdynamo.compile(scalar_casts, backend=backend)(x) == scalar_casts(x)
+    assert len(_glue.break_log) > breaks
+    del _glue.break_log[breaks:]
+
+
 # ---- assert on a tensor ------------------------------------------------------------------
 
 # compiled from source text: pytest rewrites the assert statements of test modules

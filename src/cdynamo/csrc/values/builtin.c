@@ -1629,6 +1629,19 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
     if (pure && cdyn_any_tensor(args, nargs) && min_max_sign(fn) != 0) {
         return tensor_min_max(tx, fn, min_max_sign(fn), args, nargs, kwnames, out);
     }
+    if (tx->capture_scalars && nargs == 1 && nkw == 0 && V(args[0])->kind == VK_TENSOR &&
+        (fn == (PyObject *)&PyFloat_Type || fn == (PyObject *)&PyLong_Type)) {
+        /* float(t) / int(t) under capture_scalar_outputs: of t.item(), an unbacked symbol,
+           as torch._dynamo converts it */
+        PyObject *item = NULL, *nm = PyUnicode_FromString("item");
+        st = nm ? cdyn_v_call_method(tx, fs, args[0], nm, NULL, 0, NULL, &item) : TR_ERROR;
+        Py_XDECREF(nm);
+        if (st == TR_OK) {
+            st = cdyn_builtin_call(tx, fs, fn, &item, 1, NULL, out, handled);
+            Py_DECREF(item);
+        }
+        return st;
+    }
     if (pure && cdyn_any_tensor(args, nargs)) {
         return cdyn_tx_graph_call(tx, "call_function", fn, NULL, args, nargs, kwnames, out);
     }
