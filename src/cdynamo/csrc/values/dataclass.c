@@ -461,6 +461,87 @@ cdyn_user_native_method(PyObject *fn)
     return model_output_method(fn) >= 0;
 }
 
+/* 1 when t's attribute `name` is a function that dataclasses generated (exec'd: its code's
+ * file is "<string>"), 0 when not. */
+static int
+generated_by_dataclass(PyTypeObject *t, const char *name)
+{
+    PyObject *f = PyDict_GetItemString(t->tp_dict, name), *code;
+    if (f == NULL || !PyFunction_Check(f)) {
+        return 0;
+    }
+    code = PyFunction_GET_CODE(f);
+    return PyUnicode_Check(((PyCodeObject *)code)->co_filename) &&
+           PyUnicode_CompareWithASCIIString(((PyCodeObject *)code)->co_filename, "<string>") == 0;
+}
+
+tr_status
+cdyn_dataclass_hash_key(cdyn_tx *tx, PyObject *v, PyObject *marker, PyObject **out)
+{
+    PyTypeObject *t = cdyn_v_python_type(v);
+    PyObject *params = NULL, *fd = NULL, *key = NULL, *k, *f;
+    Py_ssize_t pos = 0;
+    tr_status st = TR_NOTIMPL;
+    int frozen = 0, eq = 0;
+    if (V(v)->kind != VK_NEWOBJ || t == NULL ||
+        (params = PyObject_GetAttrString((PyObject *)t, "__dataclass_params__")) == NULL) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    {
+        PyObject *fr = PyObject_GetAttrString(params, "frozen");
+        PyObject *e = PyObject_GetAttrString(params, "eq");
+        frozen = fr == Py_True;
+        eq = e == Py_True;
+        Py_XDECREF(fr);
+        Py_XDECREF(e);
+        PyErr_Clear();
+    }
+    if (!frozen || !eq || !generated_by_dataclass(t, "__eq__") ||
+        !generated_by_dataclass(t, "__hash__") ||
+        (fd = PyObject_GetAttr((PyObject *)t, cdyn_U.dc_fields_attr)) == NULL ||
+        !PyDict_Check(fd) || (key = PyList_New(0)) == NULL ||
+        PyList_Append(key, marker) < 0 || PyList_Append(key, (PyObject *)t) < 0) {
+        st = PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_AttributeError) ? TR_ERROR
+                                                                                : TR_NOTIMPL;
+        PyErr_Clear();
+        goto done;
+    }
+    st = TR_OK;
+    while (st == TR_OK && PyDict_Next(fd, &pos, &k, &f)) {
+        PyObject *ft = PyObject_GetAttr(f, cdyn_U.s_field_type);
+        PyObject *cmp = ft ? PyObject_GetAttrString(f, "compare") : NULL, *val = NULL;
+        if (cmp == NULL) {
+            st = TR_ERROR;
+        }
+        else if (ft == cdyn_U.dc_field_marker && cmp == Py_True) {
+            st = cdyn_v_getattr(tx, v, k, &val);
+            if (st == TR_OK && V(val)->kind != VK_CONST) {
+                st = cdyn_tx_unsupported(tx, "a frozen dataclass with a non-constant field %U "
+                                             "as a dict key or set item", k);
+            }
+            if (st == TR_OK && (PyObject_Hash(V(val)->u.cnst.value) == -1 ||
+                                PyList_Append(key, V(val)->u.cnst.value) < 0)) {
+                PyErr_Clear();
+                st = cdyn_tx_unsupported(tx, "a frozen dataclass with an unhashable field %U",
+                                         k);
+            }
+        }
+        Py_XDECREF(val);
+        Py_XDECREF(cmp);
+        Py_XDECREF(ft);
+    }
+    if (st == TR_OK) {
+        *out = PyList_AsTuple(key);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+done:
+    Py_XDECREF(params);
+    Py_XDECREF(fd);
+    Py_XDECREF(key);
+    return st;
+}
+
 /* The names of the dataclass fields of type t: a new list of str, NULL with a reason. */
 static tr_status
 field_names(cdyn_tx *tx, PyTypeObject *t, PyObject **out)

@@ -17,6 +17,7 @@
  * Views (keys()/values()/items()) hold their dict value, so they see its later changes. */
 #include "../tx.h"
 #include "../codegen.h"
+#include "user.h"
 
 static PyObject *key_marker;          /* the private first item of a non-real hash key */
 static PyObject *odict_type, *ddict_type, *counter_type;   /* collections' types */
@@ -161,6 +162,10 @@ cdyn_hash_key(cdyn_tx *tx, PyObject *v, PyObject **out)
             t->tp_hash == PyBaseObject_Type.tp_hash) {
             *out = PyTuple_Pack(2, key_marker, v);
             return *out ? TR_OK : TR_ERROR;
+        }
+        st = cdyn_dataclass_hash_key(tx, v, key_marker, out);   /* a frozen dataclass */
+        if (st != TR_NOTIMPL) {
+            return st;
         }
         break;
     }

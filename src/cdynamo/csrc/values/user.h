@@ -190,6 +190,11 @@ tr_status cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* tuple.__new__(cls, iterable) for a named-tuple class value (or tuple itself). */
 tr_status cdyn_namedtuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args,
                               Py_ssize_t nargs, PyObject **out);
+/* The hash key of v, an instance of a frozen dataclass made in the trace whose __eq__ and
+ * __hash__ are the ones dataclasses generated: (marker, its class, the values of its
+ * compare fields), when those are constants, so that it finds equal instances in dicts and
+ * sets as eager's field-wise __eq__ does; TR_NOTIMPL for other values (*out new). */
+tr_status cdyn_dataclass_hash_key(cdyn_tx *tx, PyObject *v, PyObject *marker, PyObject **out);
 /* NT._make of a named-tuple class value; TR_NOTIMPL for other attributes. */
 tr_status cdyn_namedtuple_class_getattr(cdyn_tx *tx, PyObject *clsv, PyObject *name,
                                         PyObject **out);
