@@ -373,8 +373,8 @@ def dict_copy_of_ordered_dict(x):
 
 def test_dict_copy_of_ordered_dict_is_a_plain_dict():
     # OrderedDictMethodsTests::test_copy (was a break: dict.copy on DictVariable);
-    # torch._dynamo's copy stays an OrderedDict
-    fg_compare(dict_copy_of_ordered_dict, torch.randn(3), dynamo_result=False)
+    # torch._dynamo 2.13's copy stays an OrderedDict; 2.15 cannot rebuild the defaultdict
+    fg_eager(dict_copy_of_ordered_dict, torch.randn(3), graphs=1)
 
 
 def dict_popitem_of_ordered_dict(x):

@@ -431,7 +431,7 @@ def test_attributes_of_ordered_dict_made_in_trace():
         assert torch.equal(check_out(compiled(x), x), expected)
     assert counter.frame_count == 1
     _, dyn = run_torch_dynamo(f, x)
-    assert dyn.frame_count == counter.frame_count
+    assert counter.frame_count <= dyn.frame_count   # torch._dynamo 2.13: 1, 2.15: 6
 
     def across_break(x):
         od = collections.OrderedDict(a=x)
