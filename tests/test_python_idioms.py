@@ -488,6 +488,63 @@ def test_float_and_int_of_a_tensor_under_capture_scalar_outputs(backend):
     del _glue.break_log[breaks:]
 
 
+class LoggingCM:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("in")
+        return self
+
+    def __exit__(self, *exc):
+        self.log.append("out")
+        return False
+
+
+def exit_stack_of_user_cms(x):
+    import contextlib
+
+    @contextlib.contextmanager
+    def scoped(log):
+        log.append("gen in")
+        yield 5
+        log.append("gen out")
+
+    log = []
+    x = x * 2
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(LoggingCM(log))
+        v = stack.enter_context(scoped(log))
+        stack.callback(log.append, "callback")
+        y = x + v
+    return y, log
+
+
+def test_exit_stack_entering_user_context_managers():
+    """contextlib.ExitStack binds each manager's __exit__ with types.MethodType(func, cm):
+    a bound method value now (was a graph break: MethodType's __new__); one graph, eager's
+    order of enters and exits, as torch._dynamo."""
+    counter = compare(exit_stack_of_user_cms, torch.randn(3))
+    assert counter.frame_count == 1
+
+
+def current_exception(x):
+    import sys
+    outside = sys.exception()
+    try:
+        raise ValueError("v")
+    except ValueError as e:
+        inside = sys.exception() is e
+    return x + 1, outside, inside
+
+
+def test_sys_exception_in_a_handler():
+    """sys.exception() (Python 3.11+; 3.13's ExitStack.__exit__ calls it): the exception
+    being handled, None outside handlers, as eager."""
+    counter = check_against_eager(current_exception, torch.randn(3))
+    assert counter.frame_count == 1
+
+
 # ---- assert on a tensor ------------------------------------------------------------------
 
 # compiled from source text: pytest rewrites the assert statements of test modules

@@ -1059,6 +1059,23 @@ b_setattr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
     return st == TR_OK && *out == NULL ? TR_ERROR : st;
 }
 
+/* sys.exception(): the exception the traced code is handling (tx->exc_info, innermost
+ * last), None outside handlers (Python 3.13's contextlib.ExitStack.__exit__ reads it). */
+static tr_status
+b_exception(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t npos,
+            Py_ssize_t nkw, PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t n = PyList_GET_SIZE(tx->exc_info);
+    (void)fs;
+    (void)args;
+    (void)kwnames;
+    if (npos + nkw != 0) {
+        return cdyn_tx_unsupported(tx, "%R with arguments", fn);
+    }
+    *out = n == 0 ? cdyn_value_const(Py_None) : Py_NewRef(PyList_GET_ITEM(tx->exc_info, n - 1));
+    return *out ? TR_OK : TR_ERROR;
+}
+
 /* sys.exc_info(): (type, value, traceback) of the exception the traced code is handling
  * (tx->exc_info, innermost last), (None, None, None) outside handlers. The traceback of an
  * exception raised in the traced code is None (as torch._dynamo gives it). */
@@ -1150,6 +1167,7 @@ static const struct {
     {"builtins", "callable", b_callable},
     {"builtins", "id", b_id},
     {"sys", "exc_info", b_exc_info},
+    {"sys", "exception", b_exception},
     {"cdynamo.polyfills.os", "environ_read", b_environ_read},
     {"inspect", "signature", b_signature},
     {"builtins", "setattr", b_setattr},

@@ -484,6 +484,14 @@ type_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
     if (cls == &_PyWeakref_RefType) {
         return weakref_construct(tx, args, nargs, kwnames, out);
     }
+    if (cls == &PyMethod_Type && nargs == 2 && kwnames == NULL &&
+        cdyn_v_real(args[0]) != NULL && PyFunction_Check(cdyn_v_real(args[0]))) {
+        /* types.MethodType(func, obj) of a Python function (contextlib.ExitStack binds each
+           context manager's __exit__ so): a bound method value, inlined when called */
+        PyObject *f = cdyn_v_real(args[0]);
+        *out = cdyn_value_method(f, ((PyFunctionObject *)f)->func_name, args[1]);
+        return *out ? TR_OK : TR_ERROR;
+    }
     if (cdyn_is_deque_type((PyObject *)cls)) {
         return cdyn_deque_construct(tx, args, nargs, kwnames, out);   /* values/deque.c */
     }
