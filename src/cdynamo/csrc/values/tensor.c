@@ -557,15 +557,21 @@ tolist_captured(cdyn_tx *tx, PyObject *self, PyObject **out)
 }
 
 /* 1 when cls is one of torch's legacy tensor types (torch.FloatTensor, torch.cuda.HalfTensor:
- * their metaclass is the type of torch.FloatTensor). */
+ * their metaclass is the type of torch.FloatTensor, read once for the process); 0 when not,
+ * -1 with an exception when torch has no FloatTensor. */
 static int
 is_legacy_tensor_type(PyObject *cls)
 {
-    PyObject *ft = PyObject_GetAttrString(cdyn_G.torch, "FloatTensor");
-    int r = ft != NULL && Py_TYPE(cls) == Py_TYPE(ft);
-    Py_XDECREF(ft);
-    PyErr_Clear();
-    return r;
+    static PyObject *legacy_meta;   /* type(torch.FloatTensor), kept for the process */
+    if (legacy_meta == NULL) {
+        PyObject *ft = PyObject_GetAttrString(cdyn_G.torch, "FloatTensor");
+        if (ft == NULL) {
+            return -1;
+        }
+        legacy_meta = Py_NewRef((PyObject *)Py_TYPE(ft));
+        Py_DECREF(ft);
+    }
+    return (PyObject *)Py_TYPE(cls) == legacy_meta;
 }
 
 /* t.type(torch.HalfTensor): a legacy tensor type (of metaclass torch.tensortype) names the
@@ -636,9 +642,12 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
         return as_subclass(tx, self, args, nargs, kwnames, out);
     }
     if (cdyn_name_is(name, "type") && nargs == 1 && kwnames == NULL &&
-        V(args[0])->kind != VK_CONST && cdyn_v_real(args[0]) != NULL &&
-        is_legacy_tensor_type(cdyn_v_real(args[0]))) {
-        return type_by_legacy_class(tx, self, name, cdyn_v_real(args[0]), out);
+        V(args[0])->kind != VK_CONST && cdyn_v_real(args[0]) != NULL) {
+        int legacy = is_legacy_tensor_type(cdyn_v_real(args[0]));
+        if (legacy != 0) {
+            return legacy < 0 ? TR_ERROR
+                              : type_by_legacy_class(tx, self, name, cdyn_v_real(args[0]), out);
+        }
     }
     {
         tr_status st = addc_decomposed(tx, self, name, args, nargs, kwnames, out);
@@ -1068,7 +1077,7 @@ tensor_python_type(PyObject *v)
 int
 cdyn_tensor_isinstance(PyObject *v, PyObject *cls)
 {
-    static PyObject *legacy_meta;   /* type(torch.FloatTensor), kept for the process */
+    int legacy;
     if (PyTuple_Check(cls)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls); i++) {
             int r = cdyn_tensor_isinstance(v, PyTuple_GET_ITEM(cls, i));
@@ -1078,16 +1087,8 @@ cdyn_tensor_isinstance(PyObject *v, PyObject *cls)
         }
         return 0;
     }
-    if (legacy_meta == NULL) {
-        PyObject *ft = PyObject_GetAttrString(cdyn_G.torch, "FloatTensor");
-        if (ft == NULL) {
-            return -1;
-        }
-        legacy_meta = Py_NewRef((PyObject *)Py_TYPE(ft));
-        Py_DECREF(ft);
-    }
-    if ((PyObject *)Py_TYPE(cls) == legacy_meta) {
-        return PyObject_IsInstance(fake(v), cls);
+    if ((legacy = is_legacy_tensor_type(cls)) != 0) {
+        return legacy < 0 ? -1 : PyObject_IsInstance(fake(v), cls);
     }
     return PyObject_IsSubclass((PyObject *)tensor_python_type(v), cls);
 }
