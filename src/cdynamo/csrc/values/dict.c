@@ -1641,6 +1641,44 @@ missing(cdyn_tx *tx, PyObject *d, PyObject *key, PyObject *h, PyObject **out)
     return st;
 }
 
+/* torch.optim's traced steps read group["capturable"] as True, as torch._dynamo's optimizer
+ * variable shows every param group while it traces (its view only: the real dict keeps its
+ * value, and the state _init_group made eagerly is eager's): the capturable paths are tensor
+ * ops (torch.where on the step) where the others branch on the step's value (RAdam's
+ * `rho_t > 5`: a graph break). Only for a read by code of a torch.optim module of a real
+ * plain dict with "params" and "capturable" keys that the trace did not write; nothing is
+ * guarded (the answer does not depend on the dict). TR_NOTIMPL otherwise. */
+static tr_status
+optim_capturable_view(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    PyObject *real = V(v)->u.dict.real, *k = cdyn_v_real(key), *mod;
+    const char *name;
+    if (V(v)->kind != VK_DICT || real == NULL || !PyDict_CheckExact(real) || k == NULL ||
+        !PyUnicode_Check(k) || !cdyn_name_is(k, "capturable") || tx->cur_fs == NULL ||
+        (V(v)->bits & SEQ_SYNCED)) {
+        return TR_NOTIMPL;
+    }
+    mod = PyDict_GetItemString(tx->cur_fs->globals, "__name__");   /* borrowed */
+    name = mod != NULL && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    if (name == NULL) {
+        PyErr_Clear();
+        return TR_NOTIMPL;
+    }
+    if (!cdyn_startswith(name, "torch.optim") ||
+        PyDict_GetItemString(real, "params") == NULL ||
+        PyDict_GetItemString(real, "capturable") == NULL) {
+        return TR_NOTIMPL;
+    }
+    if ((V(v)->bits & SEQ_LAZY) && V(v)->u.dict.keys != NULL) {
+        Py_ssize_t j = find(v, k);   /* stored while lazy: the trace's own value */
+        if (j != -1) {
+            return j == -2 ? TR_ERROR : TR_NOTIMPL;
+        }
+    }
+    *out = cdyn_value_const(Py_True);
+    return *out != NULL ? TR_OK : TR_ERROR;
+}
+
 /* Lookup helper: *i the index of key's hash key in d (-1 absent), *h the hash key (new). */
 static tr_status
 lookup(cdyn_tx *tx, PyObject *d, PyObject *key, Py_ssize_t *i, PyObject **h)
@@ -2082,6 +2120,10 @@ dict_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     if (V(v)->kind == VK_DICTVIEW) {
         return cdyn_tx_unsupported(tx, "subscript of a dict view");
     }
+    st = optim_capturable_view(tx, v, key, out);
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
     st = lookup(tx, v, key, &i, &h);
     if (st != TR_OK) {
         return st;
@@ -2106,7 +2148,10 @@ static tr_status
 dict_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
     PyObject *real = V(v)->u.dict.real, *k = cdyn_v_real(key), *val, *src;
-    tr_status st;
+    tr_status st = optim_capturable_view(tx, v, key, out);
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
     if (V(v)->kind != VK_DICT || !(V(v)->bits & SEQ_LAZY) || V(v)->source == NULL ||
         real == NULL || !(PyDict_CheckExact(real) || Py_IS_TYPE(real, (PyTypeObject *)odict_type)) ||
         k == NULL || cdyn_is_tensor(k) || !cdyn_pinnable_key(k)) {
