@@ -624,6 +624,29 @@ script_if_tracing_original(PyObject *func)
                                                                                      : NULL;
 }
 
+/* torch._dynamo.disable(SGD._init_group)'s wrapper, which torch.compile's first use in a
+ * process puts on every torch.optim optimizer class (TorchPatcher: torch._dynamo traces
+ * _init_group its own way, never through the wrapper): the _init_group it wraps, a Python
+ * function of torch.optim, so that a trace runs it as in a process where torch.compile never
+ * ran (primed, then inlined); a disabled _init_group of any other module, or a wrapper of
+ * another function, stays opaque. Borrowed (held by the wrapper's __dict__) or NULL. */
+static PyObject *
+disabled_init_group_original(PyObject *func)
+{
+    PyObject *d = ((PyFunctionObject *)func)->func_dict, *mark, *orig;
+    if (d == NULL || !PyDict_CheckExact(d)) {
+        return NULL;
+    }
+    mark = PyDict_GetItemString(d, "_torchdynamo_disable");
+    orig = PyDict_GetItemString(d, "_torchdynamo_orig_callable");
+    if (mark != Py_True || orig == NULL || !PyFunction_Check(orig) || orig == func ||
+        !cdyn_name_is(((PyCodeObject *)PyFunction_GET_CODE(orig))->co_name, "_init_group") ||
+        !cdyn_module_startswith(orig, "torch.optim")) {
+        return NULL;
+    }
+    return orig;
+}
+
 /* torch.optim: before a traced call of an optimizer's _init_group (the lazy creation of its
  * state: step counters, moment buffers), the real method runs once now on each of the
  * optimizer's real param_groups, with throwaway lists, as torch._dynamo runs _init_group
@@ -732,6 +755,9 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
         PyObject *orig = script_if_tracing_original(func);
+        if (orig == NULL) {
+            orig = disabled_init_group_original(func);
+        }
         if (orig != NULL) {
             /* every wrapper has the same code: one guarded by its code is pinned by
                identity, which fixes the function it wraps */

@@ -770,9 +770,10 @@ tr_status cdyn_sym_builtin(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_
                            PyObject *kwnames, PyObject **out);
 /* BUILD_SLICE over n values (borrowed) of which one is symbolic. *out new. */
 /* Automatic dynamic shapes for the int items of a tuple (or torch.Size) obj (borrowed) of
- * the frame read through source (borrowed): records each int item under source[i] as an int
- * input would be; 1 when one of them is dynamic now (wrap the tuple item by item), 0 when
- * all stay static (one constant), -1 on error. */
+ * the frame read through source (borrowed), and its float items when source is a dict entry
+ * read by name (an optimizer param group's "betas"): records each under source[i] as an int
+ * or float input would be; 1 when one of them is dynamic now (wrap the tuple item by item),
+ * 0 when all stay static (one constant), -1 on error. */
 int cdyn_sym_tuple_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source);
 /* set_stance("eager_then_compile"): the arguments of code's frame that runs eagerly (its
  * first call; slots borrowed, the frame not yet started) recorded into the code's frame

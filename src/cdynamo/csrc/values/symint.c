@@ -1345,6 +1345,17 @@ named_entry(PyObject *source)
     return s->kind == CDYN_SRC_ITEM && s->name != NULL && PyUnicode_Check(s->name);
 }
 
+/* 1 when source is item i (an int index) of a tuple read by name from a dict: the floats of
+ * an optimizer param group's "betas" (an LR scheduler's momentum cycling changes beta1 every
+ * step), automatic dynamic as a float under a name is. */
+static int
+named_tuple_entry_item(PyObject *source)
+{
+    cdyn_source *s = (cdyn_source *)source;
+    return s->kind == CDYN_SRC_ITEM && s->name != NULL && PyLong_CheckExact(s->name) &&
+           s->base != NULL && named_entry((PyObject *)s->base);
+}
+
 /* 1 when source starts at a local or a closure cell of the frame (an input). */
 static int
 rooted_in_frame(PyObject *source)
@@ -1648,10 +1659,10 @@ cdyn_sym_float_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     *out = NULL;
     if (!PyFloat_CheckExact(obj) || source == NULL || tx->shapes == NULL ||
         !rooted_in_frame(source) || under_nn_module(tx, source) ||
-        (in_container(source) && !named_entry(source))) {
+        (in_container(source) && !named_entry(source) && !named_tuple_entry_item(source))) {
         /* floats inside lists/tuples (a tolist() result) stay constants; a float stored
-           under a name in a dict (an optimizer's param_groups[i]["lr"], a config) is
-           automatic dynamic, as torch._dynamo makes it */
+           under a name in a dict (an optimizer's param_groups[i]["lr"], a config), or in a
+           tuple stored so (its "betas"), is automatic dynamic, as torch._dynamo makes it */
         return TR_OK;
     }
     d = PyFloat_AS_DOUBLE(obj);
@@ -1737,7 +1748,7 @@ cdyn_sym_tuple_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source)
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
         PyObject *e = PyTuple_GET_ITEM(obj, i), *key, *isrc, *entry, *st;
-        if (!PyLong_CheckExact(e)) {
+        if (!PyLong_CheckExact(e) && !(PyFloat_CheckExact(e) && named_entry(source))) {
             continue;
         }
         key = PyLong_FromSsize_t(i);
