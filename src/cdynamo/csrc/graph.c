@@ -66,6 +66,19 @@ set_example(cdyn_tx *tx, PyObject *node, PyObject *example)
     return r == NULL ? -1 : 0;
 }
 
+/* obj.is_inference(): 1 / 0, -1 with an exception. */
+static int
+tensor_is_inference(PyObject *obj)
+{
+    PyObject *r = PyObject_CallMethod(obj, "is_inference", NULL);
+    int on = -1;
+    if (r != NULL) {
+        on = PyObject_IsTrue(r);
+    }
+    Py_XDECREF(r);
+    return on;
+}
+
 tr_status
 cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
@@ -128,6 +141,16 @@ cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
         goto done;
     }
     *out = cdyn_value_tensor(fake, node, source);
+    if (*out != NULL) {
+        /* the fake tensors are never inference tensors: Tensor.is_inference() of an input
+           is read from the real one (its TENSOR_MATCH keys guard it) */
+        int inf = tensor_is_inference(obj);
+        if (inf < 0) {
+            Py_CLEAR(*out);
+            goto done;
+        }
+        V(*out)->bits |= inf ? TENSOR_INFERENCE : 0u;
+    }
     if (*out != NULL && Py_TYPE(obj) != (PyTypeObject *)cdyn_G.torch_tensor_type) {
         V(*out)->u.tensor.type = Py_NewRef((PyObject *)Py_TYPE(obj));   /* TENSOR_MATCHed */
     }

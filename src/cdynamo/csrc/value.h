@@ -249,7 +249,12 @@ typedef struct cdyn_value {
 #define OBJ_ATTRS_STORED 0x10u /* OBJECT: attributes stored or deleted through the generic
                                   protocol; a custom __getattribute__ is then inlined */
 #define OBJ_KEYS_GUARDED 0x20u /* OBJECT (a mappingproxy): its keys DICT_KEYS-guarded */
+#define TENSOR_INFERENCE 0x1u  /* TENSOR: a graph input that is an inference tensor (made
+                                  under torch.inference_mode; TENSOR_MATCH compares the
+                                  dispatch keys, which tell it) */
 #define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
+#define FUNC_VISITING   0x4u   /* FUNCTION: being collected (a closure that holds the
+                                  function itself: `def f(): return f`) */
 #define GRAD_MODE_ON    0x1u   /* GRADCTX: the mode it sets; GRADEXIT: the mode it restores */
 #define GRAD_APPLIED    0x2u   /* GRADCTX: set_grad_enabled(m) already applied the mode ... */
 #define SYM_NUMPY       0x1u   /* SYMINT: stands for a numpy scalar (np.int64, np.float64,

@@ -1000,9 +1000,19 @@ function_collect(cdyn_tx *tx, cdyn_cg *cg, PyObject *v)
     tr_status st = TR_OK;
     switch (x->kind) {
     case VK_FUNCTION:
+        if (x->bits & FUNC_VISITING) {
+            /* its own closure holds it: the generated code would need the cell made before
+               the function and filled after, which it does not emit */
+            return cdyn_tx_unsupported(tx, "a nested function whose closure holds the "
+                                           "function itself, made in the trace");
+        }
+        x->bits |= FUNC_VISITING;
         st = collect_nested(tx, cg, v);
-        return st == TR_OK && x->u.func.attrs != NULL ? cdyn_cg_collect(tx, cg, x->u.func.attrs)
-                                                      : st;
+        if (st == TR_OK && x->u.func.attrs != NULL) {
+            st = cdyn_cg_collect(tx, cg, x->u.func.attrs);
+        }
+        x->bits &= ~FUNC_VISITING;
+        return st;
     case VK_USERFN:
     case VK_WRAPPER:
         return TR_OK;
