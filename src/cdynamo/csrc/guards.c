@@ -1230,9 +1230,9 @@ check_tensor_tm(const guard *gd, PyObject *v, int64_t *slots)
     int64_t sz[TM_MAX_DIMS], st[TM_MAX_DIMS], off = 0;
     const int nd = gd->ndim;
     int r;
-    /* the dispatch keys too, as torch's TENSOR_MATCH: an inference tensor (no Autograd /
-       ADInplaceOrView keys) is not the tensor a trace of a normal one saw */
-    if (!tm_api->match(v, &gd->meta, gd->sizes, gd->strides, gd->dyn, CDYN_TM_KEYS)) {
+    /* match() compares is_inference() too (torch's TENSOR_MATCH tells an inference tensor
+       by its dispatch keys) */
+    if (!tm_api->match(v, &gd->meta, gd->sizes, gd->strides, gd->dyn, 0)) {
         return 0;
     }
     if (gd->slot_of == NULL) {
@@ -1322,12 +1322,10 @@ check_tensor(const guard *gd, PyObject *v, why_t why, int64_t *slots)
     }
     Py_DECREF(tmp);
     tmp = NULL;
-    /* dispatch keys (inference tensors have no Autograd / ADInplaceOrView key): the ones
-       recorded when the tensor was plain, compared as the fast path does */
+    /* an inference tensor (no Autograd / ADInplaceOrView key) or not, as the fast path */
     if (tm_api != NULL && gd->meta.plain &&
-        !tm_api->match(v, &gd->meta, NULL, NULL, NULL, CDYN_TM_KEYS | CDYN_TM_NO_DIMS)) {
-        return fail_with(why, "dispatch key set mismatch (an inference tensor, or another "
-                              "dispatch key)");
+        !tm_api->match(v, &gd->meta, NULL, NULL, NULL, CDYN_TM_NO_DIMS)) {
+        return fail_with(why, "inference tensor mismatch (Tensor.is_inference())");
     }
     /* device: is_cpu is a bool; only non-CPU devices need a device object. */
     tmp = get_attr(gs_is_cpu, v);

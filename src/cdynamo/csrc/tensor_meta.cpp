@@ -58,6 +58,7 @@ int read_meta(PyObject *t, cdyn_tmeta *m)
         m->device_type = static_cast<int8_t>(v.device().type());
         m->device_index = static_cast<int8_t>(v.device().index());
         m->requires_grad = v.requires_grad() ? 1 : 0;
+        m->inference = v.is_inference() ? 1 : 0;
         m->nested = v.is_nested() ? 1 : 0;
         m->plain = v.layout() == c10::kStrided && !m->nested &&
                    !impl->is_python_dispatch() && !impl->has_symbolic_sizes_strides();
@@ -108,6 +109,7 @@ int match(PyObject *t, const cdyn_tmeta *m, const int64_t *sizes, const int64_t 
             static_cast<int8_t>(dev.type()) != m->device_type ||
             static_cast<int8_t>(dev.index()) != m->device_index ||
             (v.requires_grad() ? 1 : 0) != m->requires_grad ||
+            (v.is_inference() ? 1 : 0) != m->inference ||
             ((flags & CDYN_TM_KEYS) && applied_keys(v) != m->keys)) {
             return 0;
         }

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define CDYN_TENSOR_META_CAPSULE "cdynamo._tensor_meta.api"
-#define CDYN_TENSOR_META_VERSION 4
+#define CDYN_TENSOR_META_VERSION 5
 
 /* What TENSOR_MATCH compares besides sizes and strides (torch's TensorCheck compares the
  * same: dispatch keys, dtype, device index, requires_grad, ndim). */
@@ -38,6 +38,10 @@ typedef struct {
     int8_t device_type;     /* c10::DeviceType */
     int8_t device_index;    /* -1: none */
     int8_t requires_grad;
+    int8_t inference;       /* an inference tensor (made under torch.inference_mode): compared
+                               by match() whatever the flags, as the dispatch keys of
+                               torch's TensorCheck tell it (keys read here depend on the
+                               thread's state when read, e.g. inside a traced body) */
     int8_t plain;           /* strided, not nested, no Python dispatch key, concrete sizes
                                and strides: match() and dims() apply to it */
     int8_t nested;          /* a nested tensor (torch's TensorCheck cannot read its sizes:
