@@ -79,3 +79,16 @@ def test_self_referencing_closure_is_a_break_not_a_crash():
                              fullgraph=True)
     with pytest.raises(Exception, match="closure holds the function itself"):
         strict(torch.zeros(1))
+
+
+def times_recursion_limit(x):
+    import sys
+    return x.sin() * sys.getrecursionlimit()
+
+
+def test_sys_getrecursionlimit_is_a_constant_of_the_trace():
+    # torch._dynamo folds it (test_functions' test_sys_recursionlimit, fullgraph=True)
+    cdynamo.reset()
+    x = torch.randn(4)
+    opt = cdynamo.compile(times_recursion_limit, backend="eager", fullgraph=True)
+    assert_same(opt(x), times_recursion_limit(x))

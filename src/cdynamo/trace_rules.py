@@ -223,6 +223,7 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     # torch._dynamo's constant-fold functions: no tensor in or out, called at trace time.
     "torch.promote_types": (FOLD, None),
     "sys.intern": (FOLD, None),   # pathlib's parts (3.12): the same str
+    "sys.getrecursionlimit": (FOLD, None),   # a constant of the trace, as torch._dynamo's
     "posix._path_splitroot_ex": (FOLD, None),   # os.path.splitroot (3.13): pure on a str
     # collections' pure-Python containers (transformers' BatchFeature / BatchEncoding are
     # UserDicts): their methods inlined, as torch._dynamo inlines them
