@@ -126,6 +126,10 @@ MODULE_RULES: dict[str, str] = {
     "torch.utils._pytree": INLINE,
     # optimizers and LR schedulers: step() traced op by op (foreach kernels), as torch._dynamo
     "torch.optim": COMPILE,
+    # ... but not the LR schedulers (torch._dynamo's FORCE_SKIP_FILES): their step() is
+    # Python arithmetic on an epoch counter, traced it only made a graph of symbolic-number
+    # operations once the counter became dynamic (one more graph per training step)
+    "torch.optim.lr_scheduler": SKIP,
     # gradient clipping's grouping of tensors by device and dtype (polyfilled C helper)
     "torch.utils._foreach_utils": INLINE,
     "torch.utils.hooks": INLINE,
