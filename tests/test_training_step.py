@@ -17,6 +17,25 @@ from conftest import requires_engine
 
 pytestmark = requires_engine
 
+# The tail of both programs: `step` compiled by the engine named in argv[1] ("cdynamo",
+# "dynamo": torch.compile, else eager) with a backend counting graphs and ops, run STEPS times;
+# prints losses, counts, the parameters and the program's extra() fields as JSON.
+_RUN_STEPS = textwrap.dedent("""
+    graphs = []
+    def backend(gm, example_inputs):
+        graphs.append(sum(1 for n in gm.graph.nodes if n.op.startswith("call")))
+        return gm.forward
+    if engine == "cdynamo":
+        f = cdynamo.compile(step, backend=backend)
+    elif engine == "dynamo":
+        f = torch.compile(step, backend=backend)
+    else:
+        f = step
+    losses = [float(f(X, Y)) for _ in range(STEPS)]
+    print(json.dumps({"losses": losses, "graphs": len(graphs), "ops": sum(graphs), **extra(),
+                      "params": [p.detach().flatten().tolist() for p in model.parameters()]}))
+""")
+
 _PROGRAM = textwrap.dedent("""
     import json, sys, torch, cdynamo
     engine, optname = sys.argv[1], sys.argv[2]
@@ -37,22 +56,10 @@ _PROGRAM = textwrap.dedent("""
         opt.step()
         sched.step()
         return loss
-
-    graphs = []
-    def backend(gm, example_inputs):
-        graphs.append(sum(1 for n in gm.graph.nodes if n.op.startswith("call")))
-        return gm.forward
-    if engine == "cdynamo":
-        f = cdynamo.compile(step, backend=backend)
-    elif engine == "dynamo":
-        f = torch.compile(step, backend=backend)
-    else:
-        f = step
-    losses = [float(f(X, Y)) for _ in range(5)]
-    print(json.dumps({"losses": losses, "graphs": len(graphs), "ops": sum(graphs),
-                      "capturable": [g.get("capturable") for g in opt.param_groups],
-                      "params": [p.detach().flatten().tolist() for p in model.parameters()]}))
-""")
+    STEPS = 5
+    def extra():
+        return {"capturable": [g.get("capturable") for g in opt.param_groups]}
+""") + _RUN_STEPS
 
 
 def _run(engine, optname):
@@ -149,23 +156,11 @@ _GROUPS_PROGRAM = textwrap.dedent("""
         opt.zero_grad(set_to_none=True)
         sched.step()
         return loss
-
-    graphs = []
-    def backend(gm, example_inputs):
-        graphs.append(sum(1 for n in gm.graph.nodes if n.op.startswith("call")))
-        return gm.forward
     torch._dynamo.reset()
-    if engine == "cdynamo":
-        f = cdynamo.compile(step, backend=backend)
-    elif engine == "dynamo":
-        f = torch.compile(step, backend=backend)
-    else:
-        f = step
-    losses = [float(f(X, Y)) for _ in range(6)]
-    print(json.dumps({"losses": losses, "graphs": len(graphs), "ops": sum(graphs),
-                      "betas": [g["betas"] for g in opt.param_groups],
-                      "params": [p.detach().flatten().tolist() for p in model.parameters()]}))
-""")
+    STEPS = 6
+    def extra():
+        return {"betas": [g["betas"] for g in opt.param_groups]}
+""") + _RUN_STEPS
 
 
 def test_param_groups_and_one_cycle_after_torch_compile_ran():
