@@ -267,3 +267,53 @@ def test_engine_snapshot_matches_python_lookup():
     for fn in samples:
         py = tr.lookup_code(fn.__code__, fn.__globals__)
         assert _C.trace_rule(fn.__code__, fn.__globals__)[0] == (py or "none"), fn
+
+
+def test_get_device_module_folds_and_a_patched_one_recompiles():
+    """torch.get_device_module (an lru_cache of torch) folds to its module, as torch._dynamo
+    folds it (it was a graph break: torch/__init__ is skipped); the wrapper is pinned in torch's
+    globals, so a patched torch.get_device_module recompiles and gives the patched answer."""
+    from unittest import mock
+
+    from helpers import CountingBackend
+
+    def f():
+        return torch.get_device_module(), torch.get_device_module("cpu")
+
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(f, backend=counter, fullgraph=True)
+    assert compiled() == f() == (torch.get_device_module(), torch.cpu)
+    old = torch.get_device_module
+
+    def patched(device=None):
+        return old(device) if device else torch.cuda
+
+    with mock.patch("torch.get_device_module", patched):
+        assert compiled() == f() == (torch.cuda, torch.cpu)
+    assert compiled() == f()
+
+
+def test_user_function_patched_into_torch_is_guarded():
+    """A user's function patched over a torch attribute (mock.patch("torch.nn.functional.relu",
+    fn)) and back: each state gets its entry, the one traced under the patch is never reused
+    once the patch ends (user functions read from torch's modules are guarded, torch's own
+    attributes stay trusted unguarded)."""
+    from unittest import mock
+
+    def f(x):
+        return torch.nn.functional.relu(x)
+
+    x = torch.tensor([-1.0, 2.0])
+    cdynamo.reset()
+    compiled = cdynamo.compile(f, backend="eager")
+    assert torch.equal(compiled(x), f(x))
+
+    def neg(t):
+        return -t
+
+    with mock.patch("torch.nn.functional.relu", neg):
+        assert torch.equal(compiled(x), -x)
+    assert torch.equal(compiled(x), torch.relu(x))
+    with mock.patch("torch.nn.functional.relu", neg):
+        assert torch.equal(compiled(x), -x)

@@ -256,6 +256,8 @@ CALLABLE_RULES: dict[str, str | tuple[str, Any]] = {
     "torch.cuda.is_available": (FOLD, "state"),
     "torch.cuda.is_initialized": (FOLD, "state"),
     "torch.accelerator.is_available": (FOLD, "state"),
+    # torch.cpu / torch.cuda / ... for a device (the accelerator when none): fixed per process
+    "torch.get_device_module": (FOLD, None),
     "torch.autograd._is_checkpoint_valid": (FOLD, "state"),
     "torch.__future__.get_overwrite_module_params_on_conversion": (FOLD, "state"),
     "torch._dynamo.graph_break": BREAK,

@@ -21,6 +21,7 @@
  */
 #include "../tx.h"
 #include "../codegen.h"
+#include "../trace_rules.h"
 
 static PyObject *partial_type;     /* functools.partial */
 static PyObject *cache_wrapper_type;   /* functools._lru_cache_wrapper */
@@ -823,6 +824,59 @@ cdyn_marked_constant_call(cdyn_tx *tx, PyObject *callable, PyObject *self,
 
 /* ---- the family table ------------------------------------------------------------------ */
 
+/* A call of lru_cache wrapper w (borrowed) with a FOLD rule of its own (trace_rules.py:
+ * torch.get_device_module), fn its value (borrowed): folded as cdyn_tx_fold_call folds it,
+ * with w pinned by identity where it was read (an ID_MATCH on fn's source, or, for a value
+ * read without one, as torch's module attributes are, on <module>.__dict__[<name>]), so that
+ * a patched torch.get_device_module recompiles instead of giving the folded answer. *handled
+ * 0 (TR_OK) when there is no rule, an argument is not a constant or w has no source and is
+ * not its module's global of its name (then it is called through __wrapped__). */
+static tr_status
+fold_wrapper(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+             PyObject *kwnames, PyObject **out, int *handled)
+{
+    PyObject *w = V(fn)->u.obj.obj, *value = NULL, *modname = NULL, *name = NULL, *mod = NULL;
+    PyObject *src = V(fn)->source != NULL ? Py_NewRef(V(fn)->source) : NULL, *g;
+    int rule = cdyn_rules_for_callable(w, &value);
+    tr_status st = TR_OK;
+    *handled = 0;
+    Py_XDECREF(value);
+    if (rule != CDYN_RULE_FOLD) {
+        Py_XDECREF(src);
+        return rule < 0 ? TR_ERROR : TR_OK;
+    }
+    if (src != NULL) {
+        goto fold;   /* read through a source (a closure cell, a global): pinned there */
+    }
+    modname = PyObject_GetAttrString(w, "__module__");
+    name = modname ? PyObject_GetAttrString(w, "__name__") : NULL;
+    mod = name && PyUnicode_Check(modname) && PyUnicode_Check(name) ? PyImport_GetModule(modname)
+                                                                     : NULL;
+    g = mod != NULL && PyModule_Check(mod) ? PyModule_GetDict(mod) : NULL;   /* borrowed */
+    PyErr_Clear();
+    if (g == NULL || PyDict_GetItemWithError(g, name) != w) {
+        PyErr_Clear();
+        goto done;   /* not reachable by name: no guard to pin it, not folded */
+    }
+    src = cdyn_tx_module_global_source(g, name);
+    if (src == NULL) {
+        st = TR_ERROR;
+        goto done;
+    }
+fold:
+    st = cdyn_tx_fold_call(tx, w, args, nargs, kwnames, out, handled);
+    if (*handled && st == TR_OK && cdyn_guards_add_id(tx->guards, src, w, 1) < 0) {
+        Py_CLEAR(*out);
+        st = TR_ERROR;
+    }
+done:
+    Py_XDECREF(modname);
+    Py_XDECREF(name);
+    Py_XDECREF(mod);
+    Py_XDECREF(src);
+    return st;
+}
+
 /* A lru_cache wrapper: call what it wraps, read (and guarded) through .__wrapped__. */
 static tr_status
 wrapper_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
@@ -830,8 +884,14 @@ wrapper_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
 {
     PyObject *name = NULL, *w = NULL;
     tr_status st;
+    int handled = 0;
     if (cdyn_is_marked_constant(V(fn)->u.obj.obj)) {   /* the mark on the wrapper itself */
         return cdyn_marked_constant_call(tx, V(fn)->u.obj.obj, NULL, args, nargs, kwnames, out);
+    }
+    /* a FOLD rule for the wrapper itself (torch.get_device_module, an lru_cache of torch) */
+    st = fold_wrapper(tx, fn, args, nargs, kwnames, out, &handled);
+    if (handled || st != TR_OK) {
+        return st;
     }
     name = PyUnicode_InternFromString("__wrapped__");
     st = name ? cdyn_getattr_real(tx, fn, name, 0, &w) : TR_ERROR;

@@ -139,7 +139,8 @@ truth_true(cdyn_tx *tx, PyObject *v, int *out)
 
 /* getattr on a real object held by v. trusted: the attribute is wrapped without a source
  * (not guarded; torch's own modules and classes, as torch._dynamo trusts them) unless it
- * is a tensor. */
+ * is a tensor or a Python function defined outside torch (a user's function patched in,
+ * `mock.patch("torch.get_device_module", fn)`: guarded, so that the patch's end recompiles). */
 tr_status
 cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int trusted, PyObject **out)
 {
@@ -154,7 +155,8 @@ cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int trusted, PyObjec
         Py_XDECREF(src);
         return cdyn_tx_unsupported(tx, "attribute %U", name);
     }
-    if (trusted && !cdyn_is_tensor(attr)) {
+    if (trusted && !cdyn_is_tensor(attr) &&
+        !(PyFunction_Check(attr) && !cdyn_module_startswith(attr, "torch"))) {
         Py_CLEAR(src);
     }
     st = cdyn_tx_wrap_real(tx, attr, src, out);

@@ -562,8 +562,9 @@ cdyn_tx_fold_call(cdyn_tx *tx, PyObject *obj, PyObject *const *args, Py_ssize_t 
     if (call_on_constants(obj, args, nargs, kwnames, module, &argt, &r) < 0) {
         goto done;
     }
-    if (r != NULL && !state && PyType_Check(r)) {
-        /* a class made from constants (a named tuple class): a fixed object of the trace */
+    if (r != NULL && !state && (PyType_Check(r) || PyModule_CheckExact(r))) {
+        /* a class made from constants (a named tuple class), or a module (torch.cpu from
+           torch.get_device_module("cpu")): a fixed object of the trace */
         st = cdyn_tx_wrap_fixed(tx, r, Py_None, out);
         goto done;
     }
