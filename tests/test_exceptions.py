@@ -108,3 +108,45 @@ def test_keyword_call_that_raises_keeps_its_keywords():
     with pytest.raises(ValueError) as e:
         cdynamo.compile(keyword_call_that_raises, backend="eager")(torch.ones(2), torch.ones(2))
     assert e.value.args == ("boom", ["z"])
+
+
+def _attr_of_function_default(x=4, y=2):
+    return x + y
+
+
+def test_missing_attributes_raise_in_the_trace():
+    """A missing attribute of a Python function read through a source (guarded absent: setting
+    it later recompiles), of a static builtin type (`type(fn).__exit__`) and of a builtin
+    container (`frozenset().add`, `[].nope`) raises AttributeError in the traced code, with
+    eager's text, so a try/except around it is one graph (torch._dynamo's test_functions
+    test_func_attrs, test_getattr, test_frozenset_illegal_call_method); each was a break."""
+    def fn(x):
+        try:
+            _attr_of_function_default.dynamo + 1
+        except AttributeError as e:
+            x = torch.sin(x) + len(str(e))
+
+        def inner(y):
+            return y + 1
+        try:
+            type(inner).__exit__
+        except AttributeError as e:
+            x = x + len(str(e))
+        try:
+            frozenset((1, 2)).add(3)
+        except AttributeError as e:
+            x = x * len(str(e))
+        return x
+
+    x = torch.randn(3)
+    counter = CountingBackend()
+    cdynamo.reset()
+    compiled = cdynamo.compile(fn, backend=counter, fullgraph=True)
+    assert torch.equal(compiled(x), fn(x))
+    assert counter.frame_count == 1
+    _attr_of_function_default.dynamo = 1   # now present: the guarded absence fails
+    try:
+        assert torch.equal(compiled(x), fn(x))   # no sin: recompiled, not the old graph
+        assert counter.frame_count == 2
+    finally:
+        del _attr_of_function_default.dynamo

@@ -286,6 +286,12 @@ cdyn_container_getattr(cdyn_tx *tx, PyObject *v, PyTypeObject *type, PyObject *n
     if (cdyn_name_is(name, "__class__")) {
         return cdyn_tx_wrap_real(tx, (PyObject *)type, NULL, out);
     }
+    if (attr == NULL && !(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        /* a builtin container has no such attribute and takes none (frozenset().add): the
+           AttributeError eager raises, in the traced code */
+        return cdyn_tx_raise_text(tx, PyExc_AttributeError, "'%s' object has no attribute '%U'",
+                                  type->tp_name, name);
+    }
     if (attr == NULL || !(Py_IS_TYPE(attr, &PyMethodDescr_Type) ||
                           Py_IS_TYPE(attr, &PyWrapperDescr_Type) ||
                           Py_IS_TYPE(attr, &PyClassMethodDescr_Type) || PyFunction_Check(attr))) {

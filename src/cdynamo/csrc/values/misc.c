@@ -137,6 +137,33 @@ truth_true(cdyn_tx *tx, PyObject *v, int *out)
     return TR_OK;
 }
 
+/* obj.name raised (the exception pending; obj borrowed, src the attribute's source or NULL).
+ * An AttributeError is raised in the traced code, so that a try/except around the read is
+ * traced, where its absence is known to last: a Python function read through a source (a
+ * HASATTR absent guard on src: setting the attribute later recompiles), or a static builtin
+ * type (`type(fn).__exit__`: such types take no new attributes). Anything else is
+ * unsupported, with the error's text. */
+static tr_status
+missing_attribute(cdyn_tx *tx, PyObject *obj, PyObject *name, PyObject *src)
+{
+    int fn = PyFunction_Check(obj) && src != NULL;
+    int static_type = PyType_Check(obj) &&
+                      !(((PyTypeObject *)obj)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError) || !(fn || static_type)) {
+        return cdyn_tx_unsupported(tx, "attribute %U", name);
+    }
+    PyErr_Clear();
+    if (fn) {
+        if (cdyn_guards_add_hasattr(tx->guards, src, 0) < 0) {
+            return TR_ERROR;
+        }
+        return cdyn_tx_raise_text(tx, PyExc_AttributeError,
+                                  "'function' object has no attribute '%U'", name);
+    }
+    return cdyn_tx_raise_text(tx, PyExc_AttributeError, "type object '%s' has no attribute '%U'",
+                              ((PyTypeObject *)obj)->tp_name, name);
+}
+
 /* getattr on a real object held by v. trusted: the attribute is wrapped without a source
  * (not guarded; torch's own modules and classes, as torch._dynamo trusts them) unless it
  * is a tensor or a Python function defined outside torch (a user's function patched in,
@@ -152,8 +179,9 @@ cdyn_getattr_real(cdyn_tx *tx, PyObject *v, PyObject *name, int trusted, PyObjec
     }
     attr = PyObject_GetAttr(obj, name);
     if (attr == NULL) {
+        st = missing_attribute(tx, obj, name, src);
         Py_XDECREF(src);
-        return cdyn_tx_unsupported(tx, "attribute %U", name);
+        return st;
     }
     if (trusted && !cdyn_is_tensor(attr) &&
         !(PyFunction_Check(attr) && !cdyn_module_startswith(attr, "torch"))) {
