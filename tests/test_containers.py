@@ -1009,3 +1009,21 @@ def test_get_on_kwargs_guards_only_the_keys_read():
         d1, d2 = dict(d), dict(d)
         assert_same(c(x, d2), g(x, d1))
         assert d1 == d2
+
+
+@pytest.mark.parametrize("kind", [set, frozenset])
+def test_set_init_called_directly(kind):
+    """s.__init__(iterable) on a set made in the trace empties and refills it (set.__init__);
+    on a frozenset it changes nothing (object.__init__), as eager (torch._dynamo's
+    test_functions test_set_call___init__); it was a graph break."""
+    def fn(a):
+        s = kind({"apple", "banana", "cherry"})
+        s.__init__({"google", "microsoft", "apple"})
+        t = {1, 2}
+        t.__init__()
+        return (a + 1 if "banana" in s else a - 1) + len(t), sorted(s)
+
+    a = torch.ones(2)
+    got = cdynamo.compile(fn, backend="eager", fullgraph=True)(a)
+    want = fn(a)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1]

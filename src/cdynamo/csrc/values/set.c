@@ -661,6 +661,40 @@ set_item_method(cdyn_tx *tx, PyObject *s, PyObject *name, PyObject *const *args,
     return st == TR_OK && *out == NULL ? TR_ERROR : st;
 }
 
+static tr_status set_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
+                                 PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                                 PyObject **out);
+
+/* s.__init__() / s.__init__(iterable), called directly: a set is emptied, then updated from
+ * the iterable, as set.__init__ does; a frozenset's is object.__init__, which changes
+ * nothing (its items were fixed by __new__). */
+static tr_status
+init_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py_ssize_t nargs,
+            PyObject **out)
+{
+    PyObject *clear = NULL, *update = NULL, *r = NULL;
+    tr_status st;
+    if (V(v)->kind != VK_SET) {
+        *out = cdyn_value_const(Py_None);
+        return *out ? TR_OK : TR_ERROR;
+    }
+    clear = PyUnicode_InternFromString("clear");
+    update = clear ? PyUnicode_InternFromString("update") : NULL;
+    st = update ? set_call_method(tx, fs, v, clear, NULL, 0, NULL, &r) : TR_ERROR;
+    Py_CLEAR(r);
+    if (st == TR_OK && nargs == 1) {
+        st = set_call_method(tx, fs, v, update, args, 1, NULL, &r);
+        Py_CLEAR(r);
+    }
+    Py_XDECREF(clear);
+    Py_XDECREF(update);
+    if (st == TR_OK) {
+        *out = cdyn_value_const(Py_None);
+        st = *out ? TR_OK : TR_ERROR;
+    }
+    return st;
+}
+
 static tr_status
 set_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject *const *args,
                 Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
@@ -687,6 +721,9 @@ set_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
     }
     if (nargs != 0 && strcmp(nm, "copy") == 0) {
         return cdyn_tx_unsupported(tx, "set.copy with arguments");
+    }
+    if (strcmp(nm, "__init__") == 0 && nargs <= 1) {
+        return init_method(tx, fs, v, args, nargs, out);
     }
     st = cdyn_tx_materialize(tx, v);
     if (st != TR_OK) {
