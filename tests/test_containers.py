@@ -1027,3 +1027,20 @@ def test_set_init_called_directly(kind):
     got = cdynamo.compile(fn, backend="eager", fullgraph=True)(a)
     want = fn(a)
     assert torch.equal(got[0], want[0]) and got[1] == want[1]
+
+
+def test_range_dunders_called_directly():
+    """range(5).__iter__() is iter(range(5)) (a range_iterator, isinstance-checkable), and
+    r.__len__(), r.__getitem__(i), r.__contains__(x) are len(r), r[i], x in r, as eager
+    (torch._dynamo's test_functions test_range_iterator); each was a graph break."""
+    range_iterator = type(iter(range(0)))
+
+    def fn(a):
+        it = range(5).__iter__()
+        r = range(2, 9, 3)
+        if isinstance(it, range_iterator):
+            return a + next(it) + next(it) + r.__len__() + r.__getitem__(1) + r.__contains__(5)
+        return a
+
+    a = torch.ones(2)
+    assert torch.equal(cdynamo.compile(fn, backend="eager", fullgraph=True)(a), fn(a))

@@ -406,7 +406,7 @@ builtin_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *arg
     }
     if (kwnames != NULL || !PyUnicode_Check(name) ||
         !(t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
-          t == &PyFrozenSet_Type)) {
+          t == &PyFrozenSet_Type || t == &PyRange_Type)) {
         return TR_NOTIMPL;
     }
     if (nargs == 1 && cdyn_name_is(name, "__contains__")) {
