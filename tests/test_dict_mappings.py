@@ -360,7 +360,10 @@ def fstring_of_set_of_items(x):
 
 
 def test_repr_of_set_of_tuples_made_in_trace():
-    fg_compare(fstring_of_set_of_items, torch.randn(3))
+    # torch._dynamo's text follows the set's order in its own rebuilt set, which differs from
+    # eager's for some string hash seeds (a CI run saw "{('b', 2), ('a', 1)}"): its result is
+    # not compared, cdynamo's is (eager's order, on every call)
+    fg_compare(fstring_of_set_of_items, torch.randn(3), dynamo_result=False)
 
 
 def dict_copy_of_ordered_dict(x):
