@@ -1322,10 +1322,21 @@ check_tensor(const guard *gd, PyObject *v, why_t why, int64_t *slots)
     }
     Py_DECREF(tmp);
     tmp = NULL;
-    /* an inference tensor (no Autograd / ADInplaceOrView key) or not, as the fast path */
-    if (tm_api != NULL && gd->meta.plain &&
-        !tm_api->match(v, &gd->meta, NULL, NULL, NULL, CDYN_TM_NO_DIMS)) {
-        return fail_with(why, "inference tensor mismatch (Tensor.is_inference())");
+    /* an inference tensor or not, as the fast path compares it (gd->meta is read only
+       through the extension); here on the way to a failure's description, or for a tensor
+       the fast path does not take */
+    if (tm_api != NULL && gd->meta.plain) {
+        tmp = PyObject_CallMethod(v, "is_inference", NULL);
+        if (tmp == NULL) {
+            return -1;
+        }
+        if ((tmp == Py_True) != (gd->meta.inference != 0)) {
+            rc = fail_with(why, "inference tensor mismatch. expected %s, actual %s",
+                           gd->meta.inference ? "True" : "False",
+                           gd->meta.inference ? "False" : "True");
+            goto done;
+        }
+        Py_CLEAR(tmp);
     }
     /* device: is_cpu is a bool; only non-CPU devices need a device object. */
     tmp = get_attr(gs_is_cpu, v);

@@ -608,43 +608,42 @@ cdyn_tx_global_key(cdyn_tx *tx, PyObject *globals, PyObject *name)
     return key;
 }
 
-/* torch.jit.script_if_tracing(fn)'s wrapper (torch's, skipped): outside torch.jit tracing
- * it calls fn, which is traced instead, as torch._dynamo does. Borrowed fn (held by the
- * wrapper's __dict__, which nothing rebinds) or NULL. */
+/* The Python function a torch wrapper func stands for, by the marks torch puts in the
+ * wrapper's __dict__: orig_key's value when mark_key's is True and it is a Python function
+ * other than func. Borrowed (held by that __dict__, which nothing rebinds) or NULL. */
 static PyObject *
-script_if_tracing_original(PyObject *func)
+marked_original(PyObject *func, const char *mark_key, const char *orig_key)
 {
-    PyObject *d = ((PyFunctionObject *)func)->func_dict, *mark, *orig;
-    if (d == NULL || !PyDict_CheckExact(d)) {
+    PyObject *d = ((PyFunctionObject *)func)->func_dict, *orig;
+    if (d == NULL || !PyDict_CheckExact(d) || PyDict_GetItemString(d, mark_key) != Py_True) {
         return NULL;
     }
-    mark = PyDict_GetItemString(d, "__script_if_tracing_wrapper");
-    orig = PyDict_GetItemString(d, "__original_fn");
-    return mark == Py_True && orig != NULL && PyFunction_Check(orig) && orig != func ? orig
-                                                                                     : NULL;
+    orig = PyDict_GetItemString(d, orig_key);
+    return orig != NULL && PyFunction_Check(orig) && orig != func ? orig : NULL;
 }
 
-/* torch._dynamo.disable(SGD._init_group)'s wrapper, which torch.compile's first use in a
- * process puts on every torch.optim optimizer class (TorchPatcher: torch._dynamo traces
- * _init_group its own way, never through the wrapper): the _init_group it wraps, a Python
- * function of torch.optim, so that a trace runs it as in a process where torch.compile never
- * ran (primed, then inlined); a disabled _init_group of any other module, or a wrapper of
- * another function, stays opaque. Borrowed (held by the wrapper's __dict__) or NULL. */
+/* What a skipped torch wrapper func runs, traced in its place, or NULL (borrowed):
+ * - torch.jit.script_if_tracing(fn)'s wrapper: outside torch.jit tracing it calls fn, as
+ *   torch._dynamo traces it;
+ * - torch._dynamo.disable(SGD._init_group)'s wrapper, which torch.compile's first use in a
+ *   process puts on every torch.optim optimizer class (TorchPatcher: torch._dynamo traces
+ *   _init_group its own way, never through the wrapper): the _init_group of torch.optim it
+ *   wraps, so that a trace runs it as in a process where torch.compile never ran (primed,
+ *   then inlined); a disabled function of any other kind stays opaque. */
 static PyObject *
-disabled_init_group_original(PyObject *func)
+wrapped_original(PyObject *func)
 {
-    PyObject *d = ((PyFunctionObject *)func)->func_dict, *mark, *orig;
-    if (d == NULL || !PyDict_CheckExact(d)) {
-        return NULL;
+    PyObject *orig = marked_original(func, "__script_if_tracing_wrapper", "__original_fn");
+    if (orig != NULL) {
+        return orig;
     }
-    mark = PyDict_GetItemString(d, "_torchdynamo_disable");
-    orig = PyDict_GetItemString(d, "_torchdynamo_orig_callable");
-    if (mark != Py_True || orig == NULL || !PyFunction_Check(orig) || orig == func ||
-        !cdyn_name_is(((PyCodeObject *)PyFunction_GET_CODE(orig))->co_name, "_init_group") ||
-        !cdyn_module_startswith(orig, "torch.optim")) {
-        return NULL;
-    }
-    return orig;
+    orig = marked_original(func, "_torchdynamo_disable", "_torchdynamo_orig_callable");
+    return orig != NULL &&
+                   cdyn_name_is(((PyCodeObject *)PyFunction_GET_CODE(orig))->co_name,
+                                "_init_group") &&
+                   cdyn_module_startswith(orig, "torch.optim")
+               ? orig
+               : NULL;
 }
 
 /* torch.optim: before a traced call of an optimizer's _init_group (the lazy creation of its
@@ -754,10 +753,7 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
         }
     }
     if (rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) {
-        PyObject *orig = script_if_tracing_original(func);
-        if (orig == NULL) {
-            orig = disabled_init_group_original(func);
-        }
+        PyObject *orig = wrapped_original(func);
         if (orig != NULL) {
             /* every wrapper has the same code: one guarded by its code is pinned by
                identity, which fixes the function it wraps */

@@ -113,9 +113,6 @@ int match(PyObject *t, const cdyn_tmeta *m, const int64_t *sizes, const int64_t 
             ((flags & CDYN_TM_KEYS) && applied_keys(v) != m->keys)) {
             return 0;
         }
-        if (flags & CDYN_TM_NO_DIMS) {
-            return 1;
-        }
         const int n = m->ndim;
         /* sizes() / strides(): a tensor with symbolic or custom sizes raises (read as 0) */
         c10::IntArrayRef sz = v.sizes(), st = v.strides();

@@ -50,7 +50,6 @@ typedef struct {
 
 /* match() flags */
 #define CDYN_TM_KEYS 1      /* compare the dispatch keys too */
-#define CDYN_TM_NO_DIMS 2   /* compare no size or stride (sizes / strides may be NULL) */
 
 typedef struct {
     int version;            /* CDYN_TENSOR_META_VERSION */

@@ -390,6 +390,22 @@ builtin_operator_dunder(cdyn_tx *tx, PyObject *self, PyTypeObject *t, PyObject *
                     : cdyn_v_binop(tx, op, self, other, out);
 }
 
+/* 1 for the exact builtin containers whose dunder methods builtin_dunder models. */
+static int
+dunder_container_type(PyTypeObject *t)
+{
+    return t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
+           t == &PyFrozenSet_Type || t == &PyRange_Type;
+}
+
+int
+cdyn_container_dunder(PyTypeObject *t, PyObject *name)
+{
+    return dunder_container_type(t) && PyUnicode_Check(name) &&
+           (cdyn_name_is(name, "__iter__") || cdyn_name_is(name, "__len__") ||
+            cdyn_name_is(name, "__contains__") || cdyn_name_is(name, "__getitem__"));
+}
+
 /* A dunder method of an exact builtin container called directly (l.__contains__(x),
  * d.__getitem__(k), s.__len__()): the operation it implements. TR_NOTIMPL for others. */
 static tr_status
@@ -404,9 +420,7 @@ builtin_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *arg
         PyType_IsSubtype(t, &PyDict_Type)) {
         t = &PyDict_Type;   /* an OrderedDict / defaultdict / Counter value: dict's slots */
     }
-    if (kwnames != NULL || !PyUnicode_Check(name) ||
-        !(t == &PyList_Type || t == &PyTuple_Type || t == &PyDict_Type || t == &PySet_Type ||
-          t == &PyFrozenSet_Type || t == &PyRange_Type)) {
+    if (kwnames != NULL || !PyUnicode_Check(name) || !dunder_container_type(t)) {
         return TR_NOTIMPL;
     }
     if (nargs == 1 && cdyn_name_is(name, "__contains__")) {

@@ -431,6 +431,12 @@ PyObject *cdyn_tensor_constant_index(PyObject *key);
  * real objects: modules, functions, classes, objects); borrowed, or NULL. */
 PyObject *cdyn_v_real(PyObject *v);
 
+/* 1 when name is __iter__, __len__, __contains__ or __getitem__ of an exact builtin container
+ * type t (list, tuple, dict, set, frozenset, range): cdyn_v_call_method of that name on a
+ * value of t is the operation (iter(v), len(v), x in v, v[k]), also for a constant whose
+ * method-wrapper would not fold (a range_iterator is no constant). */
+int cdyn_container_dunder(PyTypeObject *t, PyObject *name);
+
 /* ---- dispatch: the opcode handlers' entry points --------------------------------------
  * Each calls the value's handler; a missing handler sets the reason "<what> on <value>"
  * and returns TR_UNSUPPORTED. Arguments borrowed, *out new. */

@@ -52,12 +52,10 @@ static tr_status
 const_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     PyObject *attr;
-    if (PyRange_Check(cobj(v)) &&
-        (cdyn_name_is(name, "__iter__") || cdyn_name_is(name, "__len__") ||
-         cdyn_name_is(name, "__contains__") || cdyn_name_is(name, "__getitem__"))) {
-        /* range(n).__iter__() and its other dunders called directly: methods called by
-           name, as iter(r), len(r), x in r, r[i] (a method-wrapper is not folded, and a
-           range_iterator is no constant) */
+    if (cdyn_container_dunder(Py_TYPE(cobj(v)), name)) {
+        /* range(n).__iter__(), (1, 2).__len__() called directly: methods called by name,
+           as iter(r), len(r), x in r, r[i] (a method-wrapper is not always folded, and an
+           iterator is no constant) */
         *out = cdyn_value_method(NULL, name, v);
         return *out ? TR_OK : TR_ERROR;
     }

@@ -630,17 +630,18 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
     if (cdyn_name_in(name, bad)) {
         return cdyn_tx_unsupported(tx, "Tensor.%U() needs the tensor's data", name);
     }
-    if (cdyn_name_is(name, "is_inference") && nargs == 0 && kwnames == NULL &&
-        V(self)->source != NULL) {
-        /* a graph input: the real tensor's answer (the fakes are never inference tensors),
-           guarded by its TENSOR_MATCH, whose dispatch keys differ for inference tensors */
-        *out = cdyn_value_const((V(self)->bits & TENSOR_INFERENCE) ? Py_True : Py_False);
-        return *out != NULL ? TR_OK : TR_ERROR;
-    }
-    if (cdyn_name_is(name, "is_inference") && V(self)->source == NULL) {
-        /* made by the graph: an inference tensor when the graph runs in inference mode,
-           which the fake tensors (never inference tensors) do not show */
-        return cdyn_tx_unsupported(tx, "Tensor.is_inference() of a tensor the graph makes");
+    if (cdyn_name_is(name, "is_inference")) {
+        if (V(self)->source == NULL) {
+            /* made by the graph: an inference tensor when the graph runs in inference mode,
+               which the fake tensors (never inference tensors) do not show */
+            return cdyn_tx_unsupported(tx, "Tensor.is_inference() of a tensor the graph makes");
+        }
+        if (nargs == 0 && kwnames == NULL) {
+            /* a graph input: the real tensor's answer (the fakes are never inference
+               tensors), guarded by its TENSOR_MATCH, which compares is_inference() */
+            *out = cdyn_value_const((V(self)->bits & TENSOR_INFERENCE) ? Py_True : Py_False);
+            return *out != NULL ? TR_OK : TR_ERROR;
+        }
     }
     if (cdyn_name_is(name, "numpy")) {
         return cdyn_ndarray_from_tensor(tx, self, args, nargs, kwnames, out);
