@@ -503,3 +503,65 @@ def test_frozen_dataclass_made_in_the_trace_as_a_key():
     class with the same fields does."""
     from helpers import check_against_eager
     assert check_against_eager(frozen_dataclass_keys, torch.randn(4)).frame_count == 1
+
+
+# ---- dict views passed in (test_functions' dict_keys tests): the view's dict is the value ----
+
+def test_dict_keys_input_is_traced_and_guarded():
+    """A keys view argument: `in`, len, iteration and set operators in one graph; a key added
+    to its dict later recompiles (the view is live: its dict's guards)."""
+    def fn(x, keys):
+        if "a" in keys:
+            x = x + len(keys)
+        for _ in keys:
+            x = x * 2
+        return x, keys - {"a"}, keys == {"a", "b"}, sorted(keys)
+
+    d = {"a": 1, "b": 2}
+    x = torch.ones(2)
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter, fullgraph=True)
+    assert_same(compiled(x, d.keys()), fn(x, d.keys()))
+    assert counter.frame_count == 1 and counter.op_count == 3
+    d["c"] = 3
+    assert_same(compiled(x, d.keys()), fn(x, d.keys()))
+    assert counter.frame_count == 2
+
+
+def test_dict_values_and_items_inputs():
+    def vals(x, vs):
+        for v in vs:
+            x = x + v
+        return x, len(vs)
+
+    def items(x, its):
+        return {k: x * v for k, v in its}
+
+    cases = [(vals, lambda: {"a": torch.ones(2), "b": torch.full((2,), 2.0)}.values(), 2),
+             (vals, lambda: collections.OrderedDict(a=torch.ones(2)).values(), 1),
+             (items, lambda: {"a": 1, "b": 2}.items(), 2)]
+    for fn, view, ops in cases:   # (views cannot be deep-copied: a new one per call)
+        counter = CountingBackend()
+        compiled = cdynamo.compile(fn, backend=counter, fullgraph=True)
+        for _ in range(2):
+            assert_same(compiled(torch.ones(2), view()), fn(torch.ones(2), view()))
+        assert (counter.frame_count, counter.op_count) == (1, ops)
+
+
+def test_dict_keys_input_sees_a_store_through_its_dict():
+    """The dict and its view are one value: a key stored through the dict shows in the view
+    (torch._dynamo 2.13 gives the keys before the store)."""
+    def fn(x, d, keys):
+        d["new"] = x
+        return len(keys), list(keys), x + 1
+
+    def args():
+        d = {"a": 1}
+        return torch.ones(2), d, d.keys()
+
+    expected = fn(*args())
+    compiled = cdynamo.compile(fn, backend=CountingBackend(), fullgraph=True)
+    for _ in range(2):
+        a = args()
+        assert_same(compiled(*a), expected)
+        assert list(a[1]) == ["a", "new"]

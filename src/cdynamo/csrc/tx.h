@@ -736,11 +736,13 @@ tr_status cdyn_namedtuple_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyOb
  * the function it wraps (borrowed), traced in its place (values/newmodule.c); NULL (no
  * exception) for any other function. */
 PyObject *cdyn_newmod_unpatched_init(PyObject *func);
-/* A real keys/values/items view (obj, borrowed) of a ModelOutput, read through source (a
- * view live at a graph break): the same view of the mirror of that object's items, the
- * object wrapped through ___view_owner(<source>) (one value with the object under any other
- * name). TR_NOTIMPL for any other object. */
-tr_status cdyn_mo_wrap_view(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* A real keys/values/items view (obj, borrowed) of a dict, an OrderedDict, a dict subclass
+ * or a ModelOutput, read through source (a frame input, or a view live at a graph break):
+ * the same view of the owner's value (a ModelOutput: of the mirror of its items), the
+ * owner wrapped through ___view_owner(<source>) (one value with the object under any other
+ * name; its guards are the owner's, so a key added later recompiles). Only a view the
+ * owner's own method makes (type compared). TR_NOTIMPL for any other object. */
+tr_status cdyn_tx_wrap_dict_view(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
 /* Resolve the family's cached objects; 0 / -1. */
 int cdyn_user_init(void);
 /* ---- dynamic shapes (values/symint.c) ------------------------------------------------- */

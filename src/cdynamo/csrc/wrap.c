@@ -436,8 +436,8 @@ wrap_input_iterator(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out
 }
 
 /* Objects of the frame (source not NULL) that a family other than the generic object's
- * models: a tuple iterator, a NumPy array (values/ndarray.c), a view of a ModelOutput (user
- * family). TR_NOTIMPL for any other object. */
+ * models: a tuple iterator, a NumPy array (values/ndarray.c), a view of a dict or a
+ * ModelOutput (values/dataclass.c). TR_NOTIMPL for any other object. */
 static tr_status
 wrap_input_other(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
@@ -450,7 +450,7 @@ wrap_input_other(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
             return st;
         }
     }
-    return PyDict_Check(obj) ? TR_NOTIMPL : cdyn_mo_wrap_view(tx, obj, source, out);
+    return PyDict_Check(obj) ? TR_NOTIMPL : cdyn_tx_wrap_dict_view(tx, obj, source, out);
 }
 
 tr_status

@@ -416,7 +416,7 @@ done:
  * number is guarded): o[k], to_tuple(), keys()/values()/items(), iteration, len, `in` and
  * get read the mirror, and item stores change it along with the slot call replayed on the
  * object (userobj.c cdyn_uobj_item_call_replayed). Its views read from the frame are views
- * of the mirror (cdyn_mo_wrap_view).
+ * of the mirror (cdyn_tx_wrap_dict_view).
  * Found by identity once transformers.utils.generic is imported (never imported here). */
 
 enum { MO_SETATTR, MO_SETITEM, MO_GETITEM, MO_TO_TUPLE, MO_POST_INIT, MO_COUNT };
@@ -795,22 +795,22 @@ view_owner(PyObject *Py_UNUSED(self), PyObject *view)
 static PyMethodDef view_owner_def = {"___view_owner", view_owner, METH_O, NULL};
 
 tr_status
-cdyn_mo_wrap_view(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
+cdyn_tx_wrap_dict_view(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
     static const char *const methods[] = {"keys", "values", "items"};
     static PyObject *owner_fn;
     PyObject *owner = NULL, *osrc = NULL, *ov = NULL, *items = NULL, *name = NULL, *probe;
-    int which = PyObject_TypeCheck(obj, &PyDictKeys_Type) ? 0
+    int is_mo, which = PyObject_TypeCheck(obj, &PyDictKeys_Type) ? 0
                 : PyObject_TypeCheck(obj, &PyDictValues_Type) ? 1
                 : PyObject_TypeCheck(obj, &PyDictItems_Type) ? 2 : -1;
     tr_status st = TR_NOTIMPL;
     if (which >= 0) {
         owner = cdyn_dict_view_dict(obj);
     }
-    if (owner == NULL || !PyDict_Check(owner) ||
-        model_output_method(_PyType_Lookup(Py_TYPE(owner), cdyn_U.s_getitem)) != MO_GETITEM) {
+    if (owner == NULL || !PyDict_Check(owner)) {
         return TR_NOTIMPL;
     }
+    is_mo = model_output_method(_PyType_Lookup(Py_TYPE(owner), cdyn_U.s_getitem)) == MO_GETITEM;
     /* only the view the object's own method makes (not dict.keys(o) of an OrderedDict) */
     probe = PyObject_CallMethod(owner, methods[which], NULL);
     if (probe == NULL || Py_TYPE(probe) != Py_TYPE(obj)) {
@@ -825,9 +825,12 @@ cdyn_mo_wrap_view(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
     st = cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0 ? TR_ERROR : TR_OK;
     osrc = st == TR_OK ? cdyn_source_call(owner_fn, source, "___view_owner") : NULL;
     st = osrc != NULL ? cdyn_tx_wrap_real(tx, owner, osrc, &ov) : TR_ERROR;   /* its object */
-    if (st == TR_OK) {
+    if (st == TR_OK && is_mo) {
         st = cdyn_mo_items(tx, ov, &items);
         st = st == TR_NOTIMPL ? cdyn_tx_unsupported(tx, "a view of %S", ov) : st;
+    }
+    else if (st == TR_OK) {
+        items = Py_NewRef(ov);   /* a dict (or subclass): its own method makes the view */
     }
     if (st == TR_OK) {
         name = PyUnicode_FromString(methods[which]);
