@@ -215,3 +215,82 @@ def set_keys_coerced(x):
 def test_set_keys_coerced_to_frozenset():
     counter = compare_at_least(set_keys_coerced, torch.randn(2))[0]
     assert counter.frame_count == 1
+
+
+# ---- list / tuple subclasses passed in: builtin slots called on them directly ----
+
+class ContainsList(list):
+    def __contains__(self, x):
+        return super().__contains__(x)
+
+
+class ContainsTuple(tuple):
+    def __contains__(self, x):
+        return super().__contains__(x)
+
+
+class DoublingGetList(list):
+    def __getitem__(self, i):
+        return super().__getitem__(i) * 2
+
+    def __len__(self):
+        return super().__len__() + 1
+
+
+class PlainList(list):
+    pass
+
+
+def _twice(fn, make, changed):
+    """fn compiled (fullgraph) on make() twice, then on changed(): eager's results each time,
+    the last one after a recompile (the items are guarded where they were read)."""
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter, fullgraph=True)
+    for mk in (make, make, changed):
+        out = compiled(*mk())
+        exp = fn(*mk())
+        assert repr(out) == repr(exp)
+    return counter
+
+
+def test_super_contains_of_list_and_tuple_subclass_inputs():
+    """super().__contains__(x) of a list / tuple subclass passed in (test_functions' user
+    list/tuple subclasses): the base's items, guarded."""
+    def fn(x, l, t):
+        return x + 1, 1 in l, 5 in l, 3 in t, 9 in t
+
+    x = torch.ones(2)
+    c = _twice(fn, lambda: (x, ContainsList([1, 2]), ContainsTuple((3, 4))),
+               lambda: (x, ContainsList([5]), ContainsTuple((9,))))
+    assert c.frame_count == 2
+
+
+def test_builtin_slots_on_overriding_list_subclass_input():
+    """list.__getitem__ / __len__ called by overrides read the list's own items (a copy
+    through ___seq_items: the overrides do not run in the guards)."""
+    def fn(x, l):
+        return x + l[0], len(l), list.__len__(l), l.count(1), l.index(2)
+
+    x = torch.ones(2)
+    c = _twice(fn, lambda: (x, DoublingGetList([1, 2])), lambda: (x, DoublingGetList([2, 1, 1])))
+    assert c.frame_count == 2
+
+
+def test_store_into_list_subclass_input_is_read_back():
+    """l[0] = v and del l[i] on a list subclass passed in: later reads in the trace see the
+    store (the items of the mirror), and the object is changed as eager changes it."""
+    def fn(x, l):
+        a = 5 in l
+        l.append(5)
+        l[0] = 9
+        del l[1]
+        return x + 1, a, 5 in l, len(l), l[0], [y for y in l]
+
+    x = torch.ones(2)
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter, fullgraph=True)
+    for _ in range(2):
+        la, lb = PlainList([1, 2]), PlainList([1, 2])
+        assert repr(compiled(x, la)) == repr(fn(x, lb))
+        assert la == lb == [9, 5] and type(la) is PlainList
+    assert counter.frame_count == 1

@@ -935,4 +935,12 @@ typedef struct {
 } cdyn_tx_globals;
 extern cdyn_tx_globals cdyn_G;
 
+/* Dunder `name` of the builtin container type t (list, tuple, dict, set, frozenset, range)
+ * applied to the container value self, whatever type self's object has (the items of a
+ * subclass's instance read with the base's own slot): `in`, len, subscript, iter, item
+ * stores, operators. args borrowed; *out new. TR_NOTIMPL for another t or name. */
+tr_status cdyn_v_base_dunder(cdyn_tx *tx, PyObject *self, PyTypeObject *t, PyObject *name,
+                             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                             PyObject **out);
+
 #endif

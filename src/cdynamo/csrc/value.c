@@ -407,19 +407,27 @@ cdyn_container_dunder(PyTypeObject *t, PyObject *name)
 }
 
 /* A dunder method of an exact builtin container called directly (l.__contains__(x),
- * d.__getitem__(k), s.__len__()): the operation it implements. TR_NOTIMPL for others. */
+ * d.__getitem__(k), s.__len__()): the operation it implements (cdyn_v_base_dunder).
+ * TR_NOTIMPL for others. */
 static tr_status
 builtin_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
                Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
     PyTypeObject *t = cdyn_v_python_type(self);
-    tr_status st;
-    int in = 0;
-    Py_ssize_t n = 0;
     if (t != NULL && t != &PyDict_Type && V(self)->vt == &cdyn_dict_vt &&
         PyType_IsSubtype(t, &PyDict_Type)) {
         t = &PyDict_Type;   /* an OrderedDict / defaultdict / Counter value: dict's slots */
     }
+    return cdyn_v_base_dunder(tx, self, t, name, args, nargs, kwnames, out);
+}
+
+tr_status
+cdyn_v_base_dunder(cdyn_tx *tx, PyObject *self, PyTypeObject *t, PyObject *name,
+                   PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    tr_status st;
+    int in = 0;
+    Py_ssize_t n = 0;
     if (kwnames != NULL || !PyUnicode_Check(name) || !dunder_container_type(t)) {
         return TR_NOTIMPL;
     }

@@ -714,6 +714,17 @@ is_seq_slot(PyObject *d)
            !is_dict_base(((PyDescrObject *)d)->d_type);
 }
 
+/* 1 when d, a list / tuple method or slot (is_seq_slot), only reads its object. */
+static int
+seq_read_slot(PyObject *d)
+{
+    static const char *const reads[] = {
+        "__contains__", "__getitem__", "__len__", "__iter__", "__reversed__", "count", "index",
+        "copy", "__add__", "__mul__", "__rmul__", "__eq__", "__ne__", "__lt__", "__le__",
+        "__gt__", "__ge__", "__repr__", NULL};
+    return cdyn_name_in(((PyDescrObject *)d)->d_name, reads);
+}
+
 int
 cdyn_objfn_known(PyObject *obj)
 {
@@ -1015,6 +1026,24 @@ cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py
             PyObject *bv = cdyn_value_obj(VK_BUILTIN, fn, NULL);
             st = bv ? cdyn_v_call(tx, fs, bv, args, nargs, kwnames, out) : TR_ERROR;
             Py_XDECREF(bv);
+            return st;
+        }
+        if (b == NULL && n >= 1 && V(all[0])->kind == VK_OBJECT && seq_read_slot(fn) &&
+            PyObject_TypeCheck(V(all[0])->u.obj.obj, dt)) {
+            /* super().__contains__(x) on a list / tuple subclass of the frame: its items */
+            PyObject *m = NULL;
+            st = cdyn_uobj_seq_items(tx, all[0], &m);
+            if (st == TR_OK && base_kind(dt) == V(m)->kind) {
+                st = cdyn_v_base_dunder(tx, m, dt, ((PyDescrObject *)fn)->d_name, all + 1,
+                                        n - 1, kwnames, out);
+                st = st == TR_NOTIMPL ? seq_slot_call(tx, fs, fn, all[0], m, all + 1, n - 1,
+                                                      kwnames, out)
+                                      : st;
+            }
+            else if (st == TR_OK || st == TR_NOTIMPL) {
+                st = cdyn_tx_unsupported(tx, "%R on %S", fn, all[0]);
+            }
+            Py_XDECREF(m);
             return st;
         }
         if (b == NULL || base_kind(dt) != V(b)->kind) {

@@ -187,6 +187,13 @@ tr_status cdyn_mo_items(cdyn_tx *tx, PyObject *v, PyObject **out);
  * replayed on v change it alike). *out new; TR_NOTIMPL for other values; TR_UNSUPPORTED
  * when the items were changed before they were read. */
 tr_status cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out);
+/* The items of OBJECT v of the frame, an instance of a list / tuple subclass, for a builtin
+ * list / tuple method called on it directly (super().__contains__(x), list.__getitem__(self,
+ * i)): the mirror of its items (cdyn_uobj_items) where its class reads them as the base
+ * does, else, while the trace has not stored into the object, a read-only copy of the
+ * base's items reached through ___seq_items(<source>) (its length and items guarded there:
+ * no override of the subclass runs); for other values cdyn_uobj_items. *out new. */
+tr_status cdyn_uobj_seq_items(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* tuple.__new__(cls, iterable) for a named-tuple class value (or tuple itself). */
 tr_status cdyn_namedtuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args,
                               Py_ssize_t nargs, PyObject **out);

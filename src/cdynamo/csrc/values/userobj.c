@@ -181,11 +181,59 @@ cdyn_dict_subclass_items(cdyn_tx *tx, PyObject *v, PyObject **out)
                             : st;
 }
 
-/* The mirror of the items of an OBJECT of the frame (a ModelOutput: cdyn_mo_items), to
- * read them with dict's own `name` (its type does not override it with a Python function):
- * *out new; TR_NOTIMPL for any other value. */
+/* ___seq_items(obj): the items of a list / tuple (subclass) instance as the base type holds
+ * them, a new plain list / tuple (no override of the subclass runs); a guard's source. */
+static PyObject *
+seq_items(PyObject *Py_UNUSED(self), PyObject *obj)
+{
+    if (PyList_Check(obj)) {
+        return PyList_GetSlice(obj, 0, PyList_GET_SIZE(obj));
+    }
+    if (PyTuple_Check(obj)) {
+        return PyTuple_GetSlice(obj, 0, PyTuple_GET_SIZE(obj));
+    }
+    PyErr_Format(PyExc_TypeError, "___seq_items: %.100s is not a list or tuple",
+                 Py_TYPE(obj)->tp_name);
+    return NULL;
+}
+
+static PyMethodDef seq_items_def = {"___seq_items", seq_items, METH_O, NULL};
+
+tr_status
+cdyn_uobj_seq_items(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    static PyObject *fn;
+    PyObject *obj, *copy = NULL, *src = NULL;
+    tr_status st;
+    if (V(v)->kind != VK_OBJECT || V(v)->source == NULL ||
+        !(PyList_Check(V(v)->u.obj.obj) || PyTuple_Check(V(v)->u.obj.obj))) {
+        return cdyn_uobj_items(tx, v, out);
+    }
+    obj = V(v)->u.obj.obj;
+    if (V(v)->u.dobj.items != NULL || plain_sequence_protocol(obj)) {
+        return cdyn_uobj_items(tx, v, out);
+    }
+    if (V(v)->bits & (OBJ_MUTATED | OBJ_ITEMS_MUTATED)) {
+        return cdyn_tx_unsupported(tx, "the items of %S after a store into it", v);
+    }
+    if (fn == NULL && (fn = PyCFunction_New(&seq_items_def, NULL)) == NULL) {
+        return TR_ERROR;
+    }
+    copy = seq_items(NULL, obj);
+    src = copy ? cdyn_source_call(fn, V(v)->source, "___seq_items") : NULL;
+    st = src ? cdyn_tx_wrap_real(tx, copy, src, out) : TR_ERROR;
+    Py_XDECREF(copy);
+    Py_XDECREF(src);
+    return st;
+}
+
+/* The mirror of the items of an OBJECT of the frame (a ModelOutput: cdyn_mo_items; a dict,
+ * list or tuple subclass's instance: cdyn_uobj_items), to read them (write = 0: a list /
+ * tuple's base items also when its class overrides others, cdyn_uobj_seq_items) or change
+ * them (write = 1) with the builtin's own `name` (its type does not override it with a
+ * Python function): *out new; TR_NOTIMPL for any other value. */
 static tr_status
-mirror_for(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+mirror_for(cdyn_tx *tx, PyObject *v, PyObject *name, int write, PyObject **out)
 {
     PyObject *d;
     if (V(v)->kind != VK_OBJECT) {
@@ -195,7 +243,7 @@ mirror_for(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (d == NULL || PyFunction_Check(d)) {
         return TR_NOTIMPL;
     }
-    return cdyn_uobj_items(tx, v, out);
+    return write ? cdyn_uobj_items(tx, v, out) : cdyn_uobj_seq_items(tx, v, out);
 }
 
 /* fn(self, *args) for a Python function fn found on self's type: modelled natively when
@@ -1662,8 +1710,9 @@ cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
     PyObject *m = NULL;
     int has = 0;
     tr_status st;
-    if (cdyn_name_in(name, reads) && (st = mirror_for(tx, v, name, &m)) != TR_NOTIMPL) {
-        /* a read of a ModelOutput of the frame (its dict's own method): from the mirror */
+    if (cdyn_name_in(name, reads) && (st = mirror_for(tx, v, name, 0, &m)) != TR_NOTIMPL) {
+        /* a read of a ModelOutput, dict / list / tuple subclass of the frame (the builtin's
+           own method): from the mirror of its items */
         if (st == TR_OK) {
             st = cdyn_v_call_method(tx, fs, m, name, args, nargs, kwnames, out);
             Py_DECREF(m);
@@ -1671,7 +1720,7 @@ cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
         return st;
     }
     if (cdyn_name_in(name, list_writes) && writable_list_input(v) &&
-        (st = mirror_for(tx, v, name, &m)) != TR_NOTIMPL) {
+        (st = mirror_for(tx, v, name, 1, &m)) != TR_NOTIMPL) {
         /* a mutating list method of a list subclass of the frame (transformers'
            LogitsProcessorList.extend): on the mirror of its items, written back into the
            object as `obj[:] = items` (list's own __setitem__) */
@@ -1836,7 +1885,7 @@ cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     }
     {   /* a dict subclass of the frame reading items as dict does: its mirrored items */
         PyObject *d = NULL;
-        st = mirror_for(tx, v, cdyn_U.s_getitem, &d);
+        st = mirror_for(tx, v, cdyn_U.s_getitem, 0, &d);
         if (st == TR_OK) {
             st = cdyn_v_subscr(tx, d, key, out);
             Py_DECREF(d);
@@ -1882,6 +1931,16 @@ cdyn_uobj_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
     if ((b = dict_item_slot(v, cdyn_U.s_setitem)) != NULL) {
         return cdyn_uobj_item_call_replayed(tx, v, b, key, value);
     }
+    if (writable_list_input(v) &&
+        (st = mirror_for(tx, v, cdyn_U.s_setitem, 1, &b)) != TR_NOTIMPL) {
+        /* l[i] = x on a list subclass of the frame: on the mirror of its items (read after
+           it in the trace), written back as the mutating methods' are */
+        if (st == TR_OK) {
+            st = cdyn_v_store_subscr(tx, b, key, value);
+            Py_DECREF(b);
+        }
+        return st;
+    }
     if (V(v)->kind == VK_OBJECT) {
         return cdyn_store_subscr_replayed(tx, v, key, value);
     }
@@ -1903,6 +1962,14 @@ cdyn_uobj_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
     }
     if ((b = dict_item_slot(v, cdyn_U.s_delitem)) != NULL) {
         return cdyn_uobj_item_call_replayed(tx, v, b, key, NULL);
+    }
+    if (writable_list_input(v) &&
+        (st = mirror_for(tx, v, cdyn_U.s_delitem, 1, &b)) != TR_NOTIMPL) {
+        if (st == TR_OK) {   /* del l[i]: on the mirror, as l[i] = x */
+            st = cdyn_v_delete_subscr(tx, b, key);
+            Py_DECREF(b);
+        }
+        return st;
     }
     return cdyn_tx_unsupported(tx, "DELETE_SUBSCR of %S", v);
 }
@@ -1937,7 +2004,7 @@ cdyn_uobj_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
     if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
         return cdyn_v_len(tx, b, out);
     }
-    if ((st = mirror_for(tx, v, cdyn_U.s_len, &b)) != TR_NOTIMPL) {
+    if ((st = mirror_for(tx, v, cdyn_U.s_len, 0, &b)) != TR_NOTIMPL) {
         if (st == TR_OK) {
             st = cdyn_v_len(tx, b, out);
             Py_DECREF(b);
@@ -1983,7 +2050,7 @@ cdyn_uobj_truth(cdyn_tx *tx, PyObject *v, int *out)
     if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
         return cdyn_v_truth(tx, b, out);
     }
-    if (kb != DUNDER_PYTHON && (st = mirror_for(tx, v, cdyn_U.s_len, &b)) != TR_NOTIMPL) {
+    if (kb != DUNDER_PYTHON && (st = mirror_for(tx, v, cdyn_U.s_len, 0, &b)) != TR_NOTIMPL) {
         if (st == TR_OK) {
             st = cdyn_v_truth(tx, b, out);
             Py_DECREF(b);
@@ -2018,7 +2085,7 @@ cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     if ((b = builtin_base(v, cdyn_U.s_iter)) != NULL) {
         return cdyn_v_unpack(tx, b, out_list);
     }
-    if ((st = mirror_for(tx, v, cdyn_U.s_iter, &b)) != TR_NOTIMPL) {
+    if ((st = mirror_for(tx, v, cdyn_U.s_iter, 0, &b)) != TR_NOTIMPL) {
         if (st == TR_OK) {
             st = cdyn_v_unpack(tx, b, out_list);
             Py_DECREF(b);
@@ -2052,7 +2119,7 @@ cdyn_uobj_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     if ((b = builtin_base(v, cdyn_U.s_contains)) != NULL) {
         return cdyn_v_contains(tx, b, item, out);
     }
-    if ((st = mirror_for(tx, v, cdyn_U.s_contains, &b)) != TR_NOTIMPL) {
+    if ((st = mirror_for(tx, v, cdyn_U.s_contains, 0, &b)) != TR_NOTIMPL) {
         if (st == TR_OK) {
             st = cdyn_v_contains(tx, b, item, out);
             Py_DECREF(b);
