@@ -451,3 +451,39 @@ def test_attributes_of_ordered_dict_made_in_trace():
 
     with pytest.raises(AttributeError):
         cdynamo.compile(plain, backend="eager")(x)
+
+
+def test_attribute_stored_on_module_seen_by_hasattr_and_getattr_default():
+    """A new attribute stored on an nn.Module in the trace, then read with hasattr() or
+    getattr(m, name, default) (transformers' gradient-checkpointing setter, then
+    `any(getattr(m, "gradient_checkpointing", False) for m in self.modules())`): the store
+    is seen (it gave the default: a wrong result)."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        @property
+        def checkpointing(self):
+            return any(getattr(m, "gradient_checkpointing", False) for m in self.modules())
+
+        @checkpointing.setter
+        def checkpointing(self, v):
+            for m in self.modules():
+                m.gradient_checkpointing = v
+
+        def forward(self, x):
+            self.checkpointing = True
+            y = x * (2 if self.checkpointing else 1)
+            self.lin.flag = 1
+            y = y + (10 if hasattr(self.lin, "flag") else 0)
+            self.checkpointing = False
+            return y * (3 if self.checkpointing else 1)
+
+    x = torch.ones(2)
+    expected = Block()(x)
+    m = Block()
+    compiled = cdynamo.compile(m, backend=CountingBackend())
+    for _ in range(2):
+        assert torch.equal(compiled(x), expected)
+    assert m.gradient_checkpointing is False and m.lin.flag == 1

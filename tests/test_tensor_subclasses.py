@@ -298,3 +298,38 @@ def test_parameter_construction_stays_a_graph_break():
     assert type(out) is torch.nn.Parameter and torch.equal(out, x * 2)
     assert [b.reason for b in cdynamo.explain(make_parameter)(x).break_reasons] == [
         "construction of Parameter (a tensor subclass)"]
+
+
+class TaggedMeta(torch.Tensor):
+    """MONAI MetaTensor / torchvision TVTensor style: the override copies a Python attribute
+    onto its outputs."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        if isinstance(out, TaggedMeta) and isinstance(args[0], TaggedMeta) and \
+                hasattr(args[0], "tag"):
+            out.tag = args[0].tag
+        return out
+
+
+def test_attribute_stored_on_a_traced_tensor_is_seen_by_hasattr():
+    """An attribute stored on a tensor made in the trace (inside __torch_function__ or in
+    the function) is seen by hasattr() and getattr(t, name, default), and set on the returned
+    tensor (getattr with a default gave None: a wrong result)."""
+    def fn(x):
+        m = x.as_subclass(TaggedMeta)
+        m.tag = "img"
+        y = m * 2
+        z = x * 3
+        z.note = "plain"
+        return y, getattr(y, "tag", None), hasattr(y, "tag"), getattr(z, "note", None)
+
+    x = torch.ones(2)
+    expected = fn(x)
+    compiled = cdynamo.compile(fn, backend=CountingBackend())
+    for _ in range(2):
+        out = compiled(x)
+        assert out[1:] == expected[1:] == ("img", True, "plain")
+        assert type(out[0]) is TaggedMeta and out[0].tag == "img"
+        assert torch.equal(out[0].as_subclass(torch.Tensor), expected[0].as_subclass(torch.Tensor))

@@ -316,6 +316,16 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
         if (V(v)->kind == VK_OBJECT && (r = cdyn_user_hasattr_stored(tx, v, name)) != -1) {
             return r;                /* stored or deleted while tracing */
         }
+        if (V(v)->kind == VK_NNMODULE) {
+            /* an attribute the trace stored on the module (a replayed store, remembered
+               under its source: module.gc = True, then hasattr / getattr(m, "gc", False)) */
+            PyObject *src = cdyn_source_attr(V(v)->source, name);
+            r = src ? PyDict_Contains(tx->by_source, cdyn_source_repr(src)) : -1;
+            Py_XDECREF(src);
+            if (r != 0) {
+                return r < 0 ? -2 : 1;
+            }
+        }
         obj = cdyn_v_real(v);        /* guarded below: attributes may come and go */
         break;
     default: {

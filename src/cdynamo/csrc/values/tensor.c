@@ -115,6 +115,12 @@ cdyn_tensor_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **inst)
     if (_PyType_Lookup(tp, name) != NULL) {
         return 1;
     }
+    if (V(v)->u.tensor.attrs != NULL) {   /* stored by the trace (own_attr_store) */
+        int has = PyDict_Contains(V(v)->u.tensor.attrs, name);
+        if (has != 0) {
+            return has < 0 ? -2 : 1;
+        }
+    }
     if (V(v)->source == NULL) {
         return 0;
     }
