@@ -1032,7 +1032,7 @@ cdyn_objfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const *args, Py
             PyObject_TypeCheck(V(all[0])->u.obj.obj, dt)) {
             /* super().__contains__(x) on a list / tuple subclass of the frame: its items */
             PyObject *m = NULL;
-            st = cdyn_uobj_seq_items(tx, all[0], &m);
+            st = cdyn_uobj_items(tx, all[0], &m);
             if (st == TR_OK && base_kind(dt) == V(m)->kind) {
                 st = cdyn_v_base_dunder(tx, m, dt, ((PyDescrObject *)fn)->d_name, all + 1,
                                         n - 1, kwnames, out);

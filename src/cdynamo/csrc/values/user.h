@@ -180,20 +180,17 @@ int cdyn_user_native_method(PyObject *fn);
  * TR_NOTIMPL when v is not one; TR_UNSUPPORTED when its items cannot be known (changed
  * before they were read, or not its fields). */
 tr_status cdyn_mo_items(cdyn_tx *tx, PyObject *v, PyObject **out);
-/* The DICT value mirroring the items of v, an OBJECT of the frame of a dict subclass: a
+/* The value mirroring the items of v, an OBJECT of the frame of a dict subclass: a
  * ModelOutput's (cdyn_mo_items), or, for a subclass reading its items as dict / OrderedDict
  * do (no Python __iter__ / __getitem__, no __missing__), an input dict at v's source
  * (DICT_KEYS guard, values through ITEM sources; DICT_MIRROR, u.dobj.items: item stores
- * replayed on v change it alike). *out new; TR_NOTIMPL for other values; TR_UNSUPPORTED
- * when the items were changed before they were read. */
+ * replayed on v change it alike); of a list / tuple subclass, a LIST / TUPLE at v's source
+ * (length guarded, items through ITEM sources; where the class overrides __iter__, __len__
+ * or __getitem__, read through ___seq_items(<source>), a copy of the base's items, so that
+ * no override runs in a guard). A list mirror changed by the trace is written back as
+ * `obj[:] = items`. *out new; TR_NOTIMPL for other values; TR_UNSUPPORTED when the items
+ * were changed before they were read. */
 tr_status cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out);
-/* The items of OBJECT v of the frame, an instance of a list / tuple subclass, for a builtin
- * list / tuple method called on it directly (super().__contains__(x), list.__getitem__(self,
- * i)): the mirror of its items (cdyn_uobj_items) where its class reads them as the base
- * does, else, while the trace has not stored into the object, a read-only copy of the
- * base's items reached through ___seq_items(<source>) (its length and items guarded there:
- * no override of the subclass runs); for other values cdyn_uobj_items. *out new. */
-tr_status cdyn_uobj_seq_items(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* tuple.__new__(cls, iterable) for a named-tuple class value (or tuple itself). */
 tr_status cdyn_namedtuple_new(cdyn_tx *tx, PyObject *clsv, PyObject *const *args,
                               Py_ssize_t nargs, PyObject **out);

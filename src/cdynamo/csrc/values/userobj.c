@@ -113,6 +113,8 @@ keep_mirror(cdyn_tx *tx, PyObject *v, PyObject *d, PyObject **out)
     return TR_OK;
 }
 
+static tr_status copy_mirror(cdyn_tx *tx, PyObject *v, PyObject **out);
+
 tr_status
 cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
@@ -135,7 +137,7 @@ cdyn_uobj_items(cdyn_tx *tx, PyObject *v, PyObject **out)
         /* a list / tuple subclass: an input list/tuple at the object's source (its length
            guarded, items by ITEM sources), read only (a mutating method is not traced) */
         if (!plain_sequence_protocol(obj)) {
-            return TR_NOTIMPL;
+            return copy_mirror(tx, v, out);
         }
         d = cdyn_value_alloc(PyList_Check(obj) ? VK_LIST : VK_TUPLE, V(v)->source);
         if (d == NULL) {
@@ -199,20 +201,17 @@ seq_items(PyObject *Py_UNUSED(self), PyObject *obj)
 
 static PyMethodDef seq_items_def = {"___seq_items", seq_items, METH_O, NULL};
 
-tr_status
-cdyn_uobj_seq_items(cdyn_tx *tx, PyObject *v, PyObject **out)
+/* The mirror of the items of OBJECT v, a list / tuple subclass's instance whose class
+ * overrides __iter__, __len__ or __getitem__: read through ___seq_items(<source>) (its
+ * length and items guarded there, so no override runs in the guards), then standing for
+ * the object itself (its source: a list's write-back is `obj[:] = items`). Only while the
+ * trace has not changed the object. */
+static tr_status
+copy_mirror(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
     static PyObject *fn;
-    PyObject *obj, *copy = NULL, *src = NULL;
-    tr_status st;
-    if (V(v)->kind != VK_OBJECT || V(v)->source == NULL ||
-        !(PyList_Check(V(v)->u.obj.obj) || PyTuple_Check(V(v)->u.obj.obj))) {
-        return cdyn_uobj_items(tx, v, out);
-    }
-    obj = V(v)->u.obj.obj;
-    if (V(v)->u.dobj.items != NULL || plain_sequence_protocol(obj)) {
-        return cdyn_uobj_items(tx, v, out);
-    }
+    PyObject *obj = V(v)->u.obj.obj, *copy = NULL, *src = NULL, *d;
+    tr_status st = TR_ERROR;
     if (V(v)->bits & (OBJ_MUTATED | OBJ_ITEMS_MUTATED)) {
         return cdyn_tx_unsupported(tx, "the items of %S after a store into it", v);
     }
@@ -221,19 +220,26 @@ cdyn_uobj_seq_items(cdyn_tx *tx, PyObject *v, PyObject **out)
     }
     copy = seq_items(NULL, obj);
     src = copy ? cdyn_source_call(fn, V(v)->source, "___seq_items") : NULL;
-    st = src ? cdyn_tx_wrap_real(tx, copy, src, out) : TR_ERROR;
+    d = src ? cdyn_value_alloc(PyList_Check(obj) ? VK_LIST : VK_TUPLE, src) : NULL;
+    if (d != NULL) {
+        V(d)->bits = SEQ_LAZY;
+        V(d)->u.seq.real = Py_NewRef(copy);
+        st = keep_mirror(tx, v, d, out);   /* read now, under the copy's source */
+    }
+    if (st == TR_OK) {
+        Py_SETREF(V(d)->source, Py_NewRef(V(v)->source));
+    }
     Py_XDECREF(copy);
     Py_XDECREF(src);
     return st;
 }
 
 /* The mirror of the items of an OBJECT of the frame (a ModelOutput: cdyn_mo_items; a dict,
- * list or tuple subclass's instance: cdyn_uobj_items), to read them (write = 0: a list /
- * tuple's base items also when its class overrides others, cdyn_uobj_seq_items) or change
- * them (write = 1) with the builtin's own `name` (its type does not override it with a
- * Python function): *out new; TR_NOTIMPL for any other value. */
+ * list or tuple subclass's instance: cdyn_uobj_items), to read or change them with the
+ * builtin's own `name` (its type does not override it with a Python function): *out new;
+ * TR_NOTIMPL for any other value. */
 static tr_status
-mirror_for(cdyn_tx *tx, PyObject *v, PyObject *name, int write, PyObject **out)
+mirror_for(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
     PyObject *d;
     if (V(v)->kind != VK_OBJECT) {
@@ -243,7 +249,7 @@ mirror_for(cdyn_tx *tx, PyObject *v, PyObject *name, int write, PyObject **out)
     if (d == NULL || PyFunction_Check(d)) {
         return TR_NOTIMPL;
     }
-    return write ? cdyn_uobj_items(tx, v, out) : cdyn_uobj_seq_items(tx, v, out);
+    return cdyn_uobj_items(tx, v, out);
 }
 
 /* fn(self, *args) for a Python function fn found on self's type: modelled natively when
@@ -1710,7 +1716,7 @@ cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
     PyObject *m = NULL;
     int has = 0;
     tr_status st;
-    if (cdyn_name_in(name, reads) && (st = mirror_for(tx, v, name, 0, &m)) != TR_NOTIMPL) {
+    if (cdyn_name_in(name, reads) && (st = mirror_for(tx, v, name, &m)) != TR_NOTIMPL) {
         /* a read of a ModelOutput, dict / list / tuple subclass of the frame (the builtin's
            own method): from the mirror of its items */
         if (st == TR_OK) {
@@ -1720,7 +1726,7 @@ cdyn_uobj_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name,
         return st;
     }
     if (cdyn_name_in(name, list_writes) && writable_list_input(v) &&
-        (st = mirror_for(tx, v, name, 1, &m)) != TR_NOTIMPL) {
+        (st = mirror_for(tx, v, name, &m)) != TR_NOTIMPL) {
         /* a mutating list method of a list subclass of the frame (transformers'
            LogitsProcessorList.extend): on the mirror of its items, written back into the
            object as `obj[:] = items` (list's own __setitem__) */
@@ -1885,7 +1891,7 @@ cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     }
     {   /* a dict subclass of the frame reading items as dict does: its mirrored items */
         PyObject *d = NULL;
-        st = mirror_for(tx, v, cdyn_U.s_getitem, 0, &d);
+        st = mirror_for(tx, v, cdyn_U.s_getitem, &d);
         if (st == TR_OK) {
             st = cdyn_v_subscr(tx, d, key, out);
             Py_DECREF(d);
@@ -1932,7 +1938,7 @@ cdyn_uobj_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
         return cdyn_uobj_item_call_replayed(tx, v, b, key, value);
     }
     if (writable_list_input(v) &&
-        (st = mirror_for(tx, v, cdyn_U.s_setitem, 1, &b)) != TR_NOTIMPL) {
+        (st = mirror_for(tx, v, cdyn_U.s_setitem, &b)) != TR_NOTIMPL) {
         /* l[i] = x on a list subclass of the frame: on the mirror of its items (read after
            it in the trace), written back as the mutating methods' are */
         if (st == TR_OK) {
@@ -1964,7 +1970,7 @@ cdyn_uobj_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
         return cdyn_uobj_item_call_replayed(tx, v, b, key, NULL);
     }
     if (writable_list_input(v) &&
-        (st = mirror_for(tx, v, cdyn_U.s_delitem, 1, &b)) != TR_NOTIMPL) {
+        (st = mirror_for(tx, v, cdyn_U.s_delitem, &b)) != TR_NOTIMPL) {
         if (st == TR_OK) {   /* del l[i]: on the mirror, as l[i] = x */
             st = cdyn_v_delete_subscr(tx, b, key);
             Py_DECREF(b);
@@ -2004,7 +2010,7 @@ cdyn_uobj_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
     if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
         return cdyn_v_len(tx, b, out);
     }
-    if ((st = mirror_for(tx, v, cdyn_U.s_len, 0, &b)) != TR_NOTIMPL) {
+    if ((st = mirror_for(tx, v, cdyn_U.s_len, &b)) != TR_NOTIMPL) {
         if (st == TR_OK) {
             st = cdyn_v_len(tx, b, out);
             Py_DECREF(b);
@@ -2050,7 +2056,7 @@ cdyn_uobj_truth(cdyn_tx *tx, PyObject *v, int *out)
     if ((b = builtin_base(v, cdyn_U.s_len)) != NULL) {
         return cdyn_v_truth(tx, b, out);
     }
-    if (kb != DUNDER_PYTHON && (st = mirror_for(tx, v, cdyn_U.s_len, 0, &b)) != TR_NOTIMPL) {
+    if (kb != DUNDER_PYTHON && (st = mirror_for(tx, v, cdyn_U.s_len, &b)) != TR_NOTIMPL) {
         if (st == TR_OK) {
             st = cdyn_v_truth(tx, b, out);
             Py_DECREF(b);
@@ -2085,7 +2091,7 @@ cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     if ((b = builtin_base(v, cdyn_U.s_iter)) != NULL) {
         return cdyn_v_unpack(tx, b, out_list);
     }
-    if ((st = mirror_for(tx, v, cdyn_U.s_iter, 0, &b)) != TR_NOTIMPL) {
+    if ((st = mirror_for(tx, v, cdyn_U.s_iter, &b)) != TR_NOTIMPL) {
         if (st == TR_OK) {
             st = cdyn_v_unpack(tx, b, out_list);
             Py_DECREF(b);
@@ -2119,7 +2125,7 @@ cdyn_uobj_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
     if ((b = builtin_base(v, cdyn_U.s_contains)) != NULL) {
         return cdyn_v_contains(tx, b, item, out);
     }
-    if ((st = mirror_for(tx, v, cdyn_U.s_contains, 0, &b)) != TR_NOTIMPL) {
+    if ((st = mirror_for(tx, v, cdyn_U.s_contains, &b)) != TR_NOTIMPL) {
         if (st == TR_OK) {
             st = cdyn_v_contains(tx, b, item, out);
             Py_DECREF(b);
