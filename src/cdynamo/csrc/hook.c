@@ -45,6 +45,7 @@
 #include "modcall.h"
 #include "trace_rules.h"
 #include "translate.h"
+#include "tx.h"
 
 #include <stddef.h>
 #include <structmember.h>

@@ -2048,6 +2048,7 @@ cdyn_dict_base_method(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *const 
 {
     PyTypeObject *t;
     tr_status st;
+    (void)args;   /* methods of no argument only */
     if (V(v)->vt != &cdyn_dict_vt || V(v)->kind != VK_DICT || kwnames != NULL || nargs != 0) {
         return TR_NOTIMPL;
     }
