@@ -294,3 +294,34 @@ def test_store_into_list_subclass_input_is_read_back():
         assert repr(compiled(x, la)) == repr(fn(x, lb))
         assert la == lb == [9, 5] and type(la) is PlainList
     assert counter.frame_count == 1
+
+
+class RaisingGetList(list):
+    """test_functions' test_udf_list: the override must never run (not in a guard either)."""
+
+    def __contains__(self, val):
+        self.checked = True
+        return super().__contains__(val)
+
+    def __getitem__(self, idx):
+        raise RuntimeError("Should not be called")
+
+    def len_times_2(self):
+        return len(self) * 2
+
+
+def test_mutating_a_list_subclass_input_whose_getitem_raises():
+    def fn(x, lst):
+        x = torch.cos(x) if 3 in lst else torch.sin(x)
+        lst.append(4)
+        return x * lst.len_times_2()
+
+    x = torch.randn(4)
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter, fullgraph=True)
+    for _ in range(2):
+        ref, res = RaisingGetList([1, 2, 3]), RaisingGetList([1, 2, 3])
+        assert torch.equal(compiled(x, res), fn(x, ref))
+        assert list.__iter__(res) and list(list.__iter__(res)) == [1, 2, 3, 4] == list(list.__iter__(ref))
+        assert res.checked is True and type(res) is RaisingGetList
+    assert counter.frame_count == 1

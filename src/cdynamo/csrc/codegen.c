@@ -784,6 +784,14 @@ cdyn_tx_finish(cdyn_tx *tx, PyObject *ret, PyObject **code_out)
         goto done;
     }
     st = cdyn_cg_collect(tx, &cg, ret);
+    if (st == TR_OK && tx->output_bare_input && V(ret)->kind == VK_TENSOR &&
+        V(ret)->u.tensor.node != NULL && PyList_GET_SIZE(tx->effects) == 0 &&
+        PyList_GET_SIZE(cg.out_nodes) == 0 &&
+        cdyn_cg_add_output(&cg, V(ret)->u.tensor.node) < 0) {
+        /* fullgraph=True, no operation: the returned input is the graph's output, as
+           torch._dynamo compiles a graph returning a lone input tensor (its frame counts) */
+        st = TR_ERROR;
+    }
     if (st == TR_OK) {
         st = cg_graph_call(tx, &cg, &gname, &gm);
     }

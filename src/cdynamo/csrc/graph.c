@@ -42,6 +42,34 @@ cdyn_sanitized_name(PyObject *source)
     return out;
 }
 
+PyObject *
+cdyn_placeholder_name(PyObject *source)
+{
+    PyObject *r = cdyn_source_repr(source), *out = NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(r), j = 0;
+    Py_UCS4 *buf = PyMem_Malloc((n + 2) * sizeof(Py_UCS4));
+    if (buf == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 ch = PyUnicode_READ_CHAR(r, i);
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) {
+            buf[j++] = ch;
+        }
+        else if (j == 0 || buf[j - 1] != '_') {
+            buf[j++] = '_';   /* each run of other characters: one underscore */
+        }
+    }
+    if (j == 0 || (buf[0] >= '0' && buf[0] <= '9')) {
+        memmove(buf + 1, buf, j * sizeof(Py_UCS4));
+        buf[0] = 'v';
+        j++;
+    }
+    out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, j);
+    PyMem_Free(buf);
+    return out;
+}
+
 /* The top level's graph and attribute dict (borrowed): graph inputs and module parameters
  * always live there, also while a sub-trace is active. */
 static PyObject *
@@ -64,6 +92,56 @@ set_example(cdyn_tx *tx, PyObject *node, PyObject *example)
     PyObject *r = PyObject_CallMethodObjArgs(tx->glue, cdyn_G.s_set_example, node, example, NULL);
     Py_XDECREF(r);
     return r == NULL ? -1 : 0;
+}
+
+/* node.meta["stack_trace"] of a call node: the user's line being interpreted (the innermost
+ * frame, inlined functions included), in traceback form as torch._dynamo records it (FX's
+ * print_readable groups nodes by it; tlparse and inductor's comments show it). One string
+ * per (code, line), kept for the process. 0 / -1. */
+static int
+set_stack_trace(cdyn_tx *tx, PyObject *node)
+{
+    static PyObject *cache, *getline;
+    cdyn_fs *fs = tx->cur_fs;
+    PyObject *key = NULL, *text = NULL, *code_line = NULL, *meta = NULL;
+    int line, rc = -1;
+    if (fs == NULL || fs->pc <= 0 || fs->pc > fs->instrs.len) {
+        return 0;
+    }
+    line = fs->instrs.items[fs->pc - 1].lineno;
+    line = line >= 0 ? line : fs->code->co_firstlineno;
+    if (cache == NULL && (cache = PyDict_New()) == NULL) {
+        return -1;
+    }
+    key = Py_BuildValue("(Oi)", (PyObject *)fs->code, line);
+    text = key ? Py_XNewRef(PyDict_GetItemWithError(cache, key)) : NULL;
+    if (text == NULL && !PyErr_Occurred()) {
+        PyObject *raw;
+        if (getline == NULL) {
+            PyObject *lc = PyImport_ImportModule("linecache");
+            getline = lc ? PyObject_GetAttrString(lc, "getline") : NULL;
+            Py_XDECREF(lc);
+        }
+        raw = getline ? PyObject_CallFunction(getline, "Oi", fs->code->co_filename, line) : NULL;
+        code_line = raw && PyUnicode_Check(raw) ? PyObject_CallMethod(raw, "strip", NULL) : NULL;
+        Py_XDECREF(raw);
+        text = code_line ? PyUnicode_FromFormat("  File \"%U\", line %d, in %U\n    %U\n",
+                                                fs->code->co_filename, line,
+                                                fs->code->co_name, code_line)
+                         : NULL;
+        if (text != NULL && PyDict_SetItem(cache, key, text) < 0) {
+            Py_CLEAR(text);
+        }
+    }
+    meta = text ? PyObject_GetAttrString(node, "meta") : NULL;
+    if (meta != NULL && PyDict_Check(meta) && PyDict_SetItemString(meta, "stack_trace", text) == 0) {
+        rc = 0;
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(text);
+    Py_XDECREF(code_line);
+    Py_XDECREF(meta);
+    return rc;
 }
 
 /* obj.is_inference(): 1 / 0, -1 with an exception. */
@@ -128,7 +206,7 @@ cdyn_tx_wrap_tensor_input(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject
         goto done;
     }
     st = TR_ERROR;
-    name = cdyn_sanitized_name(source);
+    name = cdyn_placeholder_name(source);
     if (name == NULL) {
         goto done;
     }
@@ -535,7 +613,7 @@ cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *modu
     }
     node = PyObject_CallMethodObjArgs(tx->graph, cdyn_G.s_create_node, opname, target, nargs_t,
                                       nkw_d, NULL);
-    if (node == NULL || set_example(tx, node, res) < 0) {
+    if (node == NULL || set_example(tx, node, res) < 0 || set_stack_trace(tx, node) < 0) {
         goto done;
     }
     Py_XSETREF(tx->last_node, Py_NewRef(node));

@@ -325,6 +325,12 @@ OP(store_fast)
     if (V(v)->kind == VK_NULL) {   /* a variable LOAD_FAST_AND_CLEAR found unbound */
         Py_CLEAR(v);
     }
+    else if (V(v)->kind == VK_TENSOR &&
+             cdyn_tensor_name_hint(v, PyTuple_GET_ITEM(fs->code->co_localsplusnames,
+                                                        ins->oparg)) < 0) {
+        Py_DECREF(v);
+        return TR_ERROR;
+    }
     Py_XSETREF(fs->locals[ins->oparg], v);
     return TR_OK;
 }
@@ -2282,6 +2288,7 @@ translate_once(cdyn_frame *frame, PyObject *options, cdyn_translation *out,
             rc = 0;
             goto done;
         }
+        tx.output_bare_input = 1;
     }
     if (st == TR_OK) {
         st = cdyn_tx_finish(&tx, fs.retval, &code_out);

@@ -47,6 +47,8 @@ typedef struct cdyn_tx {
     int reason_eogb;        /* tx->eogb where the reason arose (translate.c) */
     struct cdyn_fs *cur_fs; /* borrowed: the frame state being interpreted */
     int n_call_nodes;       /* call_function / call_method / call_module nodes */
+    int output_bare_input;  /* fullgraph with no operation traced: a returned input tensor is
+                               still a graph output (torch._dynamo compiles that graph) */
     int grad_enabled;       /* symbolic grad mode at the current instruction */
     int grad_enabled_at_start;
     long steps;             /* instructions interpreted, all frames */
@@ -293,6 +295,10 @@ tr_status cdyn_tx_wrap_module_tensor(cdyn_tx *tx, PyObject *tensor, PyObject *so
 /* A name for an FX node / attribute derived from a source: L['self'].linear -> self_linear.
  * New ref. */
 PyObject *cdyn_sanitized_name(PyObject *source);
+/* The name of a graph input read from source, as torch._dynamo names its placeholders: the
+ * source's readable form with each run of non-alphanumeric characters made one underscore
+ * (L['x'] -> L_x_; FX names the node itself l_x_). New ref. */
+PyObject *cdyn_placeholder_name(PyObject *source);
 
 /* A checkpoint of the trace before a step that may turn out unsupported (a call that fails
  * to inline, an instruction that becomes a graph break), so it can be undone: the call
@@ -942,5 +948,10 @@ extern cdyn_tx_globals cdyn_G;
 tr_status cdyn_v_base_dunder(cdyn_tx *tx, PyObject *self, PyTypeObject *t, PyObject *name,
                              PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                              PyObject **out);
+
+/* The first local variable a tensor made in the trace is stored into names its graph node
+ * (node._rename(name), as torch._dynamo's set_name_hint: `a = x * 2` prints as `a = ...`).
+ * Later stores keep the name. 0 / -1. */
+int cdyn_tensor_name_hint(PyObject *v, PyObject *name);
 
 #endif

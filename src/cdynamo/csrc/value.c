@@ -758,6 +758,17 @@ static const char *const binop_words[13] = {"add", "and", "floordiv", "lshift", 
                                             "mul", "mod", "or", "pow", "rshift", "sub",
                                             "truediv", "xor"};
 
+PyObject *
+cdyn_binop_dunder_name(int op, int reflected)
+{
+    if (op < 0 || op > 25) {
+        PyErr_Format(PyExc_SystemError, "cdynamo: BINARY_OP %d has no dunder", op);
+        return NULL;
+    }
+    return PyUnicode_FromFormat("__%s%s__", op >= 13 ? "i" : reflected ? "r" : "",
+                                binop_words[op % 13]);
+}
+
 int
 cdyn_dunder_binop(PyObject *name)
 {
@@ -1020,6 +1031,10 @@ cdyn_v_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
     }
     if (va->kind == VK_TENSOR && vb->kind == VK_TENSOR) {
         *out = va->u.tensor.node == vb->u.tensor.node;
+        return TR_OK;
+    }
+    if (va->kind == VK_EXC && vb->kind == VK_EXC && va->u.exc.type != vb->u.exc.type) {
+        *out = 0;   /* exceptions of two types are two objects */
         return TR_OK;
     }
     if (is_container_kind(va->kind) && is_container_kind(vb->kind)) {

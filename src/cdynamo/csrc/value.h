@@ -252,6 +252,8 @@ typedef struct cdyn_value {
 #define TENSOR_INFERENCE 0x1u  /* TENSOR: a graph input that is an inference tensor (made
                                   under torch.inference_mode; TENSOR_MATCH compares the
                                   dispatch keys, which tell it) */
+#define TENSOR_NAMED    0x2u   /* TENSOR: its graph node was renamed after the first local it
+                                  was stored into (cdyn_tensor_name_hint) */
 #define FUNC_TOP_GLOBALS 0x1u  /* FUNCTION: its globals are the top frame's */
 #define FUNC_VISITING   0x4u   /* FUNCTION: being collected (a closure that holds the
                                   function itself: `def f(): return f`) */
@@ -465,6 +467,8 @@ tr_status cdyn_v_binop(struct cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyO
 /* The BINARY_OP oparg of a binary dunder name (__or__ 7, __ior__ 20, ...) / the COMPARE_OP
  * of a comparison dunder (__lt__ Py_LT, ...), or -1. */
 int cdyn_dunder_binop(PyObject *name);
+/* The dunder name of BINARY_OP op (new str): __add__, __radd__ (reflected), __iadd__ (op >= 13). */
+PyObject *cdyn_binop_dunder_name(int op, int reflected);
 int cdyn_dunder_compare(PyObject *name);
 tr_status cdyn_v_compare(struct cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out);
 tr_status cdyn_v_unary(struct cdyn_tx *tx, int opcode, PyObject *v, PyObject **out);

@@ -784,8 +784,9 @@ text_fixed_kind(PyObject *v)
 /* *out: a new CONST str value with str(v) (use_repr 0) or repr(v) (1), where that text is
  * fixed by the trace: an object whose identity is guarded and whose type prints it with
  * C code (a class, a function, a constant), or any object whose type's __str__/__repr__ is
- * Python code, inlined (a result that is not a constant str is a break). Anything else
- * (a tensor's data, a default repr showing an address) is a break. */
+ * Python code, inlined (a result that is not a constant str is a break); the default repr
+ * of an object made in the trace names its class. Anything else (a tensor's data, the
+ * default repr of an object of the frame) is a break. */
 tr_status
 cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
 {
@@ -851,6 +852,24 @@ cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out)
         if (PyErr_Occurred()) {
             return TR_ERROR;
         }
+    }
+    if (real == NULL && V(v)->kind == VK_NEWOBJ && use_repr &&
+        meth == _PyType_Lookup(&PyBaseObject_Type, s_repr)) {
+        /* object.__repr__ of an object made in the trace: its class's name, at the address
+           of the value standing for it (the real object does not exist yet; eager's address
+           differs on every call anyway), as torch._dynamo prints it */
+        PyObject *mod = PyObject_GetAttrString((PyObject *)type, "__module__");
+        PyObject *qual = mod ? PyObject_GetAttrString((PyObject *)type, "__qualname__") : NULL;
+        if (qual != NULL && PyUnicode_Check(mod) && !cdyn_name_is(mod, "builtins")) {
+            r = PyUnicode_FromFormat("<%U.%U object at %p>", mod, qual, (void *)v);
+        }
+        else if (qual != NULL) {
+            r = PyUnicode_FromFormat("<%S object at %p>", qual, (void *)v);
+        }
+        Py_XDECREF(mod);
+        Py_XDECREF(qual);
+        *out = r ? cdyn_value_const_steal(r) : NULL;
+        return *out ? TR_OK : TR_ERROR;
     }
     if (real == NULL || !text_fixed_kind(v)) {
         return cdyn_tx_unsupported(tx, "%s() of %S", use_repr ? "repr" : "str", v);

@@ -234,6 +234,31 @@ add_left(cdyn_tx *tx, PyObject *v, PyObject *const *xs, Py_ssize_t n)
     return st;
 }
 
+/* extend / extendleft(generator): each item added (and the other end trimmed) before the
+ * next is made, as CPython's deque consumes an iterator (the generator, or a map over it,
+ * may read the deque it extends). */
+static tr_status
+extend_lazily(cdyn_tx *tx, PyObject *v, PyObject *gen, int left)
+{
+    PyObject *it = NULL, *item = NULL;
+    tr_status st = cdyn_v_iter(tx, gen, &it);
+    while (st == TR_OK) {
+        st = cdyn_v_next(tx, it, &item);
+        if (st != TR_OK || item == NULL) {
+            break;
+        }
+        st = mutating(tx, v);
+        if (st == TR_OK && ((left ? PyList_Insert(ditems(v), 0, item)
+                                  : PyList_Append(ditems(v), item)) < 0 ||
+                            trim(v, left ? 0 : 1) < 0)) {
+            st = TR_ERROR;
+        }
+        Py_CLEAR(item);
+    }
+    Py_XDECREF(it);
+    return st;
+}
+
 /* rotate(k): k steps to the right (negative: to the left). */
 static tr_status
 rotate(cdyn_tx *tx, PyObject *v, PyObject *const *args, Py_ssize_t nargs)
@@ -302,6 +327,10 @@ deque_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObjec
     }
     if (cdyn_name_is(name, "rotate") && nargs <= 1) {
         st = rotate(tx, v, args, nargs);
+    }
+    else if ((cdyn_name_is(name, "extend") || cdyn_name_is(name, "extendleft")) && nargs == 1 &&
+             V(args[0])->kind == VK_GENERATOR) {
+        st = extend_lazily(tx, v, args[0], cdyn_name_is(name, "extendleft"));
     }
     else if ((cdyn_name_is(name, "appendleft") && nargs == 1) ||
              (cdyn_name_is(name, "extendleft") && nargs == 1)) {

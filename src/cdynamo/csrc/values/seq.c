@@ -652,9 +652,21 @@ raise_like_slice_store(cdyn_tx *tx, Py_ssize_t n, PyObject *k, PyObject *value)
 static tr_status
 seq_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value)
 {
-    PyObject *k, *more = NULL;
+    PyObject *k, *more = NULL, *spec = NULL;
     Py_ssize_t n, i, start, stop, step;
     tr_status st;
+    if (V(key)->kind == VK_SYMINT || V(key)->kind == VK_SYMSLICE) {
+        /* a dynamic int index or slice bound: specialised to its value (guarded), as
+           torch._dynamo does for a list index */
+        if ((st = cdyn_sym_specialize(tx, key, &spec)) != TR_OK) {
+            return st;
+        }
+        st = V(spec)->kind == VK_CONST ? seq_store_subscr(tx, v, spec, value)
+                                       : cdyn_tx_unsupported(tx, "STORE_SUBSCR with a "
+                                                                 "non-constant key");
+        Py_DECREF(spec);
+        return st;
+    }
     if (V(key)->kind != VK_CONST) {
         return cdyn_tx_unsupported(tx, "STORE_SUBSCR with a non-constant key");
     }
@@ -857,14 +869,67 @@ fold_sized(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+/* An operator a named-tuple subclass defines in Python (PairTensor.__add__): that method
+ * inlined on self (the forward form on a, or the reflected one on b; an in-place operator
+ * without its own method uses the binary one). TR_NOTIMPL when neither defines it or both
+ * return NotImplemented. */
+static tr_status
+user_operator(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
+{
+    for (int side = 0; side < 2; side++) {
+        PyObject *self = side ? b : a, *other = side ? a : b, *name = NULL, *fn;
+        PyTypeObject *t;
+        tr_status st;
+        if ((V(self)->kind != VK_TUPLE && V(self)->kind != VK_LIST) ||
+            V(self)->u.seq.nt_type == NULL || is_size(self) || (side && op >= 13)) {
+            continue;
+        }
+        t = seq_python_type(self);
+        name = cdyn_binop_dunder_name(op, side);
+        fn = name && t ? _PyType_Lookup(t, name) : NULL;
+        if (name != NULL && op >= 13 && (fn == NULL || !PyFunction_Check(fn))) {
+            Py_SETREF(name, cdyn_binop_dunder_name(op - 13, 0));
+            fn = name ? _PyType_Lookup(t, name) : NULL;
+        }
+        if (name == NULL) {
+            return TR_ERROR;
+        }
+        if (fn == NULL || !PyFunction_Check(fn)) {
+            Py_DECREF(name);
+            continue;
+        }
+        {
+            PyObject *bound = NULL;   /* self.<name>: the method bound to the value */
+            st = cdyn_v_getattr(tx, self, name, &bound);
+            Py_DECREF(name);
+            if (st == TR_OK) {
+                st = cdyn_v_call(tx, NULL, bound, &other, 1, NULL, out);
+                Py_DECREF(bound);
+            }
+        }
+        if (st != TR_OK) {
+            return st;
+        }
+        if (!(V(*out)->kind == VK_CONST && V(*out)->u.cnst.value == Py_NotImplemented)) {
+            return TR_OK;
+        }
+        Py_CLEAR(*out);
+    }
+    return TR_NOTIMPL;
+}
+
 static tr_status
 seq_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
     cdyn_vkind ka = seq_kind_of(a), kb = seq_kind_of(b);
     int opb = op >= 13 ? op - 13 : op;
     PyObject *la = NULL, *lb = NULL;
-    tr_status st = fold_sized(tx, op, a, b, out);
+    tr_status st = user_operator(tx, op, a, b, out);
     Py_ssize_t n;
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    st = fold_sized(tx, op, a, b, out);
     if (st != TR_NOTIMPL) {
         return st;
     }

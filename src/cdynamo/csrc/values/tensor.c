@@ -264,6 +264,24 @@ data_setattr(cdyn_tx *tx, PyObject *v, PyObject *value)
 
 static PyTypeObject *tensor_python_type(PyObject *v);
 
+int
+cdyn_tensor_name_hint(PyObject *v, PyObject *name)
+{
+    static PyObject *s_rename;
+    PyObject *node = V(v)->u.tensor.node, *r;
+    if (V(v)->kind != VK_TENSOR || (V(v)->bits & TENSOR_NAMED) || node == NULL ||
+        V(v)->source != NULL || !PyUnicode_Check(name)) {
+        return 0;
+    }
+    V(v)->bits |= TENSOR_NAMED;
+    if (s_rename == NULL && (s_rename = PyUnicode_InternFromString("_rename")) == NULL) {
+        return -1;
+    }
+    r = PyObject_CallMethodOneArg(node, s_rename, name);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
 /* t.name = value on a tensor the trace made (torchvision's tv_tensors set `format` and
  * `canvas_size` on a BoundingBoxes made with as_subclass): kept on the value (u.tensor.attrs,
  * a new dict per store, so a rollback restores the old one), read back by getattr and set

@@ -1,0 +1,127 @@
+"""Cases of PyTorch's test/dynamo/test_functions.py (a 2025-26 copy) that cdynamo failed,
+written again as our own programs: a dynamic int as a list index or slice bound in a store,
+deque.extend/extendleft of a generator that reads the deque (two wrong results before:
+the generator was run to its end first), operators a named-tuple subclass defines (it was
+tuple concatenation: a wrong result), `is` between exceptions of two types, and the default
+repr of an object made in the trace. Each against eager, with fullgraph=True."""
+import collections
+from typing import NamedTuple
+
+import torch
+
+import cdynamo
+from helpers import CountingBackend
+
+
+def _fullgraph(fn, *args, graphs=1, **kw):
+    counter = CountingBackend()
+    compiled = cdynamo.compile(fn, backend=counter, fullgraph=True, **kw)
+    out = compiled(*args)
+    assert counter.frame_count == graphs
+    return out
+
+
+def test_store_with_a_dynamic_int_index_or_slice():
+    def item(a: int):
+        arr = [1, 2, 3]
+        arr[a] = 5
+        return torch.ones(arr)
+
+    def sliced(a: int):
+        arr = [1, 2, 3]
+        arr[a:a + 1] = [5]
+        return torch.ones(arr)
+
+    for fn in (item, sliced):
+        counter = CountingBackend()
+        compiled = cdynamo.compile(fn, backend=counter, fullgraph=True, dynamic=True)
+        for a in (0, 1, 0):
+            assert torch.equal(compiled(a), fn(a))
+        assert counter.frame_count == 2   # specialised on the index, as torch._dynamo
+
+
+def test_deque_extend_of_a_generator_reading_the_deque():
+    def left(a):
+        y = collections.deque([1])
+
+        def inner(z):
+            return z + y[0]
+
+        y.extendleft(map(inner, [a, a]))
+        return y
+
+    def right(a):
+        y = collections.deque([a], maxlen=3)
+        y.extend(v + y[-1] for v in (a, a, a))
+        return y
+
+    a = torch.randn(3)
+    for fn in (left, right):
+        out, expected = _fullgraph(fn, a), fn(a)
+        assert type(out) is collections.deque and out.maxlen == expected.maxlen
+        assert len(out) == len(expected)
+        for o, e in zip(out, expected):
+            assert torch.equal(torch.as_tensor(o), torch.as_tensor(e))
+
+
+class _Pair(NamedTuple):
+    a: torch.Tensor
+    b: torch.Tensor
+
+
+def test_operators_of_a_named_tuple_subclass():
+    class PairTensor(_Pair):
+        def __new__(cls, a, b):
+            return super().__new__(cls, a, b)
+
+        def __add__(self, other):
+            return PairTensor(self.a + other.a, self.b + other.b)
+
+        def __rmul__(self, k):
+            return PairTensor(self.a * k, self.b * k)
+
+    def fn(p, q):
+        s = p + q
+        t = 2 * p
+        s += q
+        return s, t, (p,) + (q,)
+
+    p = PairTensor(torch.randn(4), torch.randn(2, 8))
+    q = PairTensor(torch.randn(1), torch.randn(2, 1))
+    out, expected = _fullgraph(fn, p, q), fn(p, q)
+    assert [type(o) for o in out] == [type(e) for e in expected]
+    assert type(out[0]) is PairTensor and type(out[2]) is tuple
+    for o, e in zip(out[:2], expected[:2]):
+        assert torch.equal(o.a, e.a) and torch.equal(o.b, e.b)
+
+
+def test_is_between_exceptions_of_two_types():
+    def fn(x, y):
+        exc = ValueError("abcd")
+        other = TypeError("abc")
+        try:
+            raise exc
+        except Exception as e:
+            assert e is not other
+            return x + y
+
+    x = torch.ones(2)
+    assert torch.equal(_fullgraph(fn, x, x), fn(x, x))
+
+
+def test_default_repr_of_an_object_made_in_the_trace():
+    class Plain:
+        pass
+
+    class Custom:
+        def __str__(self):
+            return "ok"
+
+    def fn(x):
+        return x + 1, str(Plain()), repr(Plain()), str(Custom()), f"{Plain()}"
+
+    out, expected = _fullgraph(fn, torch.ones(2)), fn(torch.ones(2))
+    assert out[3] == expected[3] == "ok"
+    for o, e in zip(out[1:], expected[1:]):
+        assert o.split(" object at 0x")[0] == e.split(" object at 0x")[0]
+    assert out[1].startswith("<test_functions_gaps.")
