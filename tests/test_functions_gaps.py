@@ -125,3 +125,37 @@ def test_default_repr_of_an_object_made_in_the_trace():
     for o, e in zip(out[1:], expected[1:]):
         assert o.split(" object at 0x")[0] == e.split(" object at 0x")[0]
     assert out[1].startswith("<test_functions_gaps.")
+
+
+def test_cached_property_computed_in_the_trace():
+    """functools.cached_property not computed yet on an object passed in: its function is
+    inlined and the result stored into the instance dict, as cached_property.__get__ does
+    (it was a graph break)."""
+    import functools
+
+    class Cfg:
+        def __init__(self, h):
+            self.h, self.n = h, 2
+
+        @functools.cached_property
+        def head_dim(self):
+            return self.h // self.n
+
+    def fn(x, cfg):
+        return x.reshape(-1, cfg.head_dim), cfg.head_dim
+
+    cfg = Cfg(8)
+    out = _fullgraph(fn, torch.ones(8), cfg)
+    assert out[0].shape == (2, 4) and out[1] == 4 and cfg.__dict__["head_dim"] == 4
+
+
+def test_callable_of_a_bound_method_in_a_comprehension():
+    """transformers' BatchEncoding.to: `callable(v.to)` over a dict's values (a break)."""
+    def fn(d):
+        return {k: v.to(dtype=torch.float64) if hasattr(v, "to") and callable(v.to) else v
+                for k, v in d.items()}, callable(len), callable(fn)
+
+    d = {"a": torch.ones(2), "b": 3}
+    out, expected = _fullgraph(fn, d), fn(d)
+    assert out[1:] == expected[1:] == (True, True)
+    assert out[0]["b"] == 3 and torch.equal(out[0]["a"], expected[0]["a"])

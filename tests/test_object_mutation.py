@@ -487,3 +487,50 @@ def test_attribute_stored_on_module_seen_by_hasattr_and_getattr_default():
     for _ in range(2):
         assert torch.equal(compiled(x), expected)
     assert m.gradient_checkpointing is False and m.lin.flag == 1
+
+
+def test_module_property_setter_then_property_read_in_one_trace():
+    """transformers' gradient_checkpointing: a property setter of the module's class that
+    stores on every submodule, then a property of the class reading them back, in one trace.
+    The setter was replayed after the graph and the second read came from the first one's
+    value: a wrong result."""
+    class GCModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+            self._gc = False
+
+        @property
+        def is_gradient_checkpointing(self):
+            return any(getattr(m, "gradient_checkpointing", False) for m in self.modules())
+
+        @property
+        def gc(self):
+            return self._gc
+
+        @gc.setter
+        def gc(self, value):
+            self._gc = bool(value)
+            for m in self.modules():
+                m.gradient_checkpointing = self._gc
+
+        def forward(self, x):
+            return self.lin(x) * (2 if self.is_gradient_checkpointing else 1)
+
+    def run(m, x):
+        a = m(x)
+        m.gc = True
+        b = m(x)
+        m.gc = False
+        return a, b, m.is_gradient_checkpointing
+
+    x = torch.randn(2, 3)
+    torch.manual_seed(0)
+    expected = run(GCModel(), x)
+    torch.manual_seed(0)
+    m = GCModel()
+    compiled = cdynamo.compile(lambda x: run(m, x), backend=CountingBackend())
+    for _ in range(2):
+        out = compiled(x)
+        assert torch.equal(out[0], expected[0]) and torch.equal(out[1], expected[1])
+        assert out[2] is False and m._gc is False and m.lin.gradient_checkpointing is False

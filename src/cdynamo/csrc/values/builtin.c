@@ -908,6 +908,13 @@ b_callable(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
     (void)fs;
     (void)fn;
     (void)kwnames;
+    if (type == NULL && npos == 1 && nkw == 0 &&
+        (V(args[0])->kind == VK_METHOD || V(args[0])->kind == VK_USERFN ||
+         V(args[0])->kind == VK_FUNCTION || V(args[0])->kind == VK_PARTIAL ||
+         V(args[0])->kind == VK_TORCHFN || V(args[0])->kind == VK_CLASS)) {
+        *out = cdyn_value_bool(1);   /* a bound method (t.to), a function, a class */
+        return *out ? TR_OK : TR_ERROR;
+    }
     if (type == NULL) {
         return cdyn_tx_unsupported(tx, "callable() of %S", npos ? args[0] : Py_None);
     }

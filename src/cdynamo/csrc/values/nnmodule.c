@@ -23,6 +23,7 @@
 #include "../tx.h"
 #include "../codegen.h"
 #include "hop.h"
+#include "user.h"
 
 static PyObject *
 mobj(PyObject *v)
@@ -367,6 +368,15 @@ module_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         }
         if (PyErr_Occurred()) {
             return TR_ERROR;
+        }
+    }
+    if (tx->mutations > 0) {
+        /* a property read again after the trace changed state: not the value an earlier
+           read remembered (a setter may have run since) */
+        int done = 0;
+        st = traced_property(tx, v, name, out, &done);
+        if (st != TR_OK || done) {
+            return st;
         }
     }
     st = cdyn_tx_memo_attr(tx, v, name, &src, out);
@@ -1323,9 +1333,21 @@ done:
     return st;
 }
 
+/* m.name = value: through a property of the module's class, its setter inlined (as
+ * nn.Module.__setattr__ reaches object.__setattr__ for a value that is no parameter,
+ * module or tensor: transformers' gradient_checkpointing setters store on every submodule,
+ * read back in the same trace), else a store replayed after the graph. */
 static tr_status
 module_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {
+    PyObject *mod = cdyn_v_real(v);
+    if (mod != NULL && V(value)->kind != VK_TENSOR && V(value)->kind != VK_NNMODULE) {
+        int done = 0;
+        tr_status st = cdyn_uobj_store_descriptor(tx, v, Py_TYPE(mod), name, value, &done);
+        if (done) {
+            return st;
+        }
+    }
     return cdyn_setattr_replayed(tx, v, name, value);
 }
 

@@ -65,6 +65,11 @@ tr_status cdyn_uobj_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *
  * instance's own attributes, without the type's __getattribute__/__getattr__/__setattr__. */
 tr_status cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, int use_getattr,
                                     PyObject **out);
+/* A data descriptor of type t for `name` that a store into v must go through: a property
+ * (its setter inlined on v) or any other data descriptor but slots (unsupported). *done = 1
+ * when the store was handled (or refused), 0 when t has no such descriptor. */
+tr_status cdyn_uobj_store_descriptor(cdyn_tx *tx, PyObject *v, PyTypeObject *t, PyObject *name,
+                                     PyObject *value, int *done);
 tr_status cdyn_uobj_generic_setattr(cdyn_tx *tx, PyObject *v, PyObject *name,
                                     PyObject *value);
 /* delattr(v, name) on an instance value: type(v).__delattr__ inlined when it is a Python

@@ -1094,7 +1094,28 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (descr != NULL && (PyObject *)Py_TYPE(descr) == cdyn_U.cached_property) {
         PyObject **dp = _PyObject_GetDictPtr(obj);
         int cached = dp != NULL && *dp != NULL ? PyDict_Contains(*dp, name) : 0;
-        if (cached <= 0) {   /* not computed yet: it would run (and be stored) now */
+        PyObject *attrname = cached == 0 ? PyObject_GetAttrString(descr, "attrname") : NULL;
+        if (cached == 0 && attrname != NULL && PyUnicode_Check(attrname) &&
+            PyUnicode_Compare(attrname, name) == 0 && generic_getattribute(t) && dp != NULL) {
+            /* not computed yet: its function inlined on the object and the result stored
+               into the instance dict, as cached_property.__get__ does (the store replayed
+               as object.__setattr__'s: the descriptor has no __set__) */
+            Py_DECREF(attrname);
+            Py_XDECREF(src);
+            if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
+                return st;
+            }
+            f = PyObject_GetAttrString(descr, "func");
+            st = f ? inline_on(tx, f, v, NULL, 0, "cached_property", out) : TR_ERROR;
+            Py_XDECREF(f);
+            if (st == TR_OK && (st = cdyn_uobj_generic_setattr(tx, v, name, *out)) != TR_OK) {
+                Py_CLEAR(*out);
+            }
+            return st;
+        }
+        Py_XDECREF(attrname);
+        PyErr_Clear();
+        if (cached <= 0) {   /* not computed yet, and not computable here */
             Py_XDECREF(src);
             return cached < 0 ? TR_ERROR
                               : cdyn_tx_unsupported(tx, "cached_property %U not computed yet",
@@ -1175,12 +1196,9 @@ cdyn_store_subscr_replayed(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *va
     return TR_OK;
 }
 
-/* A data descriptor of type t for `name` that a store must go through: a property
- * (setter inlined) or any other data descriptor but slots (unsupported). *done = 1 when
- * the store was handled (or refused). */
-static tr_status
-store_descriptor(cdyn_tx *tx, PyObject *v, PyTypeObject *t, PyObject *name, PyObject *value,
-                 int *done)
+tr_status
+cdyn_uobj_store_descriptor(cdyn_tx *tx, PyObject *v, PyTypeObject *t, PyObject *name,
+                           PyObject *value, int *done)
 {
     PyObject *d = _PyType_Lookup(t, name), *f = NULL, *r = NULL, *arg[1] = {value};
     tr_status st;
@@ -1242,7 +1260,7 @@ object_generic_store(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
     int done = 0;
     tr_status st;
     if (value != NULL) {
-        st = store_descriptor(tx, v, t, name, value, &done);
+        st = cdyn_uobj_store_descriptor(tx, v, t, name, value, &done);
         if (st != TR_OK || done) {
             return st;
         }
@@ -1492,7 +1510,7 @@ cdyn_uobj_generic_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *va
         return object_generic_store(tx, v, name, value);
     }
     t = cdyn_user_type(v);
-    st = store_descriptor(tx, v, t, name, value, &done);
+    st = cdyn_uobj_store_descriptor(tx, v, t, name, value, &done);
     if (st != TR_OK || done) {
         return st;
     }
