@@ -355,7 +355,7 @@ def test_weakref_ref_errors_and_tensor_referents_run_as_eager():
     assert torch.equal(cdynamo.compile(of_tensor, backend="eager")(x), of_tensor(x))
     assert [b.reason for b in _glue.break_log[breaks:]] == [
         "weakref.ref of ConstantVariable(3) (a callback, or a value the trace made)",
-        "weakref.ref of TensorVariable(add) (a callback, or a value the trace made)"]
+        "weakref.ref of TensorVariable(y) (a callback, or a value the trace made)"]
     del _glue.break_log[breaks:]
 
 

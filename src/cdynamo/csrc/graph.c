@@ -97,7 +97,7 @@ set_example(cdyn_tx *tx, PyObject *node, PyObject *example)
 /* node.meta["stack_trace"] of a call node: the user's line being interpreted (the innermost
  * frame, inlined functions included), in traceback form as torch._dynamo records it (FX's
  * print_readable groups nodes by it; tlparse and inductor's comments show it). One string
- * per (code, line), kept for the process. 0 / -1. */
+ * per (file, function, line), kept for the process. 0 / -1. */
 static int
 set_stack_trace(cdyn_tx *tx, PyObject *node)
 {
@@ -113,7 +113,9 @@ set_stack_trace(cdyn_tx *tx, PyObject *node)
     if (cache == NULL && (cache = PyDict_New()) == NULL) {
         return -1;
     }
-    key = Py_BuildValue("(Oi)", (PyObject *)fs->code, line);
+    /* keyed by file, function name and line (never the code object: the cache would keep
+       it alive, and its cache entries with it) */
+    key = Py_BuildValue("(OOi)", fs->code->co_filename, fs->code->co_name, line);
     text = key ? Py_XNewRef(PyDict_GetItemWithError(cache, key)) : NULL;
     if (text == NULL && !PyErr_Occurred()) {
         PyObject *raw;

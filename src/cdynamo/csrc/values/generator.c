@@ -557,8 +557,20 @@ inplace_since(cdyn_tx *tx, PyObject *last)
     for (Py_ssize_t i = PyList_GET_SIZE(lst) - 1; i >= 0 && !found; i--) {
         PyObject *n = PyList_GET_ITEM(lst, i), *t = NULL, *name = NULL, *kw = NULL;
         const char *s = NULL;
+        PyObject *op = NULL;
+        int call;
         if (n == last) {
             break;
+        }
+        op = PyObject_GetAttrString(n, "op");   /* (placeholders are named after sources:
+                                                     L_x_ is no in-place method) */
+        call = op != NULL && PyUnicode_Check(op) &&
+               PyUnicode_CompareWithASCIIString(op, "placeholder") != 0 &&
+               PyUnicode_CompareWithASCIIString(op, "get_attr") != 0;
+        Py_XDECREF(op);
+        if (!call) {
+            PyErr_Clear();
+            continue;
         }
         t = PyObject_GetAttrString(n, "target");
         kw = PyObject_GetAttrString(n, "kwargs");
