@@ -4,32 +4,30 @@
  * checkpoints that undo the nodes of a step that turned out unsupported. */
 #include "tx.h"
 
-PyObject *
-cdyn_sanitized_name(PyObject *source)
+/* An identifier made of a source's readable form: each run of non-alphanumeric characters
+ * one underscore, a "v" in front of a leading digit. dynamo_style 0 drops the "L[" / "G[" /
+ * "C[" prefix and leading / trailing underscores (L['self'].linear -> self_linear); 1 keeps
+ * them all, as torch._dynamo names its placeholders (L['x'] -> L_x_). New ref. */
+static PyObject *
+source_identifier(PyObject *source, int dynamo_style)
 {
     PyObject *r = cdyn_source_repr(source), *out = NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(r), j = 0;
     Py_UCS4 *buf = PyMem_Malloc((n + 2) * sizeof(Py_UCS4));
-    int last_us = 1;
+    int drop_prefix = !dynamo_style && n > 2 && PyUnicode_READ_CHAR(r, 1) == '[';
     if (buf == NULL) {
         return PyErr_NoMemory();
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = drop_prefix ? 2 : 0; i < n; i++) {
         Py_UCS4 ch = PyUnicode_READ_CHAR(r, i);
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        if (i < 2 && n > 2 && PyUnicode_READ_CHAR(r, 1) == '[') {
-            continue;   /* drop the "L[" / "G[" / "C[" prefix */
-        }
-        if (ok) {
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) {
             buf[j++] = ch;
-            last_us = 0;
         }
-        else if (!last_us) {
+        else if (j == 0 ? dynamo_style : buf[j - 1] != '_') {
             buf[j++] = '_';
-            last_us = 1;
         }
     }
-    while (j > 0 && buf[j - 1] == '_') {
+    while (!dynamo_style && j > 0 && buf[j - 1] == '_') {
         j--;
     }
     if (j == 0 || (buf[0] >= '0' && buf[0] <= '9')) {
@@ -43,31 +41,15 @@ cdyn_sanitized_name(PyObject *source)
 }
 
 PyObject *
+cdyn_sanitized_name(PyObject *source)
+{
+    return source_identifier(source, 0);
+}
+
+PyObject *
 cdyn_placeholder_name(PyObject *source)
 {
-    PyObject *r = cdyn_source_repr(source), *out = NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(r), j = 0;
-    Py_UCS4 *buf = PyMem_Malloc((n + 2) * sizeof(Py_UCS4));
-    if (buf == NULL) {
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 ch = PyUnicode_READ_CHAR(r, i);
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) {
-            buf[j++] = ch;
-        }
-        else if (j == 0 || buf[j - 1] != '_') {
-            buf[j++] = '_';   /* each run of other characters: one underscore */
-        }
-    }
-    if (j == 0 || (buf[0] >= '0' && buf[0] <= '9')) {
-        memmove(buf + 1, buf, j * sizeof(Py_UCS4));
-        buf[0] = 'v';
-        j++;
-    }
-    out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, j);
-    PyMem_Free(buf);
-    return out;
+    return source_identifier(source, 1);
 }
 
 /* The top level's graph and attribute dict (borrowed): graph inputs and module parameters

@@ -308,6 +308,9 @@ property_part(PyObject *prop, const char *which)
     return PyObject_GetAttrString(prop, which);
 }
 
+static tr_status inline_member(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *descr,
+                               const char *part, const char *what, PyObject **out);
+
 /* ---- guards on what a class defines ----------------------------------------------------------- */
 
 PyObject *
@@ -387,6 +390,24 @@ cdyn_uobj_guard_type_member(cdyn_tx *tx, PyObject *v, PyObject *name)
                                     name);
         Py_DECREF(src);
     }
+    return st;
+}
+
+/* descr.<part> (a property's "fget", a cached_property's "func") inlined on v, with the
+ * class member `name` pinned through the class (not run at trace time, not guarded as a
+ * value). */
+static tr_status
+inline_member(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *descr, const char *part,
+              const char *what, PyObject **out)
+{
+    PyObject *f;
+    tr_status st = cdyn_uobj_guard_type_member(tx, v, name);
+    if (st != TR_OK) {
+        return st;
+    }
+    f = PyObject_GetAttrString(descr, part);
+    st = f ? inline_on(tx, f, v, NULL, 0, what, out) : TR_ERROR;
+    Py_XDECREF(f);
     return st;
 }
 
@@ -924,7 +945,7 @@ done:
 static tr_status
 object_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
-    PyObject *obj = V(v)->u.obj.obj, *src = NULL, *hit, *descr, *real = NULL, *f, *clsv = NULL;
+    PyObject *obj = V(v)->u.obj.obj, *src = NULL, *hit, *descr, *real = NULL, *clsv = NULL;
     PyObject **dp;
     PyTypeObject *t = Py_TYPE(obj);
     tr_status st;
@@ -953,13 +974,7 @@ object_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     descr = _PyType_Lookup(t, name);
     if (descr != NULL && Py_TYPE(descr) == &PyProperty_Type) {
         Py_DECREF(src);
-        if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
-            return st;
-        }
-        f = property_part(descr, "fget");
-        st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
-        Py_XDECREF(f);
-        return st;
+        return inline_member(tx, v, name, descr, "fget", "property getter", out);
     }
     if (PyUnicode_Compare(name, cdyn_U.s_dict) == 0 && (V(v)->bits & OBJ_ATTRS_STORED)) {
         Py_DECREF(src);   /* the real __dict__ no longer holds what the trace stored */
@@ -1047,7 +1062,7 @@ missing_attr(cdyn_tx *tx, PyTypeObject *t, PyObject *descr, PyObject *src, PyObj
 static tr_status
 object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
-    PyObject *obj = V(v)->u.obj.obj, *attr = NULL, *src = NULL, *descr, *f;
+    PyObject *obj = V(v)->u.obj.obj, *attr = NULL, *src = NULL, *descr;
     PyTypeObject *t = Py_TYPE(obj);
     tr_status st;
     if (V(v)->bits & OBJ_MUTATED) {
@@ -1078,13 +1093,7 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
         /* a property: its getter inlined (not run at trace time, not guarded as a value;
            the property itself pinned through the class) */
         Py_XDECREF(src);
-        if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
-            return st;
-        }
-        f = property_part(descr, "fget");
-        st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
-        Py_XDECREF(f);
-        return st;
+        return inline_member(tx, v, name, descr, "fget", "property getter", out);
     }
     if (descr != NULL && Py_TYPE(descr) == &PyProperty_Type &&
         (st = delegated_property(tx, v, name, descr, out)) != TR_NOTIMPL) {
@@ -1102,12 +1111,7 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
                as object.__setattr__'s: the descriptor has no __set__) */
             Py_DECREF(attrname);
             Py_XDECREF(src);
-            if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
-                return st;
-            }
-            f = PyObject_GetAttrString(descr, "func");
-            st = f ? inline_on(tx, f, v, NULL, 0, "cached_property", out) : TR_ERROR;
-            Py_XDECREF(f);
+            st = inline_member(tx, v, name, descr, "func", "cached_property", out);
             if (st == TR_OK && (st = cdyn_uobj_generic_setattr(tx, v, name, *out)) != TR_OK) {
                 Py_CLEAR(*out);
             }
@@ -1470,13 +1474,7 @@ cdyn_uobj_generic_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, int use_geta
     d = _PyType_Lookup(t, name);
     if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) {   /* a data descriptor */
         if (Py_TYPE(d) == &PyProperty_Type) {
-            if ((st = cdyn_uobj_guard_type_member(tx, v, name)) != TR_OK) {
-                return st;
-            }
-            f = property_part(d, "fget");
-            st = f ? inline_on(tx, f, v, NULL, 0, "property getter", out) : TR_ERROR;
-            Py_XDECREF(f);
-            return st;
+            return inline_member(tx, v, name, d, "fget", "property getter", out);
         }
         if (Py_TYPE(d) != &PyMemberDescr_Type) {
             return cdyn_tx_unsupported(tx, "attribute %U: a %s descriptor", name,
