@@ -491,3 +491,83 @@ def test_attributes_in_a_tensors_instance_dict_are_seen_and_guarded():
         cdynamo.reset()
         out = cdynamo.compile(tensor_dynamic_method, backend="eager", fullgraph=True)(X[:1])
         assert torch.equal(out, X[:1] + 2)
+
+
+# ---- builtins guarded by identity (test_misc's test_patched_builtin_functions) -------------
+
+class _Marked:
+    pass
+
+
+def _isinstance_branch(x, y):
+    if isinstance(y, _Marked):
+        return x + 1
+    return x - 1
+
+
+def test_patched_builtin_is_guarded():
+    """A trace made while builtins.isinstance was patched is not reused once it is restored,
+    nor the other way round: each builtin the trace calls is guarded by identity, as
+    torch._dynamo's BUILTIN_MATCH (before: the patched result came back after the restore)."""
+    import builtins
+    real = builtins.isinstance
+
+    def patched(obj, classinfo):
+        return False if real(obj, _Marked) else real(obj, classinfo)
+
+    cdynamo.reset()
+    counter = CountingBackend()
+    opt = cdynamo.compile(_isinstance_branch, backend=counter, fullgraph=True)
+    y = _Marked()
+    builtins.isinstance = patched
+    try:
+        assert_same(opt(X, y), X - 1)
+    finally:
+        builtins.isinstance = real
+    assert_same(opt(X, y), X + 1)
+    builtins.isinstance = patched
+    try:
+        assert_same(opt(X, y), X - 1)
+    finally:
+        builtins.isinstance = real
+    assert counter.frame_count == 2    # one entry per builtin, reused on the third call
+    guards = [g for e in cdynamo.cache_entries(_isinstance_branch) for g in e.guards]
+    assert "global 'isinstance' ID_MATCH" in guards
+
+
+def test_global_shadowing_a_builtin_recompiles():
+    """A module global defined after the trace with a builtin's name is what the frame calls."""
+    g = {"torch": torch}
+    exec("def f(x):\n    return x + len([1, 2])\n", g)
+    f = g["f"]
+    opt = cdynamo.compile(f, backend="eager")
+    assert_same(opt(X), X + 2)
+    g["len"] = lambda v: 10
+    assert_same(opt(X), X + 10)
+
+
+# ---- numpy: a ufunc's out= array is what it returns (test_misc's test_numpy_ufunc_out) -----
+
+def _ufunc_out():
+    import numpy as np
+    x = np.arange(5)
+    out = np.empty((x.shape[0], x.shape[0]))
+    res = np.sin(x, out=out)
+    return res is out, res
+
+
+def _ufunc_out_input(x, o):
+    import numpy as np
+    r = np.multiply(x, 2, out=o)
+    return r is o, r
+
+
+def test_numpy_out_is_returned():
+    np = pytest.importorskip("numpy")
+    same, res = cdynamo.compile(_ufunc_out, backend="eager")()
+    assert same is True
+    np.testing.assert_allclose(res, _ufunc_out()[1])
+    x, o = np.arange(5.0), np.zeros(5)
+    same, r = cdynamo.compile(_ufunc_out_input, backend="eager")(x, o)
+    assert same is True and r is o
+    np.testing.assert_allclose(o, x * 2)

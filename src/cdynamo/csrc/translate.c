@@ -211,6 +211,29 @@ trusted_global_source(cdyn_tx *tx, cdyn_fs *fs, PyObject *name)
     return cdyn_tx_module_global_source(fs->globals, name);
 }
 
+/* Builtin `name` (obj, borrowed) of a frame whose globals are guarded: a callable is
+ * guarded by identity, as torch._dynamo's BUILTIN_MATCH (a patched builtins.isinstance, or
+ * one restored, recompiles), through G[name] in the top frame (which falls back to the
+ * builtins, so a global defined later that shadows it recompiles too), else through the
+ * builtins dict's item. Other builtins (constants such as None, Ellipsis, __debug__) and
+ * those of trusted modules are not guarded. *out new. */
+static tr_status
+load_builtin(cdyn_tx *tx, cdyn_fs *fs, PyObject *name, PyObject *obj, PyObject **out)
+{
+    PyObject *src = NULL;
+    tr_status st;
+    if (PyCallable_Check(obj) && (fs->top_globals || fs->globals_source != NULL)) {
+        src = fs->top_globals ? cdyn_source_global(name)
+                              : cdyn_tx_module_global_source(fs->builtins, name);
+        if (src == NULL) {
+            return TR_ERROR;
+        }
+    }
+    st = cdyn_tx_wrap_real(tx, obj, src, out);
+    Py_XDECREF(src);
+    return st;
+}
+
 /* Value of a global name: what the trace stored there, else globals then builtins, with a
  * source. *out new. */
 static tr_status
@@ -248,8 +271,7 @@ load_global(cdyn_tx *tx, cdyn_fs *fs, PyObject *name, PyObject **out)
             return PyErr_Occurred() ? TR_ERROR
                                     : cdyn_tx_unsupported(tx, "name '%U' is not defined", name);
         }
-        /* Builtins are not guarded (as torch._dynamo, they are assumed unchanged). */
-        return cdyn_tx_wrap_real(tx, obj, NULL, out);
+        return load_builtin(tx, fs, name, obj, out);
     }
     st = cdyn_tx_wrap_real(tx, obj, src, out);   /* src NULL: trusted globals, not guarded */
     Py_XDECREF(src);

@@ -838,6 +838,38 @@ patch_kwnames(PyObject *tnp_name, PyObject *kwnames, PyObject **renamed)
     return *renamed ? 0 : -1;
 }
 
+/* numpy returns the array passed as out= itself (or the tuple of them): *out (new,
+ * replaced) becomes that value when the traced result is an array (or a sequence holding
+ * one) and so is out=, so `res is out` holds as in eager. The recorded call wrote the
+ * result into out's tensor. */
+static int
+holds_array(PyObject *v)
+{
+    PyObject *items = V(v)->u.seq.items;
+    if (V(v)->kind == VK_NDARRAY) {
+        return 1;
+    }
+    if ((V(v)->kind != VK_TUPLE && V(v)->kind != VK_LIST) || items == NULL) {
+        return 0;
+    }
+    return cdyn_any_ndarray(&PyList_GET_ITEM(items, 0), PyList_GET_SIZE(items));
+}
+
+static void
+returned_out(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        PyObject *o = args[nargs - nkw + j];
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, j), "out") == 0) {
+            if (holds_array(*out) && holds_array(o)) {
+                Py_SETREF(*out, Py_NewRef(o));
+            }
+            return;
+        }
+    }
+}
+
 /* A numpy callable: dtype/iinfo/finfo/scalar types of constants are built now; a function on
  * constants folds when it gives constants; otherwise (arrays among the arguments, an array of
  * constants, numpy.random) it is recorded as torch._numpy's counterpart and checked. */
@@ -912,6 +944,9 @@ npfn_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         if (st != TR_OK) {
             Py_CLEAR(*out);
         }
+    }
+    if (st == TR_OK) {
+        returned_out(args, nargs, kwnames, out);
     }
     Py_XDECREF(name);
     Py_XDECREF(kw2);
