@@ -571,3 +571,46 @@ def test_numpy_out_is_returned():
     same, r = cdynamo.compile(_ufunc_out_input, backend="eager")(x, o)
     assert same is True and r is o
     np.testing.assert_allclose(o, x * 2)
+
+
+# ---- a named tuple whose class overrides __getitem__ / __len__ -----------------------------
+
+import typing   # noqa: E402
+
+
+class _IndexedPair(typing.NamedTuple):
+    a: torch.Tensor
+    b: torch.Tensor
+
+    def __getitem__(self, index):
+        if isinstance(index, str):
+            return getattr(self, index)
+        return tuple.__getitem__(self, index) * 2
+
+    def __len__(self):
+        return 7
+
+
+def _pair_field(t):
+    return t.a + 1
+
+
+def _pair_ops(t):
+    x, y = t                      # tuple's own iteration
+    return t["a"] + t[1], len(t), x - y
+
+
+def test_namedtuple_custom_getitem_input():
+    """The items of a named tuple passed in are read as tuple holds them, in the guards and
+    in the code that passes them to the graph (test_misc's
+    test_namedtuple_with_custom_getitem: the class's __getitem__ ran there and the graph got
+    a tuple); in the trace, t[i] and len(t) run the class's own methods (before: tuple's)."""
+    p = _IndexedPair(torch.ones(2), torch.full((2,), 3.0))
+    cdynamo.reset()
+    opt = cdynamo.compile(_pair_field, backend="eager", fullgraph=True)
+    for _ in range(2):
+        assert_same(opt(p), p.a + 1)
+    counter = run(_pair_ops, p)
+    assert counter.frame_count == 1
+    opt = cdynamo.compile(_pair_ops, backend="eager", fullgraph=True)
+    assert_same(opt(p), _pair_ops(p))

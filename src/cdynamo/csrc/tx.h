@@ -718,6 +718,15 @@ tr_status cdyn_user_type_of(cdyn_tx *tx, PyObject *v, PyObject **out);
 /* hash(v) of a user object whose type defines a Python __hash__ (inlined); else
  * unsupported (an identity hash is not known while tracing). */
 tr_status cdyn_user_hash(cdyn_tx *tx, PyObject *v, PyObject **out);
+/* obj (borrowed), a list / tuple (subclass) instance of the frame at source (borrowed),
+ * read through ___seq_items(<source>), a copy of the base type's items, so that no
+ * override of __iter__ / __len__ / __getitem__ runs in a guard or in the code that passes
+ * the items to the graph: *out a new LIST / TUPLE value, items read (length guarded on the
+ * copy), whose own source is `source`. */
+tr_status cdyn_wrap_seq_copy(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
+/* 1 when obj, a list / tuple (subclass) instance, reads its items as its builtin base does
+ * (no override of __iter__, __len__, __getitem__). */
+int cdyn_plain_sequence_protocol(PyObject *obj);
 /* hasattr(v, name) on an object made while tracing; TR_NOTIMPL for other values. */
 tr_status cdyn_user_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, int *out);
 /* setattr(v, name, value) / delattr(v, name) (value NULL) on a user instance value (the
@@ -948,6 +957,11 @@ extern cdyn_tx_globals cdyn_G;
 tr_status cdyn_v_base_dunder(cdyn_tx *tx, PyObject *self, PyTypeObject *t, PyObject *name,
                              PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                              PyObject **out);
+/* tuple.__getitem__ / __len__ on a named-tuple value whose class overrides that slot in
+ * Python (values/seq.c): the builtin's own operation, not the override. TR_NOTIMPL
+ * otherwise. */
+tr_status cdyn_seq_base_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject **out);
 
 /* The first local variable a tensor made in the trace is stored into names its graph node
  * (node._rename(name), as torch._dynamo's set_name_hint: `a = x * 2` prints as `a = ...`).

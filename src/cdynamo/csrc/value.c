@@ -431,6 +431,10 @@ cdyn_v_base_dunder(cdyn_tx *tx, PyObject *self, PyTypeObject *t, PyObject *name,
     if (kwnames != NULL || !PyUnicode_Check(name) || !dunder_container_type(t)) {
         return TR_NOTIMPL;
     }
+    st = cdyn_seq_base_dunder(tx, self, name, args, nargs, out);
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
     if (nargs == 1 && cdyn_name_is(name, "__contains__")) {
         st = cdyn_v_contains(tx, self, args[0], &in);
         return st != TR_OK ? st : (*out = cdyn_value_bool(in)) ? TR_OK : TR_ERROR;

@@ -388,6 +388,15 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
         return TR_ERROR;
     }
+    if (k == VK_TUPLE && !PyTuple_CheckExact(obj) && !cdyn_plain_sequence_protocol(obj)) {
+        /* a named tuple whose class overrides __getitem__ (or __iter__, __len__): its
+           items read as tuple holds them, the override never runs */
+        tr_status st = cdyn_wrap_seq_copy(tx, obj, source, out);
+        if (st == TR_OK) {
+            V(*out)->u.seq.nt_type = Py_NewRef(Py_TYPE(obj));
+        }
+        return st;
+    }
     *out = cdyn_value_alloc(k, source);
     if (*out == NULL) {
         return TR_ERROR;

@@ -1305,6 +1305,10 @@ call_container_descr(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyTypeObject *type,
             TR_NOTIMPL) {
         return r;   /* dict.copy(od), dict.popitem(od): dict's own method on an OrderedDict */
     }
+    if ((type == &PyTuple_Type || type == &PyList_Type) && npos >= 1 && kwnames == NULL &&
+        (r = cdyn_seq_base_dunder(tx, args[0], name, args + 1, nargs - 1, out)) != TR_NOTIMPL) {
+        return r;   /* tuple.__getitem__(t) inside the __getitem__ of t's named-tuple class */
+    }
     if (npos < 1 || (st = cdyn_v_python_type(args[0])) == NULL || !PyType_IsSubtype(st, type) ||
         (_PyType_Lookup(st, name) != fn && !dict_method_on_dict_value(type, name, args[0])) ||
         (V(args[0])->vt != &cdyn_dict_vt && V(args[0])->vt != &cdyn_set_vt &&

@@ -518,6 +518,67 @@ seq_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
     return list_write_method(tx, fs, v, name, args, nargs, kwnames, out);
 }
 
+/* ---- container slots a named-tuple class overrides ---------------------------------------
+ * A named tuple's class may define __getitem__ / __len__ (typing.NamedTuple subclasses that
+ * index their fields): the traced `t[i]` and `len(t)` inline them; __iter__ / __contains__
+ * overrides are not traced. tuple.__getitem__(t, i) and super().__getitem__(i) inside them
+ * reach the builtin's own operation (cdyn_seq_base_dunder). */
+
+/* The Python function v's class defines for dunder `name` in place of the builtin's
+ * (borrowed), or NULL. */
+static PyObject *
+override_of(PyObject *v, const char *name)
+{
+    PyTypeObject *t = (PyTypeObject *)V(v)->u.seq.nt_type;
+    PyObject *n, *fn;
+    if (t == NULL || (V(v)->kind != VK_TUPLE && V(v)->kind != VK_LIST) ||
+        t == (PyTypeObject *)cdyn_G.torch_size_type) {
+        return NULL;
+    }
+    n = PyUnicode_InternFromString(name);
+    fn = n != NULL ? _PyType_Lookup(t, n) : NULL;   /* borrowed from the type */
+    Py_XDECREF(n);
+    PyErr_Clear();
+    return fn != NULL && PyFunction_Check(fn) ? fn : NULL;
+}
+
+/* self.<name>(*args) inlined (the bound method of the value). */
+static tr_status
+call_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args, Py_ssize_t nargs,
+            PyObject **out)
+{
+    PyObject *bound = NULL;
+    tr_status st = cdyn_v_getattr(tx, self, name, &bound);
+    if (st == TR_OK) {
+        st = cdyn_v_call(tx, NULL, bound, args, nargs, NULL, out);
+        Py_DECREF(bound);
+    }
+    return st;
+}
+
+/* The overriding `name` of v inlined: TR_NOTIMPL when its class does not override it;
+ * unsupported for the slots not traced. */
+static tr_status
+call_override(cdyn_tx *tx, PyObject *v, const char *name, PyObject *const *args,
+              Py_ssize_t nargs, PyObject **out)
+{
+    PyObject *n;
+    tr_status st;
+    if (override_of(v, name) == NULL) {
+        return TR_NOTIMPL;
+    }
+    if (strcmp(name, "__getitem__") != 0 && strcmp(name, "__len__") != 0) {
+        return cdyn_tx_unsupported(tx, "%s of named-tuple class %s defined in Python", name,
+                                   ((PyTypeObject *)V(v)->u.seq.nt_type)->tp_name);
+    }
+    if ((n = PyUnicode_FromString(name)) == NULL) {
+        return TR_ERROR;
+    }
+    st = call_dunder(tx, v, n, args, nargs, out);
+    Py_DECREF(n);
+    return st;
+}
+
 /* ---- protocol ---------------------------------------------------------------------------- */
 
 static tr_status
@@ -531,15 +592,26 @@ seq_truth(cdyn_tx *tx, PyObject *v, int *out)
 static tr_status
 seq_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 {
-    (void)tx;
+    if (override_of(v, "__iter__") != NULL) {
+        return call_override(tx, v, "__iter__", NULL, 0, out_list);   /* unsupported */
+    }
     *out_list = PyList_GetSlice(items(v), 0, PyList_GET_SIZE(items(v)));
     return *out_list ? TR_OK : TR_ERROR;
 }
 
 static void keep_size(PyObject *r, PyObject *a, PyObject *b);
 
+static tr_status seq_subscr_plain(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
+
 static tr_status
 seq_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
+{
+    tr_status st = call_override(tx, v, "__getitem__", &key, 1, out);
+    return st != TR_NOTIMPL ? st : seq_subscr_plain(tx, v, key, out);
+}
+
+static tr_status
+seq_subscr_plain(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
 {
     PyObject *k;
     if (V(key)->kind != VK_CONST) {
@@ -549,7 +621,7 @@ seq_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
             return PyErr_Occurred() ? TR_ERROR
                                     : cdyn_tx_unsupported(tx, "subscript with a non-constant key");
         }
-        st = seq_subscr(tx, v, ck, out);   /* l[torch.as_tensor(2)]: l[2] */
+        st = seq_subscr_plain(tx, v, ck, out);   /* l[torch.as_tensor(2)]: l[2] */
         Py_DECREF(ck);
         return st;
     }
@@ -596,6 +668,7 @@ seq_subscr_lazy(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out)
     Py_ssize_t i, n;
     tr_status st;
     if (x->kind != VK_TUPLE || (x->bits & (SEQ_LAZY | SEQ_APPENDED)) != SEQ_LAZY ||
+        override_of(v, "__getitem__") != NULL ||
         x->source == NULL || real == NULL || !PyTuple_Check(real) || V(key)->kind != VK_CONST ||
         !PyLong_CheckExact(k = V(key)->u.cnst.value)) {
         return TR_NOTIMPL;
@@ -758,6 +831,9 @@ seq_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
 static tr_status
 seq_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
 {
+    if (override_of(v, "__contains__") != NULL) {
+        return call_override(tx, v, "__contains__", &item, 1, NULL);   /* unsupported */
+    }
     *out = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items(v)) && !*out; i++) {
         tr_status st = cdyn_values_equal(tx, PyList_GET_ITEM(items(v), i), item, out);
@@ -1106,9 +1182,41 @@ seq_as_constant(PyObject *v)
 static tr_status
 seq_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
 {
-    (void)tx;
-    *out = PyList_GET_SIZE(items(v));
-    return TR_OK;
+    PyObject *r = NULL;
+    tr_status st = call_override(tx, v, "__len__", NULL, 0, &r);
+    if (st == TR_NOTIMPL) {
+        *out = PyList_GET_SIZE(items(v));
+        return TR_OK;
+    }
+    if (st != TR_OK) {
+        return st;
+    }
+    if (V(r)->kind != VK_CONST || !PyLong_Check(V(r)->u.cnst.value)) {
+        st = cdyn_tx_unsupported(tx, "__len__ of %S returned %S", v, r);
+    }
+    else if ((*out = PyLong_AsSsize_t(V(r)->u.cnst.value)) == -1 && PyErr_Occurred()) {
+        st = TR_ERROR;
+    }
+    Py_DECREF(r);
+    return st;
+}
+
+tr_status
+cdyn_seq_base_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args,
+                     Py_ssize_t nargs, PyObject **out)
+{
+    if (V(self)->vt != &cdyn_seq_vt || V(self)->u.seq.nt_type == NULL) {
+        return TR_NOTIMPL;
+    }
+    if (nargs == 1 && cdyn_name_is(name, "__getitem__") &&
+        override_of(self, "__getitem__") != NULL) {
+        return seq_subscr_plain(tx, self, args[0], out);
+    }
+    if (nargs == 0 && cdyn_name_is(name, "__len__") && override_of(self, "__len__") != NULL) {
+        *out = cdyn_value_const_steal(PyLong_FromSsize_t(PyList_GET_SIZE(items(self))));
+        return *out ? TR_OK : TR_ERROR;
+    }
+    return TR_NOTIMPL;
 }
 
 static tr_status

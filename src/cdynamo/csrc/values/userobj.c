@@ -201,37 +201,60 @@ seq_items(PyObject *Py_UNUSED(self), PyObject *obj)
 
 static PyMethodDef seq_items_def = {"___seq_items", seq_items, METH_O, NULL};
 
-/* The mirror of the items of OBJECT v, a list / tuple subclass's instance whose class
- * overrides __iter__, __len__ or __getitem__: read through ___seq_items(<source>) (its
- * length and items guarded there, so no override runs in the guards), then standing for
- * the object itself (its source: a list's write-back is `obj[:] = items`). Only while the
- * trace has not changed the object. */
-static tr_status
-copy_mirror(cdyn_tx *tx, PyObject *v, PyObject **out)
+tr_status
+cdyn_wrap_seq_copy(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 {
     static PyObject *fn;
-    PyObject *obj = V(v)->u.obj.obj, *copy = NULL, *src = NULL, *d;
+    PyObject *copy = NULL, *src = NULL, *d;
     tr_status st = TR_ERROR;
-    if (V(v)->bits & (OBJ_MUTATED | OBJ_ITEMS_MUTATED)) {
-        return cdyn_tx_unsupported(tx, "the items of %S after a store into it", v);
-    }
     if (fn == NULL && (fn = PyCFunction_New(&seq_items_def, NULL)) == NULL) {
         return TR_ERROR;
     }
     copy = seq_items(NULL, obj);
-    src = copy ? cdyn_source_call(fn, V(v)->source, "___seq_items") : NULL;
+    src = copy ? cdyn_source_call(fn, source, "___seq_items") : NULL;
     d = src ? cdyn_value_alloc(PyList_Check(obj) ? VK_LIST : VK_TUPLE, src) : NULL;
     if (d != NULL) {
         V(d)->bits = SEQ_LAZY;
         V(d)->u.seq.real = Py_NewRef(copy);
-        st = keep_mirror(tx, v, d, out);   /* read now, under the copy's source */
+        st = cdyn_tx_materialize(tx, d);   /* read now, under the copy's source */
     }
     if (st == TR_OK) {
-        Py_SETREF(V(d)->source, Py_NewRef(V(v)->source));
+        Py_SETREF(V(d)->source, Py_NewRef(source));
+        *out = d;
+    }
+    else {
+        Py_XDECREF(d);
     }
     Py_XDECREF(copy);
     Py_XDECREF(src);
     return st;
+}
+
+int
+cdyn_plain_sequence_protocol(PyObject *obj)
+{
+    return plain_sequence_protocol(obj);
+}
+
+/* The mirror of the items of OBJECT v, a list / tuple subclass's instance whose class
+ * overrides __iter__, __len__ or __getitem__ (cdyn_wrap_seq_copy), standing for the object
+ * itself (its source: a list's write-back is `obj[:] = items`). Only while the trace has
+ * not changed the object. */
+static tr_status
+copy_mirror(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *d = NULL;
+    tr_status st;
+    if (V(v)->bits & (OBJ_MUTATED | OBJ_ITEMS_MUTATED)) {
+        return cdyn_tx_unsupported(tx, "the items of %S after a store into it", v);
+    }
+    st = cdyn_wrap_seq_copy(tx, V(v)->u.obj.obj, V(v)->source, &d);
+    if (st != TR_OK) {
+        return st;
+    }
+    V(v)->u.dobj.items = Py_NewRef(d);
+    *out = d;
+    return TR_OK;
 }
 
 /* The mirror of the items of an OBJECT of the frame (a ModelOutput: cdyn_mo_items; a dict,
