@@ -1322,3 +1322,48 @@ def test_torch_dynamo_capture_scalar_outputs_setting_is_honoured():
         out = cdynamo.compile(f, backend="eager", fullgraph=True)(t)
     assert torch.equal(out, f(t))
     cdynamo.reset()
+
+
+# ---- torch._check on sizes: a graph node, its symbols graph inputs ------------------------
+
+def _check_sizes(x, y, z):
+    z += 7
+    u0 = z.item()
+    s0, s1 = x.size(0), y.size(0)
+    torch._check(s0 < 100)
+    torch._check(s1 < 100)
+    torch._check(u0 == s0 + s1)
+    return x, y, z
+
+
+def test_check_on_sizes_is_a_graph_assertion():
+    """torch._check(s0 < 100) on the size of a tensor the graph does not take is recorded in
+    the graph as torch._dynamo records it (an _assert_scalar of `s77 < 100`, s77 a SymInt
+    input), so the ShapeEnv's deferred assertion Eq(u0, s17 + s77) finds its symbols bound:
+    inductor's code failed with NameError: name 's17' is not defined (test_misc's
+    test_sym_constrain_range_on_replaced_unbacked_symbol); and a later call that breaks the
+    assertion raises RuntimeError."""
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    x, y = torch.randn(16, 10), torch.randn(16, 10)
+    torch._dynamo.mark_dynamic(x, 0)
+    torch._dynamo.mark_dynamic(y, 0)
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        cdynamo.reset()
+        cdynamo.compile(_check_sizes, backend=capture, fullgraph=True)(x, y, torch.tensor(25))
+        phs = [n for n in graphs[0].graph.nodes if n.op == "placeholder"]
+        assert [type(n.meta["example_value"]).__name__ for n in phs] == \
+            ["FakeTensor", "SymInt", "SymInt"]
+        asserts = [n.args[1] for n in graphs[0].graph.nodes
+                   if n.target is torch.ops.aten._assert_scalar.default]
+        assert any("< 100" in a for a in asserts) and any("Eq(u0" in a for a in asserts)
+        cdynamo.reset()
+        opt = cdynamo.compile(_check_sizes, backend="inductor", fullgraph=True)
+        out = opt(x, y, torch.tensor(25))
+        assert out[2].item() == 32
+        with pytest.raises(RuntimeError):
+            opt(torch.randn(20, 10), torch.randn(20, 10), torch.tensor(25))

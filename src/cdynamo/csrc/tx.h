@@ -724,9 +724,9 @@ tr_status cdyn_user_hash(cdyn_tx *tx, PyObject *v, PyObject **out);
  * the items to the graph: *out a new LIST / TUPLE value, items read (length guarded on the
  * copy), whose own source is `source`. */
 tr_status cdyn_wrap_seq_copy(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out);
-/* 1 when obj, a list / tuple (subclass) instance, reads its items as its builtin base does
- * (no override of __iter__, __len__, __getitem__). */
-int cdyn_plain_sequence_protocol(PyObject *obj);
+/* 1 when the class of obj, a list / tuple (subclass) instance, defines __iter__, __len__ or
+ * __getitem__ in Python (torch.Size's own C slots do not count). */
+int cdyn_seq_protocol_in_python(PyObject *obj);
 /* hasattr(v, name) on an object made while tracing; TR_NOTIMPL for other values. */
 tr_status cdyn_user_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, int *out);
 /* setattr(v, name, value) / delattr(v, name) (value NULL) on a user instance value (the
@@ -772,6 +772,10 @@ int cdyn_sym_user_error(void);
 int cdyn_is_symbolic(PyObject *obj);
 /* 1 when some value in args is symbolic (SYMINT or SYMSLICE). */
 int cdyn_any_sym(PyObject *const *args, Py_ssize_t n);
+/* A call_function node target(*args) kept for its effect (torch._check on a symbolic bool):
+ * args are values (borrowed) passed as graph arguments (symbols lifted as inputs), the
+ * call is not run, its result unused. */
+tr_status cdyn_sym_record_effect(cdyn_tx *tx, PyObject *target, PyObject *const *args, Py_ssize_t n);
 /* The value of a fake result `fake` computed by `node` (borrowed): a CONST when it is a
  * plain Python number or a symbol known to be constant, else a SYMINT. *out new. */
 tr_status cdyn_sym_value(cdyn_tx *tx, PyObject *fake, PyObject *node, PyObject *source,

@@ -388,7 +388,7 @@ wrap_input_container(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **ou
     if (cdyn_guards_add_type(tx->guards, source, Py_TYPE(obj)) < 0) {
         return TR_ERROR;
     }
-    if (k == VK_TUPLE && !PyTuple_CheckExact(obj) && !cdyn_plain_sequence_protocol(obj)) {
+    if (k == VK_TUPLE && !PyTuple_CheckExact(obj) && cdyn_seq_protocol_in_python(obj)) {
         /* a named tuple whose class overrides __getitem__ (or __iter__, __len__): its
            items read as tuple holds them, the override never runs */
         tr_status st = cdyn_wrap_seq_copy(tx, obj, source, out);

@@ -338,6 +338,27 @@ done:
     return st;
 }
 
+tr_status
+cdyn_sym_record_effect(cdyn_tx *tx, PyObject *target, PyObject *const *args, Py_ssize_t n)
+{
+    PyObject *nargs = PyTuple_New(n), *node = NULL;
+    tr_status st = nargs != NULL ? TR_OK : TR_ERROR;
+    for (Py_ssize_t i = 0; i < n && st == TR_OK; i++) {
+        PyObject *f = NULL, *nd = NULL;
+        st = cdyn_v_graph_arg(tx, args[i], &f, &nd);
+        if (st == TR_OK) {
+            Py_DECREF(f);
+            PyTuple_SET_ITEM(nargs, i, nd);
+        }
+    }
+    if (st == TR_OK) {
+        st = make_node(tx, s_call_function, target, nargs, Py_None, &node);
+    }
+    Py_XDECREF(nargs);
+    Py_XDECREF(node);
+    return st;
+}
+
 /* A symbolic slice as a constant slice: each symbolic bound specialised; a tensor bound
  * cannot be. */
 static tr_status

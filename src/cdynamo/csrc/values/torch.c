@@ -361,14 +361,22 @@ call_check(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
         }
     }
     else if (V(cond)->kind == VK_SYMINT && cdyn_v_python_type(cond) == &PyBool_Type) {
-        /* on an unbacked value (item() with capture_scalar_outputs) the check is deferred by
-           the ShapeEnv: a runtime assertion node of the graph (_shapes.py finalize) */
+        /* checked on the fake first (a failing check is a break, not an error of the graph
+           call); then recorded as a torch._check node, as torch._dynamo does: the runtime
+           assertion pass (_shapes.py finalize) makes it an _assert_scalar, and the symbols
+           it reads are graph inputs, so a backend that re-derives the ShapeEnv's deferred
+           assertions (inductor) finds them bound. On an unbacked value (item() with
+           capture_scalar_outputs) the ShapeEnv defers the check itself. */
         r = PyObject_CallOneArg(fn_check, V(cond)->u.sym.fake);
         if (r == NULL) {
             PyErr_Clear();
             return cdyn_tx_unsupported(tx, "torch._check fails (raised in Python)");
         }
         Py_DECREF(r);
+        tr_status st = cdyn_sym_record_effect(tx, fn_check, &cond, 1);
+        if (st != TR_OK) {
+            return st;
+        }
     }
     else {
         return cdyn_tx_unsupported(tx, "torch._check of %S", cond);

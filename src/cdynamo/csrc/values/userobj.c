@@ -231,9 +231,16 @@ cdyn_wrap_seq_copy(cdyn_tx *tx, PyObject *obj, PyObject *source, PyObject **out)
 }
 
 int
-cdyn_plain_sequence_protocol(PyObject *obj)
+cdyn_seq_protocol_in_python(PyObject *obj)
 {
-    return plain_sequence_protocol(obj);
+    PyObject *names[3] = {cdyn_U.s_iter, cdyn_U.s_len, cdyn_U.s_getitem};
+    for (int i = 0; i < 3; i++) {
+        PyObject *d = _PyType_Lookup(Py_TYPE(obj), names[i]);
+        if (d != NULL && PyFunction_Check(d)) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* The mirror of the items of OBJECT v, a list / tuple subclass's instance whose class
