@@ -345,3 +345,46 @@ def test_dict_read_by_key_then_iterated_is_one_value():
     got = cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
     assert_same(got, expected)
     assert d["a"] == [1, 3]
+
+
+# ---- test_misc: torch.jit.script functions, sparse results ------------------------------
+
+@torch.jit.script
+def _scripted_cos(x, c: float = 2.0):
+    return torch.cos(x) * c
+
+
+class _ScriptedHolder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fast_cos = _scripted_cos
+
+    def forward(self, x):
+        return self.fast_cos(x)
+
+
+def test_jit_script_function_is_inlined():
+    """A torch.jit.script function (here a module attribute, with a default argument) is
+    traced through the Python function it was made from, as torch._dynamo does
+    (test_misc's test_jit_script_defaults: the ScriptFunction was a graph node that failed
+    when the graph ran)."""
+    m = _ScriptedHolder()
+    x = torch.randn(4)
+    cd, td = run_both(m, x)
+    assert cd.frame_count == td.frame_count == 1
+    assert cd.op_count == td.op_count == 2
+
+
+def _to_sparse_times_two(x):
+    return x.to_sparse() * 2
+
+
+def test_sparse_result_is_a_graph_break():
+    """An operation giving a sparse tensor is a graph break, as torch._dynamo's (test_misc's
+    test_sparse_output_inductor_should_break: inductor failed on the sparse graph output)."""
+    x = torch.randn(10, 10)
+    out = cdynamo.compile(_to_sparse_times_two, backend="inductor")(x)
+    assert out.layout == torch.sparse_coo
+    torch.testing.assert_close(out.to_dense(), x * 2)
+    ex = cdynamo.explain(_to_sparse_times_two)(x)
+    assert "gives a sparse tensor" in str(ex)

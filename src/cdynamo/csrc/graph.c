@@ -472,6 +472,38 @@ holds_tensor(PyObject *obj)
     return 0;
 }
 
+/* 1 when the fake result res (a tensor, or a tuple / list of them) holds a tensor whose
+ * layout is not strided (sparse COO / CSR / CSC / BSR / BSC), -1 on error. */
+static int
+holds_sparse(PyObject *res)
+{
+    static PyObject *strided, *s_layout;
+    if (strided == NULL) {
+        PyObject *torch = PyImport_ImportModule("torch");
+        strided = torch != NULL ? PyObject_GetAttrString(torch, "strided") : NULL;
+        Py_XDECREF(torch);
+        if (strided == NULL || (s_layout = PyUnicode_InternFromString("layout")) == NULL) {
+            Py_CLEAR(strided);
+            return -1;
+        }
+    }
+    if (cdyn_is_tensor(res)) {
+        PyObject *layout = PyObject_GetAttr(res, s_layout);
+        int r = layout == NULL ? -1 : layout != strided;
+        Py_XDECREF(layout);
+        return r;
+    }
+    if (PyTuple_Check(res) || PyList_Check(res)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(res); i++) {
+            int r = holds_sparse(PySequence_Fast_GET_ITEM(res, i));
+            if (r != 0) {
+                return r;
+            }
+        }
+    }
+    return 0;
+}
+
 /* The fake and node argument tuples/dicts of a call. New refs on TR_OK. */
 static tr_status
 graph_args(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
@@ -575,6 +607,13 @@ cdyn_tx_graph_call(cdyn_tx *tx, const char *op, PyObject *target, PyObject *modu
     }
     if (res == NULL) {
         st = cdyn_tx_unsupported(tx, "%s %R failed on fake tensors", op, target);
+        goto done;
+    }
+    switch (holds_sparse(res)) {
+    case 1:   /* as torch._dynamo: sparse tensors are not supported in a graph */
+        st = cdyn_tx_unsupported(tx, "%s %R gives a sparse tensor", op, target);
+        goto done;
+    case -1:
         goto done;
     }
     if (strcmp(op, "call_function") == 0 && (PyBool_Check(res) || PyLong_CheckExact(res)) &&

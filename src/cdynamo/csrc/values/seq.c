@@ -531,9 +531,9 @@ override_of(PyObject *v, const char *name)
 {
     PyTypeObject *t = (PyTypeObject *)V(v)->u.seq.nt_type;
     PyObject *n, *fn;
-    if (t == NULL || (V(v)->kind != VK_TUPLE && V(v)->kind != VK_LIST) ||
+    if (t == NULL || V(v)->kind != VK_TUPLE || !PyType_IsSubtype(t, &PyTuple_Type) ||
         t == (PyTypeObject *)cdyn_G.torch_size_type) {
-        return NULL;
+        return NULL;   /* (a LIST's nt_type may be a module container class: a slice) */
     }
     n = PyUnicode_InternFromString(name);
     fn = n != NULL ? _PyType_Lookup(t, n) : NULL;   /* borrowed from the type */

@@ -661,6 +661,36 @@ collective_polyfill(PyObject *obj)
     return pf;
 }
 
+/* The Python function a torch.jit.script / torch.jit.trace function was made from (torch
+ * keeps it as _torchdynamo_inline for this purpose: torch._dynamo inlines it), a new
+ * reference, or NULL (no exception) for any other object. The script function itself is
+ * pinned by identity where it was read. */
+static PyObject *
+script_function_python(PyObject *obj)
+{
+    static PyObject *script_fn_type;
+    PyObject *py = NULL;
+    if (script_fn_type == NULL) {
+        PyObject *c = PyImport_ImportModule("torch._C");
+        script_fn_type = c != NULL ? PyObject_GetAttrString(c, "ScriptFunction") : NULL;
+        Py_XDECREF(c);
+        if (script_fn_type == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    if ((PyObject *)Py_TYPE(obj) != script_fn_type ||
+        (py = PyObject_GetAttrString(obj, "_torchdynamo_inline")) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (!PyFunction_Check(py)) {
+        Py_DECREF(py);
+        return NULL;
+    }
+    return py;
+}
+
 static tr_status
 torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames, PyObject **out)
@@ -677,6 +707,14 @@ torch_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssi
         Py_XDECREF(pf);
         if (PyErr_Occurred()) {
             return TR_ERROR;
+        }
+    }
+    {
+        PyObject *py = script_function_python(obj);
+        if (py != NULL) {
+            tr_status st = cdyn_tx_inline_function(tx, py, NULL, NULL, args, nargs, kwnames, out);
+            Py_DECREF(py);
+            return st;
         }
     }
     if (cdyn_any_ndarray(args, nargs)) {   /* torch.from_numpy(a), ... (values/ndarray.c) */
