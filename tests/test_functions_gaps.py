@@ -159,3 +159,98 @@ def test_callable_of_a_bound_method_in_a_comprehension():
     out, expected = _fullgraph(fn, d), fn(d)
     assert out[1:] == expected[1:] == (True, True)
     assert out[0]["b"] == 3 and torch.equal(out[0]["a"], expected[0]["a"])
+
+
+# ---- user iterators (a class with a Python __next__) -------------------------------------
+
+class _Counter:
+    def __init__(self, n):
+        self.n, self.i, self.log = n, 0, []
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        self.log.append(self.i)
+        return self.i
+
+
+class _Countable:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return _Counter(self.n)
+
+
+def test_user_iterator_in_for_enumerate_next_and_list():
+    """A class that is its own iterator (test_functions' test_enumerate_custom), one whose
+    __iter__ gives another iterator object, next() on one, list() / zip() of one: traced
+    with __next__ inlined per step (was a graph break on every one)."""
+    def loops(x):
+        for i, v in enumerate(_Counter(3)):
+            x = x + i * v
+        for v in _Countable(2):
+            x = x * v
+        c = _Counter(5)
+        a, b = next(c), next(c)
+        return x + a + b + sum(list(c)), c.log, dict(zip(_Counter(2), "ab"))
+
+    x = torch.ones(2)
+    out = _fullgraph(loops, x)
+    expected = loops(x)
+    torch.testing.assert_close(out[0], expected[0])
+    assert out[1:] == expected[1:]
+
+
+def test_user_iterator_passed_in_is_advanced_step_by_step():
+    """An iterator passed in: its state changes as in eager, and the loop body's store into
+    it is seen by the next __next__ (items are taken one step at a time, not all first)."""
+    def f(x, c):
+        for v in c:
+            x = x + v
+            if v == 2:
+                c.n = 3
+        return x
+
+    c1, c2 = _Counter(10), _Counter(10)
+    torch.testing.assert_close(_fullgraph(f, torch.ones(2), c2), f(torch.ones(2), c1))
+    assert vars(c1) == vars(c2) == {"n": 3, "i": 3, "log": [1, 2, 3]}
+
+
+def test_max_of_an_iterable_of_tensors():
+    """max()/min() of an iterable holding tensors reduce with torch.maximum / minimum as
+    the two-argument form does (test_functions' test_map_max: a graph break on the tensor
+    comparison)."""
+    def f(a, b):
+        return max(map(lambda t: t.sum(), [a, b])), min([a.sum(), b.sum(), 0.5])
+
+    a, b = torch.randn(3), torch.randn(3)
+    out = _fullgraph(f, a, b)
+    torch.testing.assert_close(out, f(a, b))
+
+
+class _PlainTuple(tuple):
+    def __new__(cls, items):
+        return super().__new__(cls, items)
+
+
+def test_comparison_of_tuple_subclass_inputs():
+    """!= / == / < between instances of a tuple subclass passed in compare their items as
+    tuple does (test_functions' test_udf_tuple_equality: a graph break)."""
+    def f(x, p, q):
+        if p != q:
+            x = x + 1
+        if p == q:
+            x = x - 1
+        if p < q:
+            x = x * 3
+        return x
+
+    for p, q in [((1, -1), (1, -1)), ((1, -1), (1, 2))]:
+        x = torch.ones(1)
+        args = (x, _PlainTuple(p), _PlainTuple(q))
+        torch.testing.assert_close(_fullgraph(f, *args), f(*args))

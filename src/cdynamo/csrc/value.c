@@ -567,8 +567,11 @@ tr_status
 cdyn_v_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
     PyObject *items = NULL;
-    tr_status st;
-    if (V(v)->kind == VK_ITER || V(v)->vt->next != NULL) {   /* iterators: themselves */
+    tr_status st = V(v)->vt->iter != NULL ? V(v)->vt->iter(tx, v, out) : TR_NOTIMPL;
+    if (st != TR_NOTIMPL) {
+        return st;
+    }
+    if (V(v)->kind == VK_ITER || cdyn_v_is_iterator(v)) {   /* iterators: themselves */
         *out = Py_NewRef(v);
         return TR_OK;
     }
@@ -1089,10 +1092,17 @@ cdyn_v_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
     return V(v)->vt->len(tx, v, out);
 }
 
+int
+cdyn_v_is_iterator(PyObject *v)
+{
+    const cdyn_vtable *vt = V(v)->vt;
+    return vt->next != NULL && (vt->is_iterator == NULL || vt->is_iterator(v));
+}
+
 tr_status
 cdyn_v_next(cdyn_tx *tx, PyObject *v, PyObject **out)
 {
-    if (V(v)->vt->next == NULL) {
+    if (!cdyn_v_is_iterator(v)) {
         return missing(tx, "next()", v);
     }
     return V(v)->vt->next(tx, v, out);

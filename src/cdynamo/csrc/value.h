@@ -338,6 +338,12 @@ typedef struct cdyn_vtable {
     tr_status (*len)(struct cdyn_tx *tx, PyObject *v, Py_ssize_t *out);
     /* FOR_ITER / next(): *out the next item (new), or NULL when exhausted */
     tr_status (*next)(struct cdyn_tx *tx, PyObject *v, PyObject **out);
+    /* GET_ITER / iter() decided by the family (a user object: its __iter__ inlined), *out
+       new; NULL or TR_NOTIMPL: an iterator is itself, any other value's items unpacked */
+    tr_status (*iter)(struct cdyn_tx *tx, PyObject *v, PyObject **out);
+    /* 1 when v is an iterator (next() applies to it); NULL: every value of a family with
+       `next` is one */
+    int (*is_iterator)(PyObject *v);
     /* BEFORE_WITH: *exit_fn the value the block's end calls with three Nones, *result the
        value of __enter__ (both new) */
     tr_status (*enter)(struct cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result);
@@ -476,6 +482,8 @@ tr_status cdyn_v_unary(struct cdyn_tx *tx, int opcode, PyObject *v, PyObject **o
 tr_status cdyn_v_is(struct cdyn_tx *tx, PyObject *a, PyObject *b, int *out);
 tr_status cdyn_v_len(struct cdyn_tx *tx, PyObject *v, Py_ssize_t *out);
 tr_status cdyn_v_next(struct cdyn_tx *tx, PyObject *v, PyObject **out);
+/* 1 when v is an iterator value (next() applies; iteration consumes it). */
+int cdyn_v_is_iterator(PyObject *v);
 tr_status cdyn_v_enter(struct cdyn_tx *tx, PyObject *v, PyObject **exit_fn, PyObject **result);
 tr_status cdyn_v_graph_arg(struct cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node);
 /* Borrowed type or NULL (no exception) when unknown. */

@@ -188,6 +188,11 @@ def sorted(iterable, /, *, key=None, reverse=False):
     return [items[i] for i in order]
 
 
+def _is_tensor(x):
+    import torch
+    return isinstance(x, torch.Tensor)
+
+
 def _extreme(name, is_max, args, key, kwargs):
     has_default = "default" in kwargs
     if len(kwargs) > (1 if has_default else 0):
@@ -209,6 +214,11 @@ def _extreme(name, is_max, args, key, kwargs):
             found = True
             best = x
             best_key = k
+        elif key is None and (_is_tensor(x) or _is_tensor(best)):
+            # the two-argument form on a tensor: torch.maximum / torch.minimum (or clamp
+            # with a number), as torch._dynamo reduces max()/min() of tensors
+            best = _b.max(best, x) if is_max else _b.min(best, x)
+            best_key = best
         elif (k > best_key) if is_max else (k < best_key):
             best = x
             best_key = k

@@ -133,7 +133,7 @@ zip_or_enumerate(cdyn_tx *tx, int is_zip, PyObject *const *args, Py_ssize_t npos
         return TR_NOTIMPL;   /* zip(strict=), enumerate(start=): the polyfill */
     }
     for (Py_ssize_t i = 0; i < nl; i++) {
-        if (V(args[i])->vt->next != NULL) {
+        if (cdyn_v_is_iterator(args[i])) {
             return TR_NOTIMPL;   /* over an iterator: the lazy polyfill consumes as eager */
         }
     }
@@ -227,7 +227,7 @@ b_next(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t
     (void)fs;
     (void)fn;
     (void)kwnames;
-    if (npos < 1 || npos > 2 || nkw != 0 || V(args[0])->vt->next == NULL) {
+    if (npos < 1 || npos > 2 || nkw != 0 || !cdyn_v_is_iterator(args[0])) {
         return cdyn_tx_unsupported(tx, "next() of %S", npos ? args[0] : Py_None);
     }
     st = cdyn_v_next(tx, args[0], out);
@@ -1461,7 +1461,7 @@ fold_on_containers(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args
     for (Py_ssize_t i = 0; st == TR_OK && i < nargs; i++) {
         PyObject *items = NULL;
         vals[i] = Py_NewRef(args[i]);
-        if (V(args[i])->vt->next != NULL && consumes_iterables(fn)) {
+        if (cdyn_v_is_iterator(args[i]) && consumes_iterables(fn)) {
             st = cdyn_v_unpack(tx, args[i], &items);
             if (st == TR_OK) {
                 Py_SETREF(vals[i], cdyn_value_seq_list(VK_LIST, items));

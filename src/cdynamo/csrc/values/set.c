@@ -730,7 +730,7 @@ set_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *name, PyObject 
         return st;
     }
     if ((strcmp(nm, "isdisjoint") == 0 || strcmp(nm, "issuperset") == 0) && nargs == 1 &&
-        V(args[0])->vt->next != NULL) {
+        cdyn_v_is_iterator(args[0])) {
         return test_items_lazily(tx, v, nm[2] == 'd', args[0], out);
     }
     for (int i = 0; derived[i]; i++) {

@@ -113,6 +113,13 @@ tr_status cdyn_uobj_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *v, PyObject *const 
                          Py_ssize_t nargs, PyObject *kwnames, PyObject **out);
 tr_status cdyn_uobj_truth(cdyn_tx *tx, PyObject *v, int *out);
 tr_status cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list);
+/* A user iterator (a class with a Python __next__): is_iterator 1 when v is an instance
+ * of one; next: its __next__ inlined, *out NULL once it raised StopIteration; iter: the
+ * instance's Python __iter__ inlined (the iterator it gives, or an iterator over the items
+ * of what it gives), TR_NOTIMPL without one. */
+int cdyn_uobj_is_iterator(PyObject *v);
+tr_status cdyn_uobj_next(cdyn_tx *tx, PyObject *v, PyObject **out);
+tr_status cdyn_uobj_iter(cdyn_tx *tx, PyObject *v, PyObject **out);
 tr_status cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
 tr_status cdyn_uobj_store_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject *value);
 tr_status cdyn_uobj_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key);

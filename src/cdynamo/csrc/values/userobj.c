@@ -2119,6 +2119,98 @@ cdyn_uobj_truth(cdyn_tx *tx, PyObject *v, int *out)
     return cdyn_tx_unsupported(tx, "truth value of %S", v);
 }
 
+/* ---- user iterators: a class with a Python __next__ --------------------------------------
+ * iter(obj) inlines obj's __iter__; when it gives an iterator (itself, as a class defining
+ * both usually does, or another such object), FOR_ITER / next() inline its __next__, one
+ * item per step, interleaved with the loop body as in eager; a StopIteration raised by it
+ * ends the iteration. */
+
+int
+cdyn_uobj_is_iterator(PyObject *v)
+{
+    PyTypeObject *t = cdyn_user_is_instance(v) ? cdyn_user_type(v) : NULL;
+    PyObject *d = t != NULL ? _PyType_Lookup(t, cdyn_U.s_next) : NULL;
+    return d != NULL && PyFunction_Check(d);
+}
+
+tr_status
+cdyn_uobj_next(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    int found = 0, stop;
+    tr_status st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_next, NULL, 0, out, &found);
+    if (!found) {
+        return cdyn_tx_unsupported(tx, "next() of %S", v);
+    }
+    if (st != TR_EXCEPTION) {
+        return st;
+    }
+    stop = tx->exc != NULL && V(tx->exc)->kind == VK_EXC &&
+           PyType_Check(V(tx->exc)->u.exc.type) &&
+           PyType_IsSubtype((PyTypeObject *)V(tx->exc)->u.exc.type,
+                            (PyTypeObject *)PyExc_StopIteration);
+    if (!stop) {
+        return TR_EXCEPTION;
+    }
+    Py_CLEAR(tx->exc);   /* exhausted */
+    Py_CLEAR(tx->reason);
+    *out = NULL;
+    return TR_OK;
+}
+
+tr_status
+cdyn_uobj_iter(cdyn_tx *tx, PyObject *v, PyObject **out)
+{
+    PyObject *r = NULL;
+    int found = 0;
+    tr_status st;
+    if (!cdyn_user_is_instance(v)) {
+        return TR_NOTIMPL;
+    }
+    st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_iter, NULL, 0, &r, &found);
+    if (!found) {
+        return TR_NOTIMPL;   /* a builtin base's or a mirror's items (cdyn_uobj_unpack) */
+    }
+    if (st != TR_OK) {
+        return st;
+    }
+    if (cdyn_v_is_iterator(r)) {
+        *out = r;
+        return TR_OK;
+    }
+    st = cdyn_v_iter(tx, r, out);
+    Py_DECREF(r);
+    return st;
+}
+
+/* The items an iterator value gives until it is exhausted (at most 100000: an endless one is
+ * a graph break). *out_list a new list. */
+static tr_status
+drain(cdyn_tx *tx, PyObject *it, PyObject **out_list)
+{
+    PyObject *items = PyList_New(0), *x = NULL;
+    tr_status st = items != NULL ? TR_OK : TR_ERROR;
+    for (int n = 0; st == TR_OK; n++) {
+        if (n == 100000) {
+            st = cdyn_tx_unsupported(tx, "iteration over %S (no end found)", it);
+            break;
+        }
+        st = cdyn_v_next(tx, it, &x);
+        if (st != TR_OK || x == NULL) {
+            break;
+        }
+        if (PyList_Append(items, x) < 0) {
+            st = TR_ERROR;
+        }
+        Py_CLEAR(x);
+    }
+    if (st != TR_OK) {
+        Py_XDECREF(items);
+        return st;
+    }
+    *out_list = items;
+    return TR_OK;
+}
+
 tr_status
 cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 {
@@ -2127,9 +2219,7 @@ cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
     tr_status st = cdyn_uobj_call_dunder(tx, v, cdyn_U.s_iter, NULL, 0, &r, &found);
     if (found) {
         if (st == TR_OK) {
-            /* an object that is its own iterator (__next__) is not modelled */
-            st = r == v ? cdyn_tx_unsupported(tx, "iteration over a self-iterator %S", v)
-                        : cdyn_v_unpack(tx, r, out_list);
+            st = cdyn_v_is_iterator(r) ? drain(tx, r, out_list) : cdyn_v_unpack(tx, r, out_list);
         }
         Py_XDECREF(r);
         return st;
@@ -2447,6 +2537,39 @@ compare_side(cdyn_tx *tx, PyObject *self, int op, PyObject *other, PyObject **ou
     return st;
 }
 
+/* operator_operand for a comparison, also seeing through an OBJECT of the frame that is a
+ * list / tuple subclass's instance whose class defines no Python `name_op` dunder: the
+ * mirror of its items (cdyn_uobj_items), so MyTuple(...) != MyTuple(...) compares the
+ * items as tuple's own comparison does. *out borrowed (NULL: no such operand). */
+static tr_status
+compare_operand(cdyn_tx *tx, PyObject *v, const char *op, PyObject **out)
+{
+    PyObject *obj, *name, *d, *items = NULL;
+    tr_status st;
+    *out = operator_operand(v, "__%s__", NULL, op);
+    if (*out != NULL || V(v)->kind != VK_OBJECT || V(v)->source == NULL) {
+        return TR_OK;
+    }
+    obj = V(v)->u.obj.obj;
+    if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
+        return TR_OK;
+    }
+    if ((name = PyUnicode_FromFormat("__%s__", op)) == NULL) {
+        return TR_ERROR;
+    }
+    d = _PyType_Lookup(Py_TYPE(obj), name);
+    Py_DECREF(name);
+    if (d != NULL && PyFunction_Check(d)) {
+        return TR_OK;
+    }
+    st = cdyn_uobj_items(tx, v, &items);
+    if (st == TR_OK) {
+        *out = items;     /* held by v (u.dobj.items) */
+        Py_DECREF(items);
+    }
+    return st == TR_NOTIMPL ? TR_OK : st;
+}
+
 tr_status
 cdyn_uobj_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
 {
@@ -2457,8 +2580,10 @@ cdyn_uobj_compare(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     if (!ia && !ib) {
         return TR_NOTIMPL;
     }
-    ba = operator_operand(a, "__%s__", NULL, cmp_names[op]);
-    bb = operator_operand(b, "__%s__", NULL, cmp_names[swapped[op]]);
+    if ((st = compare_operand(tx, a, cmp_names[op], &ba)) != TR_OK ||
+        (st = compare_operand(tx, b, cmp_names[swapped[op]], &bb)) != TR_OK) {
+        return st;
+    }
     if (ba != NULL && bb != NULL) {
         return cdyn_v_compare(tx, op, ba, bb, out);   /* the builtin bases' comparison */
     }
