@@ -2,6 +2,8 @@
 input's .grad is read through <source>.grad (a graph input, or None under a guard), and
 `p.grad = None` / `p.grad = t` are replayed on the real tensor after the graph, later reads
 in the trace seeing the stored value (Module.zero_grad(set_to_none=True))."""
+import warnings
+
 import torch
 import torch.nn as nn
 
@@ -76,3 +78,25 @@ def test_grad_store_then_read_in_one_trace():
     out = cdynamo.compile(set_and_read, backend="eager")(torch.zeros(1))
     assert torch.equal(out, torch.tensor([13.0]))
     assert torch.equal(m.weight.grad, g * 2) and m.bias.grad is None
+
+
+def test_grad_and_underscore_grad_are_one_attribute():
+    """t._grad is t.grad: a store to one is read back through the other in the same trace
+    (test_repros' test_grad: `y.grad = ...; y._grad.data` read _grad as the constant None
+    and the transformed code raised AttributeError where eager runs)."""
+    def fn(x, y):
+        x._grad = y + 1
+        y.grad = x + 2
+        return x.grad.data, y._grad.data
+
+    x0 = torch.randn(4, requires_grad=True)
+    y0 = torch.randn(4, requires_grad=True)
+    x1, y1 = x0.clone(), y0.clone()
+    x2, y2 = x0.clone(), y0.clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # .grad of a non-leaf tensor
+        expected = fn(x1, y1)
+        got = cdynamo.compile(fn, backend="eager")(x2, y2)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(x2.grad, x1.grad)
+        torch.testing.assert_close(y2.grad, y1.grad)

@@ -308,9 +308,28 @@ own_attr_store(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 /* t.grad = None / a tensor, on a tensor of the frame: replayed after the graph, later
  * reads in the trace see it (zero_grad(set_to_none=True), p.grad = g). t.data = value:
  * data_setattr. */
+/* "grad" (borrowed, interned) for t._grad, which is t.grad under another name: a store to
+ * one is read back through the other, as in eager; name itself otherwise. */
+static PyObject *
+grad_alias(PyObject *name)
+{
+    static PyObject *grad;
+    if (!cdyn_name_is(name, "_grad")) {
+        return name;
+    }
+    if (grad == NULL && (grad = PyUnicode_InternFromString("grad")) == NULL) {
+        PyErr_Clear();
+        return name;
+    }
+    return grad;
+}
+
 static tr_status
 tensor_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {
+    if (V(v)->source != NULL) {
+        name = grad_alias(name);
+    }
     if (cdyn_name_is(name, "data")) {
         return data_setattr(tx, v, value);
     }
@@ -359,8 +378,8 @@ tensor_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (cdyn_name_in(name, views)) {
         return getattr_node(tx, v, name, out);
     }
-    if (cdyn_name_is(name, "grad")) {
-        return grad_read(tx, v, name, out);
+    if (cdyn_name_is(name, "grad") || (V(v)->source != NULL && cdyn_name_is(name, "_grad"))) {
+        return grad_read(tx, v, grad_alias(name), out);
     }
     if (cdyn_name_is(name, "data")) {
         /* x.data: a tensor sharing x's data outside autograd, a node of the graph as
