@@ -388,3 +388,25 @@ def test_sparse_result_is_a_graph_break():
     torch.testing.assert_close(out.to_dense(), x * 2)
     ex = cdynamo.explain(_to_sparse_times_two)(x)
     assert "gives a sparse tensor" in str(ex)
+
+
+def _str_methods(x, c):
+    return x.sin(), str.isalnum(c), str.upper(c)
+
+
+def _size_is_list(x, xs):
+    if x.size(0) is xs:
+        return x + 1
+    return x * 2
+
+
+def test_immutable_type_methods_and_symint_identity():
+    """str.isalnum(c) (a method taken from an immutable builtin type, on constants) is
+    folded (test_repros' test_str_isalnum: a graph break); `x.size(0) is xs` with a symbolic
+    size and a list is False, two objects of two types (test_symnode_is_op)."""
+    x = torch.randn(3)
+    cd, td = run_both(_str_methods, x, "foobar")
+    assert cd.frame_count == td.frame_count == 1
+    out = cdynamo.compile(_size_is_list, backend="eager", fullgraph=True, dynamic=True)(
+        torch.ones(2), [1, 2])
+    assert_same(out, torch.ones(2) * 2)

@@ -558,6 +558,9 @@ tr_status cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *co
 tr_status cdyn_text_of(cdyn_tx *tx, PyObject *v, int use_repr, PyObject **out);
 /* 1 when obj is a builtin the builtins family handles or folds. */
 int cdyn_is_builtin(PyObject *obj);
+/* 1 when obj is a method of an immutable builtin type taken from the type (str.isalnum,
+ * bytes.hex, int.bit_length, tuple.count): pure on constant arguments. */
+int cdyn_immutable_type_method(PyObject *obj);
 /* dict.get / __getitem__ / __contains__ (fn, a method descriptor of dict) called on
  * args[0], a dict subclass instance read from the frame, with a constant key: the entry read
  * now, guarded through a source that reads it with dict's own method. TR_NOTIMPL (nothing

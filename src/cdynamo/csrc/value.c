@@ -1062,6 +1062,12 @@ cdyn_v_is(cdyn_tx *tx, PyObject *a, PyObject *b, int *out)
         *out = ra == rb;
         return TR_OK;
     }
+    /* a symbolic number against a container (or a tensor): objects of two types */
+    if ((va->kind == VK_SYMINT && (is_container_kind(vb->kind) || vb->kind == VK_TENSOR)) ||
+        (vb->kind == VK_SYMINT && (is_container_kind(va->kind) || va->kind == VK_TENSOR))) {
+        *out = 0;
+        return TR_OK;
+    }
     /* a tensor is never a value of another family (tensors are always wrapped as such) */
     if ((va->kind == VK_TENSOR) != (vb->kind == VK_TENSOR) && va->kind != VK_NULL &&
         vb->kind != VK_NULL) {

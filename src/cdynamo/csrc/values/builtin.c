@@ -1908,6 +1908,21 @@ cdyn_immutable_bound(PyObject *obj)
 }
 
 
+/* 1 when obj is a method of an immutable builtin type taken from the type (str.isalnum,
+ * bytes.hex, int.bit_length, tuple.count): pure on constant arguments. */
+int
+cdyn_immutable_type_method(PyObject *obj)
+{
+    PyTypeObject *t;
+    if (Py_TYPE(obj) != &PyMethodDescr_Type) {
+        return 0;
+    }
+    t = PyDescr_TYPE(obj);
+    return t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+           t == &PyComplex_Type || t == &PyTuple_Type || t == &PyFrozenSet_Type ||
+           t == &PyBool_Type;
+}
+
 static tr_status
 builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
              PyObject *kwnames, PyObject **out)
@@ -1915,7 +1930,9 @@ builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_s
     int handled = 0;
     tr_status st = cdyn_builtin_call(tx, fs, V(fn)->u.obj.obj, args, nargs, kwnames, out,
                                      &handled);
-    if (!handled && cdyn_all_const(args, nargs) && cdyn_immutable_bound(V(fn)->u.obj.obj)) {
+    if (!handled && cdyn_all_const(args, nargs) &&
+        (cdyn_immutable_bound(V(fn)->u.obj.obj) ||
+         cdyn_immutable_type_method(V(fn)->u.obj.obj))) {
         /* a method of an immutable builtin constant ((4, 5).__getitem__(1)): pure */
         return cdyn_call_on_constants(tx, V(fn)->u.obj.obj, args, nargs, kwnames, out);
     }

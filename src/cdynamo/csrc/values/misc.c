@@ -358,9 +358,10 @@ misc_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args, Py_ssiz
         Py_DECREF(referent);
         return st;
     }
-    if (cdyn_all_const(args, nargs) && cdyn_immutable_bound(obj)) {
-        /* a method of an immutable builtin constant ((4, 5).__getitem__(1), "a".upper):
-           pure, called now */
+    if (cdyn_all_const(args, nargs) &&
+        (cdyn_immutable_bound(obj) || cdyn_immutable_type_method(obj))) {
+        /* a method of an immutable builtin constant ((4, 5).__getitem__(1), "a".upper), or
+           one taken from its type (str.isalnum(c)): pure, called now */
         return cdyn_call_on_constants(tx, obj, args, nargs, kwnames, out);
     }
     if ((Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyWrapperDescr_Type)) &&
