@@ -92,6 +92,8 @@ def test_meta_device_input_is_a_miss():
 
 
 def test_sparse_input_recompiles_and_matches_eager():
+    """A sparse input fails the dense entry's guard; the operation on it gives a sparse
+    tensor, a graph break as in torch._dynamo (no graph for it), and eager's result."""
     x = torch.randn(3, 3)
     cnt = torch._dynamo.testing.CompileCounter()
     c = cdynamo.compile(_mul2, backend=cnt)
@@ -101,7 +103,7 @@ def test_sparse_input_recompiles_and_matches_eager():
     for _ in range(2):
         assert torch.equal(c(s).to_dense(), _mul2(s).to_dense())
     assert torch.equal(c(x), _mul2(x))
-    assert cnt.frame_count == 2
+    assert cnt.frame_count == 1
 
 
 _NESTED_SCRIPT = r"""
