@@ -410,3 +410,37 @@ def test_immutable_type_methods_and_symint_identity():
     out = cdynamo.compile(_size_is_list, backend="eager", fullgraph=True, dynamic=True)(
         torch.ones(2), [1, 2])
     assert_same(out, torch.ones(2) * 2)
+
+
+def test_typed_dict_and_distribution_subclass():
+    """A TypedDict class called in the trace is dict(**kw) (typing's metaclass makes its
+    __call__ dict: test_repros' test_typed_dict), and torch.Size() / torch.Size(a slice of
+    sizes) inside torch.distributions (test_distributions_subclass): both were graph
+    breaks."""
+    from typing import TypedDict
+
+    from torch.distributions import Categorical
+
+    class Inputs(TypedDict):
+        kind: str
+        data: torch.Tensor
+
+    class SubCateg(Categorical):
+        pass
+
+    def typed(x, y):
+        obj = Inputs(kind="pixel", data=y)
+        out = x * obj["data"]
+        obj["data"] = 3
+        return out * obj["data"], type(obj) is dict
+
+    def dist(t, d):
+        c = d(logits=t)
+        return c.log_prob(torch.tensor(3)) + c.probs + c.logits
+
+    x, y = torch.randn(4), torch.randn(4)
+    cd, td = run_both(typed, x, y)
+    assert cd.frame_count == 1
+    for t in (torch.randn(10), torch.randn(12)):
+        out = cdynamo.compile(dist, backend="eager", fullgraph=True)(t, SubCateg)
+        torch.testing.assert_close(out, dist(t, SubCateg))

@@ -561,6 +561,10 @@ int cdyn_is_builtin(PyObject *obj);
 /* 1 when obj is a method of an immutable builtin type taken from the type (str.isalnum,
  * bytes.hex, int.bit_length, tuple.count): pure on constant arguments. */
 int cdyn_immutable_type_method(PyObject *obj);
+/* torch.Size(seq) of a sequence value whose items are ints, constant or symbolic (a slice
+ * of x.size(), a list of sizes): a tuple value rebuilt as a torch.Size (values/torch.c).
+ * *out new; unsupported for other items. */
+tr_status cdyn_torch_size_of(cdyn_tx *tx, PyObject *seq, PyObject **out);
 /* dict.get / __getitem__ / __contains__ (fn, a method descriptor of dict) called on
  * args[0], a dict subclass instance read from the frame, with a constant key: the entry read
  * now, guarded through a source that reads it with dict's own method. TR_NOTIMPL (nothing

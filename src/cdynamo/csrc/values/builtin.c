@@ -1723,6 +1723,12 @@ cdyn_builtin_call(cdyn_tx *tx, cdyn_fs *fs, PyObject *fn, PyObject *const *args,
     if (has_polyfill) {
         return st;
     }
+    if (fn == cdyn_G.torch_size_type && nargs <= 1 && kwnames == NULL) {
+        /* torch.Size() / torch.Size(x.size()[:-1]) */
+        return nargs == 0 || V(args[0])->kind == VK_CONST
+                   ? cdyn_call_on_constants(tx, fn, args, nargs, NULL, out)
+                   : cdyn_torch_size_of(tx, args[0], out);
+    }
     if (pure || h >= 0) {
         return cdyn_tx_unsupported(tx, "call to %R with non-constant arguments", fn);
     }

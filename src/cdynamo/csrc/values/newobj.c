@@ -419,13 +419,23 @@ cdyn_newobj_construct(cdyn_tx *tx, cdyn_fs *fs, PyObject *clsv, PyObject *const 
 {
     PyTypeObject *cls = (PyTypeObject *)cdyn_v_real(clsv);
     PyObject *call;
-    (void)fs;
     if (Py_TYPE(cls)->tp_call == PyType_Type.tp_call) {
         return type_call(tx, clsv, args, nargs, kwnames, out);
     }
     /* a metaclass with its own __call__ (a singleton or registry metaclass): inlined with
        the class as self; its super().__call__(...) is type.__call__ (object_slot_call) */
     call = _PyType_Lookup(Py_TYPE(cls), cdyn_U.s_call);
+    if (call == (PyObject *)&PyDict_Type) {
+        /* a TypedDict class: typing's metaclass makes its __call__ dict itself, so
+           Cls(**kw) is dict(**kw), a plain dict */
+        PyObject *dv = NULL;
+        tr_status st = cdyn_tx_wrap_real(tx, call, NULL, &dv);
+        if (st == TR_OK) {
+            st = cdyn_v_call(tx, fs, dv, args, nargs, kwnames, out);
+            Py_DECREF(dv);
+        }
+        return st;
+    }
     if (call == NULL || !PyFunction_Check(call)) {
         return cdyn_tx_unsupported(tx, "construction of %s (its metaclass's __call__ is not "
                                        "Python)", cls->tp_name);

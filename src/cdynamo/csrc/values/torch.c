@@ -156,6 +156,31 @@ is_trusted_constructor(PyObject *obj)
     return obj != NULL && (obj == finfo_type || obj == iinfo_type);
 }
 
+tr_status
+cdyn_torch_size_of(cdyn_tx *tx, PyObject *seq, PyObject **out)
+{
+    PyObject *items = NULL;
+    tr_status st = cdyn_v_unpack(tx, seq, &items);
+    if (st != TR_OK) {
+        return st;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *it = PyList_GET_ITEM(items, i);
+        if (cdyn_v_python_type(it) != &PyLong_Type ||
+            (V(it)->kind != VK_CONST && V(it)->kind != VK_SYMINT)) {
+            Py_DECREF(items);
+            return cdyn_tx_unsupported(tx, "torch.Size of %S", it);
+        }
+    }
+    *out = cdyn_value_seq_list(VK_TUPLE, items);
+    Py_DECREF(items);
+    if (*out == NULL) {
+        return TR_ERROR;
+    }
+    V(*out)->u.seq.nt_type = Py_NewRef(cdyn_G.torch_size_type);
+    return TR_OK;
+}
+
 static tr_status
 construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
@@ -163,6 +188,10 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
     PyObject *objs[32], *real = NULL;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     tr_status st;
+    if (cls == cdyn_G.torch_size_type && nargs == 1 && kwnames == NULL &&
+        V(args[0])->kind != VK_CONST) {
+        return cdyn_torch_size_of(tx, args[0], out);
+    }
     if (!cdyn_all_const(args, nargs) || nargs > 32) {
         return cdyn_tx_unsupported(tx, "%R with non-constant arguments", cls);
     }
