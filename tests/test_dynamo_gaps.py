@@ -444,3 +444,21 @@ def test_typed_dict_and_distribution_subclass():
     for t in (torch.randn(10), torch.randn(12)):
         out = cdynamo.compile(dist, backend="eager", fullgraph=True)(t, SubCateg)
         torch.testing.assert_close(out, dist(t, SubCateg))
+
+
+def test_int_enum_members_in_slices_and_indexes():
+    """An IntEnum member inside a slice or an index tuple passes to the graph as the int it
+    stands for (test_repros' test_issue134451: 'constant slice(<Idx.X: 0>, 2, None) cannot
+    be an argument in the graph', a graph break)."""
+    from enum import IntEnum
+
+    class Idx(IntEnum):
+        X = 0
+        Y = 1
+        H = 2
+
+    def f(x):
+        return x[..., Idx.X:Idx.H] * 2 + x[:, Idx.Y].unsqueeze(-1), x[Idx.Y]
+
+    cd, td = run_both(f, torch.randn(3, 4))
+    assert cd.frame_count == td.frame_count == 1

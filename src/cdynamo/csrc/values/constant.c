@@ -271,21 +271,68 @@ const_len(cdyn_tx *tx, PyObject *v, Py_ssize_t *out)
     return TR_OK;
 }
 
+/* obj with each int / float subclass instance (an IntEnum member) made the plain number it
+ * stands for, through slices and tuples, as torch takes it: a new reference; NULL with an
+ * exception on error. */
+static PyObject *
+plain_numbers(PyObject *obj)
+{
+    if (PyLong_Check(obj) && !PyLong_CheckExact(obj) && !PyBool_Check(obj)) {
+        return PyNumber_Long(obj);
+    }
+    if (PyFloat_Check(obj) && !PyFloat_CheckExact(obj)) {
+        return PyFloat_FromDouble(PyFloat_AS_DOUBLE(obj));
+    }
+    if (PySlice_Check(obj)) {
+        PySliceObject *sl = (PySliceObject *)obj;
+        PyObject *a = plain_numbers(sl->start), *b = a ? plain_numbers(sl->stop) : NULL;
+        PyObject *c = b ? plain_numbers(sl->step) : NULL, *r = c ? PySlice_New(a, b, c) : NULL;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+        return r;
+    }
+    if (PyTuple_CheckExact(obj)) {
+        PyObject *t = PyTuple_New(PyTuple_GET_SIZE(obj));
+        for (Py_ssize_t i = 0; t != NULL && i < PyTuple_GET_SIZE(obj); i++) {
+            PyObject *x = plain_numbers(PyTuple_GET_ITEM(obj, i));
+            if (x == NULL) {
+                Py_CLEAR(t);
+                break;
+            }
+            PyTuple_SET_ITEM(t, i, x);
+        }
+        return t;
+    }
+    return Py_NewRef(obj);
+}
+
 static tr_status
 const_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
 {
+    PyObject *plain;
     if (cdyn_is_numpy_scalar(cobj(v))) {
         /* torch takes a numpy scalar as the Python number it holds (which prints in FX) */
         *fake = PyObject_CallMethod(cobj(v), "item", NULL);
         *node = Py_XNewRef(*fake);
         return *fake ? TR_OK : TR_ERROR;
     }
-    if (!fx_printable(cobj(v))) {
+    if (fx_printable(cobj(v))) {
+        *fake = Py_NewRef(cobj(v));
+        *node = Py_NewRef(cobj(v));
+        return TR_OK;
+    }
+    plain = plain_numbers(cobj(v));   /* x[Index.X:2] with an IntEnum member */
+    if (plain == NULL) {
+        return TR_ERROR;
+    }
+    if (!fx_printable(plain)) {
+        Py_DECREF(plain);
         return cdyn_tx_unsupported(tx, "constant %R cannot be an argument in the graph",
                                    cobj(v));
     }
-    *fake = Py_NewRef(cobj(v));
-    *node = Py_NewRef(cobj(v));
+    *fake = plain;
+    *node = Py_NewRef(plain);
     return TR_OK;
 }
 
