@@ -254,3 +254,41 @@ def test_comparison_of_tuple_subclass_inputs():
         x = torch.ones(1)
         args = (x, _PlainTuple(p), _PlainTuple(q))
         torch.testing.assert_close(_fullgraph(f, *args), f(*args))
+
+
+def test_functools_singledispatch_is_traced():
+    """A functools.singledispatch function: the implementation for the first argument's type
+    is picked at trace time and inlined (was a graph break: functools is not traced), guarded
+    on the registry (a later registration recompiles) and on that type."""
+    import functools
+
+    @functools.singledispatch
+    def scale(x, k):
+        raise NotImplementedError
+
+    @scale.register
+    def _(x: torch.Tensor, k):
+        return x * k
+
+    @scale.register(list)
+    def _(x, k):
+        return [scale(v, k) for v in x]
+
+    def f(x, items):
+        return scale(x, 2), scale(items, 3)
+
+    x = torch.randn(3)
+    counter = CountingBackend()
+    opt = cdynamo.compile(f, backend=counter)
+    out = opt(x, [x, x + 1])
+    expected = f(x, [x, x + 1])
+    torch.testing.assert_close(out, expected)
+    assert counter.frame_count == 1
+
+    @scale.register(tuple)
+    def _(x, k):
+        return tuple(v * k * 10 for v in x)
+
+    out = opt(x, (x, x))
+    torch.testing.assert_close(out, f(x, (x, x)))
+    assert counter.frame_count == 2

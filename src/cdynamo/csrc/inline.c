@@ -700,6 +700,50 @@ prime_optimizer_state(PyObject *func, PyObject *self)
     Py_DECREF(groups);
 }
 
+/* functools.singledispatch's wrapper (a "wrapper" of functools with dispatch and registry
+ * attributes) called on a first argument of a known type: the implementation it would pick,
+ * wrapper.dispatch(type(arg0)), chosen now (*impl new) and inlined by the caller, as
+ * torch._dynamo traces it. Guards: the wrapper by identity, its registry's length (a
+ * registration adds a type) and the first argument's type. TR_NOTIMPL for other calls. */
+static tr_status
+singledispatch_impl(cdyn_tx *tx, PyObject *func, PyObject *fn_source, PyObject *const *args,
+                    Py_ssize_t nargs, PyObject *kwnames, PyObject **impl)
+{
+    PyObject *d = ((PyFunctionObject *)func)->func_dict, *reg, *rsrc, *name;
+    PyTypeObject *t;
+    Py_ssize_t npos = nargs - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (d == NULL || npos < 1 || fn_source == NULL ||
+        !cdyn_name_is(((PyCodeObject *)PyFunction_GET_CODE(func))->co_name, "wrapper") ||
+        (name = PyDict_GetItemString(PyFunction_GET_GLOBALS(func), "__name__")) == NULL ||
+        !PyUnicode_Check(name) || !cdyn_name_is(name, "functools") ||
+        PyDict_GetItemString(d, "dispatch") == NULL ||
+        (reg = PyDict_GetItemString(d, "registry")) == NULL ||
+        (t = cdyn_v_python_type(args[0])) == NULL) {
+        return TR_NOTIMPL;
+    }
+    *impl = PyObject_CallMethod(func, "dispatch", "O", (PyObject *)t);
+    if (*impl == NULL) {
+        return TR_ERROR;
+    }
+    if (!PyFunction_Check(*impl)) {
+        Py_CLEAR(*impl);
+        return TR_NOTIMPL;
+    }
+    name = PyUnicode_FromString("registry");
+    rsrc = name != NULL ? cdyn_source_attr(fn_source, name) : NULL;
+    Py_XDECREF(name);
+    if (rsrc == NULL || cdyn_guards_add_id(tx->guards, fn_source, func, 1) < 0 ||
+        cdyn_guards_add_len(tx->guards, rsrc, PyObject_Length(reg)) < 0 ||
+        (V(args[0])->source != NULL &&
+         cdyn_guards_add_type(tx->guards, V(args[0])->source, t) < 0)) {
+        Py_XDECREF(rsrc);
+        Py_CLEAR(*impl);
+        return TR_ERROR;
+    }
+    Py_DECREF(rsrc);
+    return TR_OK;
+}
+
 /* Inline the real function func; guarded: it is guarded by its code only, so its defaults
  * and globals are guarded through fn_source. */
 static tr_status
@@ -749,6 +793,17 @@ inline_real(cdyn_tx *tx, PyObject *func, PyObject *fn_source, int guarded, PyObj
             tx->eogb = on ? 2 : 1;
             st = inline_real(tx, wrapped, NULL, 0, self, args, nargs, kwnames, out);
             tx->eogb = saved;
+            return st;
+        }
+    }
+    if ((rule == CDYN_RULE_SKIP || rule == CDYN_RULE_BREAK) && self == NULL) {
+        PyObject *impl = NULL;
+        st = singledispatch_impl(tx, func, fn_source, args, nargs, kwnames, &impl);
+        if (st != TR_NOTIMPL) {
+            if (st == TR_OK) {
+                st = inline_real(tx, impl, NULL, 0, NULL, args, nargs, kwnames, out);
+                Py_DECREF(impl);
+            }
             return st;
         }
     }
