@@ -691,7 +691,8 @@ def gfail_fn(x, y):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_optimize_guard_fail_fn_called_with_guard_fail(engine):
     # torch._dynamo.optimize(guard_fail_fn=fn): fn(GuardFail(reason, orig_code)) before the
-    # recompile, as torch._dynamo (the reason's wording is each engine's own)
+    # recompile, as torch._dynamo; a failed TENSOR_MATCH worded as torch._dynamo words it
+    # (test_misc's test_guard_failure_fn2 looks for "tensor 'x' size mismatch ...")
     torch._dynamo.reset()
     if engine == "cdynamo":
         cdynamo.install()
@@ -704,7 +705,7 @@ def test_optimize_guard_fail_fn_called_with_guard_fail(engine):
         assert opt_fn(x, x) == -1
         assert len(got) == 1 and isinstance(got[0], torch._dynamo.types.GuardFail)
         assert got[0].orig_code is gfail_fn.__code__
-        assert "size mismatch at index 0. expected 2, actual 5" in got[0].reason
+        assert "tensor 'x' size mismatch at index 0. expected 2, actual 5" in got[0].reason
         if engine == "cdynamo":
             assert cdynamo.counters()["compiles"] >= 2
     finally:

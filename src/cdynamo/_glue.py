@@ -13,6 +13,7 @@ import copy
 import itertools
 import logging
 import operator
+import re
 import sys
 import time
 import weakref
@@ -1286,6 +1287,19 @@ class Recompile:
 recompile_log: list = []
 
 
+_TENSOR_FAIL = re.compile(r"^(?:L\['([A-Za-z_][A-Za-z0-9_]*)'\]|(.+?)) TENSOR_MATCH: (.*)$", re.S)
+
+
+def _torch_guard_wording(reason):
+    """A failed TENSOR_MATCH worded as torch._dynamo words it for guard_fail_fn
+    ("tensor 'x' size mismatch at index 0. expected 2, actual 3"; a local's source is its
+    name); any other reason unchanged."""
+    m = _TENSOR_FAIL.match(reason)
+    if m is None:
+        return reason
+    return f"tensor '{m.group(1) or m.group(2)}' {m.group(3)}"
+
+
 def record_recompile(qualname, filename, lineno, reason, code=None, options=None):
     """Called by the frame hook before a recompile (kept to the last 10,000); options: the
     CompileOptions it compiles with, whose guard_fail_fn (torch._dynamo.optimize's) is
@@ -1296,7 +1310,7 @@ def record_recompile(qualname, filename, lineno, reason, code=None, options=None
     fail_fn = getattr(options, "guard_fail_fn", None)
     if fail_fn is not None:
         from torch._dynamo.types import GuardFail
-        fail_fn(GuardFail(str(reason), code))
+        fail_fn(GuardFail(_torch_guard_wording(str(reason)), code))
     recompile_log.append(Recompile(qualname, filename, lineno, str(reason)))
     _events.recompile(qualname, filename, lineno, str(reason), code)
     if len(recompile_log) > 10000:
