@@ -462,3 +462,30 @@ def test_int_enum_members_in_slices_and_indexes():
 
     cd, td = run_both(f, torch.randn(3, 4))
     assert cd.frame_count == td.frame_count == 1
+
+
+def test_frozen_dataclass_passed_to_allow_in_graph():
+    """A frozen dataclass made in the trace and passed to an allow_in_graph function is a
+    graph node building it from its fields, as torch._dynamo passes one (test_misc's
+    test_frozen_dataclass_default_value / _factory / _kw_only, test_proxy_frozen_dataclass:
+    a graph break under fullgraph)."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Pair:
+        x: torch.Tensor
+        y: torch.Tensor
+        z: int = dataclasses.field(default=5)
+        a: int = 6
+
+    @torch._dynamo.allow_in_graph
+    def inner(dc):
+        return dc.x + dc.y + dc.z + dc.a
+
+    def fn(x, y):
+        return inner(Pair(x, y))
+
+    x, y = torch.ones(2, 2), torch.ones(2, 2)
+    for backend in ("eager", "aot_eager"):
+        out = cdynamo.compile(fn, backend=backend, fullgraph=True)(x, y)
+        assert_same(out, fn(x, y))

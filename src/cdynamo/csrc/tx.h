@@ -783,6 +783,10 @@ int cdyn_any_sym(PyObject *const *args, Py_ssize_t n);
  * args are values (borrowed) passed as graph arguments (symbols lifted as inputs), the
  * call is not run, its result unused. */
 tr_status cdyn_sym_record_effect(cdyn_tx *tx, PyObject *target, PyObject *const *args, Py_ssize_t n);
+/* A call_function node target(*nargs, **nkwargs) (FX arguments: a tuple, a dict or NULL;
+ * borrowed) whose example value is res (borrowed, not computed here): *node new. */
+tr_status cdyn_tx_record_node(cdyn_tx *tx, PyObject *target, PyObject *nargs, PyObject *nkwargs,
+                              PyObject *res, PyObject **node);
 /* The value of a fake result `fake` computed by `node` (borrowed): a CONST when it is a
  * plain Python number or a symbol known to be constant, else a SYMINT. *out new. */
 tr_status cdyn_sym_value(cdyn_tx *tx, PyObject *fake, PyObject *node, PyObject *source,

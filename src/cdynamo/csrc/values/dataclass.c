@@ -564,6 +564,76 @@ field_names(cdyn_tx *tx, PyTypeObject *t, PyObject **out)
     return *out ? TR_OK : TR_ERROR;
 }
 
+tr_status
+cdyn_dataclass_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node)
+{
+    PyTypeObject *t = cdyn_v_python_type(v);
+    PyObject *params = NULL, *fr = NULL, *names = NULL, *fkw = NULL, *nkw = NULL, *empty = NULL;
+    PyObject *fd = NULL;
+    tr_status st = TR_ERROR;
+    *fake = *node = NULL;
+    if (V(v)->kind != VK_NEWOBJ || t == NULL ||
+        (params = PyObject_GetAttrString((PyObject *)t, "__dataclass_params__")) == NULL ||
+        (fr = PyObject_GetAttrString(params, "frozen")) == NULL || fr != Py_True) {
+        PyErr_Clear();
+        st = cdyn_tx_unsupported(tx, "%S as an argument to a torch operation", v);
+        goto done;
+    }
+    if ((st = field_names(tx, t, &names)) != TR_OK) {
+        goto done;
+    }
+    st = TR_ERROR;
+    fd = PyObject_GetAttr((PyObject *)t, cdyn_U.dc_fields_attr);
+    fkw = PyDict_New();
+    nkw = PyDict_New();
+    empty = PyTuple_New(0);
+    if (fd == NULL || fkw == NULL || nkw == NULL || empty == NULL) {
+        goto done;
+    }
+    st = TR_OK;
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(names); i++) {
+        PyObject *k = PyList_GET_ITEM(names, i), *f = PyDict_GetItemWithError(fd, k);
+        PyObject *init = f ? PyObject_GetAttrString(f, "init") : NULL, *val = NULL, *fk = NULL,
+                 *nd = NULL;
+        if (init == NULL) {
+            st = TR_ERROR;
+            break;
+        }
+        if (init == Py_True) {   /* (a field outside __init__ is made again by it) */
+            st = cdyn_v_getattr(tx, v, k, &val);
+            if (st == TR_OK) {
+                st = cdyn_v_graph_arg(tx, val, &fk, &nd);
+            }
+            if (st == TR_OK && (PyDict_SetItem(fkw, k, fk) < 0 || PyDict_SetItem(nkw, k, nd) < 0)) {
+                st = TR_ERROR;
+            }
+        }
+        Py_DECREF(init);
+        Py_XDECREF(val);
+        Py_XDECREF(fk);
+        Py_XDECREF(nd);
+    }
+    if (st == TR_OK) {
+        *fake = PyObject_Call((PyObject *)t, empty, fkw);   /* the object on fake fields */
+        st = *fake != NULL ? cdyn_tx_record_node(tx, (PyObject *)t, empty, nkw, *fake, node)
+                           : cdyn_tx_unsupported(tx, "%S rebuilt on fake tensors", v);
+        PyErr_Clear();
+    }
+    if (st != TR_OK) {
+        Py_CLEAR(*fake);
+        Py_CLEAR(*node);
+    }
+done:
+    Py_XDECREF(params);
+    Py_XDECREF(fr);
+    Py_XDECREF(names);
+    Py_XDECREF(fd);
+    Py_XDECREF(fkw);
+    Py_XDECREF(nkw);
+    Py_XDECREF(empty);
+    return st;
+}
+
 /* ModelOutput's super().__setitem__(key, value): the item of an object made while tracing,
  * or on an object of the frame a side effect replayed by the dict base's __setitem__. */
 static tr_status

@@ -266,11 +266,28 @@ cdyn_sym_value(cdyn_tx *tx, PyObject *fake, PyObject *node, PyObject *source, Py
 
 /* A call_function node of target over the FX arguments nargs (a tuple) with example value
  * res; *node new. */
+static tr_status record_node(cdyn_tx *tx, PyObject *kind, PyObject *target, PyObject *nargs,
+                             PyObject *nkwargs, PyObject *res, PyObject **node);
+
 static tr_status
 make_node(cdyn_tx *tx, PyObject *kind, PyObject *target, PyObject *nargs, PyObject *res,
           PyObject **node)
 {
-    PyObject *kw = PyDict_New(), *r = NULL;
+    return record_node(tx, kind, target, nargs, NULL, res, node);
+}
+
+tr_status
+cdyn_tx_record_node(cdyn_tx *tx, PyObject *target, PyObject *nargs, PyObject *nkwargs,
+                    PyObject *res, PyObject **node)
+{
+    return record_node(tx, s_call_function, target, nargs, nkwargs, res, node);
+}
+
+static tr_status
+record_node(cdyn_tx *tx, PyObject *kind, PyObject *target, PyObject *nargs, PyObject *nkwargs,
+            PyObject *res, PyObject **node)
+{
+    PyObject *kw = nkwargs != NULL ? Py_NewRef(nkwargs) : PyDict_New(), *r = NULL;
     *node = kw ? PyObject_CallMethodObjArgs(tx->graph, s_create_node, kind, target, nargs, kw,
                                             NULL)
                : NULL;

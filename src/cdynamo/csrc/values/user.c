@@ -558,6 +558,7 @@ const cdyn_vtable cdyn_user_vt = {
     .next = cdyn_uobj_next,
     .iter = cdyn_uobj_iter,
     .is_iterator = cdyn_uobj_is_iterator,
+    .graph_arg = cdyn_dataclass_graph_arg,
     .enter = user_enter,
     .python_type = user_python_type,
     .collect = user_collect,

@@ -118,6 +118,11 @@ tr_status cdyn_uobj_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list);
  * instance's Python __iter__ inlined (the iterator it gives, or an iterator over the items
  * of what it gives), TR_NOTIMPL without one. */
 int cdyn_uobj_is_iterator(PyObject *v);
+/* An instance of a frozen dataclass made in the trace as an argument of a graph operation
+ * (an allow_in_graph function): a call_function node building it from its __init__ fields
+ * (their graph arguments), as torch._dynamo passes one; *fake the object built on the
+ * fields' fakes. Unsupported for other values. */
+tr_status cdyn_dataclass_graph_arg(cdyn_tx *tx, PyObject *v, PyObject **fake, PyObject **node);
 tr_status cdyn_uobj_next(cdyn_tx *tx, PyObject *v, PyObject **out);
 tr_status cdyn_uobj_iter(cdyn_tx *tx, PyObject *v, PyObject **out);
 tr_status cdyn_uobj_subscr(cdyn_tx *tx, PyObject *v, PyObject *key, PyObject **out);
