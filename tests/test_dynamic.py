@@ -1367,3 +1367,28 @@ def test_check_on_sizes_is_a_graph_assertion():
         assert out[2].item() == 32
         with pytest.raises(RuntimeError):
             opt(torch.randn(20, 10), torch.randn(20, 10), torch.tensor(25))
+
+
+def test_dynamic_sources_config_marks_inputs_dynamic():
+    """torch.compiler.config.dynamic_sources (TORCH_COMPILE_DYNAMIC_SOURCES) names sources
+    compiled dynamic from the first call, as torch._dynamo reads it: an int and a tensor
+    input by name, a regex, a ":N" dim suffix; dominant over dynamic=False (test_misc's
+    test_dynamic_sources_*: one graph per value before)."""
+    def scale(x):
+        return torch.ones(5) * x
+
+    def square(x):
+        return x * x
+
+    cases = [("L['x']", scale, [1, 2, 3], {}),
+             ("L['x']", square, [torch.randn(2), torch.randn(3), torch.randn(4)], {}),
+             (r"L\['x.*'\]:0", square, [torch.randn(2, 3), torch.randn(4, 3)], {}),
+             ("L['x']", square, [torch.randn(2), torch.randn(3)], {"dynamic": False})]
+    for spec, fn, inputs, kw in cases:
+        with torch.compiler.config.patch(dynamic_sources=spec):
+            cdynamo.reset()
+            counter = CountingBackend()
+            opt = cdynamo.compile(fn, backend=counter, **kw)
+            for x in inputs:
+                assert_same(opt(x), fn(x))
+            assert counter.frame_count == 1, (spec, fn.__name__, kw)

@@ -202,6 +202,26 @@ class ShapeTrace:
         self.tracked.append((fake, ts, ctx, src, meta))
         return fake
 
+    @staticmethod
+    def dynamic_source(name, dim):
+        """True when torch.compiler.config.dynamic_sources (TORCH_COMPILE_DYNAMIC_SOURCES)
+        marks source `name` (its repr, e.g. "L['x']") dynamic, as torch._dynamo reads it:
+        comma-separated entries, each an exact name or a regex (re.match), with an optional
+        ":N" suffix naming one dim of a tensor; dim: the tensor dim asked about, or -1 for an
+        int source (a suffix is ignored there). Dominant over dynamic=False."""
+        spec = getattr(torch.compiler.config, "dynamic_sources", "")
+        if not spec:
+            return False
+        for entry in spec.replace(" ", "").split(","):
+            if not entry:
+                continue
+            m = re.match(r"^(.*):(\d+)$", entry)
+            pattern, pdim = (m.group(1), int(m.group(2))) if m else (entry, None)
+            if pattern == name or re.match(pattern, name):
+                if dim < 0 or pdim is None or pdim == dim:
+                    return True
+        return False
+
     def lift_symbols(self, graph, node, fake):
         """Placeholders, inserted before `node`, for the symbols of `fake`'s sizes, strides
         and storage offset not bound yet (as torch._dynamo's _lift_basic_symbols). Returns

@@ -79,6 +79,8 @@ typedef struct cdyn_tx {
     PyObject *frame_state;  /* dict: the code's sizes seen so far (automatic dynamic) */
     PyObject *sym_sources;  /* dict: symbol placeholder node -> its source (x.size()[0]) */
     int dynamic;            /* compile(dynamic=): -1 None (automatic), 0 False, 1 True */
+    int dyn_sources;        /* torch.compiler.config.dynamic_sources: 0 not read yet, 1 empty,
+                               2 set (sources it names are dynamic) */
     int capture_scalars;    /* cdynamo.config.capture_scalar_outputs at trace start */
     int tf_subclass_off;    /* inside torch._C.DisableTorchFunctionSubclass(): tensor
                                subclasses' __torch_function__ is not dispatched */

@@ -1457,6 +1457,8 @@ codes_tuple(const unsigned char *codes, Py_ssize_t n)
     return t;
 }
 
+static int forced_dynamic(cdyn_tx *tx, PyObject *source, Py_ssize_t dim);
+
 /* Decide the size / stride codes of tensor's dims (see cdynamo/_shapes.py fake_input). */
 static int
 decide_dims(cdyn_tx *tx, PyObject *tensor, PyObject *source, Py_ssize_t nd, unsigned char *sizes,
@@ -1494,7 +1496,8 @@ decide_dims(cdyn_tx *tx, PyObject *tensor, PyObject *source, Py_ssize_t nd, unsi
         }
     }
     for (Py_ssize_t i = 0; i < nd; i++) {
-        int mdyn = marked(m[0], i), mweak = marked(m[1], i), mstatic = marked(m[2], i);
+        int mdyn = marked(m[0], i), mweak = marked(m[1], i) || forced_dynamic(tx, source, i);
+        int mstatic = marked(m[2], i);
         int asize = automatic && state_dynamic(st, 1, i);
         int astride = automatic && state_dynamic(st, 2, i);
         cons[i] = 0;
@@ -1607,6 +1610,32 @@ done:
     return st;
 }
 
+/* 1 when torch.compiler.config.dynamic_sources names source (dim: the tensor dim, -1 for
+ * an int), as torch._dynamo's dynamic-sources entries mark it dynamic whatever dynamic= says
+ * (_shapes.py dynamic_source); the setting is read once per trace. */
+static int
+forced_dynamic(cdyn_tx *tx, PyObject *source, Py_ssize_t dim)
+{
+    PyObject *r;
+    int on;
+    if (tx->dyn_sources == 0) {
+        PyObject *cfg = PyObject_GetAttrString(cdyn_G.torch, "compiler");
+        Py_XSETREF(cfg, cfg ? PyObject_GetAttrString(cfg, "config") : NULL);
+        Py_XSETREF(cfg, cfg ? PyObject_GetAttrString(cfg, "dynamic_sources") : NULL);
+        tx->dyn_sources = cfg != NULL && PyObject_IsTrue(cfg) == 1 ? 2 : 1;
+        Py_XDECREF(cfg);
+        PyErr_Clear();
+    }
+    if (tx->dyn_sources != 2 || source == NULL) {
+        return 0;
+    }
+    r = PyObject_CallMethod(tx->shapes, "dynamic_source", "On", cdyn_source_repr(source), dim);
+    on = r == Py_True;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return on;
+}
+
 /* Automatic dynamic shapes for a scalar input obj read through source: records it in the
  * frame state; 1 when it is dynamic now (it changed, or dynamic=True), 0 when it stays a
  * constant, -1 on error. */
@@ -1619,7 +1648,8 @@ scalar_dynamic(cdyn_tx *tx, PyObject *obj, PyObject *source)
     if (st == NULL) {
         return -1;
     }
-    return (tx->dynamic != 0 && PyTuple_GET_ITEM(st, 0) == DYN) || tx->dynamic == 1;
+    return (tx->dynamic != 0 && PyTuple_GET_ITEM(st, 0) == DYN) || tx->dynamic == 1 ||
+           forced_dynamic(tx, source, -1);
 }
 
 /* The graph input of a dynamic scalar read through source: tx->shapes.<meth>(obj, source,
