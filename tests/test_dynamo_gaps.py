@@ -489,3 +489,18 @@ def test_frozen_dataclass_passed_to_allow_in_graph():
     for backend in ("eager", "aot_eager"):
         out = cdynamo.compile(fn, backend=backend, fullgraph=True)(x, y)
         assert_same(out, fn(x, y))
+
+
+def test_structseq_built_from_a_sequence():
+    """torch.return_types.max((a, b)) in the trace: a tuple typed as the structseq, its
+    fields by name, rebuilt as one (test_misc's pytree tests: a graph break)."""
+    def f(x, y):
+        r = torch.return_types.max((x, y))
+        q = torch.return_types.qr([x * 2, y])
+        return r, r.values + 1, q.Q, type(q).__name__
+
+    x, y = torch.randn(3), torch.randn(3)
+    cd, td = run_both(f, x, y)
+    assert cd.frame_count == td.frame_count == 1
+    out = cdynamo.compile(f, backend="eager", fullgraph=True)(x, y)
+    assert type(out[0]) is torch.return_types.max

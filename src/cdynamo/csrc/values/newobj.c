@@ -479,6 +479,34 @@ weakref_construct(cdyn_tx *tx, PyObject *const *args, Py_ssize_t nargs, PyObject
     return st;
 }
 
+/* A structseq class (torch.return_types.max, os.stat_result) called on one sequence of
+ * exactly its visible fields: a tuple value typed as the class (rebuilt by calling it on
+ * the items), as the call makes one. Other item counts are a graph break. */
+static tr_status
+structseq_new(cdyn_tx *tx, PyTypeObject *cls, PyObject *seq, PyObject **out)
+{
+    PyObject *items = NULL, *n = PyDict_GetItemString(cls->tp_dict, "n_sequence_fields");
+    PyObject *nf = PyDict_GetItemString(cls->tp_dict, "n_fields");
+    tr_status st = cdyn_v_unpack(tx, seq, &items);
+    if (st != TR_OK) {
+        return st;
+    }
+    if (n == NULL || nf == NULL || PyObject_RichCompareBool(n, nf, Py_EQ) != 1 ||
+        PyLong_AsSsize_t(n) != PyList_GET_SIZE(items)) {
+        PyErr_Clear();
+        Py_DECREF(items);
+        return cdyn_tx_unsupported(tx, "construction of %s from %zd items", cls->tp_name,
+                                   PyList_GET_SIZE(items));
+    }
+    *out = cdyn_value_seq_list(VK_TUPLE, items);
+    Py_DECREF(items);
+    if (*out == NULL) {
+        return TR_ERROR;
+    }
+    V(*out)->u.seq.nt_type = Py_NewRef((PyObject *)cls);
+    return TR_OK;
+}
+
 static tr_status
 type_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
           PyObject *kwnames, PyObject **out)
@@ -508,6 +536,10 @@ type_call(cdyn_tx *tx, PyObject *clsv, PyObject *const *args, Py_ssize_t nargs,
     if (cls == &PyDictProxy_Type && nargs == 1 && kwnames == NULL &&
         V(args[0])->kind == VK_DICT) {
         return cdyn_mproxy_new(tx, args[0], out);   /* values/mproxy.c */
+    }
+    if (nargs == 1 && kwnames == NULL && PyType_IsSubtype(cls, &PyTuple_Type) &&
+        PyDict_GetItemString(cls->tp_dict, "n_sequence_fields") != NULL) {
+        return structseq_new(tx, cls, args[0], out);
     }
     if (newfn != NULL && Py_TYPE(newfn) == &PyStaticMethod_Type) {
         fn = PyObject_GetAttrString(newfn, "__func__");
