@@ -292,3 +292,31 @@ def test_functools_singledispatch_is_traced():
     out = opt(x, (x, x))
     torch.testing.assert_close(out, f(x, (x, x)))
     assert counter.frame_count == 2
+
+
+def test_hasattr_of_functions_made_in_the_trace_and_partials():
+    """hasattr() on a function made in the trace (its type's attributes; an attribute stored
+    on it in the trace is seen) and on a functools.partial passed in (read on the object,
+    guarded): test_misc's test_fn_hasattr__name__1 / _3 were graph breaks."""
+    import functools
+
+    def bar(x, y):
+        return torch.sin(x) + torch.cos(y)
+
+    baz = functools.partial(bar, y=4)
+
+    def made(x):
+        foo = lambda v: v + 1   # noqa: E731
+        g = lambda: 0           # noqa: E731
+        g.attr = 1
+        return x + 1, hasattr(foo, "__name__"), hasattr(foo, "zzz"), hasattr(g, "attr")
+
+    def partial_attrs(x):
+        return x + 1, hasattr(baz, "__name__"), hasattr(baz, "func")
+
+    x = torch.ones(2)
+    for fn in (made, partial_attrs):
+        out = _fullgraph(fn, x)
+        expected = fn(x)
+        torch.testing.assert_close(out[0], expected[0])
+        assert out[1:] == expected[1:]
