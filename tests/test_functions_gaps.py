@@ -320,3 +320,23 @@ def test_hasattr_of_functions_made_in_the_trace_and_partials():
         expected = fn(x)
         torch.testing.assert_close(out[0], expected[0])
         assert out[1:] == expected[1:]
+
+
+def test_in_of_an_iterator_consumes_it():
+    """`item in it` of an iterator (a list iterator, a generator) takes items until one
+    equals item, leaving it advanced there, as CPython (test_misc's
+    test_list_iterator_contains: a graph break)."""
+    def f(x):
+        it = iter(["my_weight", "not_my_weight", "c"])
+        next(it)
+        a = "my_weight" in it
+        it2 = iter([1, 2, 3, 4])
+        b = 2 in it2
+        g = (i * 2 for i in range(5))
+        return x + a + (4 in g), b, list(it2), list(g)
+
+    x = torch.zeros(1)
+    out = _fullgraph(f, x)
+    expected = f(x)
+    torch.testing.assert_close(out[0], expected[0])
+    assert out[1:] == expected[1:]

@@ -642,6 +642,28 @@ cdyn_v_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
     return V(v)->vt->delete_subscr(tx, v, key);
 }
 
+/* `item in it` of an iterator, as CPython does it: items taken from it until one equals
+ * item (it stays advanced past that one) or it is exhausted. */
+static tr_status
+iterator_contains(cdyn_tx *tx, PyObject *it, PyObject *item, int *out)
+{
+    tr_status st = TR_OK;
+    *out = 0;
+    for (int n = 0; st == TR_OK && !*out; n++) {
+        PyObject *x = NULL;
+        if (n == 100000) {
+            return cdyn_tx_unsupported(tx, "'in' of %S (no end found)", it);
+        }
+        st = cdyn_v_next(tx, it, &x);
+        if (st != TR_OK || x == NULL) {
+            break;
+        }
+        st = x == item ? (*out = 1, TR_OK) : cdyn_values_equal(tx, x, item, out);
+        Py_DECREF(x);
+    }
+    return st;
+}
+
 tr_status
 cdyn_v_contains(cdyn_tx *tx, PyObject *container, PyObject *item, int *out)
 {
@@ -654,6 +676,9 @@ cdyn_v_contains(cdyn_tx *tx, PyObject *container, PyObject *item, int *out)
     st = cdyn_tx_materialize(tx, container);
     if (st != TR_OK) {
         return st;
+    }
+    if (V(container)->vt->contains == NULL && cdyn_v_is_iterator(container)) {
+        return iterator_contains(tx, container, item, out);
     }
     if (V(container)->vt->contains == NULL) {
         return missing(tx, "'in'", container);
