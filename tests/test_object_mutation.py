@@ -534,3 +534,21 @@ def test_module_property_setter_then_property_read_in_one_trace():
         out = compiled(x)
         assert torch.equal(out[0], expected[0]) and torch.equal(out[1], expected[1])
         assert out[2] is False and m._gc is False and m.lin.gradient_checkpointing is False
+
+
+def test_attribute_stored_on_an_input_tensor():
+    """x.flag = value on a tensor passed in is replayed on it after the graph and seen by
+    hasattr() / reads later in the trace (test_misc's test_input_tensor_custom_attr_mutation:
+    a graph break)."""
+    def f(x, flag):
+        x.offloading_activation = flag
+        y = x + 1
+        if hasattr(x, "offloading_activation") and x.offloading_activation:
+            y = y * 2
+        return y
+
+    opt = cdynamo.compile(f, backend="eager", fullgraph=True)
+    for flag in (True, False):
+        x1, x2 = torch.ones(5), torch.ones(5)
+        torch.testing.assert_close(opt(x2, flag), f(x1, flag))
+        assert x2.offloading_activation is flag

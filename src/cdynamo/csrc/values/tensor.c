@@ -336,6 +336,14 @@ tensor_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
     if (V(v)->source == NULL && V(v)->kind == VK_TENSOR) {
         return own_attr_store(tx, v, name, value);
     }
+    if (V(v)->source != NULL && V(v)->kind == VK_TENSOR && !cdyn_name_is(name, "grad") &&
+        _PyType_Lookup(tensor_python_type(v), name) == NULL) {
+        /* x.flag = value on a tensor of the frame (an attribute its class does not define):
+           replayed on it after the graph, and seen by later reads and hasattr() in the
+           trace (kept in u.tensor.attrs too), as torch._dynamo's attribute mutation */
+        tr_status st = own_attr_store(tx, v, name, value);
+        return st != TR_OK ? st : cdyn_tx_effect(tx, EFF_STORE_ATTR, v, name, value);
+    }
     if (!cdyn_name_is(name, "grad") || V(v)->source == NULL ||
         !(cdyn_v_is_none(value) || V(value)->kind == VK_TENSOR)) {
         return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S (side effect)", name, v);
