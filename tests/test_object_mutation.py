@@ -552,3 +552,21 @@ def test_attribute_stored_on_an_input_tensor():
         x1, x2 = torch.ones(5), torch.ones(5)
         torch.testing.assert_close(opt(x2, flag), f(x1, flag))
         assert x2.offloading_activation is flag
+
+
+def test_grad_stored_on_a_tensor_made_in_the_trace():
+    """y.grad = x on a tensor the trace made: read back in the trace and set on the returned
+    tensor (test_misc's test_newly_constructed_tensor_attr_mutation: a graph break)."""
+    def f(x):
+        y = x + 10
+        y.grad = x
+        y.foo = 42
+        return y, y.grad * 2
+
+    x = torch.ones(5)
+    out = cdynamo.compile(f, backend="eager", fullgraph=True)(x)
+    ref = f(x)
+    torch.testing.assert_close(out[0], ref[0])
+    torch.testing.assert_close(out[0].grad, ref[0].grad)
+    torch.testing.assert_close(out[1], ref[1])
+    assert out[0].foo == 42

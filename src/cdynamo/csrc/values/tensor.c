@@ -286,12 +286,15 @@ cdyn_tensor_name_hint(PyObject *v, PyObject *name)
  * `canvas_size` on a BoundingBoxes made with as_subclass): kept on the value (u.tensor.attrs,
  * a new dict per store, so a rollback restores the old one), read back by getattr and set
  * on the rebuilt object (tensor_reconstruct). A name the tensor's class defines as a data
- * descriptor (a property, Tensor's own attributes) is a graph break. */
+ * descriptor (a property, Tensor's own attributes) is a graph break, except `grad` set to a
+ * tensor or None (set on the rebuilt tensor the same way). */
 static tr_status
 own_attr_store(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
 {
     PyObject *d = _PyType_Lookup(tensor_python_type(v), name), *attrs;
-    if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) {
+    int grad = cdyn_name_is(name, "grad") &&
+               (cdyn_v_is_none(value) || V(value)->kind == VK_TENSOR);   /* y.grad = g */
+    if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL && !grad) {
         return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S (a descriptor of its class)",
                                    name, v);
     }
