@@ -639,3 +639,20 @@ def test_regex_on_constants_folds():
     assert counter.frame_count == 1
     cdynamo.reset()
     cdynamo.compile(regex_on_constants, backend="eager", fullgraph=True)(torch.randn(3))
+
+
+def test_union_annotations_with_generic_aliases():
+    """`torch.Tensor | list[int]` (a PEP 604 union with a generic alias, evaluated when an
+    annotated inner function is defined) folds to the real types.UnionType (test_misc's
+    test_tying_union_new_syntax: a graph break)."""
+    def fn(x):
+        def inner1(y: torch.Tensor | None):
+            return y
+
+        def inner3(y: torch.Tensor | list[int] | dict[str, int]):
+            return y
+
+        return inner3(inner1(x)) + 1
+
+    out = cdynamo.compile(fn, backend="eager", fullgraph=True)(torch.ones(2))
+    torch.testing.assert_close(out, torch.ones(2) + 1)

@@ -686,14 +686,17 @@ cdyn_v_contains(cdyn_tx *tx, PyObject *container, PyObject *item, int *out)
     return V(container)->vt->contains(tx, container, item, out);
 }
 
-/* 1 when v stands for a class (whose identity a guard can pin) or for None: an operand of
- * a type union `int | None`. */
+/* 1 when v stands for a class (whose identity a guard can pin), a generic alias
+ * (`list[int]`), a union or None: an operand of a type union `int | None`. */
 static int
 union_operand(PyObject *v)
 {
     PyObject *r = cdyn_v_real(v);
     return cdyn_v_is_none(v) ||
-           (r != NULL && PyType_Check(r) && V(v)->kind != VK_CONST && V(v)->kind != VK_OBJECT);
+           (r != NULL && V(v)->kind != VK_CONST &&
+            ((PyType_Check(r) && V(v)->kind != VK_OBJECT) ||
+             Py_IS_TYPE(r, &Py_GenericAliasType) ||
+             strcmp(Py_TYPE(r)->tp_name, "types.UnionType") == 0));   /* list[int], A | B */
 }
 
 /* `A | B` of classes and None (`int | None`, PEP 604): folded to the real types.UnionType,
@@ -909,14 +912,12 @@ cdyn_v_binop(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
     if (op < 0 || op > 25) {
         return cdyn_tx_unsupported(tx, "BINARY_OP %d", op);
     }
-    if (V(a)->vt->binop != NULL) {
+    st = type_union(tx, op, a, b, out);   /* (a union value is a plain OBJECT) */
+    if (st == TR_NOTIMPL && V(a)->vt->binop != NULL) {
         st = V(a)->vt->binop(tx, op, a, b, out);
     }
     if (st == TR_NOTIMPL && V(b)->vt != V(a)->vt && V(b)->vt->binop != NULL) {
         st = V(b)->vt->binop(tx, op, a, b, out);
-    }
-    if (st == TR_NOTIMPL) {
-        st = type_union(tx, op, a, b, out);
     }
     if (st == TR_NOTIMPL && op >= 13 && !has_inplace_slot(a, op - 13)) {
         /* no in-place form (a dict view, a frozenset, ...): the binary operator, as Python
