@@ -340,3 +340,19 @@ def test_in_of_an_iterator_consumes_it():
     expected = f(x)
     torch.testing.assert_close(out[0], expected[0])
     assert out[1:] == expected[1:]
+
+
+def test_explicit_dunder_iter_of_tensors_and_constants():
+    """x.__iter__() of a tensor and "ab".__iter__() / (1, 2).__iter__() of constants are
+    iter() (test_misc's test_tensor__iter__ and test_str___iter__: graph breaks)."""
+    def f(x):
+        for y in x.__iter__():
+            y.add_(1.0)
+        s = next("ab".__iter__())
+        return x * 2, s, [c for c in (1, 2, 3).__iter__()]
+
+    x1, x2 = torch.ones(3), torch.ones(3)
+    out = _fullgraph(f, x1)
+    expected = f(x2)
+    torch.testing.assert_close(out[0], expected[0])
+    assert out[1:] == expected[1:]

@@ -141,6 +141,17 @@ cdyn_any_tensor(PyObject *const *args, Py_ssize_t n)
     return 0;
 }
 
+/* 1 when res is a fresh iterator of a builtin immutable sequence (str, bytes, tuple, range),
+ * whose items are constants. */
+static int
+fresh_iterator_of_constants(PyObject *res)
+{
+    const char *n = Py_TYPE(res)->tp_name;
+    return strcmp(n, "str_ascii_iterator") == 0 || strcmp(n, "str_iterator") == 0 ||
+           strcmp(n, "bytes_iterator") == 0 || strcmp(n, "tuple_iterator") == 0 ||
+           strcmp(n, "range_iterator") == 0 || strcmp(n, "longrange_iterator") == 0;
+}
+
 tr_status
 cdyn_call_on_constants(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
                        PyObject *kwnames, PyObject **out)
@@ -160,6 +171,24 @@ cdyn_call_on_constants(cdyn_tx *tx, PyObject *fn, PyObject *const *args, Py_ssiz
         return st != TR_NOTIMPL ? st : cdyn_tx_unsupported(tx, "constant call of %R failed", fn);
     }
     if (!PyList_CheckExact(res)) {
+        if (!cdyn_is_constant(res) && fresh_iterator_of_constants(res)) {
+            /* "ab".__iter__(), iter((1, 2)): an iterator over the constant's items */
+            PyObject *items = PySequence_List(res), *it_type = (PyObject *)Py_TYPE(res);
+            Py_INCREF(it_type);
+            Py_DECREF(res);
+            for (Py_ssize_t i = 0; items != NULL && i < PyList_GET_SIZE(items); i++) {
+                PyObject *c = cdyn_value_const(PyList_GET_ITEM(items, i));   /* as values */
+                if (c == NULL) {
+                    Py_CLEAR(items);
+                    break;
+                }
+                PyList_SetItem(items, i, c);
+            }
+            *out = items != NULL ? cdyn_value_iter_typed(items, (PyTypeObject *)it_type) : NULL;
+            Py_DECREF(it_type);
+            Py_XDECREF(items);
+            return *out ? TR_OK : TR_ERROR;
+        }
         if (!cdyn_is_constant(res)) {
             Py_DECREF(res);
             return cdyn_tx_unsupported(tx, "constant call of %R gave a non-constant", fn);
