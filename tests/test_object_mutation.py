@@ -570,3 +570,58 @@ def test_grad_stored_on_a_tensor_made_in_the_trace():
     torch.testing.assert_close(out[0].grad, ref[0].grad)
     torch.testing.assert_close(out[1], ref[1])
     assert out[0].foo == 42
+
+
+class _SetAttrLog:
+    """Stores every attribute under a prefix; reads it back through __getattr__ (test_misc's
+    UserDefineSetAttr): both may only run inside the trace."""
+    setup = False
+
+    def __setattr__(self, key, value):
+        assert torch.compiler.is_dynamo_compiling() or _SetAttrLog.setup
+        super().__setattr__(f"pfx_{key}", value)
+
+    def __getattr__(self, key, c=1):
+        assert torch.compiler.is_dynamo_compiling() or _SetAttrLog.setup
+        return self.__dict__[f"pfx_{key}"] if c else None
+
+
+class _Delegating:
+    def __init__(self):
+        self.inner = types_ns(scale=3.0)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def types_ns(**kw):
+    import types
+    return types.SimpleNamespace(**kw)
+
+
+def test_python_getattr_of_an_object_passed_in_is_inlined():
+    """obj.name where the class defines __getattr__ in Python and neither the instance nor
+    the class has the name: __getattr__ is inlined (it ran for real at trace time before, so
+    an assert on is_dynamo_compiling() in it failed: test_misc's test_user_defined_setattr1),
+    the name's absence from obj.__dict__ guarded (set later, the entry is not reused)."""
+    def store(obj):
+        obj.y = obj.x + 1
+
+    obj = _SetAttrLog()
+    _SetAttrLog.setup = True
+    obj.x = torch.randn(8)
+    _SetAttrLog.setup = False
+    cdynamo.compile(store, backend="eager", fullgraph=True)(obj)
+    assert set(vars(obj)) == {"pfx_x", "pfx_y"}
+    torch.testing.assert_close(vars(obj)["pfx_y"], vars(obj)["pfx_x"] + 1)
+
+    def scaled(x, w):
+        return x * w.scale
+
+    counter = CountingBackend()
+    opt = cdynamo.compile(scaled, backend=counter, fullgraph=True)
+    w = _Delegating()
+    torch.testing.assert_close(opt(torch.ones(2), w), torch.full((2,), 3.0))
+    w.scale = 5.0   # now found in the instance dict: __getattr__ is not called
+    torch.testing.assert_close(opt(torch.ones(2), w), torch.full((2,), 5.0))
+    assert counter.frame_count == 2

@@ -1089,6 +1089,42 @@ missing_attr(cdyn_tx *tx, PyTypeObject *t, PyObject *descr, PyObject *src, PyObj
 
 /* obj.name on an object from the frame: memoised reads, properties inlined, methods
  * bound to the value, other attributes wrapped through <source>.name. */
+/* obj.name on an object of the frame whose class defines __getattr__ in Python, for a name
+ * that neither its instance dict nor its class has: __getattr__(obj, name) inlined (it ran
+ * for real before, at trace time: an assert on torch.compiler.is_dynamo_compiling() in it
+ * failed), the name's absence from <source>.__dict__ guarded (DICT_CONTAINS absent) and the
+ * method pinned through the class. TR_NOTIMPL otherwise. */
+static tr_status
+python_getattr_hook(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
+{
+    PyObject *obj = V(v)->u.obj.obj, *ga = _PyType_Lookup(Py_TYPE(obj), cdyn_U.s_getattr);
+    PyObject **dp = _PyObject_GetDictPtr(obj), *dsrc, *nv;
+    tr_status st;
+    int in_dict;
+    if (ga == NULL || !PyFunction_Check(ga) || !generic_getattribute(Py_TYPE(obj)) ||
+        dp == NULL || *dp == NULL || !PyDict_CheckExact(*dp)) {
+        return TR_NOTIMPL;
+    }
+    if ((in_dict = PyDict_Contains(*dp, name)) != 0) {
+        return in_dict < 0 ? TR_ERROR : TR_NOTIMPL;
+    }
+    dsrc = cdyn_source_attr(V(v)->source, cdyn_U.s_dict);
+    if (dsrc == NULL || cdyn_guards_add_contains(tx->guards, dsrc, name, 0) < 0) {
+        Py_XDECREF(dsrc);
+        return TR_ERROR;
+    }
+    Py_DECREF(dsrc);
+    if ((st = cdyn_uobj_guard_type_member(tx, v, cdyn_U.s_getattr)) != TR_OK) {
+        return st;
+    }
+    if ((nv = cdyn_value_const(name)) == NULL) {
+        return TR_ERROR;
+    }
+    st = call_type_function(tx, ga, v, &nv, 1, NULL, out);
+    Py_DECREF(nv);
+    return st;
+}
+
 static tr_status
 object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
@@ -1128,6 +1164,10 @@ object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     if (descr != NULL && Py_TYPE(descr) == &PyProperty_Type &&
         (st = delegated_property(tx, v, name, descr, out)) != TR_NOTIMPL) {
         Py_XDECREF(src);
+        return st;
+    }
+    if (descr == NULL && src != NULL && (st = python_getattr_hook(tx, v, name, out)) != TR_NOTIMPL) {
+        Py_DECREF(src);
         return st;
     }
     if (descr != NULL && (PyObject *)Py_TYPE(descr) == cdyn_U.cached_property) {
