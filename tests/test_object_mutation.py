@@ -625,3 +625,20 @@ def test_python_getattr_of_an_object_passed_in_is_inlined():
     w.scale = 5.0   # now found in the instance dict: __getattr__ is not called
     torch.testing.assert_close(opt(torch.ones(2), w), torch.full((2,), 5.0))
     assert counter.frame_count == 2
+
+
+def test_store_on_a_threading_local():
+    """l.x = value on a threading.local passed in: replayed on it after the graph (in the same
+    thread), read back in the trace (test_misc's test_thread_local_setattr: a graph break)."""
+    from threading import local
+
+    loc = local()
+
+    def fn(x, l):
+        l.x = x
+        return x + 1, l.x * 2
+
+    x = torch.ones(2, 2)
+    out = cdynamo.compile(fn, backend="eager", fullgraph=True)(x, loc)
+    assert loc.x is x
+    torch.testing.assert_close(out[1], x * 2)

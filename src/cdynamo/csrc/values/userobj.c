@@ -1305,6 +1305,14 @@ object_setattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject *value)
     if (f == cdyn_U.object_setattr) {
         return cdyn_uobj_generic_setattr(tx, v, name, value);
     }
+    if (f != NULL && !PyFunction_Check(f) && strcmp(t->tp_name, "_thread._local") == 0 &&
+        V(v)->source != NULL && !cdyn_name_is(name, "__dict__") &&
+        _PyType_Lookup(t, name) == NULL) {
+        /* a threading.local: its attributes are the calling thread's, set by the
+           transformed code after the graph in that same thread; later reads in the trace
+           see the stored value */
+        return cdyn_setattr_replayed(tx, v, name, value);
+    }
     if (f == NULL || !PyFunction_Check(f)) {
         return cdyn_tx_unsupported(tx, "STORE_ATTR %U on %S with a builtin __setattr__", name,
                                    v);
