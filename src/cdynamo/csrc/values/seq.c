@@ -974,15 +974,8 @@ user_operator(cdyn_tx *tx, int op, PyObject *a, PyObject *b, PyObject **out)
             Py_DECREF(name);
             continue;
         }
-        {
-            PyObject *bound = NULL;   /* self.<name>: the method bound to the value */
-            st = cdyn_v_getattr(tx, self, name, &bound);
-            Py_DECREF(name);
-            if (st == TR_OK) {
-                st = cdyn_v_call(tx, NULL, bound, &other, 1, NULL, out);
-                Py_DECREF(bound);
-            }
-        }
+        st = call_dunder(tx, self, name, &other, 1, out);   /* self.<name>(other) */
+        Py_DECREF(name);
         if (st != TR_OK) {
             return st;
         }
