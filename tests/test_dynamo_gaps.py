@@ -496,8 +496,8 @@ def test_structseq_built_from_a_sequence():
     fields by name, rebuilt as one (test_misc's pytree tests: a graph break)."""
     def f(x, y):
         r = torch.return_types.max((x, y))
-        q = torch.return_types.qr([x * 2, y])
-        return r, r.values + 1, q.Q, type(q).__name__
+        q = torch.return_types.sort([x * 2, y])   # (torch 2.15 has no return_types.qr)
+        return r, r.values + 1, q.indices, type(q).__name__
 
     x, y = torch.randn(3), torch.randn(3)
     cd, td = run_both(f, x, y)
