@@ -546,6 +546,12 @@ void cdyn_tensor_tf_convert(PyObject *v, PyObject *cls);
  * no HASATTR is added (the caller guards the value through <source>.<name>)
  * (values/tensor.c). */
 int cdyn_tensor_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **inst);
+/* The real object `source` names in the traced frame, read again now: a new reference, or
+ * NULL with an exception (wrap.c). */
+PyObject *cdyn_tx_frame_object(cdyn_tx *tx, PyObject *source);
+/* hasattr(v, name) of a FUNCTION made in the trace: 1 / 0 by its type's attributes and the
+ * names the trace stored on it, -1 unknown, -2 with an exception (values/function.c). */
+int cdyn_function_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name);
 /* 1 when name (str) equals s. */
 int cdyn_name_is(PyObject *name, const char *s);
 /* 1 when name (a str) equals one of the strings of list (NULL-terminated). */

@@ -465,13 +465,6 @@ cdyn_v_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                    PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
     tr_status st = builtin_dunder(tx, self, name, args, nargs, kwnames, out);
-    if (st == TR_NOTIMPL && nargs == 0 && kwnames == NULL && cdyn_name_is(name, "__iter__") &&
-        (V(self)->kind == VK_TENSOR ||
-         (V(self)->kind == VK_CONST &&
-          (PyUnicode_CheckExact(V(self)->u.cnst.value) || PyBytes_CheckExact(V(self)->u.cnst.value) ||
-           PyTuple_CheckExact(V(self)->u.cnst.value) || PyRange_Check(V(self)->u.cnst.value))))) {
-        return cdyn_v_iter(tx, self, out);   /* x.__iter__() of a tensor, "ab".__iter__(): iter() */
-    }
     if (st == TR_NOTIMPL && V(self)->vt->call_method == NULL && V(self)->kind == VK_CONST) {
         /* a method of a constant called by name (a bound "/".join kept in an attribute,
            as pathlib's flavour does): its attribute, then the call */

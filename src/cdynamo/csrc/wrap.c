@@ -141,6 +141,14 @@ cdyn_any_tensor(PyObject *const *args, Py_ssize_t n)
     return 0;
 }
 
+PyObject *
+cdyn_tx_frame_object(cdyn_tx *tx, PyObject *source)
+{
+    return cdyn_source_eval((cdyn_source *)source, cdyn_frame_slots(tx->frame),
+                            cdyn_frame_func(tx->frame), cdyn_frame_globals(tx->frame),
+                            cdyn_frame_builtins(tx->frame));
+}
+
 /* 1 when res is a fresh iterator of a builtin immutable sequence (str, bytes, tuple, range),
  * whose items are constants. */
 static int

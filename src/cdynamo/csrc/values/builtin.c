@@ -293,26 +293,8 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
     case VK_TORCHFN:
         obj = cdyn_v_real(v);        /* fixed by EQUALS/ID/FUNCTION_MATCH */
         break;
-    case VK_FUNCTION:
-        /* a function made in the trace: its type's attributes (__name__, __code__, ...),
-           nothing else while no attribute was stored on it (u.func.attrs) */
-        if (_PyType_Lookup(&PyFunction_Type, name) != NULL) {
-            return 1;
-        }
-        if (V(v)->u.func.attrs != NULL) {
-            cdyn_value *a = V(V(v)->u.func.attrs);   /* its keys: the names, constants */
-            if (a->u.dict.keys == NULL || a->u.dict.keyvals != NULL) {
-                return -1;
-            }
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(a->u.dict.keys); i++) {
-                PyObject *k = PyList_GET_ITEM(a->u.dict.keys, i);
-                if (PyUnicode_Check(k) && PyUnicode_Compare(k, name) == 0) {
-                    return 1;
-                }
-            }
-            return 0;
-        }
-        return 0;
+    case VK_FUNCTION:   /* made in the trace: its type's attributes and what it stored */
+        return cdyn_function_hasattr(tx, v, name);
     case VK_PARTIAL:
         /* functools.partial: its type's attributes (func, args, keywords, ...); a partial
            made in the trace has nothing in its instance dict, one of the frame is read */
@@ -324,9 +306,7 @@ known_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
         if (r || V(v)->source == NULL) {
             return r;
         }
-        obj = cdyn_source_eval((cdyn_source *)V(v)->source, cdyn_frame_slots(tx->frame),
-                               cdyn_frame_func(tx->frame), cdyn_frame_globals(tx->frame),
-                               cdyn_frame_builtins(tx->frame));   /* the partial itself */
+        obj = cdyn_tx_frame_object(tx, V(v)->source);   /* the partial itself */
         if (obj == NULL) {
             PyErr_Clear();
             return -1;

@@ -1004,6 +1004,22 @@ stored_attr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+int
+cdyn_function_hasattr(cdyn_tx *tx, PyObject *v, PyObject *name)
+{
+    PyObject *a = NULL;
+    tr_status st;
+    if (_PyType_Lookup(&PyFunction_Type, name) != NULL) {
+        return 1;   /* __name__, __code__, ...: what every function has */
+    }
+    st = stored_attr(tx, v, name, &a);
+    if (st != TR_OK) {
+        return st == TR_ERROR ? -2 : -1;
+    }
+    Py_XDECREF(a);
+    return a != NULL;
+}
+
 static tr_status
 function_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {

@@ -556,8 +556,8 @@ call_dunder(cdyn_tx *tx, PyObject *self, PyObject *name, PyObject *const *args, 
     return st;
 }
 
-/* The overriding `name` of v inlined: TR_NOTIMPL when its class does not override it;
- * unsupported for the slots not traced. */
+/* The overriding `name` (__getitem__ or __len__) of v inlined: TR_NOTIMPL when its class
+ * does not override it. */
 static tr_status
 call_override(cdyn_tx *tx, PyObject *v, const char *name, PyObject *const *args,
               Py_ssize_t nargs, PyObject **out)
@@ -567,16 +567,24 @@ call_override(cdyn_tx *tx, PyObject *v, const char *name, PyObject *const *args,
     if (override_of(v, name) == NULL) {
         return TR_NOTIMPL;
     }
-    if (strcmp(name, "__getitem__") != 0 && strcmp(name, "__len__") != 0) {
-        return cdyn_tx_unsupported(tx, "%s of named-tuple class %s defined in Python", name,
-                                   ((PyTypeObject *)V(v)->u.seq.nt_type)->tp_name);
-    }
     if ((n = PyUnicode_FromString(name)) == NULL) {
         return TR_ERROR;
     }
     st = call_dunder(tx, v, n, args, nargs, out);
     Py_DECREF(n);
     return st;
+}
+
+/* A slot the class of v overrides in Python that is not traced (__iter__, __contains__):
+ * unsupported; TR_NOTIMPL when it does not override it. */
+static tr_status
+untraced_override(cdyn_tx *tx, PyObject *v, const char *name)
+{
+    if (override_of(v, name) == NULL) {
+        return TR_NOTIMPL;
+    }
+    return cdyn_tx_unsupported(tx, "%s of named-tuple class %s defined in Python", name,
+                               ((PyTypeObject *)V(v)->u.seq.nt_type)->tp_name);
 }
 
 /* ---- protocol ---------------------------------------------------------------------------- */
@@ -592,8 +600,9 @@ seq_truth(cdyn_tx *tx, PyObject *v, int *out)
 static tr_status
 seq_unpack(cdyn_tx *tx, PyObject *v, PyObject **out_list)
 {
-    if (override_of(v, "__iter__") != NULL) {
-        return call_override(tx, v, "__iter__", NULL, 0, out_list);   /* unsupported */
+    tr_status st = untraced_override(tx, v, "__iter__");
+    if (st != TR_NOTIMPL) {
+        return st;
     }
     *out_list = PyList_GetSlice(items(v), 0, PyList_GET_SIZE(items(v)));
     return *out_list ? TR_OK : TR_ERROR;
@@ -831,17 +840,16 @@ seq_delete_subscr(cdyn_tx *tx, PyObject *v, PyObject *key)
 static tr_status
 seq_contains(cdyn_tx *tx, PyObject *v, PyObject *item, int *out)
 {
-    if (override_of(v, "__contains__") != NULL) {
-        return call_override(tx, v, "__contains__", &item, 1, NULL);   /* unsupported */
+    tr_status st = untraced_override(tx, v, "__contains__");
+    if (st != TR_NOTIMPL) {
+        return st;
     }
     *out = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items(v)) && !*out; i++) {
-        tr_status st = cdyn_values_equal(tx, PyList_GET_ITEM(items(v), i), item, out);
-        if (st != TR_OK) {
-            return st;
-        }
+    st = TR_OK;
+    for (Py_ssize_t i = 0; st == TR_OK && i < PyList_GET_SIZE(items(v)) && !*out; i++) {
+        st = cdyn_values_equal(tx, PyList_GET_ITEM(items(v), i), item, out);
     }
-    return TR_OK;
+    return st;
 }
 
 /* 1 when v is a torch.Size: a tuple value rebuilt as one, or a constant Size. */

@@ -94,9 +94,7 @@ inner_tensor_name(PyObject *v, PyObject *name)
 static PyObject *
 frame_tensor(cdyn_tx *tx, PyObject *v)
 {
-    return cdyn_source_eval((cdyn_source *)V(v)->source, cdyn_frame_slots(tx->frame),
-                            cdyn_frame_func(tx->frame), cdyn_frame_globals(tx->frame),
-                            cdyn_frame_builtins(tx->frame));
+    return cdyn_tx_frame_object(tx, V(v)->source);
 }
 
 int
@@ -668,6 +666,9 @@ tensor_call_method(cdyn_tx *tx, cdyn_fs *fs, PyObject *self, PyObject *name,
                                       "register_hook", "retain_grad", NULL};
     PyObject *all[65];
     (void)fs;
+    if (nargs == 0 && kwnames == NULL && cdyn_name_is(name, "__iter__")) {
+        return cdyn_v_iter(tx, self, out);   /* x.__iter__() is iter(x) */
+    }
     if (cdyn_name_in(name, meta)) {
         return call_meta_method(tx, self, name, args, nargs, kwnames, out);
     }

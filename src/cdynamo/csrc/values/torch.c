@@ -188,10 +188,6 @@ construct(cdyn_tx *tx, PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
     PyObject *objs[32], *real = NULL;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     tr_status st;
-    if (cls == cdyn_G.torch_size_type && nargs == 1 && kwnames == NULL &&
-        V(args[0])->kind != VK_CONST) {
-        return cdyn_torch_size_of(tx, args[0], out);
-    }
     if (!cdyn_all_const(args, nargs) || nargs > 32) {
         return cdyn_tx_unsupported(tx, "%R with non-constant arguments", cls);
     }

@@ -1087,8 +1087,6 @@ missing_attr(cdyn_tx *tx, PyTypeObject *t, PyObject *descr, PyObject *src, PyObj
     return st;
 }
 
-/* obj.name on an object from the frame: memoised reads, properties inlined, methods
- * bound to the value, other attributes wrapped through <source>.name. */
 /* obj.name on an object of the frame whose class defines __getattr__ in Python, for a name
  * that neither its instance dict nor its class has: __getattr__(obj, name) inlined (it ran
  * for real before, at trace time: an assert on torch.compiler.is_dynamo_compiling() in it
@@ -1125,6 +1123,8 @@ python_getattr_hook(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
     return st;
 }
 
+/* obj.name on an object from the frame: memoised reads, properties inlined, methods
+ * bound to the value, other attributes wrapped through <source>.name. */
 static tr_status
 object_getattr(cdyn_tx *tx, PyObject *v, PyObject *name, PyObject **out)
 {
